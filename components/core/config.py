@@ -1,0 +1,254 @@
+"""Typed configuration for a Strategist run.
+
+One resolved `RunConfig` travels to every training process (as JSON), is saved
+beside the exported model, and is what every backend (local, Vertex AI,
+Kubeflow) is built from. Validation lives here so that bad input is refused
+before any process or cloud job starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
+BACKENDS = ("local", "vertex", "kubeflow")
+
+
+class ConfigError(ValueError):
+    """A configuration a user gave cannot be run; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the training data comes from.
+
+    Attributes:
+        dataset: TFDS dataset name (`digits` is built offline, `mnist` downloads).
+        data_dir: TFDS data directory (prepared datasets and downloads).
+        shards_dir: folder of TFRecord shards and `manifest.json`; written by
+            `shard`, read by the trainer.
+        num_shards: shard files per split; raised to the number of input
+            pipelines when smaller, so file-based auto-sharding never starves.
+    """
+
+    dataset: str = "digits"
+    data_dir: str | None = None
+    shards_dir: str | None = None
+    num_shards: int = 8
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model to train.
+
+    Attributes:
+        name: key of the model registry (`components.core.models`).
+    """
+
+    name: str = "mlp"
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How to train.
+
+    Attributes:
+        epochs: number of passes over the training split.
+        per_replica_batch_size: examples each replica sees per step; the global
+            batch is this times the number of replicas.
+        base_learning_rate: learning rate at `base_batch_size`; scaled linearly
+            with the batch each update uses (Goyal et al., 2017).
+        base_batch_size: the batch size `base_learning_rate` was tuned for.
+        warmup_epochs: epochs of linear learning-rate warm-up.
+        seed: random seed for weights and shuffling.
+    """
+
+    epochs: int = 5
+    per_replica_batch_size: int = 32
+    base_learning_rate: float = 0.001
+    base_batch_size: int = 32
+    warmup_epochs: int = 1
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The cluster shape and the strategy that runs on it.
+
+    Attributes:
+        strategy: one of `STRATEGIES`.
+        workers: processes that compute gradients. For `multi_worker_mirrored`
+            the first is the chief; for `parameter_server` a separate chief
+            (the coordinator) dispatches steps to them.
+        ps: parameter-server tasks (`parameter_server` only).
+        devices_per_worker: GPUs per machine; on a machine without GPUs,
+            `mirrored` uses this many logical CPU devices instead.
+    """
+
+    strategy: str = "mirrored"
+    workers: int = 1
+    ps: int = 0
+    devices_per_worker: int = 2
+
+    @property
+    def num_replicas(self) -> int:
+        """Replicas that compute gradients for one global batch."""
+        if self.strategy == "one_device":
+            return 1
+        if self.strategy == "mirrored":
+            return self.devices_per_worker
+        return self.workers
+
+    @property
+    def num_processes(self) -> int:
+        """TensorFlow processes the cluster needs."""
+        if self.strategy in ("one_device", "mirrored"):
+            return 1
+        if self.strategy == "multi_worker_mirrored":
+            return self.workers
+        return 1 + self.workers + self.ps
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run needs.
+
+    Attributes:
+        data: the data.
+        model: the model.
+        training: the optimisation settings.
+        cluster: the strategy and cluster shape.
+        output_dir: where the chief writes `metrics.json`, `model/` and
+            `config.json`; other tasks write to scratch folders below it.
+        backup_dir: where `BackupAndRestore` keeps its checkpoint; defaults to
+            `<output_dir>/backup`.
+    """
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    output_dir: str = "runs/train"
+    backup_dir: str | None = None
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.training.per_replica_batch_size * self.cluster.num_replicas
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunConfig:
+        """Builds a config from `to_dict()` output, rejecting unknown keys."""
+        sections = {
+            "data": DataConfig,
+            "model": ModelConfig,
+            "training": TrainingConfig,
+            "cluster": ClusterConfig,
+        }
+        kwargs: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in sections:
+                kwargs[key] = _build(sections[key], value, key)
+            elif key in ("output_dir", "backup_dir"):
+                kwargs[key] = value
+            else:
+                raise ConfigError(f"unknown config key {key!r}")
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        return cls.from_dict(json.loads(text))
+
+
+def _build(section: type, raw: dict[str, Any], name: str) -> Any:
+    known = {f.name for f in dataclasses.fields(section)}
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"unknown key(s) in {name!r} config: {', '.join(sorted(unknown))}")
+    return section(**raw)
+
+
+def validate_cluster(cluster: ClusterConfig) -> None:
+    """Refuses cluster shapes the strategy cannot use.
+
+    Raises:
+        ConfigError: with a message that says which flag to change.
+    """
+    if cluster.strategy not in STRATEGIES:
+        raise ConfigError(
+            f"unknown strategy {cluster.strategy!r}; choose one of {', '.join(STRATEGIES)} "
+            "(or 'auto' to let `strategist select` choose)"
+        )
+    if cluster.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {cluster.workers}")
+    if cluster.ps < 0:
+        raise ConfigError(f"--ps must be 0 or more, got {cluster.ps}")
+    if cluster.devices_per_worker < 1:
+        raise ConfigError(f"devices per worker must be at least 1, got {cluster.devices_per_worker}")
+    if cluster.strategy in ("one_device", "mirrored"):
+        if cluster.workers != 1:
+            raise ConfigError(
+                f"{cluster.strategy} runs on one machine: use --workers 1, or choose "
+                "multi_worker_mirrored or parameter_server for several workers"
+            )
+        if cluster.ps:
+            raise ConfigError(
+                f"{cluster.strategy} has no parameter servers: drop --ps, or choose parameter_server"
+            )
+    if cluster.strategy == "one_device" and cluster.devices_per_worker != 1:
+        raise ConfigError("one_device uses exactly one device; choose mirrored for several")
+    if cluster.strategy == "multi_worker_mirrored":
+        if cluster.ps:
+            raise ConfigError(
+                "multi_worker_mirrored has no parameter servers: drop --ps, or choose "
+                "parameter_server"
+            )
+    if cluster.strategy == "parameter_server" and cluster.ps < 1:
+        raise ConfigError("parameter_server needs at least one parameter server: pass --ps 1 or more")
+
+
+def validate_run(config: RunConfig) -> None:
+    """Validates everything that can be checked without touching data.
+
+    Raises:
+        ConfigError: with a message that says what to do.
+    """
+    validate_cluster(config.cluster)
+    t = config.training
+    if t.epochs < 1:
+        raise ConfigError(f"--epochs must be at least 1, got {t.epochs}")
+    if t.per_replica_batch_size < 1:
+        raise ConfigError(f"--batch-size must be at least 1, got {t.per_replica_batch_size}")
+    if t.base_batch_size < 1:
+        raise ConfigError(f"base batch size must be at least 1, got {t.base_batch_size}")
+    if not t.base_learning_rate > 0:
+        raise ConfigError(f"learning rate must be positive, got {t.base_learning_rate}")
+    if t.warmup_epochs < 0:
+        raise ConfigError(f"warm-up epochs must be 0 or more, got {t.warmup_epochs}")
+    if config.data.num_shards < 1:
+        raise ConfigError(f"--num-shards must be at least 1, got {config.data.num_shards}")
+
+
+def per_replica_from_global(global_batch_size: int, cluster: ClusterConfig) -> int:
+    """The per-replica batch for a requested global batch.
+
+    Raises:
+        ConfigError: when the global batch does not divide across the replicas.
+    """
+    replicas = cluster.num_replicas
+    if global_batch_size < 1:
+        raise ConfigError(f"--global-batch-size must be at least 1, got {global_batch_size}")
+    if global_batch_size % replicas:
+        raise ConfigError(
+            f"--global-batch-size {global_batch_size} does not divide across {replicas} replicas "
+            f"of {cluster.strategy}: use a multiple of {replicas}"
+        )
+    return global_batch_size // replicas

@@ -1,0 +1,110 @@
+"""The hardware vocabulary shared by the selector and the cloud launchers.
+
+One table names each GPU the way users say it (`--gpu a100`), and gives what
+the cost model needs (peak throughput, memory, the link between GPUs of one
+machine) and what the clouds need (the Vertex AI accelerator type and machine
+types, the GKE accelerator label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.core.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU model.
+
+    Attributes:
+        name: the name users type (`t4`, `a100`, ...).
+        vertex_accelerator: `aiplatform_v1.AcceleratorType` enum name.
+        gke_accelerator: value of the `cloud.google.com/gke-accelerator` label.
+        peak_tflops_fp32: dense FP32 peak (TF32 tensor cores where the GPU has them).
+        peak_tflops_fp16: dense FP16/BF16 tensor-core peak.
+        memory_gb: device memory.
+        default_interconnect: the link between GPUs of one machine.
+        machine_types: GPUs per machine -> the Vertex AI machine type that takes them.
+    """
+
+    name: str
+    vertex_accelerator: str
+    gke_accelerator: str
+    peak_tflops_fp32: float
+    peak_tflops_fp16: float
+    memory_gb: float
+    default_interconnect: str
+    machine_types: dict[int, str]
+
+    @property
+    def max_per_machine(self) -> int:
+        return max(self.machine_types)
+
+    def machine_type(self, gpus_per_machine: int) -> str:
+        """The Vertex AI machine type for this many GPUs on one machine.
+
+        Raises:
+            ConfigError: when no machine type takes that many of this GPU.
+        """
+        try:
+            return self.machine_types[gpus_per_machine]
+        except KeyError:
+            counts = ", ".join(str(c) for c in sorted(self.machine_types))
+            raise ConfigError(
+                f"{gpus_per_machine} x {self.name} do not fit one machine: "
+                f"{self.name} machines take {counts} GPUs"
+            ) from None
+
+
+# Peak figures from the vendors' data sheets; machine types from Google Cloud's
+# GPU machine-type tables.
+GPUS: dict[str, Gpu] = {
+    gpu.name: gpu
+    for gpu in (
+        Gpu("t4", "NVIDIA_TESLA_T4", "nvidia-tesla-t4", 8.1, 65.0, 16, "pcie",
+            {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"}),
+        Gpu("l4", "NVIDIA_L4", "nvidia-l4", 30.3, 121.0, 24, "pcie",
+            {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"}),
+        Gpu("v100", "NVIDIA_TESLA_V100", "nvidia-tesla-v100", 15.7, 125.0, 16, "nvlink",
+            {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}),
+        Gpu("p100", "NVIDIA_TESLA_P100", "nvidia-tesla-p100", 9.3, 18.7, 16, "pcie",
+            {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"}),
+        Gpu("a100", "NVIDIA_TESLA_A100", "nvidia-tesla-a100", 156.0, 312.0, 40, "nvlink",
+            {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g",
+             16: "a2-megagpu-16g"}),
+        Gpu("a100-80gb", "NVIDIA_A100_80GB", "nvidia-a100-80gb", 156.0, 312.0, 80, "nvlink",
+            {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"}),
+        Gpu("h100", "NVIDIA_H100_80GB", "nvidia-h100-80gb", 494.0, 989.0, 80, "nvlink",
+            {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"}),
+    )
+}
+
+# Usable one-direction bandwidth of the link between GPUs of one machine, GB/s.
+INTERCONNECT_GBPS: dict[str, float] = {"pcie": 12.0, "nvlink": 150.0}
+
+
+def get_gpu(name: str) -> Gpu:
+    """Looks up a GPU by the name users type.
+
+    Raises:
+        ConfigError: for an unknown GPU, listing the known ones.
+    """
+    try:
+        return GPUS[name.lower()]
+    except KeyError:
+        raise ConfigError(f"unknown GPU {name!r}; choose one of {', '.join(GPUS)}") from None
+
+
+def interconnect_bandwidth(name: str) -> float:
+    """Bandwidth in GB/s of an intra-machine link.
+
+    Raises:
+        ConfigError: for an unknown link.
+    """
+    try:
+        return INTERCONNECT_GBPS[name.lower()]
+    except KeyError:
+        raise ConfigError(
+            f"unknown interconnect {name!r}; choose one of {', '.join(INTERCONNECT_GBPS)}"
+        ) from None

@@ -1,0 +1,99 @@
+"""The model registry: a name -> a function that builds an uncompiled Keras model.
+
+Models are built with tf-keras (Keras 2): Keras 3's `fit` fails under
+MultiWorkerMirroredStrategy and ParameterServerStrategy (DESIGN.md §3).
+Build functions are called inside `strategy.scope()` by the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from components.core.config import ConfigError
+
+if TYPE_CHECKING:
+    import tf_keras
+
+BuildFn = Callable[[tuple[int, ...], int], "tf_keras.Model"]
+
+
+def _mlp(input_shape: tuple[int, ...], num_classes: int) -> tf_keras.Model:
+    import tf_keras as keras
+
+    return keras.Sequential(
+        [
+            keras.layers.Input(shape=input_shape),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(num_classes),
+        ],
+        name="mlp",
+    )
+
+
+def _cnn(input_shape: tuple[int, ...], num_classes: int) -> tf_keras.Model:
+    import tf_keras as keras
+
+    return keras.Sequential(
+        [
+            keras.layers.Input(shape=input_shape),
+            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(num_classes),
+        ],
+        name="cnn",
+    )
+
+
+def _application(factory_name: str) -> BuildFn:
+    """A Keras application with random weights: nothing is downloaded."""
+
+    def build(input_shape: tuple[int, ...], num_classes: int) -> tf_keras.Model:
+        import tf_keras as keras
+
+        factory = getattr(keras.applications, factory_name)
+        return factory(
+            weights=None, input_shape=input_shape, classes=num_classes, classifier_activation=None
+        )
+
+    return build
+
+
+MODELS: dict[str, BuildFn] = {
+    "mlp": _mlp,
+    "cnn": _cnn,
+    "resnet50": _application("ResNet50"),
+    "mobilenet_v2": _application("MobileNetV2"),
+}
+
+# Input shape used to size registry models when no dataset is at hand
+# (the selector asks "how big is resnet50?" without data).
+DEFAULT_INPUT_SHAPES: dict[str, tuple[int, ...]] = {
+    "mlp": (8, 8, 1),
+    "cnn": (8, 8, 1),
+    "resnet50": (224, 224, 3),
+    "mobilenet_v2": (224, 224, 3),
+}
+
+
+def check_model_name(name: str) -> None:
+    """Raises ConfigError for a name the registry does not hold."""
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> tf_keras.Model:
+    """Builds registry model `name` for inputs of `input_shape` and `num_classes` outputs.
+
+    The last layer emits logits.
+
+    Raises:
+        ConfigError: for an unknown model name.
+    """
+    check_model_name(name)
+    return MODELS[name](tuple(input_shape), num_classes)

@@ -1,0 +1,53 @@
+"""The `strategist` command line.
+
+Each subcommand lives in its own module of this package and exposes
+`add_parser(subparsers)` and `run(args) -> int`. Heavy imports (TensorFlow,
+KFP, cloud SDKs) happen inside `run`, so `--help` answers at once. Bad input
+exits 2 with a one-line message before anything is launched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from components.core.config import ConfigError
+
+# Order is the order `strategist --help` lists them in.
+SUBCOMMANDS = ("train",)
+
+
+class UsageError(ConfigError):
+    """Bad command-line input; exits 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="strategist",
+        description=(
+            "Shard a TFDS dataset, pick a tf.distribute strategy, train, evaluate and compare "
+            "strategies: locally on a localhost cluster, on Vertex AI, or on Kubeflow."
+        ),
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"pipelines.cli.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except ConfigError as err:
+        print(f"strategist {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"strategist {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
