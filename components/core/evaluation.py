@@ -1,0 +1,50 @@
+"""Evaluation of a trained classifier: accuracy, loss and a confusion matrix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Test-split quality of one model.
+
+    Attributes:
+        accuracy: fraction of examples classified correctly.
+        loss: mean sparse categorical cross-entropy (from logits).
+        num_examples: examples evaluated.
+        confusion_matrix: rows are true labels, columns predictions.
+    """
+
+    accuracy: float
+    loss: float
+    num_examples: int
+    confusion_matrix: list[list[int]]
+
+
+def evaluate(model, dataset, num_classes: int) -> EvalResult:
+    """Evaluates a logits-emitting Keras `model` on a batched (image, label) dataset."""
+    import numpy as np
+    import tensorflow as tf
+
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    total_loss = 0.0
+    count = 0
+    for images, labels in dataset:
+        logits = model(images, training=False)
+        total_loss += float(
+            tf.reduce_sum(
+                tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+            )
+        )
+        predictions = tf.argmax(logits, axis=-1).numpy()
+        np.add.at(matrix, (labels.numpy(), predictions), 1)
+        count += int(labels.shape[0])
+    if count == 0:
+        raise ValueError("the evaluation split is empty")
+    return EvalResult(
+        accuracy=float(np.trace(matrix) / count),
+        loss=total_loss / count,
+        num_examples=count,
+        confusion_matrix=matrix.tolist(),
+    )

@@ -1,0 +1,56 @@
+"""The trainer entry point every training process runs, on every backend.
+
+    python -m components.core.trainer --config-json '<RunConfig JSON>'
+
+The process learns its role from `TF_CONFIG` (set by Vertex AI, the Kubeflow
+training operator, or Strategist's local launcher): parameter-server workers
+and parameter servers serve; the chief (or the only process) trains, exports
+the model and writes `metrics.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from components.core import strategies, training
+from components.core.config import ConfigError, RunConfig, validate_run
+
+# Set by the local launcher when it restarts a cluster, so metrics count restarts.
+RESTARTS_ENV = "STRATEGIST_RESTARTS"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.core.trainer",
+        description="Run one task of a Strategist training cluster (role from TF_CONFIG).",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", help="path of a RunConfig JSON file")
+    source.add_argument("--config-json", help="the RunConfig as a JSON string")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.config:
+            with open(args.config) as handle:
+                config = RunConfig.from_json(handle.read())
+        else:
+            config = RunConfig.from_json(args.config_json)
+        validate_run(config)
+        role = strategies.Role.from_tf_config(os.environ.get("TF_CONFIG"))
+    except (ConfigError, OSError, ValueError) as err:
+        print(f"trainer: error: {err}", file=sys.stderr)
+        return 2
+    if strategies.is_server_role(config.cluster, role):
+        strategies.run_server(role)
+        return 0
+    training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

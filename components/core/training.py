@@ -1,0 +1,333 @@
+"""`train(config, role)`: Keras `fit` under any `tf.distribute` strategy, measured per epoch.
+
+Keras 2 (`tf_keras`) is used: Keras 3's `fit` fails under MultiWorkerMirrored
+and ParameterServer strategies (DESIGN.md §3). One code path serves every
+strategy: a `DatasetCreator` over the shard reader, `steps_per_epoch` (which
+ParameterServerStrategy requires) so every strategy sees the same examples per
+epoch, and `BackupAndRestore` so a restarted cluster resumes from the last
+finished epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from components.core import atomic, datasets, evaluation, models, strategies
+from components.core.config import RunConfig
+from components.core.strategies import Role
+
+METRICS_NAME = "metrics.json"
+MODEL_DIR_NAME = "model"
+CONFIG_NAME = "config.json"
+# Epoch records survive a restart here, beside the BackupAndRestore checkpoint.
+EPOCH_LOG_NAME = "epochs.json"
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How examples are grouped for one strategy.
+
+    Attributes:
+        global_batch_size: examples in one synchronous update across all replicas
+            (for parameter_server: across all workers' concurrent steps).
+        batch_per_step: examples one `fit` step consumes (one worker's step for
+            parameter_server).
+        steps_per_epoch: `fit` steps in one epoch.
+        examples_per_epoch: the same for every strategy of a comparison.
+    """
+
+    global_batch_size: int
+    batch_per_step: int
+    steps_per_epoch: int
+    examples_per_epoch: int
+
+
+def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: int) -> Batching:
+    """Global batch = per-replica batch x replicas; epochs drop the ragged tail.
+
+    Raises:
+        ConfigError: when the global batch is larger than the training split.
+    """
+    from components.core.config import ConfigError
+
+    per_replica = config.training.per_replica_batch_size
+    batch_per_step = per_replica * replicas_in_sync
+    global_batch = per_replica * config.cluster.num_replicas
+    if config.cluster.strategy != "parameter_server":
+        global_batch = batch_per_step
+    steps_of_global = num_train_examples // global_batch
+    if steps_of_global < 1:
+        raise ConfigError(
+            f"global batch {global_batch} is larger than the {num_train_examples} training "
+            "examples: lower --batch-size"
+        )
+    examples = steps_of_global * global_batch
+    return Batching(global_batch, batch_per_step, examples // batch_per_step, examples)
+
+
+def make_learning_rate(config: RunConfig, batch_per_update: int, steps_per_epoch: int):
+    """Linear scaling rule with linear warm-up (Goyal et al., 2017)."""
+    import tf_keras as keras
+
+    t = config.training
+    peak = t.base_learning_rate * batch_per_update / t.base_batch_size
+    warmup_steps = t.warmup_epochs * steps_per_epoch
+    if warmup_steps == 0:
+        return peak
+
+    @keras.saving.register_keras_serializable(package="strategist")
+    class WarmUp(keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self, peak: float, warmup_steps: int):
+            self.peak, self.warmup_steps = peak, warmup_steps
+
+        def __call__(self, step):
+            import tensorflow as tf
+
+            progress = tf.cast(step + 1, tf.float32) / float(self.warmup_steps)
+            return self.peak * tf.minimum(1.0, progress)
+
+        def get_config(self) -> dict[str, Any]:
+            return {"peak": self.peak, "warmup_steps": self.warmup_steps}
+
+    return WarmUp(peak, warmup_steps)
+
+
+class EpochRecorder:
+    """Records each epoch's wall seconds, throughput, loss and accuracy.
+
+    Records are kept in `log_path` (beside the BackupAndRestore checkpoint) so a
+    resumed run keeps exactly one entry per epoch.
+    """
+
+    def __init__(self, log_path: str | None, examples_per_epoch: int, epochs: int, verbose: bool):
+        import tf_keras as keras
+
+        recorder = self
+
+        class _Callback(keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                recorder.fit_started = time.perf_counter()
+
+            def on_epoch_begin(self, epoch, logs=None):
+                recorder._epoch_started = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                recorder.record(epoch, logs or {})
+
+        self.callback = _Callback()
+        self.log_path = log_path
+        self.examples_per_epoch = examples_per_epoch
+        self.epochs = epochs
+        self.verbose = verbose
+        self.records: list[dict[str, float]] = self._load()
+        self.fit_started = time.perf_counter()
+        self._epoch_started = self.fit_started
+
+    def _load(self) -> list[dict[str, float]]:
+        if self.log_path and os.path.exists(self.log_path):
+            with open(self.log_path) as handle:
+                return json.load(handle)
+        return []
+
+    def record(self, epoch: int, logs: dict[str, Any]) -> None:
+        seconds = time.perf_counter() - self._epoch_started
+        del self.records[epoch:]  # an epoch redone after a restart replaces its record
+        previous = self.records[-1]["elapsed_s"] if self.records else 0.0
+        self.records.append(
+            {
+                "epoch": epoch + 1,
+                "seconds": seconds,
+                "examples_per_second": self.examples_per_epoch / seconds,
+                "loss": float(logs.get("loss", float("nan"))),
+                "accuracy": float(logs.get("accuracy", float("nan"))),
+                "elapsed_s": previous + seconds,
+            }
+        )
+        if self.log_path:
+            atomic.write_json(self.log_path, self.records)
+        if self.verbose:
+            r = self.records[-1]
+            print(
+                f"epoch {epoch + 1}/{self.epochs}: loss {r['loss']:.4f}  accuracy "
+                f"{r['accuracy']:.4f}  {seconds:.2f}s  {r['examples_per_second']:.0f} examples/s",
+                flush=True,
+            )
+
+
+def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any] | None:
+    """Trains, exports and evaluates; returns the metrics on the chief, None elsewhere.
+
+    Args:
+        config: the resolved run configuration; `config.data.shards_dir` must
+            hold shards written by `datasets.shard_dataset`.
+        role: this process's role from `TF_CONFIG`.
+        restarts: how many times the launcher restarted the cluster before this
+            attempt (recorded in the metrics).
+
+    Returns:
+        The `metrics.json` content on the chief; None on other tasks.
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    strategies.configure_devices(config.cluster)
+    tf.keras.utils.set_random_seed(config.training.seed)
+    strategy = strategies.make_strategy(config.cluster, role)
+    manifest = datasets.load_manifest(config.data.shards_dir)
+    replicas = strategy.num_replicas_in_sync
+    batching = plan_batching(config, replicas, manifest.split("train").num_examples)
+
+    output_dir = config.output_dir if role.is_chief else _scratch_dir(config.output_dir, role)
+    backup_dir = config.backup_dir or os.path.join(config.output_dir, "backup")
+    os.makedirs(output_dir, exist_ok=True)
+
+    with strategy.scope():
+        model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
+        learning_rate = make_learning_rate(
+            config, batching.batch_per_step, batching.steps_per_epoch
+        )
+        model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            steps_per_execution=config.training.steps_per_execution,
+        )
+
+    recorder = EpochRecorder(
+        os.path.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
+        batching.examples_per_epoch,
+        config.training.epochs,
+        verbose=role.is_chief,
+    )
+    if role.is_chief:
+        print(
+            f"training {config.model.name} ({model.count_params():,} parameters) on "
+            f"{manifest.dataset} with {config.cluster.strategy}: {replicas} replica(s) in sync, "
+            f"global batch {batching.global_batch_size}, {batching.steps_per_epoch} steps/epoch",
+            flush=True,
+        )
+    dataset = keras.utils.experimental.DatasetCreator(
+        datasets.make_dataset_fn(
+            manifest, "train", batching.batch_per_step, seed=config.training.seed
+        )
+    )
+    os.makedirs(backup_dir, exist_ok=True)
+    # BackupAndRestore first, so an epoch's checkpoint exists before its record.
+    callbacks = [keras.callbacks.BackupAndRestore(backup_dir), recorder.callback]
+    model.fit(
+        dataset,
+        epochs=config.training.epochs,
+        steps_per_epoch=batching.steps_per_epoch,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    weights_sha256 = _weights_digest(model)
+    _export(model, output_dir)
+    if not role.is_chief:
+        _write_task_summary(config.output_dir, role, weights_sha256)
+        shutil.rmtree(output_dir, ignore_errors=True)
+        return None
+
+    eval_model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
+    eval_model.set_weights(model.get_weights())
+    result = evaluation.evaluate(eval_model, datasets.eval_dataset(manifest), manifest.num_classes)
+    metrics = _metrics(config, manifest, batching, replicas, recorder.records, result)
+    metrics.update(
+        restarts=restarts,
+        weights_sha256=weights_sha256,
+        variable_placement=_variable_placement(model),
+        parameters=int(model.count_params()),
+    )
+    atomic.write_json(os.path.join(config.output_dir, CONFIG_NAME), config.to_dict())
+    atomic.write_json(os.path.join(config.output_dir, METRICS_NAME), metrics)
+    _write_task_summary(config.output_dir, role, weights_sha256)
+    shutil.rmtree(backup_dir, ignore_errors=True)  # finished: nothing to resume
+    return metrics
+
+
+def _metrics(config, manifest, batching, replicas, records, result) -> dict[str, Any]:
+    seconds = [r["seconds"] for r in records]
+    throughput = [r["examples_per_second"] for r in records]
+    steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
+    return {
+        "strategy": config.cluster.strategy,
+        "model": config.model.name,
+        "dataset": manifest.dataset,
+        "dataset_version": manifest.version,
+        "data_fingerprint": datasets.manifest_sha256(manifest),
+        "num_replicas": config.cluster.num_replicas,
+        "replicas_in_sync": replicas,
+        "workers": config.cluster.workers,
+        "ps": config.cluster.ps,
+        "devices_per_worker": config.cluster.devices_per_worker,
+        "per_replica_batch_size": config.training.per_replica_batch_size,
+        "global_batch_size": batching.global_batch_size,
+        "epochs": config.training.epochs,
+        "steps_per_epoch": batching.steps_per_epoch,
+        "examples_per_epoch": batching.examples_per_epoch,
+        "epoch_seconds": seconds,
+        "epoch_examples_per_second": throughput,
+        "examples_per_second": statistics.median(steady),
+        "wall_seconds": sum(seconds),
+        "elapsed_at_epoch_end": [r["elapsed_s"] for r in records],
+        "history": {
+            "loss": [r["loss"] for r in records],
+            "accuracy": [r["accuracy"] for r in records],
+        },
+        "eval_accuracy": result.accuracy,
+        "eval_loss": result.loss,
+        "confusion_matrix": result.confusion_matrix,
+        "hardware": {
+            "platform": "local",
+            "machines": 1,
+            "processes": config.cluster.num_processes,
+            "gpu": None,
+            "gpus_per_machine": 0,
+            "machine_type": None,
+        },
+    }
+
+
+def _scratch_dir(output_dir: str, role: Role) -> str:
+    """Non-chief tasks must still write (collective saves), but not where the chief does."""
+    return os.path.join(output_dir, "_scratch", role.name)
+
+
+def _export(model, output_dir: str) -> None:
+    """Saves the model as a SavedModel, atomically."""
+    with atomic.staged_dir(os.path.join(output_dir, MODEL_DIR_NAME)) as staging:
+        model.save(staging, save_format="tf")
+
+
+def _weights_digest(model) -> str:
+    digest = hashlib.sha256()
+    for weights in model.get_weights():
+        digest.update(weights.tobytes())
+    return digest.hexdigest()
+
+
+def _variable_placement(model) -> dict[str, int]:
+    """How many variable shards live on each task (`/job:ps/replica:0/task:0` ...)."""
+    placement: Counter[str] = Counter()
+    for variable in model.trainable_variables:
+        for shard in getattr(variable, "variables", [variable]):
+            device = shard.device or "unplaced"
+            placement[device.split("/device:")[0]] += 1
+    return dict(sorted(placement.items()))
+
+
+def _write_task_summary(output_dir: str, role: Role, weights_sha256: str) -> None:
+    tasks_dir = os.path.join(output_dir, "tasks")
+    os.makedirs(tasks_dir, exist_ok=True)
+    atomic.write_json(
+        os.path.join(tasks_dir, f"{role.name}.json"),
+        {"role": role.name, "weights_sha256": weights_sha256},
+    )
