@@ -92,11 +92,13 @@ def make_strategy(cluster: ClusterConfig, role: Role):
     name = cluster.strategy
     if name not in STRATEGIES:
         raise ConfigError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
-    gpus = tf.config.list_logical_devices("GPU")
+    # Multi-worker strategies must be built before TensorFlow's context starts,
+    # so devices are listed only on the single-process branches.
     if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
     if name == "mirrored":
-        if gpus:
+        if tf.config.list_physical_devices("GPU"):
             return tf.distribute.MirroredStrategy()
         # Over logical CPU devices TensorFlow picks collective all-reduce, as it
         # would across GPUs: the rehearsal exercises the same reduction path.

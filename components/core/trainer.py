@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError, ValueError) as err:
         print(f"trainer: error: {err}", file=sys.stderr)
         return 2
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # retracing chatter from checkpoint saves
     if strategies.is_server_role(config.cluster, role):
         strategies.run_server(role)
         return 0

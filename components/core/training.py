@@ -10,6 +10,7 @@ finished epoch.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -175,12 +176,11 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
     Returns:
         The `metrics.json` content on the chief; None on other tasks.
     """
-    import tensorflow as tf
     import tf_keras as keras
 
     strategies.configure_devices(config.cluster)
-    tf.keras.utils.set_random_seed(config.training.seed)
     strategy = strategies.make_strategy(config.cluster, role)
+    keras.utils.set_random_seed(config.training.seed)
     manifest = datasets.load_manifest(config.data.shards_dir)
     replicas = strategy.num_replicas_in_sync
     batching = plan_batching(config, replicas, manifest.split("train").num_examples)
@@ -234,6 +234,8 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
     if not role.is_chief:
         _write_task_summary(config.output_dir, role, weights_sha256)
         shutil.rmtree(output_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the last task out removes the parent
+            os.rmdir(os.path.dirname(output_dir))
         return None
 
     eval_model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)

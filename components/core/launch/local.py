@@ -1,0 +1,359 @@
+"""A real TensorFlow cluster on 127.0.0.1: one process per task, `TF_CONFIG` as in the cloud.
+
+The launcher starts the chief, workers and parameter servers as separate
+processes (each in its own process group), prefixes their output with their
+role, and waits. One failing process ends the run with the failing role's last
+log lines, unless the restart policy allows a restart, as Vertex AI's
+restart-on-worker-restart and the TFJob restart policy do in the cloud. On any
+failure, Ctrl-C or SIGTERM every process it started is stopped: none is left
+behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.core import atomic
+from components.core.config import ClusterConfig, RunConfig
+from components.core.trainer import RESTARTS_ENV
+from components.core.training import METRICS_NAME
+
+HOST = "127.0.0.1"  # local clusters never listen beyond this machine
+STATUS_NAME = "status.json"
+_TAIL_LINES = 40
+_POLL_S = 0.1
+# TensorFlow's start-up chatter (absl INFO/WARNING lines, the CUDA probe on a
+# machine without GPUs): kept in a task's tail for failures, not printed.
+_NOISE = re.compile(r"^([IW]\d{4} |E\d{4} .*cuInit|WARNING: All log messages before absl)")
+
+
+class ClusterFailed(RuntimeError):
+    """A task of the local cluster failed and no restart was left.
+
+    Attributes:
+        task: the failing task's name (`worker-1`).
+        returncode: its exit code (negative: killed by that signal).
+        tail: its last log lines.
+    """
+
+    def __init__(self, task: str, returncode: int, tail: list[str]):
+        self.task, self.returncode, self.tail = task, returncode, tail
+        how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
+        lines = "\n".join(f"  [{task}] {line}" for line in tail)
+        super().__init__(f"{task} {how}; its last log lines:\n{lines}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """The launcher received SIGTERM (Ctrl-C raises KeyboardInterrupt itself)."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """What the launcher restarts, mirroring what the cloud backends do.
+
+    Attributes:
+        cluster_restarts: whole-cluster restarts after a chief, PS or (under
+            mirrored strategies) any worker failure; training resumes from the
+            BackupAndRestore checkpoint.
+        worker_restarts: restarts of a single parameter-server-strategy worker;
+            its steps are retried on the other workers meanwhile.
+    """
+
+    cluster_restarts: int = 0
+    worker_restarts: int = 3
+
+
+@dataclass
+class Task:
+    """One process of the cluster."""
+
+    task_type: str
+    index: int
+    tf_config: str | None
+    process: subprocess.Popen | None = None
+    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=_TAIL_LINES))
+    reader: threading.Thread | None = None
+    restarts: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type}-{self.index}" if self.task_type else "local"
+
+
+def task_types(cluster: ClusterConfig) -> dict[str, int]:
+    """Task type -> count for the strategy's cluster (empty for one process)."""
+    if cluster.strategy in ("one_device", "mirrored"):
+        return {}
+    if cluster.strategy == "multi_worker_mirrored":
+        return {"worker": cluster.workers}
+    return {"chief": 1, "worker": cluster.workers, "ps": cluster.ps}
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS has just handed out on 127.0.0.1, held until all are chosen."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((HOST, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def plan_tasks(cluster: ClusterConfig) -> list[Task]:
+    """The cluster's tasks with `TF_CONFIG` on fresh 127.0.0.1 ports."""
+    counts = task_types(cluster)
+    if not counts:
+        return [Task(None, 0, None)]
+    ports = iter(free_ports(sum(counts.values())))
+    spec = {kind: [f"{HOST}:{next(ports)}" for _ in range(n)] for kind, n in counts.items()}
+    return [
+        Task(kind, i, json.dumps({"cluster": spec, "task": {"type": kind, "index": i}}))
+        for kind, n in counts.items()
+        for i in range(n)
+    ]
+
+
+def _is_primary(cluster: ClusterConfig, task: Task) -> bool:
+    """Whether the run is finished only when this task exits 0."""
+    if cluster.strategy == "parameter_server":
+        return task.task_type == "chief"
+    return True
+
+
+class LocalCluster:
+    """Runs one training on a localhost cluster and returns its metrics.
+
+    Args:
+        config: the resolved run configuration.
+        restart: what may be restarted on failure.
+        log: where output lines go (already prefixed with the task name).
+        on_line: called with (task, line) for every output line; tests use it
+            to inject faults at a chosen moment.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        restart: RestartPolicy = RestartPolicy(),
+        log: Callable[[str], None] = print,
+        on_line: Callable[[Task, str], None] | None = None,
+    ):
+        self.config = config
+        self.restart = restart
+        self.log = log
+        self.on_line = on_line
+        self.tasks: list[Task] = []
+        self.cluster_restarts = 0
+        self._lock = threading.Lock()
+
+    # -- public -------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        """Starts the cluster, waits for the chief's metrics, and stops every process.
+
+        Raises:
+            ClusterFailed: a task failed with no restart left.
+            KeyboardInterrupt: on Ctrl-C or SIGTERM (after stopping every process).
+        """
+        os.makedirs(self.config.output_dir, exist_ok=True)
+        self._status("running")
+        started = time.perf_counter()
+        try:
+            with _sigterm_raises():
+                metrics = self._run_with_restarts()
+        except KeyboardInterrupt:
+            self._status("interrupted")
+            raise
+        except BaseException as err:
+            self._status("failed", error=str(err).splitlines()[0])
+            raise
+        finally:
+            self.stop()
+        metrics["launcher_wall_seconds"] = time.perf_counter() - started
+        self._status("succeeded")
+        return metrics
+
+    def pids(self) -> list[int]:
+        return [t.process.pid for t in self.tasks if t.process is not None]
+
+    def kill(self, task_name: str, sig: int = signal.SIGKILL) -> None:
+        """Sends `sig` to one task's process group (fault injection)."""
+        for task in self.tasks:
+            if task.name == task_name and task.process and task.process.poll() is None:
+                os.killpg(task.process.pid, sig)
+                return
+        raise KeyError(f"no running task {task_name!r}")
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stops every process: SIGTERM to each group, SIGKILL after `grace_s`."""
+        running = [t for t in self.tasks if t.process and t.process.poll() is None]
+        for task in running:
+            _signal_group(task.process, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for task in running:
+            try:
+                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(task.process, signal.SIGKILL)
+                task.process.wait()
+        for task in self.tasks:
+            if task.process:
+                # Reap stragglers of the group (e.g. grandchildren) too.
+                _signal_group(task.process, signal.SIGKILL)
+            if task.reader:
+                task.reader.join(timeout=2)
+
+    # -- internals ----------------------------------------------------------
+
+    def _run_with_restarts(self) -> dict[str, Any]:
+        while True:
+            failed = self._run_once()
+            if failed is None:
+                with open(os.path.join(self.config.output_dir, METRICS_NAME)) as handle:
+                    return json.load(handle)
+            self.stop()
+            if self.cluster_restarts >= self.restart.cluster_restarts:
+                raise ClusterFailed(failed.name, failed.process.returncode, list(failed.tail))
+            self.cluster_restarts += 1
+            self.log(
+                f"[launcher] {failed.name} failed (exit {failed.process.returncode}); restarting "
+                f"the cluster ({self.cluster_restarts}/{self.restart.cluster_restarts}), "
+                "training resumes from the last finished epoch"
+            )
+
+    def _run_once(self) -> Task | None:
+        """Runs the cluster once; returns the task that failed, or None on success."""
+        cluster = self.config.cluster
+        self.tasks = plan_tasks(cluster)
+        for task in self.tasks:
+            self._start(task)
+        shape = ", ".join(t.name for t in self.tasks)
+        self.log(f"[launcher] started {len(self.tasks)} process(es) on {HOST}: {shape}")
+        while True:
+            done = True
+            for task in self.tasks:
+                code = task.process.poll()
+                primary = _is_primary(cluster, task)
+                if code is None:
+                    done = done and not primary
+                    continue
+                if code == 0 and primary:
+                    continue
+                if self._may_restart_alone(task):
+                    task.restarts += 1
+                    self.log(
+                        f"[launcher] {task.name} exited {code}; restarting it "
+                        f"({task.restarts}/{self.restart.worker_restarts}), its steps "
+                        "are retried on the other workers"
+                    )
+                    self._start(task)
+                    done = False
+                    continue
+                return task
+            if done:
+                return None
+            time.sleep(_POLL_S)
+
+    def _may_restart_alone(self, task: Task) -> bool:
+        return (
+            self.config.cluster.strategy == "parameter_server"
+            and task.task_type == "worker"
+            and task.restarts < self.restart.worker_restarts
+        )
+
+    def _start(self, task: Task) -> None:
+        if task.reader:
+            task.reader.join(timeout=2)
+        env = dict(os.environ)
+        env.pop("TF_CONFIG", None)
+        if task.tf_config:
+            env["TF_CONFIG"] = task.tf_config
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env["PYTHONUNBUFFERED"] = "1"
+        env["GRPC_FAIL_FAST"] = "use_caller"  # fail RPCs to dead peers at once (PS)
+        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
+        env[RESTARTS_ENV] = str(self.cluster_restarts)
+        command = [
+            sys.executable,
+            "-m",
+            "components.core.trainer",
+            "--config-json",
+            self.config.to_json(),
+        ]
+        task.tail.clear()
+        task.process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group: stop() reaches its children
+            text=True,
+            errors="replace",
+        )
+        task.reader = threading.Thread(target=self._pump, args=(task,), daemon=True)
+        task.reader.start()
+
+    def _pump(self, task: Task) -> None:
+        stream = task.process.stdout
+        for raw in stream:
+            line = raw.rstrip("\n")
+            task.tail.append(line)
+            if _NOISE.match(line):
+                continue
+            with self._lock:
+                self.log(f"[{task.name}] {line}")
+            if self.on_line:
+                self.on_line(task, line)
+        stream.close()
+
+    def _status(self, state: str, **extra: Any) -> None:
+        atomic.write_json(
+            os.path.join(self.config.output_dir, STATUS_NAME),
+            {"state": state, "restarts": self.cluster_restarts, **extra},
+        )
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """Turns SIGTERM into `Interrupted` while the cluster runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(f"received signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_local(config: RunConfig, **kwargs: Any) -> dict[str, Any]:
+    """Runs `config` on a localhost cluster; see `LocalCluster`."""
+    return LocalCluster(config, **kwargs).run()

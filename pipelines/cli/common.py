@@ -1,0 +1,172 @@
+"""Flags shared by the subcommands that describe a run (`train`, `compare`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+
+from components.core import models
+from components.core.config import (
+    ClusterConfig,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    TrainingConfig,
+    per_replica_from_global,
+    validate_run,
+)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (exit 2 with a clear message otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Data, model and optimisation flags."""
+    data = parser.add_argument_group("data and model")
+    data.add_argument(
+        "--dataset",
+        default="digits",
+        help="TFDS dataset (default: digits, built offline; mnist and others download)",
+    )
+    data.add_argument("--data-dir", help="TFDS data directory (default: ~/tensorflow_datasets)")
+    data.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=8,
+        help="TFRecord files per split; raised to the worker count if lower (default: 8)",
+    )
+    data.add_argument(
+        "--model", default="mlp", help=f"model: {', '.join(models.MODELS)} (default: mlp)"
+    )
+    data.add_argument("--epochs", type=positive_int, default=5, help="epochs (default: 5)")
+    batch = data.add_mutually_exclusive_group()
+    batch.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=32,
+        help="per-replica batch; global batch = this x replicas (default: 32)",
+    )
+    batch.add_argument(
+        "--global-batch-size",
+        type=positive_int,
+        help="global batch instead; must divide across the replicas",
+    )
+    data.add_argument(
+        "--learning-rate",
+        type=positive_float,
+        default=0.001,
+        help="learning rate at batch 32, scaled linearly with the batch (default: 0.001)",
+    )
+    data.add_argument(
+        "--warmup-epochs",
+        type=non_negative_int,
+        default=1,
+        help="epochs of linear learning-rate warm-up (default: 1)",
+    )
+    data.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Cluster-shape flags."""
+    cluster = parser.add_argument_group("cluster shape")
+    cluster.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes that compute gradients (multi_worker_mirrored: all of them; "
+        "parameter_server: besides the chief) (default: 2 for multi-worker strategies, else 1)",
+    )
+    cluster.add_argument(
+        "--ps",
+        type=int,
+        default=None,
+        help="parameter servers (parameter_server only; default: 1 there, else 0)",
+    )
+    cluster.add_argument(
+        "--devices",
+        type=int,
+        default=2,
+        help="devices per machine: GPUs, or logical CPU devices for mirrored on a machine "
+        "without GPUs (default: 2)",
+    )
+
+
+def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -> RunConfig:
+    """A validated RunConfig from the shared flags.
+
+    Raises:
+        ConfigError: for any value the run cannot use.
+    """
+    models.check_model_name(args.model)
+    multi = strategy in ("multi_worker_mirrored", "parameter_server")
+    workers = args.workers if args.workers is not None else (2 if multi else 1)
+    ps = args.ps if args.ps is not None else (1 if strategy == "parameter_server" else 0)
+    cluster = ClusterConfig(
+        strategy=strategy, workers=workers, ps=ps, devices_per_worker=args.devices
+    )
+    per_replica = args.batch_size
+    if args.global_batch_size is not None:
+        from components.core.config import validate_cluster
+
+        validate_cluster(cluster)
+        per_replica = per_replica_from_global(args.global_batch_size, cluster)
+    if args.data_dir is not None and not os.path.isdir(args.data_dir):
+        raise ConfigError(
+            f"--data-dir {args.data_dir} does not exist: create it or pass another folder"
+        )
+    config = RunConfig(
+        data=DataConfig(
+            dataset=args.dataset,
+            data_dir=args.data_dir,
+            num_shards=max(args.num_shards, workers),
+        ),
+        model=ModelConfig(args.model),
+        training=TrainingConfig(
+            epochs=args.epochs,
+            per_replica_batch_size=per_replica,
+            base_learning_rate=args.learning_rate,
+            warmup_epochs=args.warmup_epochs,
+            seed=args.seed,
+        ),
+        cluster=cluster,
+        output_dir=os.path.abspath(output_dir),
+    )
+    validate_run(config)
+    return config
+
+
+def default_output_dir(kind: str) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("runs", f"{stamp}-{kind}")
