@@ -1,0 +1,73 @@
+"""`strategist gate`: fail CI when a comparison regressed against a baseline."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Compare a comparison.json with a committed baseline, strategy by strategy, and
+exit 1 when a strategy's throughput fell by more than --max-throughput-drop
+(relative), its eval accuracy fell by more than --max-accuracy-drop (absolute),
+or a baseline strategy is missing from the report. Strategies new in the report
+are listed but not gated. Exits 0 when nothing regressed and 2 when an input
+cannot be read or a threshold is invalid.
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Adds `gate` to the `strategist` command."""
+    parser = subparsers.add_parser(
+        "gate",
+        help="exit 1 when a comparison report regressed against a baseline",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "report",
+        metavar="REPORT.json",
+        help="comparison.json of the run under test (or the folder holding it)",
+    )
+    parser.add_argument(
+        "--baseline",
+        required=True,
+        metavar="BASELINE.json",
+        help="comparison.json to compare against (or the folder holding it)",
+    )
+    parser.add_argument(
+        "--max-throughput-drop",
+        type=float,
+        default=0.10,
+        metavar="F",
+        help="largest allowed relative drop in examples/s per strategy (default 0.10 = 10%%)",
+    )
+    parser.add_argument(
+        "--max-accuracy-drop",
+        type=float,
+        default=0.02,
+        metavar="F",
+        help="largest allowed absolute drop in eval accuracy (default 0.02 = 2 points)",
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints what regressed (or that nothing did); returns 1 on a regression, else 0.
+
+    Raises:
+        ReportError: when an input cannot be read or a threshold is invalid
+            (the CLI turns it into exit code 2).
+    """
+    from components.core.comparison import gate, load_report, validate_thresholds
+
+    validate_thresholds(args.max_throughput_drop, args.max_accuracy_drop)
+    report = load_report(args.report, role="report")
+    baseline = load_report(args.baseline, role="baseline")
+    result = gate(
+        report,
+        baseline,
+        max_throughput_drop=args.max_throughput_drop,
+        max_accuracy_drop=args.max_accuracy_drop,
+    )
+    print(result.summary())
+    return 0 if result.passed else 1

@@ -1,0 +1,474 @@
+"""The comparison report: derived numbers, winner rules, prices, files and their agreement."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from components.core import comparison
+from components.core.comparison import (
+    PLOT_FILES,
+    PriceTable,
+    ReportError,
+    build_report,
+    estimate_cost,
+    load_prices,
+    summary_markdown,
+    summary_table,
+    time_to_target,
+    write_report,
+)
+
+PRICES = PriceTable(
+    as_of="2026-01-01",
+    source="test table",
+    machine_types={"n1-standard-4": 0.20, "n1-standard-8": 0.40, "a2-highgpu-1g": 3.60},
+    bundled_gpus={"a2-highgpu-1g": 1},
+    accelerators={"t4": 0.35},
+    default_machine_type="n1-standard-4",
+)
+
+
+def record(
+    strategy: str,
+    eps: float,
+    *,
+    replicas: int = 1,
+    workers: int = 1,
+    ps: int = 0,
+    accuracy: tuple[float, ...] = (0.5, 0.85, 0.9, 0.95),
+    epoch_seconds: tuple[float, ...] = (2.0, 1.0, 1.0, 1.0),
+    eval_accuracy: float = 0.95,
+    processes: int = 1,
+    hardware: dict | None = None,
+) -> dict:
+    """A metrics.json record; elapsed_at_epoch_end is the running sum of epoch_seconds."""
+    elapsed, total = [], 0.0
+    for seconds in epoch_seconds:
+        total += seconds
+        elapsed.append(total)
+    return {
+        "strategy": strategy,
+        "model": "mlp",
+        "dataset": "digits",
+        "num_replicas": replicas,
+        "workers": workers,
+        "ps": ps,
+        "devices_per_worker": replicas if strategy == "mirrored" else 1,
+        "per_replica_batch_size": 32,
+        "global_batch_size": 32 * replicas,
+        "epochs": len(epoch_seconds),
+        "steps_per_epoch": 22,
+        "epoch_seconds": list(epoch_seconds),
+        "epoch_examples_per_second": [eps] * len(epoch_seconds),
+        "examples_per_second": eps,
+        "wall_seconds": total,
+        "elapsed_at_epoch_end": elapsed,
+        "history": {"loss": [1.0 - a for a in accuracy], "accuracy": list(accuracy)},
+        "eval_accuracy": eval_accuracy,
+        "eval_loss": 0.17,
+        "restarts": 0,
+        "hardware": hardware
+        or {
+            "platform": "local",
+            "machines": 1,
+            "processes": processes,
+            "gpu": None,
+            "gpus_per_machine": 0,
+            "machine_type": None,
+        },
+    }
+
+
+def four_runs() -> list[dict]:
+    return [
+        record("parameter_server", 1200.0, replicas=2, workers=2, ps=1, processes=4),
+        record("one_device", 1000.0),
+        record("mirrored", 1800.0, replicas=2, epoch_seconds=(1.5, 0.5, 0.5, 0.5)),
+        record("multi_worker_mirrored", 1500.0, replicas=2, workers=2, processes=2),
+    ]
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {r["name"]: r for r in report["results"]}
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def test_speedup_and_efficiency_against_one_device():
+    report = build_report(four_runs(), prices=PRICES)
+    runs = by_name(report)
+    # Hand-computed: speed-up = eps / 1000; efficiency = speed-up / replicas.
+    assert runs["one_device"]["speedup"] == 1.0
+    assert runs["one_device"]["scaling_efficiency"] == 1.0
+    assert runs["mirrored"]["speedup"] == 1.8
+    assert runs["mirrored"]["scaling_efficiency"] == 0.9
+    assert runs["multi_worker_mirrored"]["speedup"] == 1.5
+    assert runs["multi_worker_mirrored"]["scaling_efficiency"] == 0.75
+    assert runs["parameter_server"]["speedup"] == 1.2
+    assert runs["parameter_server"]["scaling_efficiency"] == 0.6
+    assert report["baseline"]["kind"] == "one_device"
+    assert report["baseline"]["name"] == "one_device"
+
+
+def test_without_one_device_the_slowest_per_replica_run_is_the_baseline():
+    runs = [r for r in four_runs() if r["strategy"] != "one_device"]
+    report = build_report(runs, prices=PRICES)
+    # Per replica: mirrored 900, multi_worker_mirrored 750, parameter_server 600.
+    assert report["baseline"]["kind"] == "slowest_per_replica"
+    assert report["baseline"]["name"] == "parameter_server"
+    assert report["baseline"]["per_replica_examples_per_second"] == 600.0
+    assert "No one_device run" in report["baseline"]["description"]
+    got = by_name(report)
+    assert got["mirrored"]["speedup"] == 1.5  # 1800 / 1200
+    assert got["mirrored"]["scaling_efficiency"] == 1.5  # 900 / 600
+    assert got["multi_worker_mirrored"]["speedup"] == 1.25  # 1500 / 1200
+    assert got["multi_worker_mirrored"]["scaling_efficiency"] == 1.25  # 750 / 600
+    assert got["parameter_server"]["scaling_efficiency"] == 1.0
+    assert report["baseline"]["description"] in summary_table(report)
+
+
+def test_time_to_target_is_the_first_epoch_end_at_or_above_the_target():
+    run = record("mirrored", 1.0, accuracy=(0.5, 0.85, 0.9, 0.95), epoch_seconds=(2, 1, 1, 1))
+    assert time_to_target(run, 0.9) == 4.0  # reached exactly at epoch 3, which ends at 4 s
+    assert time_to_target(run, 0.86) == 4.0
+    assert time_to_target(run, 0.5) == 2.0
+    assert time_to_target(run, 0.951) is None
+    del run["elapsed_at_epoch_end"]  # falls back to the running sum of epoch_seconds
+    assert time_to_target(run, 0.95) == 5.0
+    run["history"] = {"loss": [1, 1], "sparse_categorical_accuracy": [0.2, 0.97]}
+    assert time_to_target(run, 0.9) == 3.0
+
+
+def test_time_to_target_in_the_report_uses_elapsed_time_not_epoch_count():
+    report = build_report(four_runs(), target_accuracy=0.9, prices=PRICES)
+    runs = by_name(report)
+    assert runs["one_device"]["time_to_target_accuracy_s"] == 4.0
+    assert runs["mirrored"]["time_to_target_accuracy_s"] == 2.5  # 1.5 + 0.5 + 0.5
+    never = build_report(four_runs(), target_accuracy=0.99, prices=PRICES)
+    assert all(r["time_to_target_accuracy_s"] is None for r in never["results"])
+
+
+def test_local_cost_is_one_default_machine_per_process():
+    run = record("multi_worker_mirrored", 1.0, workers=2, processes=2, epoch_seconds=(36.0,))
+    cost = estimate_cost(run, PRICES)
+    # 2 processes x n1-standard-4 at $0.20/h for 36 s = 2 * 0.2 * 0.01 h.
+    assert cost.usd == pytest.approx(0.004)
+    assert cost.usd_per_hour == pytest.approx(0.40)
+    assert "2 × n1-standard-4" in cost.priced_as and cost.note is None
+
+
+def test_local_cost_uses_the_machine_type_in_the_hardware_record():
+    hw = {"platform": "local", "processes": 3, "machine_type": "n1-standard-8"}
+    run = record("parameter_server", 1.0, epoch_seconds=(90.0,), hardware=hw)
+    assert estimate_cost(run, PRICES).usd == pytest.approx(3 * 0.40 * 90 / 3600)
+
+
+def test_cloud_cost_adds_attached_gpus_but_not_bundled_ones():
+    hw = {
+        "platform": "vertex",
+        "machines": 2,
+        "processes": 2,
+        "machine_type": "n1-standard-8",
+        "gpu": "NVIDIA_TESLA_T4",
+        "gpus_per_machine": 2,
+    }
+    run = record("multi_worker_mirrored", 1.0, epoch_seconds=(360.0,), hardware=hw)
+    # 2 machines x (0.40 + 2 x 0.35) = $2.20/h for 0.1 h.
+    assert estimate_cost(run, PRICES).usd == pytest.approx(0.22)
+    hw = {"platform": "vertex", "machines": 1, "machine_type": "a2-highgpu-1g", "gpu": "a100"}
+    hw["gpus_per_machine"] = 1
+    run = record("mirrored", 1.0, epoch_seconds=(1800.0,), hardware=hw)
+    assert estimate_cost(run, PRICES).usd == pytest.approx(1.80)
+
+
+def test_unknown_machine_type_or_gpu_gives_no_cost_and_a_note():
+    hw = {"platform": "vertex", "machines": 1, "machine_type": "z9-imaginary-4"}
+    unknown = record("mirrored", 1800.0, replicas=2, hardware=hw)
+    report = build_report([record("one_device", 1000.0), unknown], prices=PRICES)
+    run = by_name(report)["mirrored"]
+    assert run["estimated_cost_usd"] is None
+    assert "z9-imaginary-4" in run["cost_note"]
+    assert "z9-imaginary-4" in summary_markdown(report)
+    hw = {"platform": "vertex", "machines": 1, "machine_type": "n1-standard-8", "gpu": "k80"}
+    hw["gpus_per_machine"] = 1
+    cost = estimate_cost(record("mirrored", 1.0, hardware=hw), PRICES)
+    assert cost.usd is None and "k80" in cost.note
+
+
+def test_bundled_price_table_loads_and_documents_itself():
+    prices = load_prices()
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", prices.as_of)
+    assert "us-central1" in prices.source
+    assert prices.default_machine_type == "n1-standard-4"
+    assert prices.machine_types["n1-standard-4"] > 0
+    assert "local" in prices.convention.lower() and "default" in prices.convention
+    assert prices.accelerator_price("t4") == prices.accelerator_price("NVIDIA_TESLA_T4") > 0
+    report = build_report(four_runs())
+    assert report["prices_as_of"] == prices.as_of
+    assert all(r["estimated_cost_usd"] > 0 for r in report["results"])
+
+
+def test_load_prices_refuses_bad_files(tmp_path):
+    with pytest.raises(ReportError, match="file not found"):
+        load_prices(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"as_of": "2026-01-01", "source": "x", "machine_types": {"n1": "cheap"}}')
+    with pytest.raises(ReportError, match="n1"):
+        load_prices(bad)
+
+
+# --------------------------------------------------------------------------- winner
+
+
+def test_winner_is_the_fastest_to_target_at_equal_quality():
+    report = build_report(four_runs(), prices=PRICES)
+    assert report["winner"] == "mirrored"
+    reason = report["winner_reason"]
+    # mirrored reached 90% at 2.5 s; next fastest (one_device etc.) at 4.0 s: 1.60x.
+    assert "2.5 s" in reason and "1.60×" in reason and "90.0%" in reason
+
+
+def test_a_faster_run_more_than_one_point_less_accurate_does_not_win():
+    runs = four_runs()
+    runs[2]["eval_accuracy"] = 0.939  # mirrored: fastest, but 1.1 pp below the best 0.95
+    report = build_report(runs, prices=PRICES)
+    assert report["winner"] != "mirrored"
+    assert "mirrored (93.9%) fell more than 1 pp short" in report["winner_reason"]
+    runs[2]["eval_accuracy"] = 0.941  # 0.9 pp below: equal quality, competes and wins
+    assert build_report(runs, prices=PRICES)["winner"] == "mirrored"
+
+
+def test_without_anyone_reaching_the_target_the_cheapest_wins():
+    report = build_report(four_runs(), target_accuracy=0.99, prices=PRICES)
+    costs = {r["name"]: r["estimated_cost_usd"] for r in report["results"]}
+    # mirrored: 1 process x $0.20/h x 3 s is the cheapest.
+    assert costs["mirrored"] == pytest.approx(0.2 * 3 / 3600)
+    assert min(costs, key=costs.get) == "mirrored"
+    assert report["winner"] == "mirrored"
+    assert "cheapest" in report["winner_reason"] and "$0.000167" in report["winner_reason"]
+
+
+def test_without_target_or_prices_the_highest_throughput_wins():
+    unpriced = PriceTable("2026-01-01", "empty", {"n1-standard-4": 0.2}, default_machine_type="x")
+    runs = four_runs()
+    for r in runs:
+        r["hardware"] = {"platform": "vertex", "machines": 1, "machine_type": "unknown-1"}
+    report = build_report(runs, target_accuracy=0.99, prices=unpriced)
+    assert report["winner"] == "mirrored"
+    assert "highest throughput" in report["winner_reason"]
+    assert "1,800 examples/s" in report["winner_reason"]
+
+
+# --------------------------------------------------------------------------- report fields
+
+
+def test_report_fields_and_pass_through():
+    runs = four_runs()
+    before = copy.deepcopy(runs)
+    rec = {"strategy": "mirrored", "reasons": ["one machine"]}
+    report = build_report(runs, prices=PRICES, recommendation=rec, generated_at="2026-01-02T00:00Z")
+    assert runs == before  # inputs untouched
+    assert report["recommendation"] == rec
+    assert report["target_accuracy"] == 0.9
+    assert report["generated_at"] == "2026-01-02T00:00Z"
+    assert report["prices_as_of"] == "2026-01-01"
+    assert report["dataset"] == "digits" and report["model"] == "mlp"
+    assert [r["strategy"] for r in report["results"]] == [
+        "one_device",
+        "mirrored",
+        "multi_worker_mirrored",
+        "parameter_server",
+    ]
+    for r in report["results"]:
+        for key in ("scaling_efficiency", "time_to_target_accuracy_s", "estimated_cost_usd"):
+            assert key in r
+        assert r["history"] and r["epoch_seconds"]  # the input record is kept whole
+    json.dumps(report, allow_nan=False)
+
+
+def test_invalid_records_are_refused_with_the_field_named():
+    runs = four_runs()
+    del runs[1]["eval_accuracy"]
+    with pytest.raises(ReportError, match="one_device: missing 'eval_accuracy'"):
+        build_report(runs, prices=PRICES)
+    with pytest.raises(ReportError, match="target accuracy"):
+        build_report(four_runs(), target_accuracy=90, prices=PRICES)
+
+
+def test_nan_becomes_null_and_repeated_strategies_are_named_by_shape():
+    runs = four_runs()
+    runs[0]["history"]["loss"][-1] = float("nan")
+    runs.append(record("parameter_server", 900.0, replicas=3, workers=3, ps=1, processes=5))
+    report = build_report(runs, prices=PRICES)
+    names = [r["name"] for r in report["results"]]
+    assert "parameter_server (workers=2, ps=1, replicas=2)" in names
+    assert "parameter_server (workers=3, ps=1, replicas=3)" in names
+    assert report["results"][-2]["history"]["loss"][-1] is None
+    json.dumps(report, allow_nan=False)
+
+
+# --------------------------------------------------------------------------- files
+
+
+class TableParser(HTMLParser):
+    """Collects {row name: {column key: visible text}} from table#results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, dict[str, str]] = {}
+        self.images: list[dict[str, str]] = []
+        self.ids: dict[str, str] = {}
+        self._row: str | None = None
+        self._key: str | None = None
+        self._id: str | None = None
+        self._in_table = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("id") == "results":
+            self._in_table = True
+        elif tag == "tr" and self._in_table and "data-name" in a:
+            self._row = a["data-name"]
+            self.rows[self._row] = {}
+        elif tag == "td" and self._row is not None:
+            self._key = a["data-key"]
+            self.rows[self._row][self._key] = ""
+        elif tag == "img":
+            self.images.append(a)
+        if a.get("id"):
+            self._id = a["id"]
+            self.ids[self._id] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._key = None
+        elif tag == "tr":
+            self._row = None
+        elif tag == "table":
+            self._in_table = False
+        elif tag == "p":
+            self._id = None
+
+    def handle_data(self, data):
+        if self._key is not None:
+            self.rows[self._row][self._key] += data
+        if self._id is not None:
+            self.ids[self._id] += data
+
+
+def as_number(text: str) -> float:
+    scale = 0.01 if text.endswith("%") else 1.0
+    return float(re.sub(r"[,$%×\s]", "", text)) * scale
+
+
+def assert_cell_matches(key: str, text: str, value) -> None:
+    if value is None:
+        assert text in ("–", "not reached"), (key, text)
+        return
+    if key == "name":
+        assert text.strip() == value
+        return
+    places = comparison.DISPLAY_PRECISION[key]
+    if key == "estimated_cost_usd" and value >= 1:
+        places = 2
+    shown = as_number(text)
+    assert math.isclose(shown, value, abs_tol=0.5 * 10**-places + 1e-12), (key, text, value)
+
+
+def test_numbers_in_the_html_table_equal_those_in_the_json(tmp_path):
+    runs = four_runs()
+    runs[3]["hardware"]["machine_type"] = "unknown-1"  # one cost shown as missing
+    report = build_report(runs, target_accuracy=0.93, prices=PRICES)
+    paths = write_report(report, tmp_path)
+    saved = json.loads(paths["comparison.json"].read_text())
+    parser = TableParser()
+    parser.feed(paths["report.html"].read_text())
+    assert set(parser.rows) == {r["name"] for r in saved["results"]}
+    checked = 0
+    for r in saved["results"]:
+        cells = parser.rows[r["name"]]
+        assert set(cells) == {key for key, _, _ in comparison._TEXT_COLUMNS}
+        for key, text in cells.items():
+            assert_cell_matches(key, text, r.get(key))
+            checked += 1
+    assert checked == 4 * len(comparison._TEXT_COLUMNS)
+    assert parser.ids["winner"] == saved["winner"]
+    assert parser.ids["winner-reason"] == saved["winner_reason"]
+
+
+def test_numbers_in_the_markdown_summary_equal_those_in_the_json(tmp_path):
+    report = build_report(four_runs(), prices=PRICES)
+    text = write_report(report, tmp_path)["summary.md"].read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
+    keys = [key for key, _, _ in comparison._TEXT_COLUMNS]
+    assert len(rows) == len(report["results"])
+    for line, r in zip(rows, report["results"], strict=True):
+        cells = [c.strip().strip("*") for c in line.strip("|").split(" | ")]
+        for key, cell in zip(keys, cells, strict=True):
+            assert_cell_matches(key, cell, r.get(key))
+    assert f"**Winner: {report['winner']}.**" in text
+
+
+def test_the_page_is_self_contained(tmp_path):
+    report = build_report(four_runs(), prices=PRICES)
+    page = write_report(report, tmp_path)["report.html"].read_text()
+    parser = TableParser()
+    parser.feed(page)
+    assert [img["data-plot"] for img in parser.images] == list(PLOT_FILES)
+    assert all(img["src"].startswith("data:image/png;base64,iVBORw0KGgo") for img in parser.images)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", page)
+    assert "<link" not in page and "<script" not in page and "@import" not in page
+
+
+def test_write_report_writes_every_file_and_no_temporaries(tmp_path):
+    report = build_report(four_runs(), prices=PRICES)
+    out = tmp_path / "nested" / "out"
+    paths = write_report(report, out)
+    expected = {"comparison.json", "report.html", "summary.md", *PLOT_FILES}
+    assert set(paths) == expected
+    assert sorted(os.listdir(out)) == sorted(expected)
+    assert json.loads(paths["comparison.json"].read_text()) == report
+    for name in PLOT_FILES:
+        import matplotlib.image
+
+        pixels = matplotlib.image.imread(paths[name])
+        assert pixels.shape[0] > 200 and pixels.shape[1] > 600, name
+        assert pixels.std() > 0.05, f"{name} looks blank"
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporaries(tmp_path, monkeypatch):
+    first = build_report(four_runs(), prices=PRICES, generated_at="first")
+    write_report(first, tmp_path)
+    second = build_report(four_runs(), prices=PRICES, generated_at="second")
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(comparison.os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        write_report(second, tmp_path)
+    assert json.loads((tmp_path / "comparison.json").read_text())["generated_at"] == "first"
+    assert not [p for p in Path(tmp_path).iterdir() if p.name.startswith(".")]
+
+
+def test_summary_table_lists_every_run_and_the_winner():
+    report = build_report(four_runs(), prices=PRICES)
+    text = summary_table(report)
+    lines = text.splitlines()
+    assert lines[0].startswith("Strategy") and "Examples/s" in lines[0]
+    for r in report["results"]:
+        row = next(line for line in lines if line.startswith(r["name"] + " "))
+        assert f"{r['examples_per_second']:,.1f}" in row
+        assert f"{r['speedup']:.2f}×" in row
+    assert "Winner: mirrored." in text
+    widths = {len(line) for line in lines[:6]}
+    assert len(widths) == 1, "columns are not aligned"

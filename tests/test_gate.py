@@ -1,0 +1,183 @@
+"""The regression gate: `comparison.gate` and `strategist gate` exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from components.core.comparison import ReportError, gate
+from pipelines.cli import main
+
+
+def report(**runs: tuple[float, float]) -> dict:
+    """A comparison.json with strategy -> (examples/s, eval accuracy)."""
+    return {
+        "winner": next(iter(runs), None),
+        "results": [
+            {"strategy": name, "name": name, "examples_per_second": eps, "eval_accuracy": acc}
+            for name, (eps, acc) in runs.items()
+        ],
+    }
+
+
+BASELINE = report(mirrored=(1000.0, 0.95), multi_worker_mirrored=(800.0, 0.94))
+
+
+# --------------------------------------------------------------------------- gate()
+
+
+def test_an_improvement_passes():
+    result = gate(report(mirrored=(1200.0, 0.96), multi_worker_mirrored=(800.0, 0.94)), BASELINE)
+    assert result.passed and result.regressions == ()
+    assert [c.name for c in result.checks] == ["mirrored", "multi_worker_mirrored"]
+    assert result.checks[0].throughput_drop == pytest.approx(-0.2)
+    assert "PASS" in result.summary() and "+20.0%" in result.summary()
+
+
+def test_a_throughput_drop_beyond_the_limit_regresses_with_its_size():
+    result = gate(report(mirrored=(850.0, 0.95), multi_worker_mirrored=(800.0, 0.94)), BASELINE)
+    assert not result.passed
+    (regression,) = result.regressions
+    assert regression.name == "mirrored" and regression.metric == "examples_per_second"
+    assert regression.drop == pytest.approx(0.15)
+    assert "mirrored: throughput fell 15.0% (1,000.0 -> 850.0 examples/s" in result.summary()
+
+
+def test_a_drop_at_the_limit_passes_and_just_beyond_fails():
+    at_limit = report(mirrored=(900.0, 0.93), multi_worker_mirrored=(800.0, 0.94))
+    assert gate(at_limit, BASELINE).passed  # exactly 10% slower and 2 pp less accurate
+    beyond = report(mirrored=(899.0, 0.95), multi_worker_mirrored=(800.0, 0.94))
+    assert not gate(beyond, BASELINE).passed
+    beyond = report(mirrored=(1000.0, 0.929), multi_worker_mirrored=(800.0, 0.94))
+    assert not gate(beyond, BASELINE).passed
+
+
+def test_an_accuracy_drop_beyond_the_limit_regresses():
+    result = gate(report(mirrored=(1000.0, 0.92), multi_worker_mirrored=(800.0, 0.94)), BASELINE)
+    (regression,) = result.regressions
+    assert regression.metric == "eval_accuracy" and regression.drop == pytest.approx(0.03)
+    assert "eval accuracy fell 3.00 pp (95.0% -> 92.0%" in regression.describe()
+
+
+def test_thresholds_are_parameters():
+    slower = report(mirrored=(850.0, 0.92), multi_worker_mirrored=(800.0, 0.94))
+    assert not gate(slower, BASELINE).passed
+    assert gate(slower, BASELINE, max_throughput_drop=0.2, max_accuracy_drop=0.05).passed
+
+
+def test_a_missing_strategy_regresses_and_a_new_one_is_fine():
+    result = gate(report(mirrored=(1000.0, 0.95), parameter_server=(500.0, 0.9)), BASELINE)
+    missing = [("multi_worker_mirrored", "missing")]
+    assert [(r.name, r.metric) for r in result.regressions] == missing
+    assert result.new == ("parameter_server",)
+    text = result.summary()
+    assert "multi_worker_mirrored: missing from the report" in text
+    assert "New (not in the baseline, not gated): parameter_server" in text
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"results": "none"}, "'results' list"),
+        ({"results": [{"strategy": "mirrored", "eval_accuracy": 0.9}]}, "examples_per_second"),
+        ({"results": [{"examples_per_second": 1.0, "eval_accuracy": 0.9}]}, "no 'strategy'"),
+    ],
+)
+def test_invalid_reports_are_refused(bad, message):
+    with pytest.raises(ReportError, match=message):
+        gate(bad, BASELINE)
+
+
+def test_negative_thresholds_are_refused():
+    with pytest.raises(ReportError, match="--max-throughput-drop"):
+        gate(BASELINE, BASELINE, max_throughput_drop=-0.1)
+    with pytest.raises(ReportError, match="--max-accuracy-drop"):
+        gate(BASELINE, BASELINE, max_accuracy_drop=-1)
+
+
+# --------------------------------------------------------------------------- strategist gate
+
+
+@pytest.fixture()
+def files(tmp_path):
+    def write(name: str, content) -> str:
+        path = tmp_path / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        return str(path)
+
+    return write
+
+
+def test_cli_exits_0_on_an_improvement(files, capsys):
+    better = files("new.json", report(mirrored=(1100.0, 0.95), multi_worker_mirrored=(900, 0.95)))
+    code = main(["gate", better, "--baseline", files("base.json", BASELINE)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("PASS: no regression in 2 strategies")
+
+
+def test_cli_exits_1_and_says_what_regressed(files, capsys):
+    worse = files("new.json", report(mirrored=(700.0, 0.95), multi_worker_mirrored=(800, 0.90)))
+    code = main(["gate", worse, "--baseline", files("base.json", BASELINE)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith("FAIL: 2 regression(s)")
+    assert "mirrored: throughput fell 30.0%" in out
+    assert "multi_worker_mirrored: eval accuracy fell 4.00 pp" in out
+
+
+def test_cli_thresholds_and_folder_arguments(files, tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    files("run/comparison.json", report(mirrored=(850.0, 0.95), multi_worker_mirrored=(800, 0.94)))
+    base = files("base.json", BASELINE)
+    assert main(["gate", str(tmp_path / "run"), "--baseline", base]) == 1
+    args = ["gate", str(tmp_path / "run"), "--baseline", base, "--max-throughput-drop", "0.2"]
+    assert main(args) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("report_text", "extra", "message"),
+    [
+        (None, [], "report .*missing.json: file not found"),
+        ("{not json", [], "not valid JSON"),
+        ('{"results": [{"strategy": "mirrored"}]}', [], "'examples_per_second' must be a number"),
+        ("[]", [], "expected a JSON object"),
+        (json.dumps(BASELINE), ["--max-throughput-drop", "-0.1"], "--max-throughput-drop must be"),
+        (json.dumps(BASELINE), ["--max-accuracy-drop", "-0.01"], "--max-accuracy-drop must be"),
+    ],
+)
+def test_cli_exits_2_on_unusable_input(files, tmp_path, capsys, report_text, extra, message):
+    path = str(tmp_path / "missing.json") if report_text is None else files("r.json", report_text)
+    code = main(["gate", path, "--baseline", files("base.json", BASELINE), *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("strategist gate: error: ")
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+
+
+def test_cli_exits_2_on_a_missing_baseline(files, tmp_path, capsys):
+    code = main(["gate", files("r.json", BASELINE), "--baseline", str(tmp_path / "nope.json")])
+    assert code == 2
+    assert "baseline" in capsys.readouterr().err
+
+
+def test_cli_usage_errors_exit_2(files, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gate", files("r.json", BASELINE)])  # --baseline is required
+    assert exit_info.value.code == 2
+    assert "--baseline" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gate", "r.json", "--baseline", "b.json", "--max-accuracy-drop", "lots"])
+    assert exit_info.value.code == 2
+
+
+def test_cli_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gate", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--max-throughput-drop" in out and "exit 1" in out
