@@ -34,6 +34,9 @@ def test_an_improvement_passes():
     assert [c.name for c in result.checks] == ["mirrored", "multi_worker_mirrored"]
     assert result.checks[0].throughput_drop == pytest.approx(-0.2)
     assert "PASS" in result.summary() and "+20.0%" in result.summary()
+    assert "800.0 -> 800.0 examples/s (+0.0%), eval accuracy 94.0% -> 94.0% (+0.00 pp)" in (
+        result.summary()
+    )
 
 
 def test_a_throughput_drop_beyond_the_limit_regresses_with_its_size():

@@ -1257,9 +1257,9 @@ class GateResult:
                 continue
             lines.append(
                 f"  {c.name}: {c.baseline_examples_per_second:,.1f} -> "
-                f"{c.examples_per_second:,.1f} examples/s ({-100 * c.throughput_drop:+.1f}%), "
+                f"{c.examples_per_second:,.1f} examples/s ({0.0 - 100 * c.throughput_drop:+.1f}%), "
                 f"eval accuracy {_pct(c.baseline_eval_accuracy)} -> {_pct(c.eval_accuracy)} "
-                f"({-100 * c.accuracy_drop:+.2f} pp)"
+                f"({0.0 - 100 * c.accuracy_drop:+.2f} pp)"
             )
         if self.new:
             lines.append(f"New (not in the baseline, not gated): {', '.join(self.new)}")
