@@ -403,6 +403,7 @@ def test_numbers_in_the_html_table_equal_those_in_the_json(tmp_path):
     assert checked == 4 * len(comparison._TEXT_COLUMNS)
     assert parser.ids["winner"] == saved["winner"]
     assert parser.ids["winner-reason"] == saved["winner_reason"]
+    assert parser.ids["baseline"] == saved["baseline"]["description"]
 
 
 def test_numbers_in_the_markdown_summary_equal_those_in_the_json(tmp_path):

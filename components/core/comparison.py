@@ -762,7 +762,7 @@ def _no_data(ax: Any, what: str) -> None:
 def plot_throughput(report: Mapping[str, Any]) -> bytes:
     """Horizontal bars of examples/s per run, labelled with the speed-up; PNG bytes."""
     results = report.get("results", [])
-    fig, ax = _figure(1.4 + 0.55 * max(len(results), 1))
+    fig, ax = _figure(max(3.6, 1.4 + 0.55 * len(results)))
     colors = _colors(report)
     names = [r["name"] for r in results][::-1]
     values = [r["examples_per_second"] for r in results][::-1]
@@ -927,6 +927,7 @@ figure { margin: 0; background: #fff; border: 1px solid #e5e7eb; border-radius: 
 figure img { width: 100%; height: auto; display: block; }
 figcaption { font-size: 13px; color: #4b5563; padding: 6px 4px 0; }
 ul.notes { color: #374151; padding-left: 20px; margin: 0; }
+.caption { color: #4b5563; font-size: 13px; margin: 8px 2px 0; }
 ul.notes li { margin-bottom: 6px; }
 @media (max-width: 900px) { .callouts, .plots { grid-template-columns: 1fr; } }
 """
@@ -1018,7 +1019,9 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
                 f'<figure><img alt="{e(_CAPTIONS[name])}" data-plot="{name}" '
                 f'src="data:image/png;base64,{data}"><figcaption>{e(_CAPTIONS[name])}</figcaption></figure>'
             )
-    notes = "".join(f"<li>{e(n)}</li>" for n in _notes(report))
+    baseline = (report.get("baseline") or {}).get("description")
+    caption = f'<p class="caption" id="baseline">{e(baseline)}</p>' if baseline else ""
+    notes = "".join(f"<li>{e(n)}</li>" for n in _notes(report) if n != baseline)
 
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -1047,6 +1050,7 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
 </tbody>
 </table>
 </div>
+{caption}
 <h2>Plots</h2>
 <section class="plots">
 {chr(10).join(figures)}
