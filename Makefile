@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## Create .venv and install Strategist with its dev tools (idempotent)
 
 run: install ## Train the default model on the offline digits dataset on a localhost cluster
-	$(STRATEGIST) train --local --strategy mirrored --output runs/latest
+	$(STRATEGIST) train --local --strategy multi_worker_mirrored --workers 2 --output runs/latest
 
 test: install ## Run the whole test suite
 	$(PY) -m pytest -q

@@ -95,8 +95,9 @@ def make_strategy(cluster: ClusterConfig, role: Role):
     # Multi-worker strategies must be built before TensorFlow's context starts,
     # so devices are listed only on the single-process branches.
     if name == "one_device":
-        gpus = tf.config.list_logical_devices("GPU")
-        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+        # The default strategy places everything on one device (GPU 0 when there
+        # is one); unlike OneDeviceStrategy, BackupAndRestore supports it.
+        return tf.distribute.get_strategy()
     if name == "mirrored":
         if tf.config.list_physical_devices("GPU"):
             return tf.distribute.MirroredStrategy()

@@ -306,7 +306,8 @@ def _scratch_dir(output_dir: str, role: Role) -> str:
 def _export(model, output_dir: str) -> None:
     """Saves the model as a SavedModel, atomically."""
     with atomic.staged_dir(os.path.join(output_dir, MODEL_DIR_NAME)) as staging:
-        model.save(staging, save_format="tf")
+        # The serving model needs no optimizer (nor its warm-up schedule class).
+        model.save(staging, save_format="tf", include_optimizer=False)
 
 
 def _weights_digest(model) -> str:

@@ -1,0 +1,43 @@
+"""Shared fixtures: real digits shards built once per session, offline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def tfds_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tfds")
+
+
+@pytest.fixture(scope="session")
+def digits_shards(tfds_dir, tmp_path_factory) -> str:
+    """The offline digits dataset as 4 TFRecord shards per split (real TFDS builder)."""
+    from components.core import datasets
+
+    shards = tmp_path_factory.mktemp("shards") / "digits"
+    datasets.shard_dataset("digits", str(shards), num_shards=4, data_dir=str(tfds_dir))
+    return str(shards)
+
+
+def trainer_pids(marker: str = "") -> list[int]:
+    """PIDs of live Strategist trainer processes whose command line holds `marker`.
+
+    Tests pass their own output folder, which is in every task's --config-json.
+    """
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"components.core.trainer" in cmdline and any(marker.encode() in a for a in cmdline):
+            pids.append(int(entry.name))
+    return pids

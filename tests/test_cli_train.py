@@ -1,0 +1,74 @@
+"""`strategist train`: bad input exits 2 before anything starts; a real run writes metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines import cli
+from tests.conftest import trainer_pids
+
+
+def main(argv: list[str]) -> int:
+    """The CLI's exit code, whether it returns it or argparse raises SystemExit."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+
+BAD_INPUT = [
+    (["--strategy", "horovod"], "unknown strategy"),
+    (["--strategy", "mirrored", "--workers", "2"], "runs on one machine"),
+    (["--strategy", "parameter_server", "--ps", "0"], "at least one parameter server"),
+    (["--strategy", "multi_worker_mirrored", "--workers", "0"], "--workers must be at least 1"),
+    (["--strategy", "multi_worker_mirrored", "--ps", "2"], "has no parameter servers"),
+    (["--epochs", "0"], "--epochs: must be at least 1"),
+    (["--batch-size", "-4"], "--batch-size: must be at least 1"),
+    (["--model", "transformer9000"], "unknown model"),
+    (["--dataset", "no_such_dataset"], "unknown dataset"),
+    (["--data-dir", "/nonexistent/strategist"], "does not exist"),
+    (
+        ["--strategy", "multi_worker_mirrored", "--workers", "3", "--global-batch-size", "100"],
+        "multiple of 3",
+    ),
+    (["--devices", "0"], "devices per worker"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_INPUT)
+def test_bad_input_exits_2_before_launching(argv, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["train", "--local", "--output", str(out), *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()[-1]) < 300  # one line, not a dump
+    assert not out.exists()  # nothing was started or written
+    assert not trainer_pids(str(out))
+
+
+@pytest.mark.cluster
+def test_train_writes_metrics_and_model(tmp_path, tfds_dir, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train", "--local", "--strategy", "one_device", "--epochs", "4",
+            "--data-dir", str(tfds_dir), "--num-shards", "2", "--output", str(out),
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    for field in (
+        "strategy", "num_replicas", "workers", "ps", "global_batch_size", "epochs",
+        "epoch_seconds", "examples_per_second", "history", "eval_accuracy", "eval_loss",
+    ):  # fmt: skip
+        assert field in metrics, field
+    assert metrics["strategy"] == "one_device" and metrics["num_replicas"] == 1
+    assert metrics["eval_accuracy"] >= 0.85
+    assert "epoch 4/4" in printed and "test accuracy" in printed
+    assert (out / "model" / "saved_model.pb").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert config["cluster"]["strategy"] == "one_device"

@@ -1,0 +1,115 @@
+"""Real training on real localhost clusters: every strategy learns the digits.
+
+Each test starts real TensorFlow processes talking gRPC on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
+from components.core.launch.local import ClusterFailed, LocalCluster, run_local
+from tests.conftest import trainer_pids
+
+pytestmark = pytest.mark.cluster
+
+SHAPES = {
+    "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
+    "multi_worker_mirrored": ClusterConfig("multi_worker_mirrored", workers=2),
+    "parameter_server": ClusterConfig("parameter_server", workers=2, ps=1),
+}
+
+
+def _config(shards, out, cluster, epochs=4) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(shards_dir=shards),
+        cluster=cluster,
+        training=TrainingConfig(epochs=epochs),
+        output_dir=str(out),
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(digits_shards, tmp_path_factory):
+    """Each strategy trained once; tests below inspect the results."""
+    results = {}
+    for name, cluster in SHAPES.items():
+        out = tmp_path_factory.mktemp(name)
+        results[name] = (run_local(_config(digits_shards, out, cluster), log=lambda _: None), out)
+    return results
+
+
+@pytest.mark.parametrize("strategy", list(SHAPES))
+def test_strategy_learns_the_digits(trained, strategy):
+    metrics, out = trained[strategy]
+    assert metrics["strategy"] == strategy
+    assert metrics["eval_accuracy"] >= 0.85, metrics["eval_accuracy"]  # chance is 0.10
+    assert metrics["history"]["loss"][-1] < metrics["history"]["loss"][0]
+    assert len(metrics["epoch_seconds"]) == metrics["epochs"] == 4
+    assert metrics["examples_per_second"] > 0
+    assert metrics["global_batch_size"] == 32 * metrics["num_replicas"]
+    on_disk = json.loads((out / "metrics.json").read_text())
+    for field in ("workers", "ps", "epoch_seconds", "history", "eval_loss", "num_replicas"):
+        assert on_disk[field] == metrics[field]
+    assert (out / "model" / "saved_model.pb").exists()
+    assert not (out / "_scratch").exists()
+    assert json.loads((out / "status.json").read_text())["state"] == "succeeded"
+
+
+def test_exported_model_reproduces_the_test_accuracy(trained, digits_shards):
+    import tf_keras as keras
+
+    from components.core import datasets, evaluation
+
+    metrics, out = trained["multi_worker_mirrored"]
+    model = keras.models.load_model(str(out / "model"))
+    manifest = datasets.load_manifest(digits_shards)
+    result = evaluation.evaluate(model, datasets.eval_dataset(manifest), 10)
+    assert result.accuracy == pytest.approx(metrics["eval_accuracy"], abs=1e-6)
+
+
+def test_multi_worker_mirrored_workers_end_with_identical_weights(trained):
+    _, out = trained["multi_worker_mirrored"]
+    digests = {
+        p.stem: json.loads(p.read_text())["weights_sha256"] for p in (out / "tasks").iterdir()
+    }
+    assert set(digests) == {"worker-0", "worker-1"}
+    assert digests["worker-0"] == digests["worker-1"]
+
+
+def test_parameter_server_variables_live_on_the_ps_task(trained):
+    metrics, _ = trained["parameter_server"]
+    placement = metrics["variable_placement"]
+    assert placement and all(device.startswith("/job:ps/") for device in placement), placement
+    mirrored_placement = trained["mirrored"][0]["variable_placement"]
+    assert not any(device.startswith("/job:ps/") for device in mirrored_placement)
+
+
+def test_a_killed_worker_fails_the_run_cleanly(digits_shards, tmp_path):
+    config = _config(digits_shards, tmp_path, SHAPES["multi_worker_mirrored"], epochs=50)
+    cluster = LocalCluster(config, log=lambda _: None)
+
+    def kill_worker_once_training(task, line):
+        if task.name == "worker-0" and line.startswith("epoch 1/"):
+            cluster.kill("worker-1")
+
+    cluster.on_line = kill_worker_once_training
+    with pytest.raises(ClusterFailed) as failure:
+        cluster.run()
+    assert failure.value.task in ("worker-0", "worker-1")
+    assert failure.value.returncode != 0
+    pids = cluster.pids()
+    assert pids and not set(pids) & set(trainer_pids(str(tmp_path)))
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_task_that_errors_reports_its_last_lines(tmp_path):
+    config = _config(str(tmp_path / "no-shards"), tmp_path / "out", SHAPES["parameter_server"])
+    with pytest.raises(ClusterFailed) as failure:
+        run_local(config, log=lambda _: None)
+    assert failure.value.task == "chief-0"
+    assert "does not exist" in str(failure.value)  # the chief's own error, surfaced
+    assert not trainer_pids(str(tmp_path))

@@ -1,0 +1,76 @@
+"""Typed config: round trips and the cluster shapes each strategy accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.core.config import (
+    ClusterConfig,
+    ConfigError,
+    RunConfig,
+    TrainingConfig,
+    per_replica_from_global,
+    validate_cluster,
+    validate_run,
+)
+
+
+def test_json_round_trip_keeps_every_field():
+    config = RunConfig(
+        cluster=ClusterConfig("parameter_server", workers=3, ps=2),
+        training=TrainingConfig(epochs=7, per_replica_batch_size=16),
+        output_dir="/tmp/x",
+    )
+    assert RunConfig.from_json(config.to_json()) == config
+
+
+def test_unknown_keys_are_refused():
+    raw = RunConfig().to_dict()
+    raw["training"]["epochz"] = 3
+    with pytest.raises(ConfigError, match="epochz"):
+        RunConfig.from_dict(raw)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "replicas", "processes"),
+    [
+        (ClusterConfig("one_device", devices_per_worker=4), 1, 1),
+        (ClusterConfig("mirrored", devices_per_worker=4), 4, 1),
+        (ClusterConfig("multi_worker_mirrored", workers=3), 3, 3),
+        (ClusterConfig("parameter_server", workers=3, ps=2), 3, 6),
+    ],
+)
+def test_replicas_and_processes(cluster, replicas, processes):
+    validate_cluster(cluster)
+    assert cluster.num_replicas == replicas
+    assert cluster.num_processes == processes
+
+
+@pytest.mark.parametrize(
+    ("cluster", "message"),
+    [
+        (ClusterConfig("ring_allreduce"), "unknown strategy"),
+        (ClusterConfig("mirrored", workers=2), "runs on one machine"),
+        (ClusterConfig("mirrored", ps=1), "has no parameter servers"),
+        (ClusterConfig("multi_worker_mirrored", workers=2, ps=1), "has no parameter servers"),
+        (ClusterConfig("parameter_server", workers=2, ps=0), "at least one parameter server"),
+        (ClusterConfig("multi_worker_mirrored", workers=0), "--workers must be at least 1"),
+        (ClusterConfig("parameter_server", workers=2, ps=-1), "--ps must be 0 or more"),
+        (ClusterConfig("mirrored", devices_per_worker=0), "devices per worker"),
+    ],
+)
+def test_impossible_shapes_are_refused(cluster, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_cluster(cluster)
+
+
+def test_global_batch_must_divide_across_replicas():
+    cluster = ClusterConfig("multi_worker_mirrored", workers=3)
+    assert per_replica_from_global(96, cluster) == 32
+    with pytest.raises(ConfigError, match="multiple of 3"):
+        per_replica_from_global(100, cluster)
+
+
+def test_run_validation_names_the_flag():
+    with pytest.raises(ConfigError, match="--epochs"):
+        validate_run(RunConfig(training=TrainingConfig(epochs=0)))

@@ -1,0 +1,136 @@
+"""TFDS -> TFRecord shards -> tf.data, on the real offline digits builder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+from components.core import datasets
+from components.core.config import ConfigError
+
+
+def test_manifest_describes_real_digits(digits_shards):
+    manifest = datasets.load_manifest(digits_shards, verify_records=True)
+    assert manifest.dataset == "digits"
+    assert manifest.image_shape == (8, 8, 1)
+    assert manifest.num_classes == 10
+    train, test = manifest.split("train"), manifest.split("test")
+    assert train.num_examples + test.num_examples == 1797  # scikit-learn's digits
+    assert len(train.files) == len(test.files) == 4
+    counts = [f.num_examples for f in train.files]
+    assert max(counts) - min(counts) <= 1  # dealt round-robin
+    with open(os.path.join(digits_shards, "manifest.json")) as handle:
+        on_disk = json.load(handle)
+    assert on_disk["features"]["label"]["num_classes"] == 10
+
+
+def test_reader_yields_normalised_labelled_batches(digits_shards):
+    manifest = datasets.load_manifest(digits_shards)
+    images, labels = next(iter(datasets.eval_dataset(manifest, batch_size=64)))
+    assert images.shape == (64, 8, 8, 1)
+    assert float(np.min(images)) >= 0.0 and float(np.max(images)) <= 1.0
+    assert set(np.unique(labels.numpy())) <= set(range(10))
+    total = sum(int(b[1].shape[0]) for b in datasets.eval_dataset(manifest))
+    assert total == manifest.split("test").num_examples
+
+
+def test_each_input_pipeline_reads_its_own_files(digits_shards):
+    import tensorflow as tf
+
+    manifest = datasets.load_manifest(digits_shards)
+    fn = datasets.make_dataset_fn(manifest, "train", 16, training=True)
+    seen = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2
+        )
+        images, _ = next(iter(fn(context)))
+        assert images.shape[0] == 8  # per-replica share of the global batch of 16
+        seen.append(images.numpy())
+    assert not np.array_equal(seen[0], seen[1])
+
+
+def test_fewer_files_than_pipelines_is_refused(digits_shards):
+    import tensorflow as tf
+
+    manifest = datasets.load_manifest(digits_shards)
+    fn = datasets.make_dataset_fn(manifest, "train", 16)
+    context = tf.distribute.InputContext(num_input_pipelines=5, input_pipeline_id=0)
+    with pytest.raises(ConfigError, match="--num-shards 5"):
+        fn(context)
+
+
+def test_existing_shards_are_reused(digits_shards, tfds_dir):
+    before = os.path.getmtime(os.path.join(digits_shards, "manifest.json"))
+    lines = []
+    datasets.shard_dataset(
+        "digits", digits_shards, num_shards=4, data_dir=str(tfds_dir), log=lines.append
+    )
+    assert any("reusing" in line for line in lines)
+    assert os.path.getmtime(os.path.join(digits_shards, "manifest.json")) == before
+
+
+def _copy(src, tmp_path):
+    dst = tmp_path / "copy"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncated_shard_is_detected(digits_shards, tmp_path):
+    copy = _copy(digits_shards, tmp_path)
+    victim = copy / "train-00001-of-00004.tfrecord"
+    victim.write_bytes(victim.read_bytes()[:-10])
+    with pytest.raises(ConfigError, match="truncated"):
+        datasets.load_manifest(str(copy))
+
+
+def test_corrupted_shard_is_detected_by_record_check(digits_shards, tmp_path):
+    copy = _copy(digits_shards, tmp_path)
+    victim = copy / "test-00002-of-00004.tfrecord"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, broken CRC
+    victim.write_bytes(bytes(data))
+    datasets.load_manifest(str(copy))  # sizes still match
+    with pytest.raises(ConfigError, match="corrupted"):
+        datasets.load_manifest(str(copy), verify_records=True)
+
+
+def test_manifest_that_does_not_match_its_shards(digits_shards, tmp_path):
+    copy = _copy(digits_shards, tmp_path)
+    raw = json.loads((copy / "manifest.json").read_text())
+    raw["splits"]["train"]["num_examples"] += 5
+    (copy / "manifest.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="do not add up"):
+        datasets.load_manifest(str(copy))
+
+
+def test_missing_manifest_means_unfinished(tmp_path):
+    (tmp_path / "half").mkdir()
+    with pytest.raises(ConfigError, match="not a finished shards folder"):
+        datasets.load_manifest(str(tmp_path / "half"))
+
+
+def test_unknown_dataset_suggests_close_names(tfds_dir):
+    with pytest.raises(ConfigError, match="did you mean.*mnist"):
+        datasets.get_builder("mnistt", str(tfds_dir))
+
+
+def test_dataset_without_label_is_refused(tfds_dir):
+    # A real TFDS dataset whose supervised keys are not (image, class label).
+    with pytest.raises(ConfigError, match="label|image|supervised"):
+        datasets.get_builder("wine_quality", str(tfds_dir))
+
+
+def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):
+    # Port 1 on loopback refuses at once: the real probe, deterministically offline.
+    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match="cannot be downloaded.*--data-dir"):
+        datasets.shard_dataset("mnist", str(tmp_path / "s"), data_dir=str(tfds_dir))
+    assert time.perf_counter() - started < 30
+    assert not (tmp_path / "s").exists()
