@@ -23,12 +23,12 @@ import io
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.core import atomic
 from components.core.config import STRATEGIES, ConfigError
 from components.core.hardware import GPUS
 
@@ -1066,20 +1066,6 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
 # --------------------------------------------------------------------------- files
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Writes via a temporary file in the same folder and `os.replace`."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_report(report: dict, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
     """Writes the report files into `out_dir`, each atomically.
 
@@ -1096,18 +1082,51 @@ def write_report(report: dict, out_dir: str | os.PathLike[str]) -> dict[str, Pat
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, data in render_files(report).items():
+        atomic.write_bytes(out / name, data)
+        written[name] = out / name
+    return written
+
+
+def render_files(report: dict) -> dict[str, bytes]:
+    """File name -> content of every report file (JSON, HTML, Markdown, plots)."""
     plots = render_plots(report)
-    contents: dict[str, bytes] = {
+    return {
         REPORT_JSON: (json.dumps(report, indent=2, allow_nan=False) + "\n").encode(),
         REPORT_HTML: render_html(report, plots).encode(),
         SUMMARY_MD: summary_markdown(report).encode(),
         **plots,
     }
-    written = {}
-    for name, data in contents.items():
-        _atomic_write(out / name, data)
-        written[name] = out / name
-    return written
+
+
+def compare_to_artifacts(
+    metrics_paths: list[str],
+    *,
+    comparison_path: str,
+    report_path: str,
+    summary_path: str,
+    plots_dir: str,
+    recommendation_json: str = "{}",
+    target_accuracy: float = 0.9,
+) -> dict:
+    """Builds the report from metrics.json files and writes each output where KFP wants it.
+
+    Returns:
+        The report.
+    """
+    results = [_read_json(Path(path), "metrics") for path in metrics_paths]
+    recommendation = json.loads(recommendation_json or "{}") or None
+    report = build_report(results, target_accuracy=target_accuracy, recommendation=recommendation)
+    files = render_files(report)
+    destinations = {
+        REPORT_JSON: comparison_path,
+        REPORT_HTML: report_path,
+        SUMMARY_MD: summary_path,
+    }
+    for name, data in files.items():
+        atomic.write_bytes(destinations.get(name) or os.path.join(plots_dir, name), data)
+    return report
 
 
 def load_report(path: str | os.PathLike[str], role: str = "report") -> dict:

@@ -179,6 +179,22 @@ def _build(section: type, raw: dict[str, Any], name: str) -> Any:
     return section(**raw)
 
 
+def cluster_for(
+    strategy: str, workers: int = 2, ps: int = 1, devices_per_worker: int = 2
+) -> ClusterConfig:
+    """The cluster a strategy uses when one shape is shared by several strategies.
+
+    A comparison gives one `workers`/`ps`/devices shape for all its strategies:
+    single-machine strategies take one worker, and only `parameter_server`
+    takes parameter servers.
+    """
+    if strategy in ("one_device", "mirrored"):
+        return ClusterConfig(strategy, 1, 0, devices_per_worker)
+    if strategy == "multi_worker_mirrored":
+        return ClusterConfig(strategy, workers, 0, devices_per_worker)
+    return ClusterConfig(strategy, workers, ps, devices_per_worker)
+
+
 def validate_cluster(cluster: ClusterConfig) -> None:
     """Refuses cluster shapes the strategy cannot use.
 

@@ -48,3 +48,14 @@ def evaluate(model, dataset, num_classes: int) -> EvalResult:
         num_examples=count,
         confusion_matrix=matrix.tolist(),
     )
+
+
+def evaluate_saved_model(model_dir: str, shards_dir: str, split: str = "test") -> EvalResult:
+    """Loads an exported SavedModel and evaluates it on `split` of a shards folder."""
+    import tf_keras as keras
+
+    from components.core import datasets
+
+    manifest = datasets.load_manifest(shards_dir)
+    model = keras.models.load_model(model_dir, compile=False)
+    return evaluate(model, datasets.eval_dataset(manifest, split), manifest.num_classes)
