@@ -1,14 +1,24 @@
 """The comparison pipeline: shard once -> train each strategy -> evaluate -> compare."""
 
-from typing import List  # noqa: UP035  (KFP reads typing.List parameter types)
+from typing import List, NamedTuple  # noqa: UP035  (KFP reads typing.List parameter types)
 
 from kfp import dsl
+from kfp.dsl import HTML, Artifact, Markdown
 
 from components.image import DEFAULT_IMAGE
 from components.registry import build_components
 from pipelines.scheduling import GpuPlacement, place_training
 
 DEFAULT_STRATEGIES = ["mirrored", "multi_worker_mirrored", "parameter_server"]
+
+
+class ComparisonOutputs(NamedTuple):
+    """What the comparison pipeline returns: the compare step's artifacts."""
+
+    comparison: Artifact
+    report: HTML
+    summary: Markdown
+    plots: Artifact
 
 
 def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement | None = None):
@@ -48,7 +58,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         target_accuracy: float = 0.9,
         backend: str = "local",
         cloud_config_json: str = "{}",
-    ):
+    ) -> NamedTuple("Outputs", comparison=Artifact, report=HTML, summary=Markdown, plots=Artifact):
         shard = c.shard_dataset(dataset=dataset, num_shards=num_shards, data_dir=data_dir)
         shard.set_display_name("shard")
         recommendation = c.select_strategy(
@@ -86,5 +96,11 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         )
         compared.set_display_name("compare strategies")
         compared.after(evaluated)
+        return ComparisonOutputs(
+            comparison=compared.outputs["comparison"],
+            report=compared.outputs["report"],
+            summary=compared.outputs["summary"],
+            plots=compared.outputs["plots"],
+        )
 
     return comparison

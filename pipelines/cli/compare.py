@@ -1,0 +1,176 @@
+"""`strategist compare`: the comparison pipeline, run locally through kfp.local."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import time
+
+from components.core.config import STRATEGIES, ConfigError, cluster_for, validate_run
+from pipelines.cli import common
+
+DEFAULT_STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare strategies side by side on the same data and hardware",
+        description=(
+            "Run the comparison pipeline through kfp.local: shard the dataset once, train the "
+            "same model with each strategy on a real localhost cluster, evaluate each, and "
+            "compare wall-clock per epoch, throughput, scaling efficiency, time to accuracy, "
+            "final quality and cost. Writes OUTPUT/comparison.json, OUTPUT/report.html, "
+            "OUTPUT/summary.md and PNG plots."
+        ),
+    )
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="run through kfp.local on this machine (the default; use `strategist submit` "
+        "for Vertex AI or a KFP cluster)",
+    )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(DEFAULT_STRATEGIES),
+        help=f"comma-separated strategies (default: {','.join(DEFAULT_STRATEGIES)})",
+    )
+    common.add_data_model_arguments(parser)
+    common.add_cluster_arguments(parser)
+    parser.add_argument(
+        "--target-accuracy",
+        type=common.positive_float,
+        default=0.9,
+        help="accuracy that time-to-accuracy is measured to (default: 0.9)",
+    )
+    hardware = parser.add_argument_group("target hardware, for the recorded recommendation")
+    hardware.add_argument("--gpu", default="t4", help="GPU type (default: t4)")
+    hardware.add_argument(
+        "--machines", type=common.positive_int, default=1, help="machines (default: 1)"
+    )
+    hardware.add_argument(
+        "--network-gbps",
+        type=common.positive_float,
+        default=10.0,
+        help="network between machines, Gbit/s (default: 10)",
+    )
+    parser.add_argument("--output", help="output folder (default: runs/<timestamp>-compare)")
+    parser.set_defaults(run=run)
+
+
+def parse_strategies(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise ConfigError("--strategies is empty: name at least one strategy")
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown:
+        raise ConfigError(
+            f"unknown strateg{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+            f"choose from {', '.join(STRATEGIES)}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--strategies names a strategy twice: {text}")
+    return names
+
+
+def pipeline_arguments(args: argparse.Namespace) -> dict:
+    """Validated pipeline parameters from the flags.
+
+    Raises:
+        ConfigError: for anything a strategy of the comparison cannot run.
+    """
+    from components.core import datasets
+    from components.core.hardware import get_gpu
+
+    strategies = parse_strategies(args.strategies)
+    workers = 2 if args.workers is None else args.workers
+    ps = 1 if args.ps is None else args.ps
+    base = common.build_run_config(args, "mirrored", "unused")
+    for strategy in strategies:
+        cluster = cluster_for(strategy, workers, ps, args.devices)
+        validate_run(dataclasses.replace(base, cluster=cluster))
+    get_gpu(args.gpu)
+    datasets.get_builder(args.dataset, args.data_dir)
+    return {
+        "dataset": args.dataset,
+        "data_dir": args.data_dir or "",
+        "num_shards": max(args.num_shards, workers),
+        "strategies": strategies,
+        "model_name": args.model,
+        "epochs": args.epochs,
+        "batch_size": base.training.per_replica_batch_size,
+        "learning_rate": args.learning_rate,
+        "workers": workers,
+        "ps": ps,
+        "devices_per_worker": args.devices,
+        "machines": args.machines,
+        "gpu": args.gpu,
+        "network_gbps": args.network_gbps,
+        "target_accuracy": args.target_accuracy,
+        "backend": "local",
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from components.core import comparison
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.local_run import run_locally
+
+    if args.global_batch_size is not None:
+        raise ConfigError(
+            "--global-batch-size does not fit a comparison (replica counts differ per "
+            "strategy): use --batch-size"
+        )
+    arguments = pipeline_arguments(args)
+    output = os.path.abspath(args.output or common.default_output_dir("compare"))
+    os.makedirs(output, exist_ok=True)
+    print(
+        f"compare: {', '.join(arguments['strategies'])} on {arguments['dataset']} "
+        f"({arguments['model_name']}, {arguments['epochs']} epochs) through kfp.local"
+    )
+    started = time.perf_counter()
+    try:
+        result, timings = run_locally(
+            build_comparison_pipeline(), arguments, os.path.join(output, "pipeline_root")
+        )
+    except RuntimeError as err:
+        print(f"strategist compare: error: {err}", file=sys.stderr)
+        return 1
+    wall = time.perf_counter() - started
+    report_files = collect_outputs(result, output)
+    from components.core import atomic
+
+    atomic.write_json(
+        os.path.join(output, "timings.json"),
+        {
+            "pipeline_wall_seconds": wall,
+            "tasks": [dataclasses.asdict(t) for t in timings],
+        },
+    )
+    report = comparison.load_report(os.path.join(output, "comparison.json"))
+    print()
+    print(comparison.summary_table(report))
+    print(f"\nwinner: {report['winner']} ({report['winner_reason']})")
+    print(f"pipeline wall time {wall:.1f}s; {len(timings)} tasks")
+    print(f"\noutput: {output}")
+    for name in report_files:
+        print(f"  {name}")
+    return 0
+
+
+def collect_outputs(result, output: str) -> list[str]:
+    """Copies the compare task's files into `output`; returns their names."""
+    copied = []
+    for key in ("comparison", "report", "summary"):
+        source = result.outputs[key].path
+        name = {"comparison": "comparison.json", "report": "report.html", "summary": "summary.md"}
+        shutil.copyfile(source, os.path.join(output, name[key]))
+        copied.append(name[key])
+    plots = result.outputs["plots"].path
+    for name in sorted(os.listdir(plots)):
+        shutil.copyfile(os.path.join(plots, name), os.path.join(output, name))
+        copied.append(name)
+    return copied

@@ -1,0 +1,50 @@
+"""`strategist compile`: write a pipeline spec for Vertex AI Pipelines or self-hosted KFP."""
+
+from __future__ import annotations
+
+import argparse
+
+from components.image import DEFAULT_IMAGE
+from pipelines.cli import common
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compile",
+        help="compile the training or comparison pipeline",
+        description=(
+            "Compile a pipeline to a KFP v2 pipeline spec. The vertex target is a single YAML "
+            "document for Vertex AI Pipelines; the kfp target adds kfp-kubernetes settings that "
+            "put the train step on a GPU node pool (node selector "
+            "cloud.google.com/gke-accelerator, toleration nvidia.com/gpu, GPU limit)."
+        ),
+    )
+    parser.add_argument("--pipeline", required=True, choices=("training", "comparison"))
+    parser.add_argument("--target", required=True, choices=("vertex", "kfp"))
+    parser.add_argument(
+        "--image",
+        default=DEFAULT_IMAGE,
+        help=f"container image of every step (default: {DEFAULT_IMAGE})",
+    )
+    parser.add_argument(
+        "--gpu",
+        help="GPU of the train step: t4, l4, v100, a100, ... or none "
+        "(default: t4 for kfp, none for vertex, where training runs as a custom job)",
+    )
+    parser.add_argument(
+        "--gpus", type=common.positive_int, default=1, help="GPUs of the train step (default: 1)"
+    )
+    parser.add_argument("-o", "--output", required=True, help="the YAML file to write")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.compile import compile_pipeline
+
+    gpu = args.gpu if args.gpu is not None else ("t4" if args.target == "kfp" else None)
+    path = compile_pipeline(
+        args.pipeline, args.target, args.output, image=args.image, gpu=gpu, gpus=args.gpus
+    )
+    where = f", train step on {args.gpus} x {gpu}" if gpu and gpu != "none" else ""
+    print(f"compiled {args.pipeline} for {args.target}{where}: {path}")
+    return 0

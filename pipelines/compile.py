@@ -1,0 +1,91 @@
+"""Compile targets: one pipeline spec per pipeline and platform.
+
+`vertex` files are a single YAML document (Vertex AI rejects a second one);
+`kfp` files add the kfp-kubernetes platform document that puts the train step
+on a GPU node pool.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from components.core.config import ConfigError
+from components.core.hardware import get_gpu
+from components.image import DEFAULT_IMAGE
+from pipelines.comparison import build_comparison_pipeline
+from pipelines.scheduling import GpuPlacement
+from pipelines.training import build_training_pipeline
+
+PIPELINES = {"training": build_training_pipeline, "comparison": build_comparison_pipeline}
+TARGETS = ("vertex", "kfp")
+# registry/path[:tag][@digest], as docker reference grammar allows (lower-case path).
+_IMAGE = re.compile(
+    r"^[a-z0-9.\-]+(:[0-9]+)?(/[a-z0-9._\-]+)+(:[\w][\w.\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+
+
+def check_image(image: str) -> None:
+    """Raises ConfigError unless `image` looks like a container image reference."""
+    if not _IMAGE.match(image):
+        raise ConfigError(
+            f"--image {image!r} is not a container image reference; "
+            "use REGISTRY/PATH[:TAG], e.g. us-docker.pkg.dev/PROJECT/REPO/trainer:1.0"
+        )
+
+
+def placement_for(target: str, gpu: str | None, gpus: int) -> GpuPlacement | None:
+    """The train step's GPU placement for a target (`kfp` defaults to one T4)."""
+    if target not in TARGETS:
+        raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if gpu is None or gpu == "none":
+        return None
+    get_gpu(gpu).machine_type(gpus)  # unknown GPU, or a count no machine takes
+    return GpuPlacement(target, gpu, gpus)
+
+
+def compile_pipeline(
+    pipeline: str,
+    target: str,
+    output: str | os.PathLike,
+    *,
+    image: str = DEFAULT_IMAGE,
+    gpu: str | None = None,
+    gpus: int = 1,
+) -> Path:
+    """Compiles `pipeline` for `target` into `output`, atomically.
+
+    Args:
+        pipeline: `training` or `comparison`.
+        target: `vertex` or `kfp`.
+        output: the YAML file to write.
+        image: the container image of every step.
+        gpu: GPU of the train step (`none` or None: no GPU).
+        gpus: GPUs of the train step.
+
+    Returns:
+        The written file.
+
+    Raises:
+        ConfigError: unknown pipeline, target or GPU, bad image, impossible GPU count.
+    """
+    from kfp import compiler
+
+    if pipeline not in PIPELINES:
+        raise ConfigError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    check_image(image)
+    placement = placement_for(target, gpu, gpus)
+    func = PIPELINES[pipeline](image=image, placement=placement)
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}-", suffix=".yaml", dir=output.parent)
+    os.close(fd)
+    try:
+        compiler.Compiler().compile(func, tmp)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return output
