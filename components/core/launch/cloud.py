@@ -1,0 +1,455 @@
+"""Where and how a run goes to the cloud: `CloudConfig`, its validation, and what both
+cloud backends (Vertex AI CustomJob, Kubeflow TFJob) share.
+
+Validation refuses every combination the cloud would refuse (or silently waste money
+on) before any request is sent, with a `ConfigError` that says which flag to change.
+The RunConfig each training process receives is rewritten here for the cloud: on
+Vertex AI, `gs://bucket/x` becomes the gcsfuse path `/gcs/bucket/x`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import re
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from components.core.config import ConfigError, RunConfig, validate_run
+from components.core.hardware import Gpu, get_gpu
+
+TARGETS = ("vertex", "kubeflow")
+# The command every training process runs (DESIGN.md: one trainer entry point).
+TRAINER_COMMAND = ("python", "-m", "components.core.trainer")
+# Environment of every training process: Keras 2 for fit under every strategy, and
+# gRPC calls that fail fast to the caller so the PS coordinator can retry them.
+TRAINER_ENV = {"TF_USE_LEGACY_KERAS": "1", "GRPC_FAIL_FAST": "use_caller"}
+# Vertex AI's Reduction Server (pool 2 of a multi-worker GPU job).
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+CPU_MACHINE_TYPE = "n1-standard-8"
+KUBE_RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
+CLEAN_POD_POLICIES = ("Running", "All", "None")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
+_NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
+_TENSORBOARD = re.compile(r"^projects/[^/]+/locations/([^/]+)/tensorboards/[^/]+$")
+
+
+class JobFailed(RuntimeError):
+    """A cloud training job ended without success.
+
+    Attributes:
+        job: the job's resource name (Vertex AI) or `namespace/name` (TFJob).
+        state: the final state (`JOB_STATE_FAILED`, `Failed`, ...).
+        detail: the job's error message, or the chief's last log lines.
+    """
+
+    def __init__(self, job: str, state: str, detail: str = ""):
+        self.job, self.state, self.detail = job, state, detail
+        message = f"job {job} ended {state}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The waiting process received SIGTERM (the pipeline run was cancelled)."""
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """Where a run's training processes run, and on which machines.
+
+    Attributes:
+        target: `vertex` (Vertex AI CustomJob) or `kubeflow` (TFJob on a cluster
+            with the Kubeflow training operator).
+        image: the trainer image URI (`containers/Dockerfile`).
+        project: Google Cloud project (Vertex AI).
+        region: Vertex AI region, e.g. `us-central1`.
+        gpu: GPU name from `components.core.hardware` (`t4`, `a100`, ...), or
+            None for CPU machines.
+        gpus_per_machine: GPUs on each GPU machine; default: the run's
+            `devices_per_worker` under `mirrored`, else 1.
+        machine_type: Vertex AI machine type of the GPU (or CPU) training
+            machines; default: the one `hardware` names for the GPU count.
+        ps_machine_type: CPU machine type of parameter servers and of the
+            `parameter_server` coordinator (chief).
+        service_account: service account email the job runs as.
+        network: VPC peered with Vertex AI, `projects/NUMBER/global/networks/NAME`.
+        tensorboard: `projects/P/locations/R/tensorboards/ID` to stream logs to.
+        base_output_dir: `gs://` folder for the model, metrics and checkpoints;
+            the trainer's `output_dir`.
+        shards_dir: `gs://` folder of prepared TFRecord shards (`manifest.json`);
+            default: the run's `data.shards_dir`.
+        spot: run on Spot VMs (Vertex `scheduling.strategy = SPOT`; GKE Spot nodes).
+        timeout_s: wall-clock limit of the job in seconds.
+        restart_job_on_worker_restart: Vertex AI restarts the whole job when a
+            worker restarts (training resumes from BackupAndRestore).
+        reduction_server: add Vertex AI Reduction Server replicas (pool 2) to a
+            `multi_worker_mirrored` GPU job.
+        reduction_server_replicas: how many.
+        reduction_server_machine_type: their CPU machine type.
+        evaluator: add one evaluator replica (Vertex pool 3, TFJob `Evaluator`).
+        job_name: display name (Vertex) or TFJob name; default
+            `strategist-<strategy>-<timestamp>`.
+        namespace: Kubernetes namespace of the TFJob.
+        kube_service_account: Kubernetes service account of the pods (on GKE,
+            bound to a Google service account by Workload Identity for `gs://`).
+        kubeconfig: kube-config file; default `$KUBECONFIG` or `~/.kube/config`.
+        kube_context: kube-config context; default the current one.
+        restart_policy: TFJob pod restart policy; `ExitCode` restarts on
+            retryable exit codes (killed, preempted) and fails fast on errors.
+        backoff_limit: TFJob restarts before the job is marked failed.
+        clean_pod_policy: which pods the operator deletes when the job ends
+            (`Running` stops parameter servers and keeps failed pods' logs).
+        ttl_seconds_after_finished: TFJob deleted this long after it ends.
+    """
+
+    target: str = "vertex"
+    image: str | None = None
+    project: str | None = None
+    region: str | None = None
+    gpu: str | None = None
+    gpus_per_machine: int | None = None
+    machine_type: str | None = None
+    ps_machine_type: str = CPU_MACHINE_TYPE
+    service_account: str | None = None
+    network: str | None = None
+    tensorboard: str | None = None
+    base_output_dir: str | None = None
+    shards_dir: str | None = None
+    spot: bool = False
+    timeout_s: int | None = None
+    restart_job_on_worker_restart: bool = False
+    reduction_server: bool = False
+    reduction_server_replicas: int = 1
+    reduction_server_machine_type: str = "n1-highcpu-16"
+    evaluator: bool = False
+    job_name: str | None = None
+    namespace: str = "default"
+    kube_service_account: str | None = None
+    kubeconfig: str | None = None
+    kube_context: str | None = None
+    restart_policy: str = "ExitCode"
+    backoff_limit: int = 3
+    clean_pod_policy: str = "Running"
+    ttl_seconds_after_finished: int | None = 86400
+
+    @property
+    def accelerator(self) -> Gpu | None:
+        """The GPU model, or None for CPU machines."""
+        return get_gpu(self.gpu) if self.gpu else None
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One group of identical replicas (a Vertex worker pool, a TFJob replica type).
+
+    Attributes:
+        role: `chief`, `worker`, `ps`, `evaluator` or `reduction_server`.
+        replicas: how many.
+        gpus: GPUs per replica (0: a CPU machine).
+        machine_type: Vertex AI machine type.
+    """
+
+    role: str
+    replicas: int
+    gpus: int
+    machine_type: str
+
+
+def resolved_gpus(run: RunConfig, cloud: CloudConfig) -> int:
+    """GPUs on each GPU machine (0 without `gpu`)."""
+    if not cloud.gpu:
+        return 0
+    if cloud.gpus_per_machine is not None:
+        return cloud.gpus_per_machine
+    return run.cluster.devices_per_worker if run.cluster.strategy == "mirrored" else 1
+
+
+def layout(run: RunConfig, cloud: CloudConfig) -> list[Pool]:
+    """The replica groups of a run, in Vertex AI pool order (chief, workers, ps, evaluator).
+
+    `one_device`/`mirrored`: one chief. `multi_worker_mirrored` with N workers: a
+    chief and N-1 workers, all alike (plus Reduction Server replicas when asked).
+    `parameter_server` with N workers and M PS: a CPU chief (the coordinator),
+    N GPU workers and M CPU parameter servers.
+    """
+    cluster = run.cluster
+    gpus = resolved_gpus(run, cloud)
+    gpu = cloud.accelerator
+    train_machine = cloud.machine_type or (gpu.machine_type(gpus) if gpu else CPU_MACHINE_TYPE)
+    pools: list[Pool] = []
+    if cluster.strategy == "parameter_server":
+        pools.append(Pool("chief", 1, 0, cloud.ps_machine_type))
+        pools.append(Pool("worker", cluster.workers, gpus, train_machine))
+        pools.append(Pool("ps", cluster.ps, 0, cloud.ps_machine_type))
+    else:
+        pools.append(Pool("chief", 1, gpus, train_machine))
+        if cluster.strategy == "multi_worker_mirrored" and cluster.workers > 1:
+            pools.append(Pool("worker", cluster.workers - 1, gpus, train_machine))
+        if cloud.reduction_server:
+            pools.append(
+                Pool(
+                    "reduction_server",
+                    cloud.reduction_server_replicas,
+                    0,
+                    cloud.reduction_server_machine_type,
+                )
+            )
+    if cloud.evaluator:
+        pools.append(Pool("evaluator", 1, gpus, train_machine))
+    return pools
+
+
+def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
+    """Refuses a run the cloud cannot (or should not) take, before any request.
+
+    Raises:
+        ConfigError: with a message that says which flag to change.
+    """
+    validate_run(run)
+    strategy = run.cluster.strategy
+    if cloud.target not in TARGETS:
+        raise ConfigError(f"unknown target {cloud.target!r}: use --target vertex or kubeflow")
+    if not cloud.image:
+        raise ConfigError(
+            "no trainer image: pass --image REGISTRY/strategist-trainer:TAG "
+            "(build and push it with containers/cloudbuild.yaml or `make image`)"
+        )
+    if cloud.target == "vertex":
+        if not cloud.project:
+            raise ConfigError("Vertex AI needs a project: pass --project PROJECT_ID")
+        if not cloud.region:
+            raise ConfigError("Vertex AI needs a region: pass --region, e.g. us-central1")
+    _validate_gpus(run, cloud)
+    if cloud.reduction_server:
+        if cloud.target != "vertex":
+            raise ConfigError(
+                "Reduction Server exists on Vertex AI only: drop --reduction-server "
+                "or use --target vertex"
+            )
+        if strategy != "multi_worker_mirrored":
+            raise ConfigError(
+                f"Reduction Server speeds up all-reduce of multi_worker_mirrored, not {strategy}: "
+                "drop --reduction-server or use --strategy multi_worker_mirrored"
+            )
+        if not cloud.gpu:
+            raise ConfigError(
+                "Reduction Server works through NCCL on GPU workers: pass --gpu "
+                "or drop --reduction-server"
+            )
+        if cloud.reduction_server_replicas < 1:
+            raise ConfigError(
+                "--reduction-server-replicas must be at least 1, "
+                f"got {cloud.reduction_server_replicas}"
+            )
+    if cloud.timeout_s is not None and cloud.timeout_s < 1:
+        raise ConfigError(f"--timeout must be at least 1 second, got {cloud.timeout_s}")
+    _validate_paths(run, cloud)
+    if cloud.target == "vertex":
+        _validate_vertex(cloud)
+    else:
+        _validate_kubeflow(cloud)
+
+
+def _validate_gpus(run: RunConfig, cloud: CloudConfig) -> None:
+    strategy = run.cluster.strategy
+    if not cloud.gpu:
+        if cloud.gpus_per_machine:
+            raise ConfigError(
+                "--gpus-per-machine needs a GPU type: pass --gpu "
+                "(t4, l4, v100, p100, a100, a100-80gb, h100)"
+            )
+        return
+    gpu = get_gpu(cloud.gpu)
+    gpus = resolved_gpus(run, cloud)
+    if gpus < 1:
+        raise ConfigError(f"--gpus-per-machine must be at least 1, got {gpus}")
+    if strategy == "one_device" and gpus != 1:
+        raise ConfigError(
+            f"one_device trains on one GPU, not {gpus}: pass --gpus-per-machine 1, "
+            "or use --strategy mirrored for all GPUs of the machine"
+        )
+    if cloud.machine_type is None or cloud.target == "kubeflow":
+        # GKE node pools take the same GPU counts as the Vertex machine types.
+        try:
+            gpu.machine_type(gpus)
+        except ConfigError as err:
+            *fewer, most = (str(count) for count in sorted(gpu.machine_types))
+            choices = f"{', '.join(fewer)} or {most}" if fewer else most
+            raise ConfigError(
+                f"{err}: pass --gpus-per-machine {choices}, "
+                "or spread the GPUs over more machines with --workers"
+            ) from None
+
+
+def _validate_paths(run: RunConfig, cloud: CloudConfig) -> None:
+    output = output_uri(run, cloud)
+    where = "Vertex AI" if cloud.target == "vertex" else "Kubeflow pods"
+    if not output.startswith("gs://"):
+        raise ConfigError(
+            f"{where} cannot write to {output!r}: pass --base-output-dir gs://BUCKET/PATH "
+            "(a Cloud Storage folder the job's service account can write)"
+        )
+    shards = shards_uri(run, cloud)
+    if not shards:
+        raise ConfigError(
+            "the cloud job needs prepared shards: shard the dataset (e.g. "
+            "`strategist train --local ...` writes them), copy the folder to Cloud Storage "
+            "and pass --shards-dir gs://BUCKET/PATH"
+        )
+    if not shards.startswith("gs://"):
+        raise ConfigError(
+            f"{where} cannot read shards from {shards!r}: copy them to Cloud Storage "
+            "and pass --shards-dir gs://BUCKET/PATH"
+        )
+
+
+def _validate_vertex(cloud: CloudConfig) -> None:
+    if cloud.service_account and not _SERVICE_ACCOUNT.match(cloud.service_account):
+        raise ConfigError(
+            f"--service-account {cloud.service_account!r} is not an email: pass "
+            "NAME@PROJECT.iam.gserviceaccount.com"
+        )
+    if cloud.network and not _NETWORK.match(cloud.network):
+        raise ConfigError(
+            f"--network {cloud.network!r}: pass projects/PROJECT_NUMBER/global/networks/NAME"
+        )
+    if cloud.tensorboard:
+        match = _TENSORBOARD.match(cloud.tensorboard)
+        if not match:
+            raise ConfigError(
+                f"--tensorboard {cloud.tensorboard!r}: pass "
+                "projects/PROJECT/locations/REGION/tensorboards/ID"
+            )
+        if match.group(1) != cloud.region:
+            raise ConfigError(
+                f"TensorBoard {cloud.tensorboard} is in {match.group(1)}, the job in "
+                f"{cloud.region}: use a TensorBoard of the job's region"
+            )
+        if not cloud.service_account:
+            raise ConfigError(
+                "Vertex AI TensorBoard needs a job service account: pass --service-account"
+            )
+
+
+def _validate_kubeflow(cloud: CloudConfig) -> None:
+    if not _DNS_LABEL.match(cloud.namespace) or len(cloud.namespace) > 63:
+        raise ConfigError(
+            f"--namespace {cloud.namespace!r} is not a Kubernetes namespace name "
+            "(lowercase letters, digits and '-')"
+        )
+    if cloud.job_name and (not _DNS_LABEL.match(cloud.job_name) or len(cloud.job_name) > 63):
+        raise ConfigError(
+            f"--job-name {cloud.job_name!r}: a TFJob name is at most 63 lowercase "
+            "letters, digits and '-'"
+        )
+    if cloud.restart_policy not in KUBE_RESTART_POLICIES:
+        raise ConfigError(
+            f"restart policy {cloud.restart_policy!r}: choose one of "
+            f"{', '.join(KUBE_RESTART_POLICIES)}"
+        )
+    if cloud.clean_pod_policy not in CLEAN_POD_POLICIES:
+        raise ConfigError(
+            f"clean pod policy {cloud.clean_pod_policy!r}: choose one of "
+            f"{', '.join(CLEAN_POD_POLICIES)}"
+        )
+    if cloud.backoff_limit < 0:
+        raise ConfigError(f"--backoff-limit must be 0 or more, got {cloud.backoff_limit}")
+    unsupported = [
+        flag
+        for flag, value in (
+            ("--tensorboard", cloud.tensorboard),
+            ("--network", cloud.network),
+            ("--service-account", cloud.service_account),
+        )
+        if value
+    ]
+    if unsupported:
+        raise ConfigError(
+            f"{', '.join(unsupported)} apply to Vertex AI only: drop them for --target kubeflow "
+            "(on GKE, bind the namespace's Kubernetes service account with Workload Identity)"
+        )
+
+
+def output_uri(run: RunConfig, cloud: CloudConfig) -> str:
+    """The Cloud Storage folder the job writes to (`--base-output-dir`, else the run's)."""
+    return (cloud.base_output_dir or run.output_dir).rstrip("/")
+
+
+def shards_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
+    """The Cloud Storage folder of the shards the job reads."""
+    shards = cloud.shards_dir or run.data.shards_dir
+    return shards.rstrip("/") if shards else None
+
+
+def gcsfuse_path(uri: str) -> str:
+    """`gs://bucket/x` as Vertex AI's gcsfuse mount sees it: `/gcs/bucket/x`."""
+    return "/gcs/" + uri[len("gs://") :] if uri.startswith("gs://") else uri
+
+
+def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
+    """The RunConfig every cloud training process receives.
+
+    Paths become what the processes can open: on Vertex AI `gs://` turns into
+    `/gcs/` (gcsfuse); on Kubeflow `gs://` stays (TensorFlow reads it directly).
+    Local paths of this machine are dropped. Under `mirrored` on GPUs,
+    `devices_per_worker` becomes the GPU count, so replicas and batch agree.
+    """
+
+    def remote(path: str | None) -> str | None:
+        if not path or not path.startswith("gs://"):
+            return None
+        return gcsfuse_path(path) if cloud.target == "vertex" else path
+
+    cluster = run.cluster
+    gpus = resolved_gpus(run, cloud)
+    if gpus:
+        cluster = dataclasses.replace(cluster, devices_per_worker=gpus)
+    data = dataclasses.replace(
+        run.data, shards_dir=remote(shards_uri(run, cloud)), data_dir=remote(run.data.data_dir)
+    )
+    return dataclasses.replace(
+        run,
+        data=data,
+        cluster=cluster,
+        output_dir=remote(output_uri(run, cloud)) or run.output_dir,
+        backup_dir=remote(run.backup_dir),
+    )
+
+
+def trainer_args(run: RunConfig, cloud: CloudConfig) -> list[str]:
+    """Arguments of `python -m components.core.trainer` for every process of the job."""
+    config = trainer_run_config(run, cloud)
+    # RunConfig.to_json() content, on one line: readable in consoles and dry runs.
+    return ["--config-json", json.dumps(config.to_dict(), sort_keys=True, separators=(",", ":"))]
+
+
+def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None = None) -> str:
+    """`--job-name`, else `strategist-<strategy>-<YYYYmmdd-HHMMSS>` (a valid DNS label)."""
+    if cloud.job_name:
+        return cloud.job_name
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}"
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Turns SIGTERM into `Interrupted` while waiting (main thread only), so a cancelled
+    pipeline run cancels its cloud job instead of leaving it running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(f"received signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,186 @@
+"""CloudConfig validation: impossible combinations are refused before any request."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from components.core.config import ClusterConfig, ConfigError, DataConfig, RunConfig
+from components.core.launch import cloud as cloudlib
+from components.core.launch.cloud import CloudConfig, validate_cloud
+
+IMAGE = "us-docker.pkg.dev/proj/strategist/strategist-trainer:1"
+
+
+def make_run(strategy: str = "multi_worker_mirrored", **cluster) -> RunConfig:
+    defaults = {
+        "one_device": {"workers": 1, "devices_per_worker": 1},
+        "mirrored": {"workers": 1, "devices_per_worker": 4},
+        "multi_worker_mirrored": {"workers": 3},
+        "parameter_server": {"workers": 2, "ps": 1},
+    }[strategy]
+    return RunConfig(
+        cluster=ClusterConfig(strategy=strategy, **{**defaults, **cluster}),
+        data=DataConfig(shards_dir="gs://bucket/shards/digits"),
+        output_dir="/home/me/runs/x",
+    )
+
+
+def make_cloud(**overrides) -> CloudConfig:
+    base = {
+        "target": "vertex",
+        "image": IMAGE,
+        "project": "proj",
+        "region": "us-central1",
+        "gpu": "t4",
+        "base_output_dir": "gs://bucket/runs/x",
+    }
+    return CloudConfig(**{**base, **overrides})
+
+
+def test_a_good_config_passes_for_both_targets():
+    validate_cloud(make_run(), make_cloud())
+    validate_cloud(make_run(), make_cloud(target="kubeflow", project=None, region=None))
+
+
+@pytest.mark.parametrize(
+    ("run", "cloud", "says"),
+    [
+        (make_run("mirrored"), make_cloud(gpus_per_machine=8), "--gpus-per-machine 1, 2 or 4"),
+        (
+            make_run("mirrored"),
+            make_cloud(target="kubeflow", project=None, gpus_per_machine=8),
+            "t4 machines take 1, 2, 4",
+        ),
+        (make_run("one_device"), make_cloud(gpus_per_machine=2), "--gpus-per-machine 1"),
+        (make_run(), make_cloud(gpu=None, gpus_per_machine=2), "needs a GPU type"),
+        (make_run(), make_cloud(gpu="k80"), "unknown GPU 'k80'"),
+        (make_run(), make_cloud(project=None), "--project"),
+        (make_run(), make_cloud(region=None), "--region"),
+        (make_run(), make_cloud(image=None), "--image"),
+        (make_run(), make_cloud(target="aws"), "--target vertex or kubeflow"),
+        (make_run("parameter_server"), make_cloud(reduction_server=True), "multi_worker_mirrored"),
+        (make_run(), make_cloud(reduction_server=True, gpu=None), "NCCL"),
+        (
+            make_run(),
+            make_cloud(target="kubeflow", reduction_server=True),
+            "Vertex AI only",
+        ),
+        (make_run(), make_cloud(reduction_server=True, reduction_server_replicas=0), "at least 1"),
+        (make_run(), make_cloud(base_output_dir=None), "--base-output-dir gs://"),
+        (make_run(), make_cloud(base_output_dir="/tmp/out"), "--base-output-dir gs://"),
+        (
+            dataclasses.replace(make_run(), data=DataConfig(shards_dir="/data/shards")),
+            make_cloud(),
+            "--shards-dir gs://",
+        ),
+        (
+            dataclasses.replace(make_run(), data=DataConfig()),
+            make_cloud(),
+            "--shards-dir gs://",
+        ),
+        (make_run(), make_cloud(timeout_s=0), "--timeout"),
+        (make_run(), make_cloud(service_account="trainer"), "not an email"),
+        (make_run(), make_cloud(network="default"), "projects/PROJECT_NUMBER"),
+        (make_run(), make_cloud(tensorboard="tb"), "tensorboards/ID"),
+        (
+            make_run(),
+            make_cloud(
+                tensorboard="projects/p/locations/europe-west4/tensorboards/1",
+                service_account="sa@proj.iam.gserviceaccount.com",
+            ),
+            "job's region",
+        ),
+        (
+            make_run(),
+            make_cloud(tensorboard="projects/p/locations/us-central1/tensorboards/1"),
+            "--service-account",
+        ),
+        (make_run(), make_cloud(target="kubeflow", namespace="My_NS"), "--namespace"),
+        (make_run(), make_cloud(target="kubeflow", job_name="Big_Job"), "--job-name"),
+        (make_run(), make_cloud(target="kubeflow", restart_policy="Sometimes"), "ExitCode"),
+        (make_run(), make_cloud(target="kubeflow", clean_pod_policy="Some"), "Running"),
+        (make_run(), make_cloud(target="kubeflow", backoff_limit=-1), "--backoff-limit"),
+        (
+            make_run(),
+            make_cloud(target="kubeflow", service_account="sa@p.iam.gserviceaccount.com"),
+            "Vertex AI only",
+        ),
+    ],
+)
+def test_impossible_combinations_are_refused_with_what_to_do(run, cloud, says):
+    with pytest.raises(ConfigError) as err:
+        validate_cloud(run, cloud)
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "cluster", "says"),
+    [
+        ("mirrored", {"workers": 1, "ps": 2}, "has no parameter servers"),
+        ("mirrored", {"workers": 3}, "runs on one machine"),
+        ("parameter_server", {"workers": 2, "ps": 0}, "at least one parameter server"),
+    ],
+)
+def test_run_layouts_the_strategy_cannot_use_are_refused(strategy, cluster, says):
+    run = RunConfig(
+        cluster=ClusterConfig(strategy=strategy, **cluster),
+        data=DataConfig(shards_dir="gs://b/s"),
+    )
+    with pytest.raises(ConfigError) as err:
+        validate_cloud(run, make_cloud())
+    assert says in str(err.value)
+
+
+def test_layouts_follow_the_vertex_pool_order():
+    def shape(run, cloud):
+        return [(p.role, p.replicas, p.gpus, p.machine_type) for p in cloudlib.layout(run, cloud)]
+
+    assert shape(make_run("one_device"), make_cloud()) == [("chief", 1, 1, "n1-standard-8")]
+    assert shape(make_run("mirrored"), make_cloud()) == [("chief", 1, 4, "n1-standard-32")]
+    assert shape(make_run(), make_cloud(reduction_server=True, reduction_server_replicas=2)) == [
+        ("chief", 1, 1, "n1-standard-8"),
+        ("worker", 2, 1, "n1-standard-8"),
+        ("reduction_server", 2, 0, "n1-highcpu-16"),
+    ]
+    assert shape(make_run("parameter_server", workers=3, ps=2), make_cloud(gpu="a100")) == [
+        ("chief", 1, 0, "n1-standard-8"),
+        ("worker", 3, 1, "a2-highgpu-1g"),
+        ("ps", 2, 0, "n1-standard-8"),
+    ]
+    assert shape(make_run(), make_cloud(gpu=None, evaluator=True))[-1] == (
+        "evaluator",
+        1,
+        0,
+        "n1-standard-8",
+    )
+
+
+def test_trainer_config_gets_gcsfuse_paths_on_vertex_and_gs_on_kubeflow():
+    run = make_run("mirrored")
+    vertex_args = cloudlib.trainer_args(run, make_cloud(gpus_per_machine=2))
+    assert vertex_args[0] == "--config-json"
+    sent = RunConfig.from_json(vertex_args[1])
+    assert sent.output_dir == "/gcs/bucket/runs/x"
+    assert sent.data.shards_dir == "/gcs/bucket/shards/digits"
+    assert sent.cluster.devices_per_worker == 2  # the GPU count wins under mirrored
+    assert sent.backup_dir is None
+    kube = RunConfig.from_json(
+        cloudlib.trainer_args(run, make_cloud(target="kubeflow", project=None))[1]
+    )
+    assert kube.output_dir == "gs://bucket/runs/x"
+    assert kube.data.shards_dir == "gs://bucket/shards/digits"
+    # The sent JSON is RunConfig.to_json()'s content.
+    assert json.loads(vertex_args[1]) == json.loads(sent.to_json())
+
+
+def test_job_names_are_dns_labels():
+    import datetime
+
+    name = cloudlib.job_name(
+        make_run("parameter_server"), make_cloud(), datetime.datetime(2026, 11, 3, 14, 15, 16)
+    )
+    assert name == "strategist-parameter-server-20261103-141516"
+    assert cloudlib.job_name(make_run(), make_cloud(job_name="mine")) == "mine"
