@@ -1,0 +1,470 @@
+"""Kubeflow backend: TFJobs for every strategy against the real CRD schema, and the wait loop."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import jsonschema
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from components.core.config import ConfigError, RunConfig
+from components.core.launch import cloud as cloudlib
+from components.core.launch import kubeflow
+from components.core.launch.cloud import JobFailed
+from tests.test_cloud_config import IMAGE, make_cloud, make_run
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CRD = SHARED / "schemas" / "kubeflow.org_tfjobs-v1.9.0.yaml"
+
+
+def kube_cloud(**overrides):
+    return make_cloud(**{"target": "kubeflow", "project": None, "region": None, **overrides})
+
+
+def _strict(schema):
+    """The CRD schema with unknown fields refused: the API server would silently prune them."""
+    if isinstance(schema, dict):
+        schema = {key: _strict(value) for key, value in schema.items()}
+        if (
+            schema.get("type") == "object"
+            and "properties" in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            schema.setdefault("additionalProperties", False)
+        return schema
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    return schema
+
+
+@pytest.fixture(scope="module")
+def tfjob_schema():
+    if not CRD.is_file():
+        pytest.fail(
+            f"the TFJob CRD is missing: expected {CRD} (the project's shared/ folder beside "
+            "the repository, holding schemas/kubeflow.org_tfjobs-v1.9.0.yaml from "
+            "training-operator v1.9.0)"
+        )
+    crd = yaml.safe_load(CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return _strict(version["schema"]["openAPIV3Schema"])
+
+
+def validate(job, schema):
+    jsonschema.Draft7Validator(schema).validate(job)
+    api = k8s.ApiClient()
+    for replica in job["spec"]["tfReplicaSpecs"].values():
+        template = _deserialize(api, replica["template"], "V1PodTemplateSpec")
+        assert api.sanitize_for_serialization(template) == replica["template"]
+
+
+def _deserialize(api, data, klass):
+    import json
+
+    return api.deserialize(SimpleNamespace(data=json.dumps(data)), klass)
+
+
+def replicas(job):
+    return {kind: spec["replicas"] for kind, spec in job["spec"]["tfReplicaSpecs"].items()}
+
+
+def container(job, kind):
+    (only,) = job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]["containers"]
+    return only
+
+
+def pod_spec(job, kind):
+    return job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]
+
+
+def gpus(job, kind):
+    return container(job, kind).get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+
+
+def test_the_strict_schema_catches_a_typo(tfjob_schema):
+    job = kubeflow.build_tfjob(make_run(), kube_cloud())
+    validate(job, tfjob_schema)
+    broken = copy.deepcopy(job)
+    broken["spec"]["runPolicy"]["cleanupPolicy"] = "All"
+    with pytest.raises(jsonschema.ValidationError, match="cleanupPolicy"):
+        jsonschema.Draft7Validator(tfjob_schema).validate(broken)
+    broken = copy.deepcopy(job)
+    broken["spec"]["tfReplicaSpecs"]["Chief"]["replicas"] = "one"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(tfjob_schema).validate(broken)
+
+
+@pytest.mark.parametrize(
+    ("run", "cloud", "expected"),
+    [
+        (make_run("one_device"), kube_cloud(), {"Chief": 1}),
+        (make_run("mirrored"), kube_cloud(), {"Chief": 1}),
+        (make_run(workers=4), kube_cloud(), {"Chief": 1, "Worker": 3}),
+        (make_run(workers=1), kube_cloud(), {"Chief": 1}),
+        (
+            make_run("parameter_server", workers=3, ps=2),
+            kube_cloud(),
+            {"Chief": 1, "Worker": 3, "PS": 2},
+        ),
+        (
+            make_run("parameter_server"),
+            kube_cloud(evaluator=True),
+            {"Chief": 1, "Worker": 2, "PS": 1, "Evaluator": 1},
+        ),
+        (make_run(), kube_cloud(gpu=None), {"Chief": 1, "Worker": 2}),
+    ],
+)
+def test_every_strategy_builds_a_valid_tfjob(run, cloud, expected, tfjob_schema):
+    job = kubeflow.build_tfjob(run, cloud)
+    validate(job, tfjob_schema)
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "TFJob")
+    assert replicas(job) == expected
+    for kind in expected:
+        c = container(job, kind)
+        assert c["name"] == "tensorflow" and c["image"] == IMAGE
+        assert c["command"] == ["python", "-m", "components.core.trainer"]
+        sent = RunConfig.from_json(c["args"][1])
+        assert sent.cluster == RunConfig.from_json(container(job, "Chief")["args"][1]).cluster
+        assert sent.output_dir == "gs://bucket/runs/x"
+
+
+def test_gpu_pods_ask_for_gpus_on_the_accelerator_pool(tfjob_schema):
+    job = kubeflow.build_tfjob(make_run("mirrored"), kube_cloud(gpu="a100", gpus_per_machine=4))
+    validate(job, tfjob_schema)
+    assert gpus(job, "Chief") == "4"
+    spec = pod_spec(job, "Chief")
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+    assert spec["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+
+
+def test_parameter_server_cpu_pods_stay_off_gpu_nodes(tfjob_schema):
+    job = kubeflow.build_tfjob(make_run("parameter_server"), kube_cloud(gpu="l4"))
+    validate(job, tfjob_schema)
+    assert gpus(job, "Worker") == "1"
+    assert (
+        pod_spec(job, "Worker")["nodeSelector"]["cloud.google.com/gke-accelerator"] == "nvidia-l4"
+    )
+    for kind in ("Chief", "PS"):
+        assert gpus(job, kind) is None
+        assert "nodeSelector" not in pod_spec(job, kind)
+        assert "tolerations" not in pod_spec(job, kind)
+
+
+def test_run_policy_restart_policy_spot_and_service_account(tfjob_schema):
+    cloud = kube_cloud(
+        timeout_s=3600,
+        backoff_limit=5,
+        clean_pod_policy="All",
+        ttl_seconds_after_finished=600,
+        restart_policy="OnFailure",
+        spot=True,
+        namespace="ml",
+        job_name="nightly",
+        kube_service_account="trainer",
+    )
+    job = kubeflow.build_tfjob(make_run(), cloud)
+    validate(job, tfjob_schema)
+    assert job["metadata"]["name"] == "nightly" and job["metadata"]["namespace"] == "ml"
+    assert job["spec"]["runPolicy"] == {
+        "activeDeadlineSeconds": 3600,
+        "backoffLimit": 5,
+        "cleanPodPolicy": "All",
+        "ttlSecondsAfterFinished": 600,
+    }
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        assert spec["restartPolicy"] == "OnFailure"
+        pod = spec["template"]["spec"]
+        assert pod["serviceAccountName"] == "trainer"
+        assert pod["nodeSelector"]["cloud.google.com/gke-spot"] == "true"
+        assert {
+            "key": "cloud.google.com/gke-spot",
+            "operator": "Equal",
+            "value": "true",
+            "effect": "NoSchedule",
+        } in pod["tolerations"]
+
+
+def test_default_restart_policy_is_exit_code():
+    job = kubeflow.build_tfjob(make_run(), kube_cloud())
+    assert {s["restartPolicy"] for s in job["spec"]["tfReplicaSpecs"].values()} == {"ExitCode"}
+    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+
+
+def test_manifest_round_trips_through_the_sdk_model_and_yaml():
+    job = kubeflow.build_tfjob(make_run("parameter_server"), kube_cloud())
+    model = kubeflow.from_dict(job)
+    assert model.spec.tf_replica_specs["PS"].replicas == 1
+    assert k8s.ApiClient().sanitize_for_serialization(model) == job
+    assert yaml.safe_load(kubeflow.to_yaml(job)) == job
+
+
+def test_vertex_config_is_refused():
+    with pytest.raises(ConfigError, match="--target kubeflow"):
+        kubeflow.build_tfjob(make_run(), make_cloud())
+
+
+def condition(kind, reason="", message=""):
+    return SimpleNamespace(type=kind, status="True", reason=reason, message=message)
+
+
+def tfjob_status(*conditions, **replica_statuses):
+    return SimpleNamespace(
+        status=SimpleNamespace(
+            conditions=list(conditions),
+            replica_statuses={
+                k: SimpleNamespace(active=a, succeeded=s, failed=f)
+                for k, (a, s, f) in replica_statuses.items()
+            },
+        )
+    )
+
+
+class FakeTrainingClient:
+    """The remote training operator: a scripted sequence of TFJob statuses."""
+
+    def __init__(self, statuses, logs=None, on_get=None):
+        self.statuses = list(statuses)
+        self.logs = logs or {}
+        self.on_get = on_get
+        self.created, self.deleted, self.log_requests = [], [], []
+        self.gets = 0
+
+    def create_job(self, job, namespace):
+        self.created.append((job, namespace))
+
+    def get_job(self, name, namespace, job_kind):
+        assert job_kind == "TFJob"
+        self.gets += 1
+        if self.on_get:
+            self.on_get(self.gets)
+        return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+
+    def get_job_logs(self, name, namespace, job_kind, is_master):
+        self.log_requests.append((name, namespace, is_master))
+        return self.logs, {}
+
+    def delete_job(self, name, namespace, job_kind):
+        self.deleted.append((name, namespace, job_kind))
+
+
+def wait(fake):
+    lines = []
+    job = kubeflow.build_tfjob(make_run(), kube_cloud(job_name="run-1", namespace="ml"))
+    result = kubeflow.submit_and_wait(
+        job,
+        kube_cloud(namespace="ml"),
+        client=fake,
+        poll_seconds=0,
+        log=lines.append,
+        sleep=lambda s: None,
+    )
+    return result, lines
+
+
+def test_success_prints_each_status_change_once():
+    fake = FakeTrainingClient(
+        [
+            tfjob_status(),
+            tfjob_status(condition("Created", "TFJobCreated")),
+            tfjob_status(
+                condition("Created"),
+                condition("Running", "TFJobRunning"),
+                Chief=(1, 0, 0),
+                Worker=(2, 0, 0),
+            ),
+            tfjob_status(
+                condition("Created"),
+                condition("Running", "TFJobRunning"),
+                Chief=(1, 0, 0),
+                Worker=(2, 0, 0),
+            ),
+            tfjob_status(condition("Succeeded", "TFJobSucceeded"), Chief=(0, 1, 0)),
+        ]
+    )
+    result, lines = wait(fake)
+    assert result == "Succeeded"
+    model, namespace = fake.created[0]
+    assert namespace == "ml" and model.metadata.name == "run-1"
+    assert model.spec.tf_replica_specs["Worker"].replicas == 2
+    states = [line for line in lines if not line.startswith("kubeflow: created")][1:]
+    assert states == [
+        "kubeflow: Submitted",
+        "kubeflow: Created (TFJobCreated)",
+        "kubeflow: Running (TFJobRunning) [Chief: 1 active; Worker: 2 active]",
+        "kubeflow: Succeeded (TFJobSucceeded) [Chief: 1 succeeded]",
+    ]
+    assert not fake.deleted and not fake.log_requests
+
+
+def test_failure_raises_with_the_chiefs_last_log_lines():
+    log = "\n".join(f"line {i}" for i in range(100)) + "\nValueError: bad shard"
+    fake = FakeTrainingClient(
+        [
+            tfjob_status(condition("Running")),
+            tfjob_status(
+                condition(
+                    "Failed",
+                    "TFJobFailed",
+                    "TFJob ml/run-1 has failed because 1 Chief replica(s) failed.",
+                ),
+                Chief=(0, 0, 1),
+            ),
+        ],
+        logs={"run-1-chief-0": log},
+    )
+    with pytest.raises(JobFailed) as err:
+        wait(fake)
+    text = str(err.value)
+    assert err.value.state == "Failed" and err.value.job == "ml/run-1"
+    assert "1 Chief replica(s) failed" in text
+    assert "[run-1-chief-0] ValueError: bad shard" in text
+    assert "line 50" not in text  # only the tail
+    assert fake.log_requests == [("run-1", "ml", True)]
+    assert not fake.deleted
+
+
+def test_ctrl_c_deletes_the_job():
+    def interrupt(gets):
+        if gets == 2:
+            raise KeyboardInterrupt
+
+    fake = FakeTrainingClient([tfjob_status(condition("Running"))], on_get=interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        wait(fake)
+    assert fake.deleted == [("run-1", "ml", "TFJob")]
+
+
+def test_sigterm_deletes_the_job():
+    def terminate(gets):
+        if gets == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    fake = FakeTrainingClient([tfjob_status(condition("Running"))], on_get=terminate)
+    with pytest.raises(cloudlib.Interrupted):
+        wait(fake)
+    assert fake.deleted == [("run-1", "ml", "TFJob")]
+
+
+def test_missing_kube_config_is_a_config_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="get-credentials"):
+        kubeflow.load_credentials(kube_cloud())
+
+
+class FakeApiServer:
+    """The Kubernetes API server at the HTTP layer: the real TrainingClient talks to it."""
+
+    def __init__(self, conditions, chief_log=""):
+        self.conditions = list(conditions)
+        self.chief_log = chief_log
+        self.requests = []
+        self.created = None
+
+    def request(self, method, url, query_params=None, headers=None, body=None, **kwargs):
+        path = url.split("://", 1)[-1].split("/", 1)[-1]
+        self.requests.append((method, "/" + path, dict(query_params or [])))
+        tfjobs = "apis/kubeflow.org/v1/namespaces/ml/tfjobs"
+        if method == "POST" and path == tfjobs:
+            self.created = body
+            return self._reply(201, body)
+        if method == "GET" and path == f"{tfjobs}/run-1":
+            job = copy.deepcopy(self.created)
+            now = self.conditions.pop(0) if len(self.conditions) > 1 else self.conditions[0]
+            job["status"] = {
+                "conditions": [
+                    {"type": t, "status": "True", "reason": f"TFJob{t}", "message": f"is {t}"}
+                    for t in now
+                ]
+            }
+            return self._reply(200, job)
+        if method == "DELETE" and path == f"{tfjobs}/run-1":
+            return self._reply(200, {"kind": "Status", "status": "Success"})
+        if method == "GET" and path == "api/v1/namespaces/ml/pods":
+            pod = {
+                "metadata": {"name": "run-1-chief-0", "namespace": "ml"},
+                "status": {"phase": "Failed"},
+            }
+            return self._reply(200, {"kind": "PodList", "items": [pod]})
+        if method == "GET" and path == "api/v1/namespaces/ml/pods/run-1-chief-0/log":
+            return self._reply(200, self.chief_log, raw=True)
+        raise AssertionError(f"unexpected request {method} {url}")
+
+    @staticmethod
+    def _reply(status, body, raw=False):
+        import json
+
+        from kubernetes.client import rest
+
+        # RESTClientObject.request hands back decoded text, as the real one does.
+        data = body if raw else json.dumps(body)
+        return rest.RESTResponse(
+            SimpleNamespace(
+                status=status,
+                reason="OK",
+                data=data,
+                getheaders=lambda: {},
+                getheader=lambda name, default=None: default,
+            )
+        )
+
+
+@pytest.fixture
+def api_server(monkeypatch):
+    from kubernetes.client import rest
+
+    servers = []
+
+    def install(server):
+        servers.append(server)
+        monkeypatch.setattr(
+            rest.RESTClientObject, "request", lambda self, *a, **kw: server.request(*a, **kw)
+        )
+        configuration = k8s.Configuration()
+        configuration.host = "https://kubernetes.invalid"
+        return kubeflow.make_client(kube_cloud(namespace="ml"), configuration)
+
+    return install
+
+
+def test_real_training_client_creates_a_schema_valid_tfjob_and_waits(api_server, tfjob_schema):
+    server = FakeApiServer([["Created"], ["Created", "Running"], ["Running", "Succeeded"]])
+    client = api_server(server)
+    assert wait(client)[0] == "Succeeded"
+    assert server.requests[0][:2] == ("POST", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs")
+    validate(server.created, tfjob_schema)
+    assert replicas(server.created) == {"Chief": 1, "Worker": 2}
+
+
+def test_real_training_client_fetches_chief_logs_on_failure(api_server):
+    server = FakeApiServer([["Running"], ["Failed"]], chief_log="step 1\nOOM: out of memory\n")
+    client = api_server(server)
+    with pytest.raises(JobFailed, match=r"\[run-1-chief-0\] OOM: out of memory"):
+        wait(client)
+    (pods,) = [query for method, path, query in server.requests if path.endswith("/pods")]
+    assert "training.kubeflow.org/job-role=master" in pods["labelSelector"]
+
+
+def test_real_training_client_deletes_the_job_on_ctrl_c(api_server):
+    server = FakeApiServer([["Running"]])
+    client = api_server(server)
+    lines = []
+
+    def interrupt(seconds):
+        raise KeyboardInterrupt
+
+    job = kubeflow.build_tfjob(make_run(), kube_cloud(job_name="run-1", namespace="ml"))
+    with pytest.raises(KeyboardInterrupt):
+        kubeflow.submit_and_wait(
+            job, kube_cloud(namespace="ml"), client=client, log=lines.append, sleep=interrupt
+        )
+    assert ("DELETE", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs/run-1", {}) in server.requests
