@@ -184,3 +184,163 @@ def test_job_names_are_dns_labels():
     )
     assert name == "strategist-parameter-server-20261103-141516"
     assert cloudlib.job_name(make_run(), make_cloud(job_name="mine")) == "mine"
+
+
+# --- CLI glue: `train`'s flags plus add_cloud_arguments, dry runs and credentials ---
+
+
+def cli(argv: list[str]):
+    """Parses argv as `strategist train` will (its own flags plus the cloud ones)."""
+    import argparse
+
+    from pipelines.cli import common
+    from pipelines.cli.cloud_train import add_cloud_arguments
+
+    parser = argparse.ArgumentParser(prog="strategist train")
+    parser.add_argument("--local", action="store_true")
+    parser.add_argument("--strategy", default="mirrored")
+    parser.add_argument("--output")
+    common.add_data_model_arguments(parser)
+    common.add_cluster_arguments(parser)
+    add_cloud_arguments(parser)
+    args = parser.parse_args(argv)
+    run = common.build_run_config(args, args.strategy, args.output or "runs/cloud")
+    return args, run
+
+
+VERTEX_FLAGS = [
+    "--target", "vertex", "--project", "proj", "--region", "us-central1",
+    "--image", IMAGE, "--base-output-dir", "gs://bucket/runs/x",
+    "--shards-dir", "gs://bucket/shards/digits",
+]  # fmt: skip
+
+
+def test_vertex_dry_run_prints_the_exact_custom_job(capsys):
+    from google.cloud import aiplatform_v1
+
+    from components.core.launch import vertex
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    argv = VERTEX_FLAGS + [
+        "--strategy", "multi_worker_mirrored", "--workers", "4", "--gpu", "v100",
+        "--gpus-per-machine", "2", "--reduction-server", "--spot", "--timeout", "2h",
+        "--job-name", "dry", "--dry-run",
+    ]  # fmt: skip
+    args, run = cli(argv)
+    assert run_cloud_training(args, run) == 0
+    out, err = capsys.readouterr()
+    job = aiplatform_v1.CustomJob.from_json(out, ignore_unknown_fields=False)
+    assert job == vertex.build_custom_job(run, cloud_config_of(args))
+    counts = [p.replica_count for p in job.job_spec.worker_pool_specs]
+    assert counts == [1, 3, 1]
+    assert job.job_spec.scheduling.timeout.total_seconds() == 7200
+    assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert '"acceleratorType": "NVIDIA_TESLA_V100"' in out  # enum names, not numbers
+    assert "nothing was sent" in err
+
+
+def cloud_config_of(args):
+    from pipelines.cli.cloud_train import cloud_config
+
+    return cloud_config(args)
+
+
+def test_kubeflow_dry_run_prints_the_exact_tfjob_yaml(capsys):
+    import yaml
+
+    from components.core.launch import kubeflow
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    argv = [
+        "--target", "kubeflow", "--image", IMAGE, "--output", "gs://bucket/runs/k",
+        "--shards-dir", "gs://bucket/shards/digits", "--strategy", "parameter_server",
+        "--workers", "3", "--ps", "2", "--gpu", "t4", "--namespace", "ml", "--job-name", "k",
+        "--dry-run",
+    ]  # fmt: skip
+    args, run = cli(argv)
+    assert run_cloud_training(args, run) == 0
+    out, err = capsys.readouterr()
+    job = yaml.safe_load(out)
+    assert job == kubeflow.build_tfjob(run, cloud_config_of(args))
+    spec = job["spec"]["tfReplicaSpecs"]
+    assert {k: v["replicas"] for k, v in spec.items()} == {"Chief": 1, "Worker": 3, "PS": 2}
+    sent = RunConfig.from_json(spec["Worker"]["template"]["spec"]["containers"][0]["args"][1])
+    assert sent.output_dir == "gs://bucket/runs/k"  # --output gs://... is the output folder
+    assert "namespace ml" in err and "nothing was sent" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--gpu", "t4", "--gpus-per-machine", "8"], "--gpus-per-machine 1, 2 or 4"),
+        (["--strategy", "parameter_server", "--reduction-server", "--gpu", "t4"], "Reduction"),
+        (["--strategy", "mirrored", "--ps", "1"], "has no parameter servers"),
+    ],
+)
+def test_dry_run_refuses_impossible_combinations(extra, says, capsys):
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    with pytest.raises(ConfigError, match=says):
+        args, run = cli(VERTEX_FLAGS + ["--dry-run", *extra])
+        run_cloud_training(args, run)
+    assert capsys.readouterr().out == ""
+
+
+def test_timeout_accepts_units_and_refuses_nonsense():
+    import argparse
+
+    from pipelines.cli.cloud_train import duration_seconds
+
+    assert [duration_seconds(t) for t in ("90", "90s", "15m", "2h", "1d")] == [
+        90, 90, 900, 7200, 86400,
+    ]  # fmt: skip
+    for bad in ("0", "-5", "two hours", "5w"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration_seconds(bad)
+
+
+def test_cloud_flags_do_not_clash_with_train_flags():
+    args, _ = cli(VERTEX_FLAGS + ["--strategy", "one_device", "--gpu", "t4"])
+    assert args.target == "vertex" and args.strategy == "one_device"
+
+
+def test_missing_google_credentials_stop_before_anything_is_sent(tmp_path, monkeypatch):
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    args, run = cli(VERTEX_FLAGS + ["--gpu", "t4"])
+    with pytest.raises(ConfigError, match="gcloud auth application-default login"):
+        run_cloud_training(args, run)
+
+
+def test_missing_kube_config_stops_before_anything_is_sent(tmp_path, monkeypatch):
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    argv = [
+        "--target", "kubeflow", "--image", IMAGE, "--base-output-dir", "gs://b/o",
+        "--shards-dir", "gs://b/s",
+    ]  # fmt: skip
+    args, run = cli(argv)
+    with pytest.raises(ConfigError, match="get-credentials"):
+        run_cloud_training(args, run)
+
+
+def test_submission_failure_returns_1_with_the_error(capsys):
+    from google.cloud import aiplatform_v1
+
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    class Failing:
+        def create_custom_job(self, parent, custom_job):
+            job = aiplatform_v1.CustomJob(name="projects/p/locations/r/customJobs/1")
+            job.state = aiplatform_v1.JobState.JOB_STATE_FAILED
+            job.error.message = "Quota exceeded for NVIDIA_TESLA_T4"
+            return job
+
+    args, run = cli(VERTEX_FLAGS + ["--gpu", "t4"])
+    assert run_cloud_training(args, run, client=Failing()) == 1
+    assert "Quota exceeded for NVIDIA_TESLA_T4" in capsys.readouterr().err

@@ -1,0 +1,260 @@
+"""Cloud flags of `strategist train` and the glue that sends a run to Vertex AI or Kubeflow.
+
+`train` adds these flags with `add_cloud_arguments(parser)` and, when `--target` is
+given, hands its validated RunConfig to `run_cloud_training(args, run)`. With
+`--dry-run` the exact request is printed (the CustomJob as aiplatform_v1 JSON, the
+TFJob as YAML) and nothing is sent. Without it, credentials are checked before
+anything is sent, then the job is submitted and watched until it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from components.core.config import ConfigError, RunConfig
+from components.core.launch.cloud import (
+    TARGETS,
+    CloudConfig,
+    JobFailed,
+    output_uri,
+    validate_cloud,
+)
+
+_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int:
+    """argparse type: `3600`, `90m`, `2h` or `1d` as seconds (>= 1)."""
+    match = _DURATION.match(text.strip().lower())
+    if not match or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: use seconds (3600) or 90m, 2h, 1d"
+        )
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the Vertex AI / Kubeflow flags (none that `train` itself defines)."""
+    group = parser.add_argument_group(
+        "cloud (with --target: run on Vertex AI or a Kubeflow cluster instead of locally)"
+    )
+    group.add_argument(
+        "--target", choices=TARGETS, help="vertex (Vertex AI CustomJob) or kubeflow (TFJob)"
+    )
+    group.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact request (CustomJob JSON or TFJob YAML) and send nothing",
+    )
+    group.add_argument("--image", help="trainer image URI (containers/Dockerfile)")
+    group.add_argument(
+        "--gpu", help="GPU type: t4, l4, v100, p100, a100, a100-80gb, h100 (default: CPU)"
+    )
+    group.add_argument(
+        "--gpus-per-machine",
+        type=_positive,
+        help="GPUs per GPU machine (default: --devices under mirrored, else 1)",
+    )
+    group.add_argument(
+        "--machine-type", help="Vertex AI machine type of the training machines (override)"
+    )
+    group.add_argument(
+        "--ps-machine-type",
+        default="n1-standard-8",
+        help="CPU machine type of parameter servers and the PS coordinator "
+        "(default: n1-standard-8)",
+    )
+    group.add_argument(
+        "--base-output-dir",
+        help="gs:// folder for model, metrics and checkpoints (default: --output if gs://)",
+    )
+    group.add_argument("--shards-dir", help="gs:// folder of prepared shards (manifest.json)")
+    group.add_argument("--spot", action="store_true", help="run on Spot VMs / GKE Spot nodes")
+    group.add_argument(
+        "--timeout", type=duration_seconds, help="job time limit: seconds, or 90m, 2h, 1d"
+    )
+    group.add_argument(
+        "--evaluator", action="store_true", help="add one evaluator replica (pool 3 / Evaluator)"
+    )
+    group.add_argument("--job-name", help="job display name / TFJob name (default: generated)")
+    vertex = parser.add_argument_group("Vertex AI")
+    vertex.add_argument("--project", help="Google Cloud project ID")
+    vertex.add_argument("--region", help="Vertex AI region, e.g. us-central1")
+    vertex.add_argument("--service-account", help="service account email the job runs as")
+    vertex.add_argument("--network", help="peered VPC: projects/NUMBER/global/networks/NAME")
+    vertex.add_argument(
+        "--tensorboard", help="projects/P/locations/R/tensorboards/ID to stream logs to"
+    )
+    vertex.add_argument(
+        "--restart-on-worker-restart",
+        action="store_true",
+        help="restart the whole job when a worker restarts (resumes from the checkpoint)",
+    )
+    vertex.add_argument(
+        "--reduction-server",
+        action="store_true",
+        help="add Reduction Server replicas (multi_worker_mirrored on GPUs)",
+    )
+    vertex.add_argument(
+        "--reduction-server-replicas",
+        type=_positive,
+        default=1,
+        help="Reduction Server replicas (default: 1)",
+    )
+    kube = parser.add_argument_group("Kubeflow")
+    kube.add_argument("--namespace", default="default", help="namespace (default: default)")
+    kube.add_argument(
+        "--kubeconfig", help="kube-config file (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    kube.add_argument("--kube-context", help="kube-config context (default: the current one)")
+    kube.add_argument(
+        "--kube-service-account", help="pods' Kubernetes service account (Workload Identity)"
+    )
+    kube.add_argument(
+        "--restart-policy",
+        choices=("ExitCode", "OnFailure", "Never", "Always"),
+        default="ExitCode",
+        help="pod restart policy (default: ExitCode: restart when killed, fail fast on errors)",
+    )
+    kube.add_argument(
+        "--backoff-limit",
+        type=int,
+        default=3,
+        help="pod restarts before the TFJob fails (default: 3)",
+    )
+
+
+def cloud_config(args: argparse.Namespace) -> CloudConfig:
+    """The CloudConfig the flags describe (not yet validated)."""
+    output = getattr(args, "output", None)
+    base_output_dir = args.base_output_dir or (
+        output if output and output.startswith("gs://") else None
+    )
+    return CloudConfig(
+        target=args.target,
+        image=args.image,
+        project=args.project,
+        region=args.region,
+        gpu=args.gpu,
+        gpus_per_machine=args.gpus_per_machine,
+        machine_type=args.machine_type,
+        ps_machine_type=args.ps_machine_type,
+        service_account=args.service_account,
+        network=args.network,
+        tensorboard=args.tensorboard,
+        base_output_dir=base_output_dir,
+        shards_dir=args.shards_dir,
+        spot=args.spot,
+        timeout_s=args.timeout,
+        restart_job_on_worker_restart=args.restart_on_worker_restart,
+        reduction_server=args.reduction_server,
+        reduction_server_replicas=args.reduction_server_replicas,
+        evaluator=args.evaluator,
+        job_name=args.job_name,
+        namespace=args.namespace,
+        kube_service_account=args.kube_service_account,
+        kubeconfig=args.kubeconfig,
+        kube_context=args.kube_context,
+        restart_policy=args.restart_policy,
+        backoff_limit=args.backoff_limit,
+    )
+
+
+def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any = None) -> int:
+    """Validates the run for the cloud, then prints it (`--dry-run`) or submits and waits.
+
+    Args:
+        args: parsed flags (`add_cloud_arguments` plus `train`'s).
+        run: the validated run `train` built from its flags.
+        client: a `JobServiceClient` or `TrainingClient` to use instead of one made
+            from the local credentials (tests pass a fake).
+
+    Returns:
+        0 when the job succeeded (or the dry run printed), 1 when it failed.
+
+    Raises:
+        ConfigError: impossible combination or missing credentials; nothing was sent.
+    """
+    if not args.target:
+        raise ConfigError("no cloud target: pass --target vertex or --target kubeflow")
+    cloud = cloud_config(args)
+    validate_cloud(run, cloud)
+    if cloud.target == "vertex":
+        return _vertex(args, run, cloud, client)
+    return _kubeflow(args, run, cloud, client)
+
+
+def _vertex(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, client: Any) -> int:
+    from components.core.launch import vertex
+
+    job = vertex.build_custom_job(run, cloud)
+    if args.dry_run:
+        print(vertex.to_json(job))
+        print(
+            f"dry run: would create this CustomJob in {vertex.parent(cloud)} "
+            f"({cloud.region}-aiplatform.googleapis.com); nothing was sent",
+            file=sys.stderr,
+        )
+        return 0
+    if client is None:
+        client = vertex.make_client(cloud, credentials=_google_credentials())
+    try:
+        vertex.submit_and_wait(job, cloud, client=client)
+    except JobFailed as err:
+        print(f"strategist train: error: Vertex AI {err}", file=sys.stderr)
+        return 1
+    print(f"train: done; outputs in {job.job_spec.base_output_directory.output_uri_prefix}")
+    return 0
+
+
+def _kubeflow(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, client: Any) -> int:
+    from components.core.launch import kubeflow
+
+    job = kubeflow.build_tfjob(run, cloud)
+    if args.dry_run:
+        print(kubeflow.to_yaml(job), end="")
+        print(
+            f"dry run: would create this TFJob in namespace {cloud.namespace}; nothing was sent",
+            file=sys.stderr,
+        )
+        return 0
+    if client is None:
+        client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
+    try:
+        kubeflow.submit_and_wait(job, cloud, client=client)
+    except JobFailed as err:
+        print(f"strategist train: error: TFJob {err}", file=sys.stderr)
+        return 1
+    print(f"train: done; outputs in {output_uri(run, cloud)}")
+    return 0
+
+
+def _google_credentials() -> Any:
+    """Application Default Credentials, or a ConfigError that says how to get them."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _ = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    except DefaultCredentialsError as err:
+        raise ConfigError(
+            f"no Google Cloud credentials ({err}): run `gcloud auth application-default login`, "
+            "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
+        ) from None
+    return credentials
