@@ -1,0 +1,332 @@
+"""What the strategy selector needs to know about a model, measured or given.
+
+A `ModelProfile` holds parameter counts, forward FLOPs per example, the
+activation memory one example keeps for back-propagation and the largest single
+variable (which bounds how evenly parameter servers can share the load).
+
+Profiles come from three places:
+
+* `profile_model(name)`: builds a registry model (tf_keras, random weights,
+  nothing downloaded) and counts Dense/Conv MACs layer by layer. Builds are
+  cached in memory and on disk (`$XDG_CACHE_HOME/strategist/model_profiles.json`),
+  so only the first call for a model pays for TensorFlow.
+* `PUBLISHED_PROFILES`: models of the published scaling benchmarks, with
+  parameter and FLOP counts from their papers and torchvision's model zoo.
+* `from_params(n)`: only a parameter count (FLOPs estimated as one multiply-add
+  per weight per example, as for an MLP or a transformer token).
+
+This module never imports kfp; it imports TensorFlow only to build a model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.core.config import ConfigError
+
+BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
+PROFILE_VERSION = 1  # bump when the counting rules change: old cache entries are ignored
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """Size and cost of one model, the selector's view of it.
+
+    Attributes:
+        name: model name (registry key, benchmark model, or `params:N`).
+        params: all parameters, dense and sparse-embedding.
+        flops_per_example: forward-pass FLOPs for one example (2 x MACs).
+        activation_bytes_per_example: bytes of layer outputs one example keeps
+            for back-propagation (float32).
+        largest_variable_params: parameters of the largest single variable.
+        sparse_embedding_params: parameters in sparse embedding tables (part of
+            `params`), looked up a few rows per example.
+        embedding_dim: width of an embedding row.
+        embedding_lookups_per_example: embedding rows one example touches.
+        source: where the numbers come from (`built`, a citation, or `given`).
+    """
+
+    name: str
+    params: int
+    flops_per_example: float
+    activation_bytes_per_example: float = 0.0
+    largest_variable_params: int = 0
+    sparse_embedding_params: int = 0
+    embedding_dim: int = 64
+    embedding_lookups_per_example: int = 1
+    source: str = "given"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, int) or self.params < 1:
+            raise ConfigError(f"a model needs at least 1 parameter, got {self.params!r}")
+        if not math.isfinite(self.flops_per_example) or self.flops_per_example <= 0:
+            raise ConfigError(
+                f"FLOPs per example must be a positive number, got {self.flops_per_example!r}"
+            )
+        if self.sparse_embedding_params < 0 or self.sparse_embedding_params > self.params:
+            raise ConfigError(
+                f"sparse embedding parameters must be between 0 and the model's {self.params}, "
+                f"got {self.sparse_embedding_params}"
+            )
+        if self.embedding_dim < 1 or self.embedding_lookups_per_example < 1:
+            raise ConfigError("embedding dim and lookups per example must be at least 1")
+
+    @property
+    def dense_params(self) -> int:
+        """Parameters whose gradients are dense (everything but sparse embeddings)."""
+        return self.params - self.sparse_embedding_params
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes of dense gradients every replica exchanges each step."""
+        return self.dense_params * BYTES_PER_VALUE
+
+    @property
+    def largest_variable_bytes(self) -> int:
+        """Bytes of the largest dense variable (one parameter server holds it whole)."""
+        largest = self.largest_variable_params or self.dense_params
+        return min(largest, self.dense_params) * BYTES_PER_VALUE
+
+    def embedding_rows_touched(self, examples: int) -> int:
+        """Embedding rows a batch of `examples` reads and updates (at most the table)."""
+        if not self.sparse_embedding_params:
+            return 0
+        rows = self.sparse_embedding_params // self.embedding_dim
+        return min(rows, examples * self.embedding_lookups_per_example)
+
+    def with_sparse_embedding(self, params: int, dim: int = 64, lookups: int = 1) -> ModelProfile:
+        """This model plus a sparse embedding table of `params` parameters.
+
+        Raises:
+            ConfigError: for a negative size or a dim below 1.
+        """
+        if params < 0:
+            raise ConfigError(f"--sparse-embedding-params must be 0 or more, got {params}")
+        if dim < 1:
+            raise ConfigError(f"--embedding-dim must be at least 1, got {dim}")
+        if not params:
+            return self
+        return dataclasses.replace(
+            self,
+            params=self.params + params,
+            sparse_embedding_params=self.sparse_embedding_params + params,
+            embedding_dim=dim,
+            embedding_lookups_per_example=max(1, lookups),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def from_params(params: int, flops_per_example: float | None = None) -> ModelProfile:
+    """A profile from a parameter count alone.
+
+    Args:
+        params: number of parameters.
+        flops_per_example: forward FLOPs per example; defaults to 2 x params
+            (each weight used once per example: MLPs, transformer tokens).
+            Convolutional nets reuse weights and need the real figure.
+
+    Raises:
+        ConfigError: when params is not a positive whole number.
+    """
+    if isinstance(params, bool) or not isinstance(params, int) or params < 1:
+        raise ConfigError(f"--params must be a whole number of at least 1, got {params!r}")
+    flops = float(flops_per_example) if flops_per_example is not None else 2.0 * params
+    return ModelProfile(
+        name=f"params:{params}",
+        params=params,
+        flops_per_example=flops,
+        activation_bytes_per_example=0.0,
+        largest_variable_params=params,
+        source="given parameter count" + ("" if flops_per_example else "; FLOPs = 2 x params"),
+    )
+
+
+# Models of the published scaling benchmarks (ImageNet, 1000 classes). FLOPs are
+# 2 x the multiply-accumulates reported by the papers and torchvision's model
+# zoo; activation bytes are float32 layer outputs per example, from the same
+# layer-by-layer count `profile_model` does; the largest variable is the
+# biggest kernel (VGG-16's first fully connected layer holds 103M parameters).
+PUBLISHED_PROFILES: dict[str, ModelProfile] = {
+    p.name: p
+    for p in (
+        ModelProfile(
+            "resnet50", 25_557_032, 8.2e9, 1.1e8, 2_359_296, source="He et al. 2016; torchvision"
+        ),
+        ModelProfile(
+            "resnet101", 44_549_160, 15.7e9, 1.7e8, 2_359_296, source="He et al. 2016; torchvision"
+        ),
+        ModelProfile(
+            "resnet152", 60_192_808, 23.1e9, 2.4e8, 2_359_296, source="He et al. 2016; torchvision"
+        ),
+        ModelProfile(
+            "inception_v3",
+            23_834_568,
+            11.5e9,
+            1.4e8,
+            2_048_000,
+            source="Szegedy et al. 2016 (299x299); torchvision",
+        ),
+        ModelProfile(
+            "vgg16",
+            138_357_544,
+            31.0e9,
+            6.0e7,
+            102_760_448,
+            source="Simonyan & Zisserman 2015; torchvision",
+        ),
+    )
+}
+
+
+def _cache_path() -> Path:
+    base = os.environ.get("STRATEGIST_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "strategist",
+    )
+    return Path(base) / "model_profiles.json"
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(path: Path, key: str, profile: ModelProfile) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _read_cache(path)
+        data[key] = profile.to_dict()
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only costs the next call a rebuild
+
+
+def profile_model(
+    name: str,
+    num_classes: int = 10,
+    input_shape: tuple[int, ...] | None = None,
+    use_disk_cache: bool = True,
+) -> ModelProfile:
+    """The profile of registry model `name`, built once and cached.
+
+    Args:
+        name: a key of `components.core.models.MODELS`.
+        num_classes: outputs of the classifier head.
+        input_shape: input shape; `DEFAULT_INPUT_SHAPES[name]` by default.
+        use_disk_cache: read and write the on-disk cache.
+
+    Raises:
+        ConfigError: for a name the registry does not hold.
+    """
+    from components.core import models
+
+    models.check_model_name(name)
+    shape = tuple(input_shape or models.DEFAULT_INPUT_SHAPES[name])
+    return _profile_cached(name, num_classes, shape, use_disk_cache)
+
+
+@functools.lru_cache(maxsize=64)
+def _profile_cached(
+    name: str, num_classes: int, shape: tuple[int, ...], use_disk_cache: bool
+) -> ModelProfile:
+    key = f"v{PROFILE_VERSION}|{name}|{'x'.join(map(str, shape))}|{num_classes}"
+    path = _cache_path()
+    if use_disk_cache:
+        cached = _read_cache(path).get(key)
+        if isinstance(cached, dict):
+            try:
+                return ModelProfile(**cached)
+            except (TypeError, ConfigError):
+                pass
+    profile = _build_and_count(name, num_classes, shape)
+    if use_disk_cache:
+        _write_cache(path, key, profile)
+    return profile
+
+
+def _build_and_count(name: str, num_classes: int, shape: tuple[int, ...]) -> ModelProfile:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    from components.core import models
+
+    model = models.build_model(name, shape, num_classes)
+    macs, activations = count_macs_and_activations(model)
+    largest = max((int(_size(w.shape)) for w in model.weights), default=0)
+    return ModelProfile(
+        name=name,
+        params=int(model.count_params()),
+        flops_per_example=float(max(2 * macs, 1)),
+        activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
+        largest_variable_params=largest,
+        source=f"built (tf_keras, input {'x'.join(map(str, shape))}, {num_classes} classes)",
+    )
+
+
+def _size(shape: Any) -> int:
+    total = 1
+    for dim in shape:
+        total *= int(dim) if dim is not None else 1
+    return total
+
+
+def count_macs_and_activations(model: Any) -> tuple[int, int]:
+    """Multiply-accumulates and kept activation values of one example's forward pass.
+
+    Counts Dense, Conv1D/2D/3D (grouped too), DepthwiseConv2D and
+    SeparableConv2D layers; element-wise layers (activations, batch norm,
+    pooling, additions) add no MACs but their outputs count as activations.
+    Nested models are walked.
+
+    Args:
+        model: a built tf_keras model.
+
+    Returns:
+        (MACs, activation values) for batch size 1.
+    """
+    macs = 0
+    activations = 0
+    for layer in model.layers:
+        kind = type(layer).__name__
+        if kind == "InputLayer":
+            continue
+        if hasattr(layer, "layers") and layer.layers:  # nested model
+            inner_macs, inner_acts = count_macs_and_activations(layer)
+            macs += inner_macs
+            activations += inner_acts
+            continue
+        try:
+            out_shape = tuple(layer.output.shape)[1:]
+            in_shape = tuple(layer.input.shape)[1:]
+        except (AttributeError, ValueError):
+            continue
+        out_size = _size(out_shape)
+        activations += out_size
+        if kind == "Dense":
+            units = int(out_shape[-1])
+            macs += (out_size // units) * int(in_shape[-1]) * units
+        elif kind in ("Conv1D", "Conv2D", "Conv3D"):
+            kernel = _size(layer.kernel_size)
+            in_ch = int(in_shape[-1])
+            groups = int(getattr(layer, "groups", 1) or 1)
+            macs += out_size * kernel * in_ch // groups
+        elif kind == "DepthwiseConv2D":
+            macs += out_size * _size(layer.kernel_size)
+        elif kind == "SeparableConv2D":
+            in_ch = int(in_shape[-1])
+            spatial = out_size // int(out_shape[-1])
+            macs += spatial * in_ch * _size(layer.kernel_size) * int(layer.depth_multiplier)
+            macs += out_size * in_ch * int(layer.depth_multiplier)
+    return macs, activations
