@@ -15,7 +15,7 @@ import sys
 from components.core.config import ConfigError
 
 # Order is the order `strategist --help` lists them in.
-SUBCOMMANDS = ("train", "compare", "compile", "gate")
+SUBCOMMANDS = ("train", "select", "compare", "compile", "gate")
 
 
 class UsageError(ConfigError):
