@@ -344,3 +344,27 @@ def test_submission_failure_returns_1_with_the_error(capsys):
     args, run = cli(VERTEX_FLAGS + ["--gpu", "t4"])
     assert run_cloud_training(args, run, client=Failing()) == 1
     assert "Quota exceeded for NVIDIA_TESLA_T4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_docs_dry_run_examples_are_the_real_output(target, capsys):
+    """docs/cloud.md shows each dry run's command and output: they must still agree."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from pipelines.cli.cloud_train import run_cloud_training
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cloud.md").read_text()
+    blocks = re.findall(r"```console\n\$ (strategist train .*?)\n```", doc, re.DOTALL)
+    (block,) = [b for b in blocks if f"--target {target} --dry-run" in b]
+    lines = block.split("\n")
+    command_lines = [lines[0]]
+    while command_lines[-1].endswith("\\"):
+        command_lines.append(lines[len(command_lines)])
+    shown = "\n".join(lines[len(command_lines) :])
+    argv = shlex.split(" ".join(line.rstrip("\\") for line in command_lines))[2:]
+    args, run = cli(argv)
+    assert run_cloud_training(args, run) == 0
+    out, err = capsys.readouterr()
+    assert shown == (out + err).rstrip("\n"), f"refresh the {target} dry run in docs/cloud.md"

@@ -106,7 +106,10 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
 def to_json(job: aiplatform_v1.CustomJob) -> str:
     """The job as the REST body Vertex AI receives (aiplatform_v1 JSON field names)."""
     return type(job).to_json(
-        job, use_integers_for_enums=False, always_print_fields_with_no_presence=False
+        job,
+        use_integers_for_enums=False,
+        always_print_fields_with_no_presence=False,
+        sort_keys=True,  # map fields (labels) would otherwise come in hash order
     )
 
 
