@@ -78,6 +78,9 @@ PS_OVERLAP = 0.20
 # Fixed per-step cost of a synchronous multi-replica step (barrier, fusion
 # buffers, launch), relative to compute.
 SYNC_OVERHEAD = 0.02
+# Fixed cost of launching one training step (tf.function dispatch, kernel
+# launches, the optimizer update): small models never reach millions of steps/s.
+STEP_LAUNCH_S = 1e-3
 # Usable share of GPU memory (the CUDA context, cuDNN workspaces and
 # fragmentation take the rest).
 USABLE_MEMORY_FRACTION = 0.90
@@ -292,6 +295,11 @@ def compute_time(flops_per_example: float, batch: int, tflops: float) -> float:
     return 3.0 * flops_per_example * batch / (tflops * 1e12)
 
 
+def step_compute_time(model: ModelProfile, batch: int, tflops: float) -> float:
+    """`compute_time` plus the fixed per-step launch cost."""
+    return compute_time(model.flops_per_example, batch, tflops) + STEP_LAUNCH_S
+
+
 def ring_allreduce_time(
     nbytes: float, peers: int, bytes_per_s: float, latency_s: float = 0.0
 ) -> float:
@@ -396,7 +404,7 @@ def predict_allreduce(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus."""
     hw = _hw(topology)
-    compute = compute_time(model.flops_per_example, batch, hw.tflops)
+    compute = step_compute_time(model, batch, hw.tflops)
     replicas = machines * gpus
     comm = hierarchical_allreduce_time(
         model.gradient_bytes,
@@ -433,7 +441,7 @@ def predict_parameter_server(
     Each worker first reduces its GPUs' gradients over the machine's link.
     """
     hw = _hw(topology)
-    compute = compute_time(model.flops_per_example, batch, hw.tflops)
+    compute = step_compute_time(model, batch, hw.tflops)
     local = (
         ring_allreduce_time(model.gradient_bytes, gpus, hw.intra_bps, hw.intra_lat)
         if streams_per_worker == 1
@@ -475,7 +483,7 @@ def _ps_count(topology: Topology, model: ModelProfile, batch: int, workers: int,
 def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Prediction]:
     """Every strategy that can use (part of) the topology, with its prediction."""
     hw = _hw(topology)
-    single = compute_time(model.flops_per_example, batch, hw.tflops)
+    single = step_compute_time(model, batch, hw.tflops)
     m, g = topology.machines, topology.gpus_per_machine
     out = [_candidate("one_device", Layout(1, 0, 1), 1, batch, (single, 0.0, 0.0), single)]
     if g > 1:
@@ -853,7 +861,7 @@ def _apply_rules(
 ) -> tuple[Prediction, list[str]]:
     """Moves to parameter_server when a practitioner rule favours it and the cost allows."""
     ps = next((p for p in ranked if p.strategy == "parameter_server"), None)
-    if ps is None or best is ps or topology.machines < 2:
+    if ps is None or (best is not ps and topology.machines < 2):
         return best, []
     if (
         best.measured_examples_per_second is not None
@@ -886,8 +894,17 @@ def _apply_rules(
     if model.sparse_embedding_params:
         why.append("the sparse embedding table lives on the parameter servers")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
+    if topology.heterogeneous:
+        why[0] += (
+            f" (assumed {HETEROGENEITY_SLOWDOWN:g}x slower than a {topology.gpu}, so every "
+            "synchronous step takes that much longer)"
+        )
     if not why:
         return best, []
+    if best is ps:
+        return ps, [
+            f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."
+        ]
     gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
     if gap <= tolerance:
         sentence = (
@@ -1037,9 +1054,7 @@ def predict_case(case: Mapping[str, Any]) -> float:
         ratio = achievable_tflops(topo.gpu, topo.precision) / tflops
         model = dataclasses.replace(model, flops_per_example=model.flops_per_example * ratio)
     m, g = topo.machines, topo.gpus_per_machine
-    single = compute_time(
-        model.flops_per_example, batch, achievable_tflops(topo.gpu, topo.precision)
-    )
+    single = step_compute_time(model, batch, achievable_tflops(topo.gpu, topo.precision))
     if case["strategy"] == "parameter_server":
         local = case.get("local_aggregation", True)
         parts = predict_parameter_server(
@@ -1148,6 +1163,7 @@ def evidence_table_markdown() -> str:
         "ALLREDUCE_OVERLAP",
         "PS_OVERLAP",
         "SYNC_OVERHEAD",
+        "STEP_LAUNCH_S",
         "HETEROGENEITY_SLOWDOWN",
         "PREEMPTIONS_PER_MACHINE_HOUR",
         "RESTART_COST_S",

@@ -1,0 +1,371 @@
+"""Strategy selection: cost formulas, decisions, evidence, history and `strategist select`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components.core import model_profile, selection
+from components.core.config import STRATEGIES, ConfigError
+from components.core.model_profile import PUBLISHED_PROFILES, from_params
+from components.core.selection import Topology, recommend
+from pipelines.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+RESNET101 = PUBLISHED_PROFILES["resnet101"]
+
+# ------------------------------------------------------------------ cost formulas (hand-computed)
+
+
+def test_ring_allreduce_matches_hand_computation():
+    # 2 (n-1)/n x bytes / bandwidth = 2 x 3/4 x 100 MB / 10 GB/s = 15 ms
+    assert selection.ring_allreduce_time(100e6, 4, 10e9) == pytest.approx(0.015)
+    # plus 2 (n-1) = 6 hops of 10 us
+    assert selection.ring_allreduce_time(100e6, 4, 10e9, 10e-6) == pytest.approx(0.01506)
+    assert selection.ring_allreduce_time(100e6, 1, 10e9) == 0.0
+
+
+def test_hierarchical_allreduce_is_intra_then_inter():
+    # intra: 2 x 3/4 x 1e8 / 1e11 = 1.5 ms; inter: 2 x 1/2 x 1e8 / 1e9 = 100 ms
+    t = selection.hierarchical_allreduce_time(1e8, 2, 4, 1e11, 1e9)
+    assert t == pytest.approx(0.1015)
+
+
+def test_parameter_server_time_bounded_by_busiest_server():
+    # worker NIC: 100 MB / 1 GB/s = 0.1 s; each of 2 servers: 4 x 50 MB = 0.2 s; x2 (pull + push)
+    assert selection.parameter_server_time(100e6, 10e6, 4, 2, 1e9) == pytest.approx(0.4)
+    # an 80 MB variable lives whole on one server: 4 x 80 MB = 0.32 s, x2
+    assert selection.parameter_server_time(100e6, 80e6, 4, 4, 1e9) == pytest.approx(0.64)
+    # many servers: the worker's own NIC is the limit, 2 x 0.1 s
+    assert selection.parameter_server_time(100e6, 1e6, 4, 8, 1e9) == pytest.approx(0.2)
+
+
+def test_compute_overlap_and_memory_formulas():
+    # 3 x 1 GFLOP x 64 / 10 TFLOP/s
+    assert selection.compute_time(1e9, 64, 10.0) == pytest.approx(0.0192)
+    # half of 0.1 s hides behind 0.2 s of backward
+    assert selection.exposed_communication(0.1, 0.3, 0.5) == pytest.approx(0.05)
+    # at most the backward time (2/3 of 0.3 s) hides
+    assert selection.exposed_communication(1.0, 0.3, 0.5) == pytest.approx(0.8)
+    model = model_profile.ModelProfile("m", 1_000_000, 1e6, activation_bytes_per_example=1000)
+    # weights + gradients + 2 Adam moments = 16 bytes/param, plus 10 x 1 kB activations
+    assert selection.memory_needed_bytes(model, 10, True) == pytest.approx(16.01e6)
+    assert selection.achievable_tflops("v100") == pytest.approx(15.7 * 0.55)
+    assert selection.achievable_tflops("a100") == pytest.approx(156 * 0.20)
+    assert selection.achievable_tflops("v100", "mixed") == pytest.approx(125 * 0.20)
+
+
+def test_model_profile_counts_macs_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRATEGIST_CACHE_DIR", str(tmp_path))
+    model_profile._profile_cached.cache_clear()
+    mlp = model_profile.profile_model("mlp", num_classes=10)
+    # Dense MACs: 64x128 + 128x64 + 64x10 = 17,024 -> 34,048 FLOPs
+    assert mlp.flops_per_example == 34_048
+    assert mlp.params == 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10
+    assert mlp.largest_variable_params == 64 * 128
+    cnn = model_profile.profile_model("cnn", num_classes=10)
+    # 8x8x16x9 + 4x4x32x(9x16) + 32x64 + 64x10 = 85,632 MACs
+    assert cnn.flops_per_example == 2 * 85_632
+    assert (tmp_path / "model_profiles.json").exists()
+    # a fresh process reads the disk cache instead of building
+    model_profile._profile_cached.cache_clear()
+
+    def no_build(*args):
+        raise AssertionError("rebuilt a cached model")
+
+    monkeypatch.setattr(model_profile, "_build_and_count", no_build)
+    assert model_profile.profile_model("mlp", num_classes=10) == mlp
+    model_profile._profile_cached.cache_clear()
+
+
+def test_from_params_refuses_bad_counts():
+    assert from_params(1000).flops_per_example == 2000
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ConfigError):
+            from_params(bad)
+
+
+# ------------------------------------------------------------------ decisions over a grid
+
+
+@pytest.mark.parametrize(
+    ("topology", "strategy", "workers", "gpus"),
+    [
+        (Topology(1, 1, "v100"), "one_device", 1, 1),
+        (Topology(1, 4, "v100", "nvlink"), "mirrored", 1, 4),
+        (Topology(1, 8, "a100"), "mirrored", 1, 8),
+        (Topology(4, 8, "a100", network_gbps=100), "multi_worker_mirrored", 4, 8),
+        (Topology(16, 1, "t4", network_gbps=10), "multi_worker_mirrored", 16, 1),
+    ],
+)
+def test_decision_grid(topology, strategy, workers, gpus):
+    rec = recommend(topology, RESNET101)
+    assert rec.strategy == strategy
+    assert rec.supported
+    assert (rec.layout.workers, rec.layout.ps, rec.layout.gpus_per_machine) == (workers, 0, gpus)
+    doc = rec.to_dict()
+    assert doc["strategy"] in STRATEGIES
+    predicted = doc["predicted"]
+    assert predicted["step_time_s"] == pytest.approx(
+        predicted["compute_s"] + predicted["communication_s"], rel=1e-4
+    )
+    assert 0 < predicted["scaling_efficiency"] <= 1
+    # alternatives are ranked, best first
+    eps = [a["predicted"]["examples_per_second"] for a in doc["alternatives"]]
+    assert eps == sorted(eps, reverse=True)
+
+
+def test_slow_network_makes_parameter_server_worse_than_allreduce():
+    rec = recommend(Topology(16, 1, "v100", network_gbps=10), RESNET101)
+    ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
+    assert rec.chosen.examples_per_second > ps.examples_per_second
+    assert ps.layout.ps >= 1
+    assert any("parameter_server" in r and "predicted" in r for r in rec.reasons)
+
+
+@pytest.mark.parametrize(
+    ("flags", "word"),
+    [
+        ({"preemptible": True}, "preemptible"),
+        ({"heterogeneous": True}, "differ in speed"),
+    ],
+)
+def test_unreliable_or_mixed_hardware_favours_parameter_server(flags, word):
+    topology = Topology(4, 8, "v100", network_gbps=100, **flags)
+    rec = recommend(topology, RESNET101)
+    assert rec.strategy == "parameter_server"
+    assert rec.layout.workers == 4 and rec.layout.ps >= 1
+    assert any(word in r for r in rec.reasons)
+    # the same hardware without the flag stays synchronous
+    assert recommend(Topology(4, 8, "v100", network_gbps=100), RESNET101).strategy == (
+        "multi_worker_mirrored"
+    )
+
+
+def test_async_ok_favours_parameter_server_only_when_it_is_close():
+    fast = Topology(4, 8, "v100", network_gbps=100)
+    assert recommend(fast, RESNET101, async_ok=True).strategy == "parameter_server"
+    slow = Topology(16, 1, "v100", network_gbps=10)
+    rec = recommend(slow, RESNET101, async_ok=True)
+    assert rec.strategy == "multi_worker_mirrored"
+    assert any("considered" in r and "slower" in r for r in rec.reasons)
+
+
+def test_large_sparse_embedding_goes_to_parameter_servers():
+    model = PUBLISHED_PROFILES["resnet50"].with_sparse_embedding(2_000_000_000)
+    rec = recommend(Topology(4, 8, "v100", network_gbps=100), model)
+    assert rec.strategy == "parameter_server"
+    assert any("embedding table" in r for r in rec.reasons)
+    infeasible = [a for a in rec.alternatives if not a.feasible]
+    assert {a.strategy for a in infeasible} >= {"multi_worker_mirrored", "mirrored"}
+
+
+def test_model_that_cannot_fit_one_gpu_needs_model_parallelism():
+    rec = recommend(Topology(8, 8, "a100", network_gbps=100), from_params(5_000_000_000))
+    doc = rec.to_dict()
+    assert doc["strategy"] == "model_parallelism"
+    assert doc["supported"] is False
+    assert doc["layout"] is None and doc["predicted"] is None
+    assert any("80.0 GB" in r for r in doc["reasons"])
+    assert "not supported" in rec.to_markdown()
+
+
+def test_oversized_batch_is_reduced_with_a_reason():
+    rec = recommend(Topology(1, 8, "v100"), PUBLISHED_PROFILES["resnet50"], batch_size=512)
+    assert rec.strategy == "mirrored"
+    assert rec.chosen.per_replica_batch < 512
+    assert any("use at most" in r for r in rec.reasons)
+
+
+def test_tiny_model_pays_latency_not_bandwidth():
+    rec = recommend(Topology(1, 8, "v100", "pcie"), from_params(17_226, 34_048.0))
+    mirrored = rec.chosen if rec.strategy == "mirrored" else rec.alternatives[0]
+    # 0.07 MB of gradients: 14 ring hops of 15 us dominate 0.01 ms of transfer
+    assert mirrored.raw_communication_s == pytest.approx(
+        2 * 7 / 8 * 17_226 * 4 / 12e9 + 14 * 15e-6, rel=1e-6
+    )
+    assert mirrored.scaling_efficiency < 0.9
+
+
+@pytest.mark.parametrize(
+    "topology",
+    [
+        Topology(0, 8),
+        Topology(1, 0),
+        Topology(1, 1, "k80"),
+        Topology(1, 2, "v100", "infiniband"),
+        Topology(2, 2, "v100", network_gbps=-1),
+        Topology(2, 2, "v100", precision="fp8"),
+    ],
+)
+def test_invalid_hardware_raises_config_error(topology):
+    with pytest.raises(ConfigError):
+        recommend(topology, RESNET101)
+
+
+def test_markdown_and_text_hold_the_same_content():
+    rec = recommend(Topology(4, 8, "v100", network_gbps=100), RESNET101)
+    md = rec.to_markdown()
+    assert md.startswith("## Recommended strategy: `multi_worker_mirrored`")
+    assert "| > multi_worker_mirrored | 4/0/8 |" in md
+    for reason in rec.reasons:
+        assert reason in md and reason in rec.to_text()
+
+
+# ------------------------------------------------------------------ evidence
+
+
+def test_evidence_cases_are_complete():
+    cases = selection.load_evidence()
+    assert len(cases) >= 20
+    keys = {
+        "source",
+        "model",
+        "gpu",
+        "machines",
+        "gpus_per_machine",
+        "interconnect",
+        "network_gbps",
+        "batch_size",
+        "published_efficiency",
+    }
+    for case in cases:
+        assert keys <= set(case), case
+        assert 0 < case["published_efficiency"] <= 1
+        assert case["model"] in PUBLISHED_PROFILES
+
+
+def test_docs_table_is_current_and_error_is_within_target():
+    doc = (ROOT / "docs" / "selection.md").read_text()
+    assert doc == selection.evidence_table_markdown(), (
+        "docs/selection.md is stale: run "
+        "python -m components.core.selection --evidence-table > docs/selection.md"
+    )
+    rows = selection.evidence_rows()
+    for row in rows:
+        assert f"| {row['published_efficiency']:.1%} | {row['predicted_efficiency']:.1%} |" in doc
+    assert selection.median_absolute_error_pp(rows) <= 10
+
+
+# ------------------------------------------------------------------ history
+
+
+def _comparison(tmp_path: Path, name: str, results: list[tuple[str, float]], gpu="v100") -> str:
+    hardware = {"platform": "vertex", "gpu": gpu, "gpus_per_machine": 8, "machines": 4}
+    doc = {
+        "results": [
+            {
+                "strategy": s,
+                "examples_per_second": eps,
+                "workers": 4,
+                "ps": 4 if s == "parameter_server" else 0,
+                "num_replicas": 32,
+                "model": "resnet101",
+                "hardware": hardware,
+            }
+            for s, eps in results
+        ],
+        "winner": results[0][0],
+    }
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_history_measurement_outranks_prediction(tmp_path):
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    assert recommend(topology, RESNET101).strategy == "multi_worker_mirrored"
+    path = _comparison(
+        tmp_path,
+        "comparison.json",
+        [("parameter_server", 6000.0), ("multi_worker_mirrored", 3000.0)],
+    )
+    rec = recommend(topology, RESNET101, history=selection.load_history([path]))
+    assert rec.strategy == "parameter_server"
+    assert rec.to_dict()["measured"]["examples_per_second"] == 6000.0
+    assert any("Measured" in r and "6,000" in r and "outranks" in r for r in rec.reasons)
+
+
+def test_history_confirming_the_choice_is_reported(tmp_path):
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 5000.0)])
+    rec = recommend(topology, RESNET101, history=selection.load_history([path]))
+    assert rec.strategy == "multi_worker_mirrored"
+    assert any("Measured" in r and "5,000" in r for r in rec.reasons)
+    # unmeasured candidates are rescaled by the measured/predicted ratio
+    assert any("median measured/predicted ratio" in r for r in rec.reasons)
+
+
+def test_history_on_other_hardware_is_ignored(tmp_path):
+    path = _comparison(tmp_path, "c.json", [("parameter_server", 1e9)], gpu="t4")
+    rec = recommend(
+        Topology(4, 8, "v100", network_gbps=100),
+        RESNET101,
+        history=selection.load_history([path]),
+    )
+    assert rec.strategy == "multi_worker_mirrored"
+    assert any("None of the 1 history records matches" in r for r in rec.reasons)
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_json(capsys):
+    rc = main(["select", "--machines", "1", "--gpus-per-machine", "4", "--params", "25000000",
+               "--gflops-per-example", "8", "--json"])  # fmt: skip
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "mirrored" and doc["supported"] is True
+    assert doc["layout"] == {"workers": 1, "ps": 0, "gpus_per_machine": 4}
+    assert set(doc["predicted"]) == {
+        "step_time_s",
+        "compute_s",
+        "communication_s",
+        "examples_per_second",
+        "scaling_efficiency",
+    }
+    assert doc["alternatives"] and doc["reasons"]
+
+
+def test_cli_history_and_text(tmp_path, capsys):
+    measured = [("parameter_server", 6000.0), ("multi_worker_mirrored", 3000.0)]
+    path = _comparison(tmp_path, "comparison.json", measured)
+    rc = main(["select", "--machines", "4", "--gpus-per-machine", "8", "--network-gbps", "100",
+               "--model", "resnet101", "--history", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.startswith("recommended: parameter_server")
+    assert "compute ms" in out and "comm ms" in out
+    assert path in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--machines", "0", "--gpus-per-machine", "8", "--params", "1000"], "--machines"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--gpu", "x9", "--params", "1000"],
+         "unknown GPU"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--interconnect", "carrier-pigeon",
+          "--params", "1000"], "unknown interconnect"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--network-gbps", "-3",
+          "--params", "1000"], "--network-gbps"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--params", "0"], "--params"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
+          "/nonexistent/comparison.json"], "--history"),
+    ],
+)  # fmt: skip
+def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
+    assert main(["select", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("strategist select: error:")
+    assert message in err
+
+
+def test_cli_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["select", "--machines", "2", "--gpus-per-machine", "8"])  # no --model/--params
+    assert info.value.code == 2
+    assert "--model" in capsys.readouterr().err
