@@ -28,16 +28,24 @@ class TaskTiming:
     status: str
 
 
-class TaskProgress(logging.Handler):
-    """Turns kfp.local's task log records into start/end lines with durations."""
+class TaskProgress(logging.Filter):
+    """Turns kfp.local's task log records into start/end lines with durations.
+
+    A filter on the root logger, not a handler: kfp.local replaces the root
+    logger's handlers while it runs, but keeps its filters.
+    """
 
     def __init__(self, log: Callable[[str], None]):
-        super().__init__(level=logging.INFO)
+        super().__init__()
         self.log = log
         self.started: dict[str, float] = {}
         self.timings: list[TaskTiming] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def filter(self, record: logging.LogRecord) -> bool:
+        self._observe(record)
+        return True
+
+    def _observe(self, record: logging.LogRecord) -> None:
         message = _ANSI.sub("", record.getMessage())
         if match := _STARTED.match(message):
             name = match["name"]
@@ -71,9 +79,9 @@ def run_locally(
     )
     progress = TaskProgress(log)
     root = logging.getLogger()
-    root.addHandler(progress)
+    root.addFilter(progress)
     try:
         result = pipeline_func(**arguments)
     finally:
-        root.removeHandler(progress)
+        root.removeFilter(progress)
     return result, progress.timings
