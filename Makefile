@@ -37,8 +37,9 @@ lint: install ## ruff and hadolint
 compile: install ## Write the compiled pipelines to $(COMPILED)/
 	@echo "compile: the pipelines are not built yet" >&2; exit 1
 
-image: ## Build the trainer image with docker, podman or buildah
-	@echo "image: the trainer image is not built yet" >&2; exit 1
+VARIANT ?= all
+image: ## Build the trainer image (gpu and cpu variants) with docker, podman or buildah
+	containers/build.sh --variant $(VARIANT) --tag $(IMAGE)
 
 bench: install ## Run the benchmarks and print one table
 	@echo "bench: the benchmarks are not built yet" >&2; exit 1

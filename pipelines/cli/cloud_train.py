@@ -19,7 +19,6 @@ from components.core.launch.cloud import (
     TARGETS,
     CloudConfig,
     JobFailed,
-    output_uri,
     validate_cloud,
 )
 
@@ -210,15 +209,7 @@ def _vertex(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, client
             file=sys.stderr,
         )
         return 0
-    if client is None:
-        client = vertex.make_client(cloud, credentials=_google_credentials())
-    try:
-        vertex.submit_and_wait(job, cloud, client=client)
-    except JobFailed as err:
-        print(f"strategist train: error: Vertex AI {err}", file=sys.stderr)
-        return 1
-    print(f"train: done; outputs in {job.job_spec.base_output_directory.output_uri_prefix}")
-    return 0
+    return _submit(run, cloud, client, "Vertex AI")
 
 
 def _kubeflow(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, client: Any) -> int:
@@ -232,29 +223,16 @@ def _kubeflow(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, clie
             file=sys.stderr,
         )
         return 0
-    if client is None:
-        client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
+    return _submit(run, cloud, client, "TFJob")
+
+
+def _submit(run: RunConfig, cloud: CloudConfig, client: Any, what: str) -> int:
+    from components.core.launch import submit_cloud
+
     try:
-        kubeflow.submit_and_wait(job, cloud, client=client)
+        outputs = submit_cloud(run, cloud, client=client)
     except JobFailed as err:
-        print(f"strategist train: error: TFJob {err}", file=sys.stderr)
+        print(f"strategist train: error: {what} {err}", file=sys.stderr)
         return 1
-    print(f"train: done; outputs in {output_uri(run, cloud)}")
+    print(f"train: done; outputs in {outputs}")
     return 0
-
-
-def _google_credentials() -> Any:
-    """Application Default Credentials, or a ConfigError that says how to get them."""
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        credentials, _ = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/cloud-platform"]
-        )
-    except DefaultCredentialsError as err:
-        raise ConfigError(
-            f"no Google Cloud credentials ({err}): run `gcloud auth application-default login`, "
-            "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
-        ) from None
-    return credentials

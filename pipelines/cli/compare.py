@@ -88,7 +88,9 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     strategies = parse_strategies(args.strategies)
     workers = 2 if args.workers is None else args.workers
     ps = 1 if args.ps is None else args.ps
-    base = common.build_run_config(args, "mirrored", "unused")
+    # Data, model and batch flags are shared; each strategy gets its own cluster shape.
+    shared = argparse.Namespace(**{**vars(args), "workers": None, "ps": None})
+    base = common.build_run_config(shared, "mirrored", "unused")
     for strategy in strategies:
         cluster = cluster_for(strategy, workers, ps, args.devices)
         validate_run(dataclasses.replace(base, cluster=cluster))

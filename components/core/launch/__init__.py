@@ -7,6 +7,7 @@ with `TF_CONFIG` set the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -72,15 +73,90 @@ def train_to_artifacts(
             from components.core.launch.local import run_local
 
             metrics = run_local(config)
+            source = workdir
         else:
-            raise ConfigError(f"the {backend} backend is not available in this build")
-        if os.path.exists(model_dir):
-            shutil.rmtree(model_dir)
-        shutil.copytree(os.path.join(workdir, "model"), model_dir)
+            source = submit_cloud(*_cloud_run(config, backend, cloud_config_json))
+            metrics = json.loads(_read_remote(f"{source}/metrics.json"))
+        _copy_tree(f"{source}/model", model_dir)
         atomic.write_json(metrics_path, metrics)
         return metrics
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
+    """The run and CloudConfig for a pipeline's cloud train step.
+
+    Shards arrive as the pipeline's artifact path; on Vertex AI Pipelines that
+    is the gcsfuse form `/gcs/BUCKET/...` of a `gs://` URI, which is what the
+    job's processes are given.
+    """
+    from components.core.launch.cloud import CloudConfig
+
+    try:
+        raw = json.loads(cloud_config_json or "{}")
+        cloud = CloudConfig(**{**raw, "target": backend})
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"cloud_config_json is not a CloudConfig: {err}") from None
+    shards = config.data.shards_dir or ""
+    if shards.startswith("/gcs/"):
+        shards = "gs://" + shards[len("/gcs/") :]
+    cloud = dataclasses.replace(cloud, shards_dir=cloud.shards_dir or shards)
+    return config, cloud
+
+
+def submit_cloud(run: RunConfig, cloud, *, client: Any = None, log=print) -> str:
+    """Submits `run` as a Vertex AI CustomJob or a TFJob and waits for it.
+
+    Validation and credentials are checked before anything is sent.
+
+    Returns:
+        The `gs://` folder the job wrote its model and metrics.json to.
+
+    Raises:
+        ConfigError: impossible combination or missing credentials.
+        JobFailed: the job failed or was cancelled.
+    """
+    from components.core.launch import cloud as cloud_lib
+
+    cloud_lib.validate_cloud(run, cloud)
+    if cloud.target == "vertex":
+        from components.core.launch import vertex
+
+        job = vertex.build_custom_job(run, cloud)
+        if client is None:
+            client = vertex.make_client(cloud, credentials=cloud_lib.google_credentials())
+        vertex.submit_and_wait(job, cloud, client=client, log=log)
+    else:
+        from components.core.launch import kubeflow
+
+        job = kubeflow.build_tfjob(run, cloud)
+        if client is None:
+            client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
+        kubeflow.submit_and_wait(job, cloud, client=client, log=log)
+    return cloud_lib.output_uri(run, cloud)
+
+
+def _read_remote(path: str) -> str:
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path) as handle:
+        return handle.read()
+
+
+def _copy_tree(source: str, destination: str) -> None:
+    """Copies a folder from a local path or `gs://` URI (tf.io.gfile reads both)."""
+    import tensorflow as tf
+
+    if os.path.exists(destination):
+        shutil.rmtree(destination)
+    for folder, _, files in tf.io.gfile.walk(source):
+        relative = os.path.relpath(folder, source) if folder != source else ""
+        os.makedirs(os.path.join(destination, relative), exist_ok=True)
+        for name in files:
+            tf.io.gfile.copy(
+                f"{folder.rstrip('/')}/{name}", os.path.join(destination, relative, name)
+            )
 
 
 def headline_metrics(metrics: dict[str, Any]) -> dict[str, float]:

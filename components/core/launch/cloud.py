@@ -18,6 +18,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.hardware import Gpu, get_gpu
@@ -453,3 +454,20 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def google_credentials() -> Any:
+    """Application Default Credentials, or a ConfigError that says how to get them."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _ = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    except DefaultCredentialsError as err:
+        raise ConfigError(
+            f"no Google Cloud credentials ({err}): run `gcloud auth application-default login`, "
+            "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
+        ) from None
+    return credentials

@@ -1,0 +1,62 @@
+"""The train step's backends: bad cloud settings are refused before anything is sent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.core import launch
+from components.core.config import ConfigError, RunConfig
+
+COMMON = dict(
+    shards_dir="/gcs/bucket/pipeline/shards",
+    strategy="multi_worker_mirrored",
+    workers=2,
+    ps=1,
+    devices_per_worker=1,
+    model_name="mlp",
+    epochs=1,
+    batch_size=32,
+    learning_rate=0.001,
+)
+
+
+def test_vertex_paths_map_back_to_cloud_storage():
+    cloud_json = json.dumps({"project": "p", "region": "us-central1", "image": "r/i:1"})
+    _, cloud = launch._cloud_run(RunConfig(), "vertex", cloud_json)
+    assert cloud.target == "vertex"
+    config = RunConfig.from_dict(
+        {
+            **RunConfig().to_dict(),
+            "data": {**RunConfig().to_dict()["data"], "shards_dir": "/gcs/b/s"},
+        }
+    )
+    _, cloud = launch._cloud_run(config, "vertex", cloud_json)
+    assert cloud.shards_dir == "gs://b/s"
+
+
+def test_unknown_cloud_setting_is_refused():
+    with pytest.raises(ConfigError, match="not a CloudConfig"):
+        launch._cloud_run(RunConfig(), "vertex", json.dumps({"zone": "mars-1"}))
+
+
+@pytest.mark.parametrize(
+    ("backend", "cloud", "message"),
+    [
+        ("slurm", {}, "unknown backend"),
+        ("vertex", {"region": "us-central1", "image": "r/i:1"}, "project"),
+        ("vertex", {"project": "p", "region": "us-central1"}, "image"),
+    ],
+)
+def test_bad_backend_settings_fail_before_submission(tmp_path, backend, cloud, message):
+    with pytest.raises(ConfigError, match=message):
+        launch.train_to_artifacts(
+            **COMMON,
+            model_dir=str(tmp_path / "model"),
+            metrics_path=str(tmp_path / "metrics.json"),
+            backend=backend,
+            cloud_config_json=json.dumps({"base_output_dir": "gs://bucket/out", **cloud}),
+        )
+    assert not (tmp_path / "model").exists()
+    assert not (tmp_path / "metrics.json").exists()
