@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STRATEGIST := $(VENV)/bin/strategist
-IMAGE  ?= strategist-trainer:dev
+IMAGE  ?= us-docker.pkg.dev/strategist-project/strategist/trainer:0.1.0
 COMPILED ?= compiled
 
 .DEFAULT_GOAL := help
@@ -20,8 +20,8 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## Create .venv and install Strategist with its dev tools (idempotent)
 
-run: install ## Train the default model on the offline digits dataset on a localhost cluster
-	$(STRATEGIST) train --local --strategy multi_worker_mirrored --workers 2 --output runs/latest
+run: install ## Compare mirrored, multi-worker and parameter-server training locally (kfp.local)
+	$(STRATEGIST) compare --local
 
 test: install ## Run the whole test suite
 	$(PY) -m pytest -q
@@ -34,8 +34,11 @@ lint: install ## ruff and hadolint
 	$(VENV)/bin/ruff format --check components pipelines tests benchmarks
 	$(VENV)/bin/hadolint containers/Dockerfile
 
-compile: install ## Write the compiled pipelines to $(COMPILED)/
-	@echo "compile: the pipelines are not built yet" >&2; exit 1
+compile: install ## Write the compiled pipelines to $(COMPILED)/ (both pipelines, both targets)
+	@for pipeline in training comparison; do for target in vertex kfp; do \
+	    $(STRATEGIST) compile --pipeline $$pipeline --target $$target --image $(IMAGE) \
+	        -o $(COMPILED)/$$pipeline-$$target.yaml || exit 1; \
+	done; done
 
 VARIANT ?= all
 image: ## Build the trainer image (gpu and cpu variants) with docker, podman or buildah

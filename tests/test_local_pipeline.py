@@ -1,0 +1,75 @@
+"""The comparison pipeline run for real through kfp.local on real localhost clusters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines import cli
+from tests.conftest import trainer_pids
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def comparison_run(tmp_path_factory):
+    tfds_dir = tmp_path_factory.mktemp("tfds-pipeline")
+    out = tmp_path_factory.mktemp("compare")
+    code = cli.main(
+        [
+            "compare", "--local", "--strategies", "mirrored,parameter_server",
+            "--epochs", "4", "--workers", "2", "--ps", "1", "--num-shards", "2",
+            "--data-dir", str(tfds_dir), "--output", str(out),
+        ]
+    )  # fmt: skip
+    return code, out
+
+
+def test_compare_writes_the_report_files(comparison_run):
+    code, out = comparison_run
+    assert code == 0
+    for name in ("comparison.json", "report.html", "summary.md", "throughput.png", "timings.json"):
+        assert (out / name).stat().st_size > 0, name
+    report = json.loads((out / "comparison.json").read_text())
+    assert [r["strategy"] for r in report["results"]] == ["mirrored", "parameter_server"]
+    for result in report["results"]:
+        assert result["eval_accuracy"] >= 0.85
+        assert len(result["epoch_seconds"]) == 4
+        assert "scaling_efficiency" in result and "estimated_cost_usd" in result
+    assert report["winner"] in ("mirrored", "parameter_server")
+    assert report["recommendation"]["strategy"]  # what `select` would have chosen
+
+
+def test_each_task_wrote_its_artifacts(comparison_run):
+    _, out = comparison_run
+    root = out / "pipeline_root"
+    files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+    def has(task, name):
+        return any(f"/{task}/" in f"/{f}" and name in f for f in files)
+
+    assert has("shard-dataset", "manifest.json")
+    assert has("select-strategy", "reasons")
+    assert has("train", "saved_model.pb")
+    assert has("train", "metrics_json")
+    assert has("compare-strategies", "report")
+    manifest = next(root.rglob("manifest.json"))
+    assert json.loads(manifest.read_text())["dataset"] == "digits"
+
+
+def test_task_timings_are_recorded(comparison_run):
+    _, out = comparison_run
+    timings = json.loads((out / "timings.json").read_text())
+    names = [t["name"] for t in timings["tasks"]]
+    assert names.count("train") == 2 and names.count("evaluate") == 2
+    assert {"shard-dataset", "select-strategy", "compare-strategies"} <= set(names)
+    assert all(t["status"] == "SUCCESS" for t in timings["tasks"])
+    assert timings["pipeline_wall_seconds"] >= sum(
+        t["seconds"] for t in timings["tasks"] if t["name"] == "train"
+    )
+
+
+def test_no_training_process_is_left(comparison_run):
+    _, out = comparison_run
+    assert not trainer_pids(str(out))
