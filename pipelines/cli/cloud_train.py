@@ -21,6 +21,7 @@ from components.core.launch.cloud import (
     JobFailed,
     validate_cloud,
 )
+from pipelines.cli.common import positive_int
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -34,16 +35,6 @@ def duration_seconds(text: str) -> int:
             f"{text!r} is not a duration: use seconds (3600) or 90m, 2h, 1d"
         )
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +56,7 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--gpus-per-machine",
-        type=_positive,
+        type=positive_int,
         help="GPUs per GPU machine (default: --devices under mirrored, else 1)",
     )
     group.add_argument(
@@ -110,7 +101,7 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     )
     vertex.add_argument(
         "--reduction-server-replicas",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="Reduction Server replicas (default: 1)",
     )
