@@ -14,11 +14,14 @@ import argparse
 import os
 import sys
 
-from components.core import strategies, training
+from components.core import datasets, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
 
 # Set by the local launcher when it restarts a cluster, so metrics count restarts.
 RESTARTS_ENV = "STRATEGIST_RESTARTS"
+# Exit code of a task that found its input unusable: launchers do not restart it,
+# since a restart would fail the same way.
+CONFIG_ERROR_EXIT = 2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,6 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs this process's task; returns its exit code (`CONFIG_ERROR_EXIT` on bad input)."""
     args = parse_args(argv)
     try:
         if args.config:
@@ -42,16 +46,23 @@ def main(argv: list[str] | None = None) -> int:
             config = RunConfig.from_json(args.config_json)
         validate_run(config)
         role = strategies.Role.from_tf_config(os.environ.get("TF_CONFIG"))
+        if not strategies.is_server_role(config.cluster, role):
+            # Missing or damaged shards: say so in a second, before TensorFlow loads.
+            datasets.load_manifest(config.data.shards_dir or "")
     except (ConfigError, OSError, ValueError) as err:
         print(f"trainer: error: {err}", file=sys.stderr)
-        return 2
+        return CONFIG_ERROR_EXIT
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")  # retracing chatter from checkpoint saves
     if strategies.is_server_role(config.cluster, role):
         strategies.run_server(role)
         return 0
-    training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
+    try:
+        training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
+    except ConfigError as err:  # e.g. shards that cannot feed this cluster
+        print(f"trainer: error: {err}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR_EXIT
     return 0
 
 

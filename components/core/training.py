@@ -30,6 +30,7 @@ MODEL_DIR_NAME = "model"
 CONFIG_NAME = "config.json"
 # Epoch records survive a restart here, beside the BackupAndRestore checkpoint.
 EPOCH_LOG_NAME = "epochs.json"
+MULTI_WORKER = ("multi_worker_mirrored", "parameter_server")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,45 @@ def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: 
     return Batching(global_batch, batch_per_step, examples // batch_per_step, examples)
 
 
+def expected_replicas_in_sync(cluster) -> int:
+    """Replicas the strategy will hold in sync, known before any process starts.
+
+    `parameter_server` steps run on one worker at a time (1); `mirrored` on a
+    machine without GPUs has `devices_per_worker` logical devices.
+    """
+    return 1 if cluster.strategy == "parameter_server" else cluster.num_replicas
+
+
+def input_pipelines(cluster) -> int:
+    """Input pipelines that read the shards: one per worker process."""
+    return cluster.workers if cluster.strategy in MULTI_WORKER else 1
+
+
+def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
+    """Checks, before anything is launched, that the shards can feed this run.
+
+    Raises:
+        ConfigError: fewer shard files than input pipelines, a split missing,
+            or a global batch larger than the training split.
+    """
+    from components.core.config import ConfigError
+
+    pipelines = input_pipelines(config.cluster)
+    for split in datasets.SPLITS:
+        files = len(manifest.split(split).files)
+        if split == "train" and files < pipelines:
+            raise ConfigError(
+                f"{manifest.root} has {files} {split} shard file(s), too few for "
+                f"{pipelines} workers (each reads its own files): shard again with "
+                f"--num-shards {pipelines} or more"
+            )
+    return plan_batching(
+        config,
+        expected_replicas_in_sync(config.cluster),
+        manifest.split("train").num_examples,
+    )
+
+
 def make_learning_rate(config: RunConfig, batch_per_update: int, steps_per_epoch: int):
     """Linear scaling rule with linear warm-up (Goyal et al., 2017)."""
     import tf_keras as keras
@@ -105,10 +145,31 @@ class EpochRecorder:
     """Records each epoch's wall seconds, throughput, loss and accuracy.
 
     Records are kept in `log_path` (beside the BackupAndRestore checkpoint) so a
-    resumed run keeps exactly one entry per epoch.
+    resumed run keeps exactly one entry per epoch, and `elapsed_s` continues
+    from the last kept epoch (the time lost to a failure is in no epoch; the
+    launcher reports it). Its callback must run before `BackupAndRestore`'s:
+    an epoch's record is then on disk before its checkpoint, so a failure
+    between the two only makes the resumed run redo that epoch, and the redo
+    replaces the record. The other order would lose the record of an epoch
+    whose checkpoint was saved.
+
+    Args:
+        log_path: JSON file of the records (None: kept in memory only).
+        examples_per_epoch: examples one epoch trains on.
+        epochs: epochs of the whole run.
+        verbose: print one line per epoch, and where a resumed run resumes.
+        attempt: how many times the cluster was restarted before this attempt;
+            stored in each record, so one can see which epochs were redone.
     """
 
-    def __init__(self, log_path: str | None, examples_per_epoch: int, epochs: int, verbose: bool):
+    def __init__(
+        self,
+        log_path: str | None,
+        examples_per_epoch: int,
+        epochs: int,
+        verbose: bool,
+        attempt: int = 0,
+    ):
         import tf_keras as keras
 
         recorder = self
@@ -118,7 +179,7 @@ class EpochRecorder:
                 recorder.fit_started = time.perf_counter()
 
             def on_epoch_begin(self, epoch, logs=None):
-                recorder._epoch_started = time.perf_counter()
+                recorder.begin(epoch)
 
             def on_epoch_end(self, epoch, logs=None):
                 recorder.record(epoch, logs or {})
@@ -128,9 +189,24 @@ class EpochRecorder:
         self.examples_per_epoch = examples_per_epoch
         self.epochs = epochs
         self.verbose = verbose
+        self.attempt = attempt
         self.records: list[dict[str, float]] = self._load()
         self.fit_started = time.perf_counter()
         self._epoch_started = self.fit_started
+        self.first_epoch: int | None = None  # 0-based epoch this attempt started at
+
+    def begin(self, epoch: int) -> None:
+        """Called as epoch `epoch` (0-based) starts; reports where a resumed run resumes."""
+        if self.first_epoch is None:
+            self.first_epoch = epoch
+            if epoch > 0 and self.verbose:
+                kept = min(len(self.records), epoch)
+                print(
+                    f"resuming at epoch {epoch + 1}/{self.epochs} from the backup "
+                    f"({kept} finished epoch(s) kept, attempt {self.attempt + 1})",
+                    flush=True,
+                )
+        self._epoch_started = time.perf_counter()
 
     def _load(self) -> list[dict[str, float]]:
         if self.log_path and os.path.exists(self.log_path):
@@ -145,6 +221,8 @@ class EpochRecorder:
         self.records.append(
             {
                 "epoch": epoch + 1,
+                "attempt": self.attempt,
+                "ended_at": time.time(),
                 "seconds": seconds,
                 "examples_per_second": self.examples_per_epoch / seconds,
                 "loss": float(logs.get("loss", float("nan"))),
@@ -206,6 +284,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
         batching.examples_per_epoch,
         config.training.epochs,
         verbose=role.is_chief,
+        attempt=restarts,
     )
     if role.is_chief:
         print(
@@ -220,8 +299,8 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
         )
     )
     os.makedirs(backup_dir, exist_ok=True)
-    # BackupAndRestore first, so an epoch's checkpoint exists before its record.
-    callbacks = [keras.callbacks.BackupAndRestore(backup_dir), recorder.callback]
+    # The record first, then the checkpoint (see EpochRecorder).
+    callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
     model.fit(
         dataset,
         epochs=config.training.epochs,
@@ -280,6 +359,8 @@ def _metrics(config, manifest, batching, replicas, records, result) -> dict[str,
         "examples_per_second": statistics.median(steady),
         "wall_seconds": sum(seconds),
         "elapsed_at_epoch_end": [r["elapsed_s"] for r in records],
+        # Which attempt (0 = first start, k = after k cluster restarts) trained each epoch.
+        "epoch_attempts": [r.get("attempt", 0) for r in records],
         "history": {
             "loss": [r["loss"] for r in records],
             "accuracy": [r["accuracy"] for r in records],

@@ -7,6 +7,17 @@ log lines, unless the restart policy allows a restart, as Vertex AI's
 restart-on-worker-restart and the TFJob restart policy do in the cloud. On any
 failure, Ctrl-C or SIGTERM every process it started is stopped: none is left
 behind.
+
+What each fault does (docs/faults.md has the measured recovery times):
+- a `parameter_server` worker dies: the coordinator retries its steps on the
+  other workers; the launcher restarts that worker alone, with the same
+  `TF_CONFIG` and port, and the coordinator takes it back;
+- any task of `mirrored` or `multi_worker_mirrored`, or the chief or a
+  parameter server of `parameter_server`, dies: every process is stopped and,
+  within `RestartPolicy.cluster_restarts`, the whole cluster is started again
+  on fresh ports; `BackupAndRestore` resumes from the last finished epoch;
+- a task exits with `CONFIG_ERROR_EXIT` (bad input it found): no restart, since
+  a restart would fail the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,8 +40,8 @@ from typing import Any
 
 from components.core import atomic
 from components.core.config import ClusterConfig, RunConfig
-from components.core.trainer import RESTARTS_ENV
-from components.core.training import METRICS_NAME
+from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
+from components.core.training import METRICS_NAME, MODEL_DIR_NAME
 
 HOST = "127.0.0.1"  # local clusters never listen beyond this machine
 STATUS_NAME = "status.json"
@@ -37,7 +49,20 @@ _TAIL_LINES = 40
 _POLL_S = 0.1
 # TensorFlow's start-up chatter (absl INFO/WARNING lines, the CUDA probe on a
 # machine without GPUs): kept in a task's tail for failures, not printed.
-_NOISE = re.compile(r"^([IW]\d{4} |E\d{4} .*cuInit|WARNING: All log messages before absl)")
+_NOISE = re.compile(
+    r"^([IW]\d{4} |E\d{4} .*cuInit|WARNING: All log messages before absl"
+    # While a parameter_server worker is down the coordinator logs every RPC it
+    # cannot send to it (four lines each, hundreds per second); the launcher
+    # reports the failure and the restart in one line instead.
+    r"|E\d{4} .*Failed to (register|remove) function remotely"
+    r"|Additional GRPC error information from remote target"
+    r"|:UNKNOWN:Error received from peer"
+    r"|This could happen if the remote target has been disconnected)"
+)
+# Names `atomic` gives files and folders while it writes them.
+_PARTIAL = re.compile(rf"^\.(tmp-|{MODEL_DIR_NAME}-)")
+# Where a run's backup records which configuration it belongs to.
+_BACKUP_CONFIG_NAME = "run_config.json"
 
 
 class ClusterFailed(RuntimeError):
@@ -57,7 +82,15 @@ class ClusterFailed(RuntimeError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """The launcher received SIGTERM (Ctrl-C raises KeyboardInterrupt itself)."""
+    """The launcher received SIGTERM (Ctrl-C raises KeyboardInterrupt itself).
+
+    Attributes:
+        signum: the signal received; a command exits `128 + signum`.
+    """
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(f"received signal {signum}")
+        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -87,6 +120,7 @@ class Task:
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=_TAIL_LINES))
     reader: threading.Thread | None = None
     restarts: int = 0
+    reaped: bool = False
 
     @property
     def name(self) -> str:
@@ -162,6 +196,8 @@ class LocalCluster:
         self.on_line = on_line
         self.tasks: list[Task] = []
         self.cluster_restarts = 0
+        self.failures: list[dict[str, Any]] = []
+        self._started = time.monotonic()
         self._lock = threading.Lock()
 
     # -- public -------------------------------------------------------------
@@ -174,20 +210,29 @@ class LocalCluster:
             KeyboardInterrupt: on Ctrl-C or SIGTERM (after stopping every process).
         """
         os.makedirs(self.config.output_dir, exist_ok=True)
+        self._started = time.monotonic()
         self._status("running")
-        started = time.perf_counter()
         try:
-            with _sigterm_raises():
+            with sigterm_raises():
+                self._check_backup()
                 metrics = self._run_with_restarts()
         except KeyboardInterrupt:
+            self.stop()  # first: "interrupted" means nothing is left running
             self._status("interrupted")
             raise
         except BaseException as err:
+            self.stop(grace_s=0)
             self._status("failed", error=str(err).splitlines()[0])
             raise
         finally:
             self.stop()
-        metrics["launcher_wall_seconds"] = time.perf_counter() - started
+            _remove_partial_files(self.config.output_dir)
+        metrics.update(
+            launcher_wall_seconds=time.monotonic() - self._started,
+            worker_restarts=sum(f["action"] == "worker restart" for f in self.failures),
+            failures=self.failures,
+        )
+        atomic.write_json(os.path.join(self.config.output_dir, METRICS_NAME), metrics)
         self._status("succeeded")
         return metrics
 
@@ -202,24 +247,39 @@ class LocalCluster:
                 return
         raise KeyError(f"no running task {task_name!r}")
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """Stops every process: SIGTERM to each group, SIGKILL after `grace_s`."""
-        running = [t for t in self.tasks if t.process and t.process.poll() is None]
-        for task in running:
-            _signal_group(task.process, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        for task in running:
-            try:
-                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(task.process, signal.SIGKILL)
-                task.process.wait()
-        for task in self.tasks:
-            if task.process:
-                # Reap stragglers of the group (e.g. grandchildren) too.
-                _signal_group(task.process, signal.SIGKILL)
-            if task.reader:
-                task.reader.join(timeout=2)
+    def stop(self, grace_s: float = 1.0) -> None:
+        """Stops every process: SIGTERM to each group, SIGKILL after `grace_s`.
+
+        A second Ctrl-C or SIGTERM cannot cut this short. `grace_s=0` kills at
+        once, which is what a failed cluster gets: MultiWorkerMirrored tasks
+        catch SIGTERM (TensorFlow's preemption notifier) and would only wait
+        for a peer that is gone. Nothing is lost by a kill: artifacts are
+        written atomically and training state lives in the epoch checkpoints.
+        """
+        with _signals_ignored():
+            running = [t for t in self.tasks if t.process and t.process.poll() is None]
+            first = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
+            for task in running:
+                _signal_group(task.process, first)
+            deadline = time.monotonic() + grace_s
+            for task in running:
+                try:
+                    task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    _signal_group(task.process, signal.SIGKILL)
+                    task.process.wait()
+            for task in self.tasks:
+                if task.process and not task.reaped:
+                    # Reap stragglers of the group (e.g. grandchildren) too, once:
+                    # later the group's id may belong to someone else.
+                    _signal_group(task.process, signal.SIGKILL)
+                    task.reaped = True
+                if task.reader:
+                    task.reader.join(timeout=2)
+
+    @property
+    def backup_dir(self) -> str:
+        return self.config.backup_dir or os.path.join(self.config.output_dir, "backup")
 
     # -- internals ----------------------------------------------------------
 
@@ -229,12 +289,15 @@ class LocalCluster:
             if failed is None:
                 with open(os.path.join(self.config.output_dir, METRICS_NAME)) as handle:
                     return json.load(handle)
-            self.stop()
-            if self.cluster_restarts >= self.restart.cluster_restarts:
-                raise ClusterFailed(failed.name, failed.process.returncode, list(failed.tail))
+            self.stop(grace_s=0)
+            code = failed.process.returncode
+            if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
+                self._record_failure(failed, "run failed")
+                raise ClusterFailed(failed.name, code, list(failed.tail))
             self.cluster_restarts += 1
+            self._record_failure(failed, "cluster restart")
             self.log(
-                f"[launcher] {failed.name} failed (exit {failed.process.returncode}); restarting "
+                f"[launcher] {failed.name} failed (exit {code}); restarting "
                 f"the cluster ({self.cluster_restarts}/{self.restart.cluster_restarts}), "
                 "training resumes from the last finished epoch"
             )
@@ -259,6 +322,7 @@ class LocalCluster:
                     continue
                 if self._may_restart_alone(task):
                     task.restarts += 1
+                    self._record_failure(task, "worker restart")
                     self.log(
                         f"[launcher] {task.name} exited {code}; restarting it "
                         f"({task.restarts}/{self.restart.worker_restarts}), its steps "
@@ -276,8 +340,41 @@ class LocalCluster:
         return (
             self.config.cluster.strategy == "parameter_server"
             and task.task_type == "worker"
+            and task.process.returncode != CONFIG_ERROR_EXIT
             and task.restarts < self.restart.worker_restarts
         )
+
+    def _record_failure(self, task: Task, action: str) -> None:
+        self.failures.append(
+            {
+                "task": task.name,
+                "returncode": task.process.returncode,
+                "action": action,
+                "at_s": round(time.monotonic() - self._started, 3),
+            }
+        )
+
+    def _check_backup(self) -> None:
+        """Keeps a backup left by an earlier, interrupted run only if it is this run's.
+
+        Running the same command again resumes from its last finished epoch; a
+        backup of another configuration (other epochs, batch, strategy...) is
+        removed, since restoring it would train something else.
+        """
+        marker = os.path.join(self.backup_dir, _BACKUP_CONFIG_NAME)
+        current = json.loads(self.config.to_json())
+        if os.path.isdir(self.backup_dir):
+            try:
+                with open(marker) as handle:
+                    previous = json.load(handle)
+            except (OSError, ValueError):
+                previous = None
+            if previous == current:
+                self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
+            else:
+                self.log(f"[launcher] removing {self.backup_dir}: it belongs to another run")
+                shutil.rmtree(self.backup_dir)
+        atomic.write_json(marker, current)
 
     def _start(self, task: Task) -> None:
         if task.reader:
@@ -299,6 +396,7 @@ class LocalCluster:
             self.config.to_json(),
         ]
         task.tail.clear()
+        task.reaped = False
         task.process = subprocess.Popen(
             command,
             env=env,
@@ -337,21 +435,52 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         os.killpg(process.pid, sig)
 
 
+def _remove_partial_files(folder: str) -> None:
+    """Removes what a killed task was writing (atomic temporaries) below `folder`."""
+    for root, dirs, files in os.walk(folder):
+        for name in [d for d in dirs if _PARTIAL.match(d)]:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            dirs.remove(name)
+        for name in files:
+            if _PARTIAL.match(name):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(root, name))
+
+
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """Turns SIGTERM into `Interrupted` while the cluster runs (main thread only)."""
+def sigterm_raises() -> Iterator[None]:
+    """Turns SIGTERM into `Interrupted` (a KeyboardInterrupt) in the main thread.
+
+    So SIGTERM unwinds like Ctrl-C: `finally` blocks run, staged folders are
+    removed, every started process is stopped. Elsewhere than the main thread
+    this does nothing (Python delivers signals to the main thread only).
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Interrupted(f"received signal {signum}")
+        raise Interrupted(signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Ignores Ctrl-C and SIGTERM (main thread only) while processes are being stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> dict[str, Any]:
