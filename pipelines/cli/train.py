@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 
-from components.core.config import STRATEGIES, RunConfig
+from components.core import datasets, training
+from components.core.config import STRATEGIES, ConfigError, DataConfig, RunConfig
 from pipelines.cli import common
+
+DEFAULT_DATASET = DataConfig.dataset
 
 
 def add_parser(subparsers) -> None:
@@ -41,16 +45,55 @@ def add_parser(subparsers) -> None:
         help="whole-cluster restarts allowed after a task fails; training resumes from the "
         "last finished epoch (default: 0)",
     )
+    parser.add_argument(
+        "--shards-dir",
+        help="train on existing shards (a folder with manifest.json, written by an earlier run "
+        "or the shard component) instead of sharding --dataset; every record is checked first",
+    )
     parser.add_argument("--output", help="output folder (default: runs/<timestamp>-train)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Trains on a localhost cluster; 0 on success, 1 if the cluster failed.
+
+    Ctrl-C or SIGTERM, at any moment, stops every process started, leaves the
+    output folder with `status.json` saying `interrupted` (and the backup of
+    the finished epochs, from which the same command resumes), and returns
+    130 or 143.
+
+    Raises:
+        ConfigError: bad input, found before anything is launched (exit 2).
+    """
+    from components.core.launch.local import sigterm_raises
+
+    try:
+        with sigterm_raises():
+            return _run_local(args)
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        output = args.output or "the output folder"
+        print(
+            f"strategist train: interrupted ({signal.Signals(signum).name}); every process was "
+            f"stopped. Finished epochs are kept in {output}/backup: run the same command again "
+            "to resume",
+            file=sys.stderr,
+        )
+        return 128 + signum
+
+
+def _run_local(args: argparse.Namespace) -> int:
     from components.core.launch.local import ClusterFailed, RestartPolicy, run_local
 
     output = args.output or common.default_output_dir("train")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ConfigError(f"--output {output} is a file: pass a folder")
     config = common.build_run_config(args, args.strategy, output)
-    config = prepare_shards(config, log=print)
+    if args.shards_dir:
+        config, manifest = use_shards(config, args.shards_dir, args.dataset)
+    else:
+        config, manifest = prepare_shards(config, log=print)
+    training.check_fits(config, manifest)
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
         metrics = run_local(config, restart=RestartPolicy(cluster_restarts=args.restarts))
@@ -61,22 +104,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def prepare_shards(config: RunConfig, log=print) -> RunConfig:
-    """Shards the dataset (or reuses its shards) and returns the config pointing at them.
+def use_shards(
+    config: RunConfig, shards_dir: str, dataset: str
+) -> tuple[RunConfig, datasets.Manifest]:
+    """Points the config at existing shards, after reading every record back.
+
+    Raises:
+        ConfigError: no such folder, no or unreadable manifest, missing,
+            truncated or corrupted shard files, or shards of another dataset.
+    """
+    manifest = datasets.load_manifest(os.path.abspath(shards_dir), verify_records=True)
+    if dataset not in (DEFAULT_DATASET, manifest.dataset):
+        raise ConfigError(
+            f"--shards-dir {shards_dir} holds {manifest.dataset!r}, not {dataset!r}: drop "
+            "--dataset, or pass the shards of that dataset"
+        )
+    data = dataclasses.replace(config.data, dataset=manifest.dataset, shards_dir=manifest.root)
+    return dataclasses.replace(config, data=data), manifest
+
+
+def prepare_shards(config: RunConfig, log=print) -> tuple[RunConfig, datasets.Manifest]:
+    """Shards the dataset (or reuses its shards); returns the config pointing at them.
 
     Raises:
         ConfigError: unknown dataset, no label, unreachable download, bad data dir.
     """
-    from components.core import datasets
-
     data = config.data
     shards_dir = data.shards_dir or datasets.default_shards_dir(
         data.data_dir, data.dataset, data.num_shards
     )
-    datasets.shard_dataset(
+    manifest = datasets.shard_dataset(
         data.dataset, shards_dir, num_shards=data.num_shards, data_dir=data.data_dir, log=log
     )
-    return dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
+    config = dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
+    return config, manifest
 
 
 def print_summary(metrics: dict, output_dir: str) -> None:
