@@ -1,0 +1,296 @@
+"""Bad input, across the `strategist` subcommands: exit 2, a message that says what to do,
+and nothing started or written.
+
+tests/test_cli_train.py holds the first twelve `train` cases (unknown strategy,
+model and dataset, impossible cluster shapes...); this matrix adds the rest:
+numbers out of range, flag clashes, datasets that are not image classifiers,
+existing shards that are missing, truncated, corrupted or do not match their
+manifest, shards that cannot feed the cluster, and the other subcommands.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli
+from tests.conftest import trainer_pids
+
+
+@dataclass(frozen=True)
+class Case:
+    """One refused command line.
+
+    Attributes:
+        argv: the arguments; `{out}` is the output path (which must not appear),
+            `{tmp}` a scratch folder, `{shards}` a private copy of the digits
+            shards (after `damage` is applied to it).
+        message: what the error line must say.
+        damage: name of a function below that spoils the shards copy.
+    """
+
+    argv: tuple[str, ...]
+    message: str
+    damage: str | None = None
+
+
+def train(*argv: str, message: str, damage: str | None = None) -> Case:
+    return Case(("train", "--local", "--output", "{out}", *argv), message, damage)
+
+
+def shards(*argv: str, message: str, damage: str | None = None) -> Case:
+    return train("--shards-dir", "{shards}", *argv, message=message, damage=damage)
+
+
+# -- ways to spoil a shards folder ------------------------------------------------------
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def _first_shard(folder: Path) -> Path:
+    return folder / _manifest(folder)["splits"]["train"]["files"][0]["path"]
+
+
+def no_manifest(folder: Path) -> None:
+    (folder / "manifest.json").unlink()
+
+
+def manifest_not_json(folder: Path) -> None:
+    (folder / "manifest.json").write_text('{"dataset": "digits", "splits": ')
+
+
+def manifest_without_label(folder: Path) -> None:
+    manifest = _manifest(folder)
+    del manifest["features"]["label"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def counts_do_not_add_up(folder: Path) -> None:
+    manifest = _manifest(folder)
+    manifest["splits"]["train"]["num_examples"] += 5
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def record_count_differs(folder: Path) -> None:
+    """The manifest moves one example between two files: totals agree, files do not."""
+    manifest = _manifest(folder)
+    files = manifest["splits"]["train"]["files"]
+    files[0]["num_examples"] += 1
+    files[1]["num_examples"] -= 1
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def shard_missing(folder: Path) -> None:
+    _first_shard(folder).unlink()
+
+
+def shard_truncated(folder: Path) -> None:
+    path = _first_shard(folder)
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def shard_corrupted(folder: Path) -> None:
+    """Same size, flipped bytes in the middle: only reading the records finds it."""
+    path = _first_shard(folder)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = {
+    f.__name__: f
+    for f in (
+        no_manifest,
+        manifest_not_json,
+        manifest_without_label,
+        counts_do_not_add_up,
+        record_count_differs,
+        shard_missing,
+        shard_truncated,
+        shard_corrupted,
+    )
+}
+
+# -- the matrix -------------------------------------------------------------------------
+
+CASES = {
+    # numbers out of range and flag clashes
+    "restarts-negative": train("--restarts", "-1", message="--restarts: must be 0 or more"),
+    "epochs-not-a-number": train("--epochs", "ten", message="'ten' is not a whole number"),
+    "workers-negative": train(
+        "--strategy", "multi_worker_mirrored", "--workers", "-1",
+        message="--workers must be at least 1",
+    ),
+    "ps-negative": train(
+        "--strategy", "parameter_server", "--ps", "-1", message="--ps must be 0 or more"
+    ),
+    "learning-rate-zero": train("--learning-rate", "0", message="must be a positive number"),
+    "num-shards-zero": train("--num-shards", "0", message="--num-shards: must be at least 1"),
+    "global-batch-zero": train("--global-batch-size", "0", message="must be at least 1"),
+    "batch-and-global-batch": train(
+        "--batch-size", "4", "--global-batch-size", "8", message="not allowed with argument"
+    ),
+    "unknown-flag": train("--gpus", "8", message="unrecognized arguments: --gpus"),
+    # cluster shapes and batches the strategy cannot use
+    "one-device-with-workers": train(
+        "--strategy", "one_device", "--workers", "2", message="runs on one machine"
+    ),
+    "global-batch-over-ps-workers": train(
+        "--strategy", "parameter_server", "--workers", "2", "--global-batch-size", "7",
+        message="use a multiple of 2",
+    ),
+    "global-batch-over-mirrored-devices": train(
+        "--strategy", "mirrored", "--devices", "4", "--global-batch-size", "6",
+        message="use a multiple of 4",
+    ),
+    "output-is-a-file": train("--output", "{tmp}/a-file", message="is a file: pass a folder"),
+    # datasets that are not image classifiers (builders that need no download to inspect)
+    "dataset-without-label": train(
+        "--dataset", "wider_face", "--data-dir", "{tmp}",
+        message="has no (input, label) supervised keys",
+    ),
+    "dataset-without-image": train(
+        "--dataset", "imdb_reviews", "--data-dir", "{tmp}",
+        message="is not a fixed-size image feature",
+    ),
+    # existing shards: missing, damaged, or not matching their manifest
+    "shards-dir-missing": train(
+        "--shards-dir", "{tmp}/nowhere", message="does not exist: shard the dataset first"
+    ),
+    "shards-no-manifest": shards(message="has no manifest.json", damage="no_manifest"),
+    "shards-manifest-not-json": shards(message="is not valid JSON", damage="manifest_not_json"),
+    "shards-manifest-without-label": shards(
+        message="is not a Strategist manifest", damage="manifest_without_label"
+    ),
+    "shards-counts-do-not-add-up": shards(
+        message="do not add up", damage="counts_do_not_add_up"
+    ),
+    "shards-record-count-differs": shards(
+        message="the manifest says", damage="record_count_differs"
+    ),
+    "shard-file-missing": shards(message="is missing", damage="shard_missing"),
+    "shard-file-truncated": shards(message="changed or truncated", damage="shard_truncated"),
+    "shard-file-corrupted": shards(message="is corrupted", damage="shard_corrupted"),
+    "shards-of-another-dataset": shards(
+        "--dataset", "mnist", message="holds 'digits', not 'mnist'"
+    ),
+    # shards that cannot feed the cluster (found before launch, not by a failing task)
+    "too-few-shards-for-workers": shards(
+        "--strategy", "multi_worker_mirrored", "--workers", "5",
+        message="too few for 5 workers",
+    ),
+    "batch-larger-than-the-data": shards(
+        "--strategy", "multi_worker_mirrored", "--batch-size", "1000",
+        message="is larger than the",
+    ),
+    # the other subcommands
+    "select-no-machines": Case(
+        ("select", "--machines", "0", "--gpus-per-machine", "4", "--model", "resnet50"),
+        "--machines must be a whole number of at least 1",
+    ),
+    "select-unknown-gpu": Case(
+        ("select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "tpu9",
+         "--model", "resnet50"),
+        "unknown GPU 'tpu9'; choose one of",
+    ),
+    "select-unknown-interconnect": Case(
+        ("select", "--machines", "2", "--gpus-per-machine", "4", "--interconnect", "carrier-pigeon",
+         "--model", "resnet50"),
+        "unknown interconnect 'carrier-pigeon'; choose one of",
+    ),
+    "select-no-model": Case(
+        ("select", "--machines", "2", "--gpus-per-machine", "4"),
+        "one of the arguments --model --params is required",
+    ),
+    "compare-unknown-strategy": Case(
+        ("compare", "--local", "--strategies", "mirrored,horovod", "--output", "{out}"),
+        "unknown strategy horovod",
+    ),
+    "compare-strategy-twice": Case(
+        ("compare", "--local", "--strategies", "mirrored,mirrored", "--output", "{out}"),
+        "names a strategy twice",
+    ),
+    "compare-no-workers": Case(
+        ("compare", "--local", "--workers", "0", "--output", "{out}"),
+        "--workers must be at least 1",
+    ),
+    "compile-bad-image": Case(
+        ("compile", "--pipeline", "training", "--target", "vertex", "--image", "not//a::uri",
+         "-o", "{out}"),
+        "is not a container image reference",
+    ),
+    "compile-unknown-target": Case(
+        ("compile", "--pipeline", "training", "--target", "aws", "-o", "{out}"),
+        "invalid choice: 'aws'",
+    ),
+    "gate-missing-report": Case(
+        ("gate", "{tmp}/none.json", "--baseline", "{tmp}/none.json"), "file not found"
+    ),
+}  # fmt: skip
+
+
+def run_cli(argv: list[str]) -> int:
+    """The CLI's exit code, whether it returns it or argparse raises SystemExit."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+
+
+@pytest.fixture
+def spoiled_shards(digits_shards, tmp_path):
+    def make(damage: str | None) -> Path:
+        copy = tmp_path / "shards"
+        shutil.copytree(digits_shards, copy)
+        if damage:
+            DAMAGE[damage](copy)
+        return copy
+
+    return make
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_bad_input_exits_2_with_what_to_do_before_anything_starts(
+    case, tmp_path, spoiled_shards, capsys
+):
+    out = tmp_path / "out"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "a-file").write_text("not a folder\n")
+    places = {"{out}": str(out), "{tmp}": str(scratch)}
+    if "{shards}" in case.argv:
+        places["{shards}"] = str(spoiled_shards(case.damage))
+    argv = []
+    for arg in case.argv:
+        for key, value in places.items():
+            arg = arg.replace(key, value)
+        argv.append(arg)
+
+    code = run_cli(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert case.message in err, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"strategist {argv[0]}: error: ") or last.startswith("strategist: ")
+    assert len(last) < 400  # one line, not a dump
+    assert not out.exists()  # nothing was started or written
+    assert not trainer_pids(str(out)) and not trainer_pids(str(tmp_path))
+    assert sorted(p.name for p in scratch.iterdir()) == ["a-file"]  # no data dir filled
+
+
+def test_the_matrix_covers_every_subcommand_and_25_train_cases():
+    from tests.test_cli_train import BAD_INPUT
+
+    commands = {case.argv[0] for case in CASES.values()}
+    assert commands >= set(cli.SUBCOMMANDS), commands
+    train_cases = [c for c in CASES.values() if c.argv[0] == "train"] + list(BAD_INPUT)
+    assert len(train_cases) >= 25
+    assert len({(c.argv, c.damage) for c in CASES.values()}) == len(CASES)  # no duplicates

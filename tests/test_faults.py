@@ -1,0 +1,481 @@
+"""Faults on real localhost clusters: processes are killed mid-training, for real.
+
+Each cluster test kills a task (SIGKILL) of a running TensorFlow cluster at a
+chosen log line, lets the launcher recover, and checks that the run still ends
+with exactly the configured epochs, a model that has learnt the digits, and no
+process left behind. Waits are on log lines, each with a bounded timeout; the
+measured recovery times are printed (`pytest -s`) and tabled in docs/faults.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
+from components.core.launch.local import (
+    HOST,
+    ClusterFailed,
+    LocalCluster,
+    RestartPolicy,
+    plan_tasks,
+)
+from tests.conftest import trainer_pids
+
+REPO = Path(__file__).resolve().parents[1]
+STRATEGIST = Path(sys.executable).parent / "strategist"
+TIMEOUT_S = 120  # for any one awaited log line; a cluster start takes 5-20 s here
+EPOCHS = 4
+
+SHAPES = {
+    "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
+    "multi_worker_mirrored": ClusterConfig("multi_worker_mirrored", workers=2),
+    "parameter_server": ClusterConfig("parameter_server", workers=2, ps=1),
+}
+
+
+class Events:
+    """Timestamped output lines of a run, and a bounded wait for one of them."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def log(self, line: str) -> None:
+        with self._cond:
+            self.lines.append((time.monotonic(), line))
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wakes every waiter: no line will come any more."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def wait_for(self, pattern: str, after: float = 0.0, timeout: float = TIMEOUT_S) -> float:
+        """The time of the first line matching `pattern` logged at or after `after`.
+
+        Raises:
+            AssertionError: no such line within `timeout` seconds, or before the run ended.
+        """
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._cond:
+            while True:
+                for stamp, line in self.lines[seen:]:
+                    if stamp >= after and regex.search(line):
+                        return stamp
+                seen = len(self.lines)
+                remaining = deadline - time.monotonic()
+                if self._closed or remaining <= 0:
+                    tail = "\n".join(line for _, line in self.lines[-15:])
+                    raise AssertionError(f"no line matching {pattern!r}; last lines:\n{tail}")
+                self._cond.wait(remaining)
+
+    def text(self) -> str:
+        with self._cond:
+            return "\n".join(line for _, line in self.lines)
+
+
+def run_with_faults(
+    cluster: LocalCluster, events: Events, script: Callable[[], None], timeout: float = 240
+):
+    """Runs the cluster while `script` injects faults from another thread.
+
+    Returns the metrics, or raises what the cluster or the script raised. A
+    watchdog kills every task after `timeout` seconds, so a hung recovery fails
+    the test instead of hanging it.
+    """
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            script()
+        except BaseException as err:  # re-raised in the test's thread below
+            errors.append(err)
+
+    def watchdog() -> None:
+        errors.append(AssertionError(f"the run did not end within {timeout}s"))
+        for task in list(cluster.tasks):
+            if task.process and task.process.poll() is None:
+                os.killpg(task.process.pid, signal.SIGKILL)
+
+    controller = threading.Thread(target=guarded, daemon=True)
+    timer = threading.Timer(timeout, watchdog)
+    controller.start()
+    timer.start()
+    try:
+        metrics = cluster.run()
+    finally:
+        timer.cancel()
+        events.close()
+        controller.join(timeout=10)
+    if errors:
+        raise errors[0]
+    return metrics
+
+
+def make_cluster(shards, out, strategy, restarts, events, epochs=EPOCHS) -> LocalCluster:
+    config = RunConfig(
+        data=DataConfig(shards_dir=shards),
+        cluster=SHAPES[strategy],
+        training=TrainingConfig(epochs=epochs),
+        output_dir=str(out),
+    )
+    return LocalCluster(config, restart=RestartPolicy(cluster_restarts=restarts), log=events.log)
+
+
+def pid_of(cluster: LocalCluster, name: str) -> int:
+    return next(t.process.pid for t in cluster.tasks if t.name == name)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
+
+
+def assert_complete(metrics: dict, out: Path, epochs: int = EPOCHS) -> None:
+    """The run finished every epoch once, learnt the digits, and left nothing running."""
+    assert metrics["epochs"] == epochs
+    assert len(metrics["epoch_seconds"]) == epochs
+    assert len(metrics["history"]["loss"]) == len(metrics["history"]["accuracy"]) == epochs
+    assert len(metrics["epoch_attempts"]) == epochs
+    # Wall-clock continuity across restarts: each epoch adds its own seconds.
+    elapsed = metrics["elapsed_at_epoch_end"]
+    assert elapsed == pytest.approx([sum(metrics["epoch_seconds"][: i + 1]) for i in range(epochs)])
+    assert all(b > a for a, b in zip(elapsed, elapsed[1:], strict=False))
+    assert metrics["eval_accuracy"] >= 0.85, metrics["eval_accuracy"]  # chance is 0.10
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    status = json.loads((out / "status.json").read_text())
+    assert status == {"state": "succeeded", "restarts": metrics["restarts"]}
+    assert (out / "model" / "saved_model.pb").exists()
+    assert not (out / "backup").exists()  # finished: nothing to resume
+    assert not [p for p in out.rglob(".*")]  # no partial (atomic temporary) file
+    assert not trainer_pids(str(out))
+
+
+def report(fault: str, **seconds: float) -> None:
+    """Prints measured times; docs/faults.md tables them."""
+    shown = ", ".join(f"{name} {value:.1f}s" for name, value in seconds.items())
+    print(f"\n[recovery] {fault}: {shown}")
+
+
+# -- faults on running clusters ---------------------------------------------------------
+
+
+@pytest.mark.cluster
+def test_a_parameter_server_worker_killed_in_the_first_epoch_rejoins(digits_shards, tmp_path):
+    """Steps move to the other worker; the launcher restarts the dead one on its port."""
+    events = Events()
+    cluster = make_cluster(digits_shards, tmp_path, "parameter_server", 0, events, epochs=5)
+    seen: dict = {}
+
+    def on_line(task, line):
+        if task.name == "chief-0" and line.startswith("epoch 5/5"):
+            seen["cpu_end"] = cpu_seconds(pid_of(cluster, "worker-1"))
+
+    cluster.on_line = on_line
+
+    def script():
+        events.wait_for(r"^\[chief-0\] training ")
+        for task in cluster.tasks:  # every task listens on 127.0.0.1 only
+            seen.setdefault("tf_config", {})[task.name] = environ_of(task.process.pid)["TF_CONFIG"]
+        old_pid = pid_of(cluster, "worker-1")
+        cluster.kill("worker-1")  # during the first epoch
+        killed = time.monotonic()
+        events.wait_for(r"^\[launcher\] worker-1 exited -9; restarting it", after=killed)
+        # Freeze the coordinator until the new worker serves, so that the rest of
+        # the training runs with it back (a restart takes longer than 4 epochs).
+        chief = pid_of(cluster, "chief-0")
+        os.killpg(chief, signal.SIGSTOP)
+        try:
+            back = events.wait_for(r"^\[worker-1\] worker-1: serving on", after=killed)
+            seen["new_pid"] = pid_of(cluster, "worker-1")
+            seen["new_tf_config"] = environ_of(seen["new_pid"])["TF_CONFIG"]
+            seen["cpu_back"] = cpu_seconds(seen["new_pid"])
+        finally:
+            os.killpg(chief, signal.SIGCONT)
+        seen.update(old_pid=old_pid, rejoin_s=back - killed)
+
+    metrics = run_with_faults(cluster, events, script)
+    assert_complete(metrics, tmp_path, epochs=5)
+    assert metrics["restarts"] == 0 and metrics["epoch_attempts"] == [0] * 5
+    assert metrics["worker_restarts"] == 1
+    assert [(f["task"], f["action"]) for f in metrics["failures"]] == [
+        ("worker-1", "worker restart")
+    ]
+    assert seen["new_pid"] != seen["old_pid"]
+    assert seen["new_tf_config"] == seen["tf_config"]["worker-1"]  # same task, same port
+    # It rejoined: it built its dataset and ran steps after it came back.
+    assert seen["cpu_end"] - seen["cpu_back"] > 0.2, seen
+    for name, tf_config in seen["tf_config"].items():
+        spec = json.loads(tf_config)["cluster"]
+        addresses = [a for tasks in spec.values() for a in tasks]
+        assert addresses and all(a.startswith(f"{HOST}:") for a in addresses), (name, spec)
+    report("parameter_server worker killed in epoch 1", rejoin=seen["rejoin_s"])
+
+
+@pytest.mark.cluster
+def test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup(
+    digits_shards, tmp_path
+):
+    events = Events()
+    cluster = make_cluster(digits_shards, tmp_path, "multi_worker_mirrored", 1, events)
+    seen: dict = {}
+
+    def script():
+        events.wait_for(r"^\[worker-0\] epoch 2/4")
+        cluster.kill("worker-1")
+        killed = time.monotonic()
+        restarted = events.wait_for(r"^\[launcher\] started 2 process", after=killed)
+        resumed = events.wait_for(r"^\[worker-0\] resuming at epoch [23]/4", after=killed)
+        line = next(text for stamp, text in events.lines if stamp == resumed)
+        seen.update(
+            epoch=int(re.search(r"epoch (\d)/", line).group(1)),
+            restart_s=restarted - killed,
+            recovery_s=resumed - killed,
+        )
+
+    metrics = run_with_faults(cluster, events, script)
+    assert_complete(metrics, tmp_path)
+    k = seen["epoch"]  # 3, or 2 when the kill beat epoch 2's checkpoint
+    assert metrics["restarts"] == 1
+    assert metrics["epoch_attempts"] == [0] * (k - 1) + [1] * (EPOCHS - k + 1)
+    assert [(f["task"], f["action"]) for f in metrics["failures"]] == [
+        ("worker-1", "cluster restart")
+    ]
+    # The survivor was stopped at once, not after a grace period: it would only
+    # wait for its dead peer (MultiWorkerMirrored tasks catch SIGTERM).
+    assert seen["restart_s"] < 3, seen
+    report(f"multi_worker_mirrored worker killed after epoch 2 (resumed at {k})", **seen)
+
+
+@pytest.mark.cluster
+def test_a_mirrored_process_killed_twice_resumes_each_time(digits_shards, tmp_path):
+    """Two restarts, each resuming after the last checkpointed epoch.
+
+    Mirrored epochs take tens of milliseconds once traced, so the run has 12 of
+    them; a kill on the line of epoch k lands before epoch k+1's checkpoint.
+    """
+    epochs = 12
+    events = Events()
+    cluster = make_cluster(digits_shards, tmp_path, "mirrored", 2, events, epochs=epochs)
+    seen: dict = {"resumed_at": []}
+
+    def kill_and_wait_for_resume(after_epoch: int) -> float:
+        events.wait_for(rf"^\[local\] epoch {after_epoch}/{epochs}")
+        cluster.kill("local")
+        killed = time.monotonic()
+        resumed = events.wait_for(r"^\[local\] resuming at epoch \d+/", after=killed)
+        line = next(text for stamp, text in events.lines if stamp == resumed)
+        seen["resumed_at"].append(int(re.search(r"epoch (\d+)/", line).group(1)))
+        return resumed - killed
+
+    def script():
+        seen["first_s"] = kill_and_wait_for_resume(2)
+        seen["second_s"] = kill_and_wait_for_resume(6)
+
+    metrics = run_with_faults(cluster, events, script)
+    assert_complete(metrics, tmp_path, epochs=epochs)
+    first, second = seen["resumed_at"]
+    assert 2 <= first <= 3 and 6 <= second <= 7, seen  # nothing redone but the killed epoch
+    assert metrics["restarts"] == 2
+    assert metrics["epoch_attempts"] == (
+        [0] * (first - 1) + [1] * (second - first) + [2] * (epochs - second + 1)
+    )
+    assert len(metrics["failures"]) == 2
+    report(
+        "mirrored process killed twice",
+        first=seen["first_s"],
+        second=seen["second_s"],
+    )
+
+
+@pytest.mark.cluster
+def test_a_killed_coordinator_then_a_killed_parameter_server(digits_shards, tmp_path):
+    """The chief dies in epoch 1 (no checkpoint yet: the run starts over), then the PS
+    dies after epoch 2 of the second attempt (the run resumes from the backup)."""
+    events = Events()
+    cluster = make_cluster(digits_shards, tmp_path, "parameter_server", 2, events)
+    seen: dict = {}
+
+    def script():
+        events.wait_for(r"^\[chief-0\] training ")
+        cluster.kill("chief-0")  # before any epoch finished
+        killed = time.monotonic()
+        first = events.wait_for(r"^\[chief-0\] epoch 1/4", after=killed)
+        events.wait_for(r"^\[chief-0\] epoch 2/4", after=first)
+        cluster.kill("ps-0")
+        ps_killed = time.monotonic()
+        resumed = events.wait_for(r"^\[chief-0\] resuming at epoch [23]/4", after=ps_killed)
+        seen.update(coordinator_s=first - killed, ps_s=resumed - ps_killed)
+
+    metrics = run_with_faults(cluster, events, script)
+    assert_complete(metrics, tmp_path)
+    assert metrics["restarts"] == 2
+    attempts = metrics["epoch_attempts"]
+    assert attempts[0] == 1 and attempts[-1] == 2 and attempts == sorted(attempts)
+    assert 0 not in attempts  # nothing of the attempt killed in epoch 1 was kept
+    assert [(f["task"], f["action"]) for f in metrics["failures"]] == [
+        ("chief-0", "cluster restart"),
+        ("ps-0", "cluster restart"),
+    ]
+    assert all(d.startswith("/job:ps/") for d in metrics["variable_placement"])
+    report(
+        "coordinator killed in epoch 1 (to epoch 1 done), then PS after epoch 2 (to resumed)",
+        **seen,
+    )
+
+
+@pytest.mark.cluster
+def test_a_task_that_refuses_its_input_is_not_restarted(tmp_path):
+    config = RunConfig(
+        data=DataConfig(shards_dir=str(tmp_path / "no-shards")),
+        cluster=ClusterConfig("one_device"),
+        output_dir=str(tmp_path / "out"),
+    )
+    cluster = LocalCluster(config, restart=RestartPolicy(cluster_restarts=3), log=lambda _: None)
+    with pytest.raises(ClusterFailed) as failure:
+        cluster.run()
+    assert failure.value.returncode == 2  # the trainer's bad-input exit code
+    assert cluster.cluster_restarts == 0
+    assert [f["action"] for f in cluster.failures] == ["run failed"]
+    assert json.loads((tmp_path / "out" / "status.json").read_text())["state"] == "failed"
+
+
+# -- interruption of the real command ---------------------------------------------------
+
+SECRET = "ya29.fake-token-do-not-print-7f3a9c"
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("sig", "strategy", "code", "resume"),
+    [
+        (signal.SIGINT, "multi_worker_mirrored", 130, False),
+        (signal.SIGTERM, "mirrored", 143, True),
+    ],
+)
+def test_strategist_train_interrupted_stops_everything_and_resumes(
+    digits_shards, tmp_path, sig, strategy, code, resume
+):
+    """Ctrl-C / SIGTERM mid-training: every process stops, finished epochs are kept."""
+    out = tmp_path / "run"
+    credentials = tmp_path / "service-account.json"
+    credentials.write_text(json.dumps({"type": "service_account", "private_key": SECRET}))
+    env = {
+        **os.environ,
+        "GOOGLE_APPLICATION_CREDENTIALS": str(credentials),
+        "GOOGLE_OAUTH_ACCESS_TOKEN": SECRET,
+        "KUBE_TOKEN": SECRET,
+    }
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", strategy, "--epochs", "30",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+
+    def start() -> tuple[subprocess.Popen, Events, threading.Thread]:
+        events = Events()
+        proc = subprocess.Popen(
+            command, cwd=REPO, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+        def pump():
+            for line in proc.stdout:
+                events.log(line.rstrip("\n"))
+            events.close()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        return proc, events, reader
+
+    proc, events, reader = start()
+    try:
+        events.wait_for(r"\] epoch 2/30")
+        assert trainer_pids(str(out))
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        returncode = proc.wait(timeout=30)
+        stopped_s = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    assert returncode == code, events.text()[-2000:]
+    assert stopped_s < 10
+    assert not trainer_pids(str(out))
+    assert json.loads((out / "status.json").read_text())["state"] == "interrupted"
+    assert "interrupted" in events.text() and "run the same command again" in events.text()
+    assert not (out / "metrics.json").exists() and not (out / "model").exists()
+    records = json.loads((out / "backup" / "epochs.json").read_text())  # whole, valid JSON
+    assert [r["epoch"] for r in records][:2] == [1, 2]
+    assert not [p for p in out.rglob(".*")]  # no half-written file
+    logs = events.text()
+    report(f"{signal.Signals(sig).name} to strategist train ({strategy})", stop=stopped_s)
+
+    if resume:  # the same command resumes from the kept epochs
+        proc, events, reader = start()
+        assert proc.wait(timeout=240) == 0, events.text()[-2000:]
+        reader.join(timeout=10)
+        logs += events.text()
+        assert "resuming the interrupted run" in events.text()
+        # Epoch 1 at least was checkpointed; epoch 2's record may have beaten its
+        # checkpoint to disk, and is then redone and replaced.
+        resumed = re.search(r"resuming at epoch (\d+)/30", events.text())
+        assert resumed and int(resumed.group(1)) >= 2, events.text()[-2000:]
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert_complete(metrics, out, epochs=30)
+
+    # No credential or token is printed or written anywhere.
+    assert SECRET not in logs and str(credentials) not in logs
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data and str(credentials).encode() not in data, path
+
+
+# -- safety -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["multi_worker_mirrored", "parameter_server"])
+def test_local_clusters_listen_on_127_0_0_1_only(strategy):
+    for task in plan_tasks(SHAPES[strategy]):
+        spec = json.loads(task.tf_config)["cluster"]
+        addresses = [a for tasks in spec.values() for a in tasks]
+        assert addresses and all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in addresses)
+
+
+def test_no_shell_strings_anywhere_in_the_source():
+    """Subprocesses get argument lists: no shell=True, os.system or os.popen."""
+    offenders = []
+    for folder in ("components", "pipelines", "benchmarks", "containers"):
+        for path in (REPO / folder).rglob("*.py"):
+            text = path.read_text()
+            for pattern in (r"shell\s*=\s*True", r"\bos\.system\(", r"\bos\.popen\("):
+                if re.search(pattern, text):
+                    offenders.append(f"{path.relative_to(REPO)}: {pattern}")
+    assert not offenders
+
+
+def test_the_grep_above_can_fail(tmp_path):
+    assert re.search(r"shell\s*=\s*True", "subprocess.run(cmd, shell = True)")
