@@ -1,4 +1,6 @@
-"""KFP component: evaluate the exported model on the test split."""
+"""KFP component: evaluate the exported model on the test split and decide its blessing."""
+
+from typing import NamedTuple
 
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
@@ -8,22 +10,49 @@ def evaluate(
     shards: Input[Dataset],
     metrics: Output[Metrics],
     confusion: Output[ClassificationMetrics],
-) -> float:
-    """Evaluates the exported model on the test split.
+    promotion_target: str = "none",
+    promotion_root: str = "",
+    promotion_metric: str = "test_accuracy",
+    promotion_margin: float = 0.0,
+    model_display_name: str = "strategist-model",
+    cloud_config_json: str = "{}",
+    pipeline_root: str = "",
+) -> NamedTuple(
+    "Outputs", Output=bool, test_accuracy=float, metric_value=float, blessing_reason=str
+):
+    """Evaluates the exported model on the test split and blesses it when it is better.
 
     Loads the SavedModel the train step exported and measures it on every
-    example of the test split, independently of the trainer's own numbers.
+    example of the test split, independently of the trainer's own numbers. The
+    model is blessed when it beats the currently promoted model on
+    `promotion_metric` by more than `promotion_margin` (or when nothing is
+    promoted yet); only a blessed model goes on to the promote step.
 
     Args:
         model: the SavedModel to evaluate.
         shards: the shards the model was trained on (the test split is used).
         metrics: test accuracy and loss.
         confusion: the confusion matrix, drawn by the KFP UI.
+        promotion_target: where the promoted model is recorded: pointer (a
+            promoted.json under promotion_root), vertex (Vertex AI Model
+            Registry) or none (no blessing).
+        promotion_root: folder, /gcs/ or gs:// path of promoted.json; empty:
+            beside the pipeline root.
+        promotion_metric: test_accuracy (higher is better) or test_loss (lower is better).
+        promotion_margin: improvement the candidate needs over the promoted model.
+        model_display_name: Vertex AI Model Registry display name (vertex target).
+        cloud_config_json: CloudConfig JSON; its project and region locate the registry.
+        pipeline_root: the run's pipeline root (set by the pipeline).
 
     Returns:
-        The test accuracy.
+        Output: whether the model is blessed, i.e. may be promoted. (Named
+            `Output` because kfp.local 2.17.0 resolves a dsl.If condition on
+            a task output only when the output is called `Output`.)
+        test_accuracy: the test accuracy.
+        metric_value: the candidate's value of promotion_metric.
+        blessing_reason: why, with the numbers compared.
     """
-    from components.core import evaluation
+    from components.core import evaluation, promotion
 
     result = evaluation.evaluate_saved_model(model.path, shards.path)
     metrics.log_metric("test_accuracy", result.accuracy)
@@ -31,4 +60,23 @@ def evaluate(
     metrics.log_metric("test_examples", result.num_examples)
     labels = [str(i) for i in range(len(result.confusion_matrix))]
     confusion.log_confusion_matrix(labels, result.confusion_matrix)
-    return result.accuracy
+
+    values = {"test_accuracy": result.accuracy, "test_loss": result.loss}
+    promotion.check_settings(promotion_target, promotion_metric, promotion_margin)
+    value = values[promotion_metric]
+    project, region = promotion.cloud_location(cloud_config_json)
+    store = promotion.store_for(
+        promotion_target,
+        promotion_root or promotion.default_root(pipeline_root),
+        display_name=model_display_name,
+        project=project,
+        region=region,
+    )
+    blessing = promotion.bless(store, value, promotion_metric, promotion_margin)
+    print(f"evaluate: {'blessed' if blessing.blessed else 'not blessed'}: {blessing.reason}")
+    metrics.log_metric("blessed", int(blessing.blessed))
+    model.metadata.update({"blessed": blessing.blessed, "blessing_reason": blessing.reason})
+    outputs = NamedTuple(
+        "Outputs", Output=bool, test_accuracy=float, metric_value=float, blessing_reason=str
+    )
+    return outputs(blessing.blessed, result.accuracy, value, blessing.reason)

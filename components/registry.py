@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kfp import dsl
 
-from components import compare, evaluate, select, shard, train
+from components import compare, evaluate, promote, select, shard, train
 from components.image import DEFAULT_IMAGE
 
 
@@ -20,6 +20,7 @@ class Components:
     select_strategy: dsl.base_component.BaseComponent
     train: dsl.base_component.BaseComponent
     evaluate: dsl.base_component.BaseComponent
+    promote: dsl.base_component.BaseComponent
     compare_strategies: dsl.base_component.BaseComponent
 
 
@@ -34,5 +35,6 @@ def build_components(image: str = DEFAULT_IMAGE) -> Components:
         select_strategy=make(select.select_strategy),
         train=make(train.train),
         evaluate=make(evaluate.evaluate),
+        promote=make(promote.promote),
         compare_strategies=make(compare.compare_strategies),
     )

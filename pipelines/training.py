@@ -1,4 +1,4 @@
-"""The training pipeline: shard -> select -> train -> evaluate."""
+"""The training pipeline: shard -> select -> train -> evaluate -> promote (when blessed)."""
 
 from kfp import dsl
 
@@ -20,7 +20,8 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
     @dsl.pipeline(
         name="strategist-training",
         description="Shard a TFDS dataset, choose a tf.distribute strategy (or keep the one "
-        "given), train with it and evaluate the exported model.",
+        "given), train with it, evaluate the exported model and promote it only when it beats "
+        "the promoted one.",
     )
     def training(
         dataset: str = "digits",
@@ -39,6 +40,11 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
         ps: int = 1,
         backend: str = "local",
         cloud_config_json: str = "{}",
+        promotion_target: str = "pointer",
+        promotion_root: str = "",
+        promotion_metric: str = "test_accuracy",
+        promotion_margin: float = 0.0,
+        model_display_name: str = "strategist-model",
     ) -> float:
         shard = c.shard_dataset(dataset=dataset, num_shards=num_shards, data_dir=data_dir)
         shard.set_display_name("shard")
@@ -69,8 +75,32 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
         )
         trained.set_display_name("train")
         place_training(trained, placement)
-        evaluated = c.evaluate(model=trained.outputs["model"], shards=shard.outputs["shards"])
+        promotion = {
+            "promotion_target": promotion_target,
+            "promotion_root": promotion_root,
+            "promotion_metric": promotion_metric,
+            "model_display_name": model_display_name,
+            "cloud_config_json": cloud_config_json,
+            "pipeline_root": dsl.PIPELINE_ROOT_PLACEHOLDER,
+        }
+        evaluated = c.evaluate(
+            model=trained.outputs["model"],
+            shards=shard.outputs["shards"],
+            promotion_margin=promotion_margin,
+            **promotion,
+        )
         evaluated.set_display_name("evaluate")
-        return evaluated.outputs["Output"]
+        evaluated.set_caching_options(False)  # the decision depends on what is promoted now
+        # evaluate's `Output` is its blessing (the one output name kfp.local's dsl.If resolves).
+        with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712
+            promoted = c.promote(
+                model=trained.outputs["model"],
+                metric_value=evaluated.outputs["metric_value"],
+                run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                **promotion,
+            )
+            promoted.set_display_name("promote")
+            promoted.set_caching_options(False)
+        return evaluated.outputs["test_accuracy"]
 
     return training
