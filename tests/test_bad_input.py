@@ -230,6 +230,37 @@ CASES = {
         ("compile", "--pipeline", "training", "--target", "aws", "-o", "{out}"),
         "invalid choice: 'aws'",
     ),
+    "submit-vertex-no-project": Case(
+        ("submit", "--target", "vertex", "--pipeline", "training", "--region", "us-central1",
+         "--pipeline-root", "gs://b/root"),
+        "pass --project",
+    ),
+    "submit-kfp-no-host": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison"), "pass --host URL"
+    ),
+    "submit-unknown-pipeline-parameter": Case(
+        ("submit", "--target", "kfp", "--pipeline", "training", "--host", "http://kfp:8080",
+         "--param", "epoch=3"),
+        "has no such parameter",
+    ),
+    "submit-parameter-of-the-wrong-type": Case(
+        ("submit", "--target", "kfp", "--pipeline", "training", "--host", "http://kfp:8080",
+         "--param", "epochs=three"),
+        "expected number integer",
+    ),
+    "schedule-invalid-cron": Case(
+        ("schedule", "--target", "kfp", "--pipeline", "training", "--host", "http://kfp:8080",
+         "--cron", "0 25 * * *"),
+        "not a valid cron expression",
+    ),
+    "schedule-cron-with-seconds-on-vertex": Case(
+        ("schedule", "--target", "vertex", "--pipeline", "training", "--project", "p",
+         "--region", "us-central1", "--pipeline-root", "gs://b/root", "--cron", "0 0 3 * * *"),
+        "has 6 fields",
+    ),
+    "train-cloud-flag-without-target": train(
+        "--gpu", "t4", message="apply to cloud runs: add --target"
+    ),
     "gate-missing-report": Case(
         ("gate", "{tmp}/none.json", "--baseline", "{tmp}/none.json"), "file not found"
     ),

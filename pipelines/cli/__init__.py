@@ -9,13 +9,14 @@ exits 2 with a one-line message before anything is launched.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 
 from components.core.config import ConfigError
 
 # Order is the order `strategist --help` lists them in.
-SUBCOMMANDS = ("train", "select", "compare", "compile", "gate")
+SUBCOMMANDS = ("train", "select", "compare", "compile", "submit", "schedule", "gate")
 
 
 class UsageError(ConfigError):
@@ -30,7 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
             "strategies: locally on a localhost cluster, on Vertex AI, or on Kubeflow."
         ),
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # No abbreviations: `--gpus` must not silently mean `--gpus-per-machine`.
+    subparsers = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        required=True,
+        parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False),
+    )
     for name in SUBCOMMANDS:
         importlib.import_module(f"pipelines.cli.{name}").add_parser(subparsers)
     return parser
