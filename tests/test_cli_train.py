@@ -17,6 +17,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exit_:
         return exit_.code
 
+
 BAD_INPUT = [
     (["--strategy", "horovod"], "unknown strategy"),
     (["--strategy", "mirrored", "--workers", "2"], "runs on one machine"),

@@ -69,8 +69,8 @@ def test_a_good_config_passes_for_both_targets():
             "Vertex AI only",
         ),
         (make_run(), make_cloud(reduction_server=True, reduction_server_replicas=0), "at least 1"),
-        (make_run(), make_cloud(base_output_dir=None), "--base-output-dir gs://"),
-        (make_run(), make_cloud(base_output_dir="/tmp/out"), "--base-output-dir gs://"),
+        (make_run(), make_cloud(base_output_dir=None), "--output gs://"),
+        (make_run(), make_cloud(base_output_dir="/tmp/out"), "--output gs://"),
         (
             dataclasses.replace(make_run(), data=DataConfig(shards_dir="/data/shards")),
             make_cloud(),
@@ -190,20 +190,15 @@ def test_job_names_are_dns_labels():
 
 
 def cli(argv: list[str]):
-    """Parses argv as `strategist train` will (its own flags plus the cloud ones)."""
+    """Parses argv with the real `strategist train` parser; returns the flags and the run."""
     import argparse
 
     from pipelines.cli import common
-    from pipelines.cli.cloud_train import add_cloud_arguments
+    from pipelines.cli import train as train_cli
 
-    parser = argparse.ArgumentParser(prog="strategist train")
-    parser.add_argument("--local", action="store_true")
-    parser.add_argument("--strategy", default="mirrored")
-    parser.add_argument("--output")
-    common.add_data_model_arguments(parser)
-    common.add_cluster_arguments(parser)
-    add_cloud_arguments(parser)
-    args = parser.parse_args(argv)
+    parser = argparse.ArgumentParser(prog="strategist")
+    train_cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", *argv])
     run = common.build_run_config(args, args.strategy, args.output or "runs/cloud")
     return args, run
 
@@ -368,3 +363,47 @@ def test_docs_dry_run_examples_are_the_real_output(target, capsys):
     assert run_cloud_training(args, run) == 0
     out, err = capsys.readouterr()
     assert shown == (out + err).rstrip("\n"), f"refresh the {target} dry run in docs/cloud.md"
+
+
+# --- the real `strategist train` entry point with --target ---
+
+
+def strategist(argv: list[str]) -> int:
+    from pipelines import cli as strategist_cli
+
+    try:
+        return strategist_cli.main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def test_strategist_train_target_vertex_dry_run_prints_the_custom_job(capsys, tmp_path):
+    from google.cloud import aiplatform_v1
+
+    argv = [
+        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "--image", IMAGE, "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/shards",
+        "--strategy", "parameter_server", "--workers", "2", "--ps", "1", "--dry-run",
+    ]  # fmt: skip
+    assert strategist(argv) == 0
+    out, err = capsys.readouterr()
+    job = aiplatform_v1.CustomJob.from_json(out, ignore_unknown_fields=False)
+    assert [p.replica_count for p in job.job_spec.worker_pool_specs] == [1, 2, 1]
+    assert job.job_spec.base_output_directory.output_uri_prefix == "gs://bucket/runs/x"
+    assert "nothing was sent" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--gpu", "t4"], "--gpu apply to cloud runs: add --target"),
+        (["--dry-run"], "--dry-run apply to cloud runs"),
+        (["--target", "vertex", "--local", "--image", IMAGE], "--local and --target"),
+        (["--target", "kubeflow", "--image", IMAGE, "--output", "/tmp/x"], "--output gs://"),
+    ],
+)
+def test_strategist_train_cloud_flags_misused_exit_2(argv, says, capsys):
+    assert strategist(["train", *argv]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err
+    assert captured.out == ""

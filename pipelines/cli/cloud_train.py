@@ -38,7 +38,10 @@ def duration_seconds(text: str) -> int:
 
 
 def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the Vertex AI / Kubeflow flags (none that `train` itself defines)."""
+    """Adds the Vertex AI / Kubeflow flags (none that `train` itself defines).
+
+    `--shards-dir` is `train`'s own flag; with `--target` it must be a `gs://` folder.
+    """
     group = parser.add_argument_group(
         "cloud (with --target: run on Vertex AI or a Kubeflow cluster instead of locally)"
     )
@@ -72,7 +75,6 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
         "--base-output-dir",
         help="gs:// folder for model, metrics and checkpoints (default: --output if gs://)",
     )
-    group.add_argument("--shards-dir", help="gs:// folder of prepared shards (manifest.json)")
     group.add_argument("--spot", action="store_true", help="run on Spot VMs / GKE Spot nodes")
     group.add_argument(
         "--timeout", type=duration_seconds, help="job time limit: seconds, or 90m, 2h, 1d"

@@ -10,7 +10,7 @@ import sys
 
 from components.core import datasets, training
 from components.core.config import STRATEGIES, ConfigError, DataConfig, RunConfig
-from pipelines.cli import common
+from pipelines.cli import cloud_train, common
 
 DEFAULT_DATASET = DataConfig.dataset
 
@@ -23,8 +23,18 @@ def add_parser(subparsers) -> None:
             "Train a Keras model with a tf.distribute strategy. With --local (the default) "
             "the chief, workers and parameter servers run as real TensorFlow processes on "
             "127.0.0.1 with TF_CONFIG set as Vertex AI and Kubeflow set it. Writes "
-            "OUTPUT/metrics.json, OUTPUT/config.json and the exported OUTPUT/model/."
+            "OUTPUT/metrics.json, OUTPUT/config.json and the exported OUTPUT/model/. With "
+            "--target vertex|kubeflow the same trainer runs as a Vertex AI CustomJob or a "
+            "Kubeflow TFJob on GPU node pools; --dry-run prints the exact request instead."
         ),
+        epilog=(
+            "examples:\n"
+            "  strategist train --strategy multi_worker_mirrored --workers 2\n"
+            "  strategist train --target vertex --dry-run --strategy multi_worker_mirrored "
+            "--workers 4 --gpu a100 --gpus-per-machine 2 --image IMAGE --project P "
+            "--region us-central1 --output gs://BUCKET/runs/x --shards-dir gs://BUCKET/shards"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--local",
@@ -48,9 +58,14 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--shards-dir",
         help="train on existing shards (a folder with manifest.json, written by an earlier run "
-        "or the shard component) instead of sharding --dataset; every record is checked first",
+        "or the shard component) instead of sharding --dataset; every record is checked first. "
+        "With --target: the gs:// folder of the shards",
     )
-    parser.add_argument("--output", help="output folder (default: runs/<timestamp>-train)")
+    parser.add_argument(
+        "--output",
+        help="output folder (default: runs/<timestamp>-train); with --target a gs:// folder",
+    )
+    cloud_train.add_cloud_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -67,6 +82,17 @@ def run(args: argparse.Namespace) -> int:
     """
     from components.core.launch.local import sigterm_raises
 
+    if args.target:
+        if args.local:
+            raise ConfigError("--local and --target exclude each other: pass one of them")
+        config = common.build_run_config(args, args.strategy, args.output or "")
+        return cloud_train.run_cloud_training(args, config)
+    cloud_only = [flag for flag, given in _cloud_flags_given(args) if given]
+    if cloud_only:
+        raise ConfigError(
+            f"{', '.join(cloud_only)} apply to cloud runs: add --target vertex or "
+            "--target kubeflow, or drop them"
+        )
     try:
         with sigterm_raises():
             return _run_local(args)
@@ -80,6 +106,17 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 128 + signum
+
+
+def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    return [
+        ("--dry-run", args.dry_run),
+        ("--image", args.image is not None),
+        ("--gpu", args.gpu is not None),
+        ("--project", args.project is not None),
+        ("--region", args.region is not None),
+        ("--spot", args.spot),
+    ]
 
 
 def _run_local(args: argparse.Namespace) -> int:

@@ -293,8 +293,8 @@ def _validate_paths(run: RunConfig, cloud: CloudConfig) -> None:
     where = "Vertex AI" if cloud.target == "vertex" else "Kubeflow pods"
     if not output.startswith("gs://"):
         raise ConfigError(
-            f"{where} cannot write to {output!r}: pass --base-output-dir gs://BUCKET/PATH "
-            "(a Cloud Storage folder the job's service account can write)"
+            f"{where} cannot write to {output!r}: pass --output gs://BUCKET/PATH "
+            "(or --base-output-dir), a Cloud Storage folder the job's service account can write"
         )
     shards = shards_uri(run, cloud)
     if not shards:
