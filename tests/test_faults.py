@@ -479,3 +479,28 @@ def test_no_shell_strings_anywhere_in_the_source():
 
 def test_the_grep_above_can_fail(tmp_path):
     assert re.search(r"shell\s*=\s*True", "subprocess.run(cmd, shell = True)")
+
+
+def test_epoch_records_survive_a_restart_once_per_epoch(tmp_path):
+    """A record written just before a kill (its checkpoint not yet saved) is replaced
+    when the resumed run redoes that epoch; elapsed time continues from the kept ones."""
+    from components.core.training import EpochRecorder
+
+    log = str(tmp_path / "epochs.json")
+    first = EpochRecorder(log, examples_per_epoch=100, epochs=4, verbose=False)
+    for epoch in range(3):  # epochs 1-3 recorded; say only 1-2 were checkpointed
+        first.begin(epoch)
+        first.record(epoch, {"loss": 1.0 / (epoch + 1), "accuracy": 0.5})
+    kept = json.loads(Path(log).read_text())
+
+    resumed = EpochRecorder(log, examples_per_epoch=100, epochs=4, verbose=False, attempt=1)
+    for epoch in (2, 3):  # BackupAndRestore resumes at epoch 3
+        resumed.begin(epoch)
+        resumed.record(epoch, {"loss": 0.1, "accuracy": 0.9})
+    records = json.loads(Path(log).read_text())
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4]
+    assert [r["attempt"] for r in records] == [0, 0, 1, 1]
+    assert records[:2] == kept[:2]
+    elapsed = [r["elapsed_s"] for r in records]
+    assert elapsed == pytest.approx([sum(r["seconds"] for r in records[: i + 1]) for i in range(4)])
+    assert resumed.first_epoch == 2
