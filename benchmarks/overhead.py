@@ -1,0 +1,337 @@
+"""Strategist's trainer against a bare hand-written `tf.distribute` script, A B A B.
+
+    python -m benchmarks.overhead [--output FILE] [--rounds N] [--steps N] [--epochs N]
+
+For each strategy (`mirrored`, `multi_worker_mirrored`, `parameter_server`), each
+round runs Strategist's trainer through the real launcher (`run_local`; the
+throughput comes from the `metrics.json` it writes) and `benchmarks/bare_tf.py`
+started with the same `TF_CONFIG`s on 127.0.0.1 (`plan_tasks`), on the same
+TFRecord shards, model, batch, cluster shape and steps. The order alternates
+each round (ours, bare, then bare, ours, ...), so a load change on the machine
+hits both sides equally. Each run's throughput is the median of its epochs
+after the first (warm-up: tracing, first reads into the cache); the report
+gives the median over rounds of each side and their ratio.
+
+`--output FILE` gets `{strategy: {"ours": eps, "bare": eps, "ratio": ours/bare,
+"rounds": n, ...}}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+from benchmarks import common
+from components.core.config import DataConfig, ModelConfig, RunConfig, TrainingConfig
+
+BARE_MODULE = "benchmarks.bare_tf"
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parses the command line (exits 2 on bad input)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.overhead",
+        description=(
+            "Throughput of Strategist's trainer against a bare hand-written tf.distribute "
+            "script, alternating runs, same shards, model, batch, cluster and steps."
+        ),
+    )
+    parser.add_argument("--output", help="write the results as JSON to this file")
+    parser.add_argument(
+        "--rounds", type=positive_int, default=3, help="A/B rounds per strategy (default: 3)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=positive_int,
+        default=500,
+        help=f"global-batch ({common.GLOBAL_BATCH}) steps per epoch (default: 500)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=3,
+        help="epochs per run; the first is warm-up and not counted (default: 3)",
+    )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(common.SHAPES),
+        help=f"comma-separated subset of {','.join(common.SHAPES)} (default: all)",
+    )
+    parser.add_argument("--model", default="cnn", choices=("cnn", "mlp"), help="(default: cnn)")
+    parser.add_argument(
+        "--work-dir",
+        default=os.path.join(common.DEFAULT_WORK_DIR, "overhead"),
+        help="shards and run folders (default: runs/bench/overhead)",
+    )
+    parser.add_argument(
+        "--no-creator-baseline",
+        dest="creator_baseline",
+        action="store_false",
+        help="skip the second baseline (the bare script fed through a DatasetCreator, "
+        "Strategist's input path) under the mirrored strategies",
+    )
+    parser.add_argument(
+        "--timeout", type=positive_int, default=600, help="seconds per run (default: 600)"
+    )
+    args = parser.parse_args(argv)
+    args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in args.strategies if s not in common.SHAPES]
+    if unknown or not args.strategies:
+        parser.error(f"--strategies: unknown {unknown}; choose from {', '.join(common.SHAPES)}")
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2: the first epoch is warm-up")
+    return args
+
+
+def run_ours(
+    strategy: str, shards: str, model: str, epochs: int, output_dir: str
+) -> dict[str, Any]:
+    """Trains with Strategist's launcher and returns its `metrics.json`."""
+    from components.core.launch.local import run_local
+
+    shutil.rmtree(output_dir, ignore_errors=True)
+    config = RunConfig(
+        data=DataConfig(dataset=common.DATASET_NAME, shards_dir=shards),
+        model=ModelConfig(model),
+        training=TrainingConfig(epochs=epochs, per_replica_batch_size=common.PER_REPLICA_BATCH),
+        cluster=common.SHAPES[strategy],
+        output_dir=output_dir,
+    )
+    lines: list[str] = []
+    try:
+        run_local(config, log=lines.append)
+    except Exception:
+        sys.stderr.write("\n".join(lines[-40:]) + "\n")
+        raise
+    with open(os.path.join(output_dir, "metrics.json")) as handle:
+        return json.load(handle)
+
+
+def run_bare(
+    strategy: str,
+    shards: str,
+    model: str,
+    epochs: int,
+    output_dir: str,
+    *,
+    extra_args: tuple[str, ...] = (),
+    timeout_s: float = 600,
+) -> dict[str, Any]:
+    """Runs `bare_tf.py` on a localhost cluster of the same shape; returns its timings.
+
+    Raises:
+        RuntimeError: a task failed or the run timed out (with its log's tail).
+    """
+    from components.core.launch.local import plan_tasks
+
+    shutil.rmtree(output_dir, ignore_errors=True)
+    os.makedirs(output_dir)
+    result_path = os.path.join(output_dir, "bare.json")
+    command = [
+        sys.executable,
+        "-m",
+        BARE_MODULE,
+        "--shards",
+        shards,
+        "--strategy",
+        strategy,
+        "--model",
+        model,
+        "--epochs",
+        str(epochs),
+        "--batch-size",
+        str(common.PER_REPLICA_BATCH),
+        "--replicas",
+        str(common.REPLICAS),
+        "--output",
+        result_path,
+        *extra_args,
+    ]
+    processes: list[tuple[str, subprocess.Popen, str]] = []
+    try:
+        for task in plan_tasks(common.SHAPES[strategy]):
+            env = dict(os.environ)
+            env.pop("TF_CONFIG", None)
+            if task.tf_config:
+                env["TF_CONFIG"] = task.tf_config
+            # The environment Strategist's launcher gives its tasks.
+            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            env["PYTHONUNBUFFERED"] = "1"
+            env["GRPC_FAIL_FAST"] = "use_caller"
+            log_path = os.path.join(output_dir, f"{task.name}.log")
+            with open(log_path, "w") as log:
+                process = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            processes.append((task.name, process, log_path))
+        # Parameter-server workers and PS serve until stopped; everyone else must finish.
+        primary = {
+            name
+            for name, _, _ in processes
+            if strategy != "parameter_server" or name.startswith("chief")
+        }
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for name, process, log_path in processes:
+                code = process.poll()
+                if code is not None and (code != 0 or name not in primary):
+                    raise RuntimeError(f"bare {strategy} {name} exited {code}:\n{_tail(log_path)}")
+            if all(p.poll() == 0 for name, p, _ in processes if name in primary):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bare {strategy} timed out after {timeout_s}s")
+            time.sleep(0.1)
+    finally:
+        for _, process, _ in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+                process.wait()
+    with open(result_path) as handle:
+        return json.load(handle)
+
+
+def _tail(path: str, lines: int = 30) -> str:
+    with open(path, errors="replace") as handle:
+        return "".join(handle.readlines()[-lines:])
+
+
+def sides_for(strategy: str, creator_baseline: bool) -> list[str]:
+    """The runs of one round: ours, the canonical bare script, and optionally its variant.
+
+    `bare_creator` is the bare script fed through a `DatasetCreator`, the input path
+    Strategist's trainer uses; under parameter_server `bare` already is.
+    """
+    sides = ["ours", "bare"]
+    if creator_baseline and strategy != "parameter_server":
+        sides.append("bare_creator")
+    return sides
+
+
+def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any]]:
+    """Runs the A/B rounds; returns `{strategy: {"ours", "bare", "ratio", "rounds", ...}}`."""
+    shards = os.path.join(args.work_dir, f"shards-{args.steps}-steps")
+    log(f"overhead: shards {shards} ({common.train_examples_for(args.steps)} training examples)")
+    common.make_shards(shards, common.train_examples_for(args.steps))
+    results: dict[str, dict[str, Any]] = {}
+    for strategy in args.strategies:
+        sides = sides_for(strategy, args.creator_baseline)
+        per_round: dict[str, list[float]] = {side: [] for side in sides}
+        for round_index in range(args.rounds):
+            # A B, then B A: a drift in the machine's load hits every side equally.
+            order = sides if round_index % 2 == 0 else sides[::-1]
+            for side in order:
+                folder = os.path.join(args.work_dir, strategy, f"{side}-{round_index}")
+                started = time.perf_counter()
+                if side == "ours":
+                    metrics = run_ours(strategy, shards, args.model, args.epochs, folder)
+                else:
+                    extra = ("--input", "creator") if side == "bare_creator" else ()
+                    metrics = run_bare(
+                        strategy,
+                        shards,
+                        args.model,
+                        args.epochs,
+                        folder,
+                        extra_args=extra,
+                        timeout_s=args.timeout,
+                    )
+                eps = common.median(common.steady(metrics["epoch_examples_per_second"]))
+                per_round[side].append(eps)
+                log(
+                    f"overhead: {strategy} round {round_index + 1}/{args.rounds} {side}: "
+                    f"{eps:,.0f} examples/s (epochs "
+                    + ", ".join(f"{s:.2f}" for s in metrics["epoch_seconds"])
+                    + f" s; run {time.perf_counter() - started:.0f} s)"
+                )
+                shutil.rmtree(folder, ignore_errors=True)
+        ours = per_round["ours"]
+        record: dict[str, Any] = {
+            "ours": common.median(ours),
+            "bare": common.median(per_round["bare"]),
+            "rounds": args.rounds,
+        }
+        record["ratio"] = record["ours"] / record["bare"]
+        record["ours_per_round"] = ours
+        record["bare_per_round"] = per_round["bare"]
+        record["ratio_per_round"] = [o / b for o, b in zip(ours, per_round["bare"], strict=True)]
+        if "bare_creator" in per_round:
+            record["bare_creator"] = common.median(per_round["bare_creator"])
+            record["ratio_creator"] = record["ours"] / record["bare_creator"]
+            record["bare_creator_per_round"] = per_round["bare_creator"]
+            record["ratio_creator_per_round"] = [
+                o / b for o, b in zip(ours, per_round["bare_creator"], strict=True)
+            ]
+        record.update(
+            steps_per_epoch=args.steps,
+            epochs=args.epochs,
+            model=args.model,
+            global_batch_size=common.GLOBAL_BATCH,
+        )
+        results[strategy] = record
+    return results
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    """The results as a Markdown table: ratios against both baselines where there are two."""
+    rows = []
+    for name, r in results.items():
+        spread = r["ratio_per_round"]
+        rows.append(
+            (
+                name,
+                r["ours"],
+                r["bare"],
+                r["ratio"],
+                f"{min(spread):.3f}-{max(spread):.3f}",
+                r.get("bare_creator", float("nan")),
+                r.get("ratio_creator", float("nan")),
+                r["rounds"],
+            )
+        )
+    headers = (
+        "strategy",
+        "ours ex/s",
+        "bare ex/s",
+        "ours/bare",
+        "per round",
+        "bare+DatasetCreator ex/s",
+        "ours/that",
+        "rounds",
+    )
+    return common.format_table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    results = run_overhead(args)
+    print(table(results))
+    common.write_json(args.output, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

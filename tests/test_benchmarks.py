@@ -1,0 +1,130 @@
+"""The benchmark scripts' machinery: arguments, shards, the bare model, tables, JSON shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import bare_tf, common, input_pipeline, overhead, pipeline_overhead, run_all
+
+SCRIPTS = ("overhead", "input_pipeline", "pipeline_overhead", "run_all", "bare_tf")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_has_help(script):
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{script}", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "parse, argv",
+    [
+        (overhead.parse_args, ["--rounds", "0"]),
+        (overhead.parse_args, ["--strategies", "mirrored,bogus"]),
+        (overhead.parse_args, ["--epochs", "1"]),
+        (input_pipeline.parse_args, ["--steps", "-3"]),
+        (pipeline_overhead.parse_args, ["--epochs", "x"]),
+        (run_all.parse_args, ["--skip", "nothing"]),
+    ],
+)
+def test_bad_arguments_exit_2(parse, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(argv)
+    assert exit_info.value.code == 2
+
+
+def test_overhead_arguments():
+    args = overhead.parse_args(["--rounds", "4", "--steps", "50", "--strategies", "mirrored"])
+    assert (args.rounds, args.steps, args.strategies) == (4, 50, ["mirrored"])
+    assert args.creator_baseline
+    assert overhead.sides_for("parameter_server", True) == ["ours", "bare"]
+    assert overhead.sides_for("mirrored", True) == ["ours", "bare", "bare_creator"]
+
+
+def test_benchmark_shards_are_strategist_shards(tmp_path):
+    from components.core import datasets
+
+    manifest = common.make_shards(str(tmp_path / "s"), 96, test_examples=16, num_shards=4)
+    again = datasets.load_manifest(str(tmp_path / "s"), verify_records=True)
+    assert again.split("train").num_examples == manifest.split("train").num_examples == 96
+    assert len(again.file_paths("train")) == 4
+    images, labels = next(iter(datasets.make_dataset_fn(again, "train", 8)(None)))
+    assert images.shape == (8, 8, 8, 1) and labels.shape == (8,)
+    assert float(images.numpy().min()) >= 0.0 and float(images.numpy().max()) <= 1.0
+    # Reused, not rewritten, when the counts match.
+    stamp = (tmp_path / "s" / datasets.MANIFEST_NAME).stat().st_mtime_ns
+    common.make_shards(str(tmp_path / "s"), 96, test_examples=16, num_shards=4)
+    assert (tmp_path / "s" / datasets.MANIFEST_NAME).stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp"])
+def test_bare_model_is_the_registry_model(name):
+    import tf_keras as keras
+
+    from components.core import models
+
+    ours = models.build_model(name, (8, 8, 1), 10)
+    bare = bare_tf.build_model(keras, name, (8, 8, 1), 10)
+    assert bare.count_params() == ours.count_params()
+    assert [type(layer) for layer in bare.layers] == [type(layer) for layer in ours.layers]
+
+
+def test_summary_table_lists_every_benchmark():
+    results = {
+        "overhead": {
+            "mirrored": {
+                "ours": 2.0,
+                "bare": 1.0,
+                "ratio": 2.0,
+                "bare_creator": 2.0,
+                "ratio_creator": 1.0,
+            }
+        },
+        "pipeline_overhead": {"skipped": "no compare"},
+    }
+    text = common.format_table(("b", "m", "v"), run_all.summary_rows(results))
+    assert "mirrored: ours / bare" in text and "no compare" in text
+
+
+def test_pipeline_overhead_exits_3_without_compare(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(
+        pipeline_overhead,
+        "strategist_command",
+        lambda: [sys.executable, "-c", "raise SystemExit(2)"],
+    )
+    assert pipeline_overhead.main(["--work-dir", str(tmp_path)]) == pipeline_overhead.UNAVAILABLE
+    assert "not available" in capsys.readouterr().err
+
+
+@pytest.mark.cluster
+def test_tiny_overhead_run_writes_the_promised_json(tmp_path):
+    """One round of mirrored, ours and bare, on a few steps (about 30 s)."""
+    out = tmp_path / "overhead.json"
+    code = overhead.main(
+        [
+            "--strategies=mirrored",
+            "--rounds=1",
+            "--steps=20",
+            "--epochs=2",
+            "--model=mlp",
+            "--no-creator-baseline",
+            f"--work-dir={tmp_path}",
+            f"--output={out}",
+        ]
+    )
+    assert code == 0
+    results = json.loads(out.read_text())
+    assert set(results) == {"mirrored"}
+    record = results["mirrored"]
+    assert {"ours", "bare", "ratio", "rounds"} <= set(record)
+    assert record["ours"] > 0 and record["bare"] > 0 and record["rounds"] == 1
+    assert record["ratio"] == pytest.approx(record["ours"] / record["bare"])
