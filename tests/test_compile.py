@@ -52,7 +52,13 @@ def test_training_pipeline_structure(tmp_path):
         "select-strategy": set(),
         "train": {"shard-dataset", "select-strategy"},
         "evaluate": {"train", "shard-dataset"},
+        "condition-1": {"train", "evaluate"},
     }
+    # promote runs only inside the `blessed` condition, on evaluate's blessing.
+    blessed = spec.root.dag.tasks["condition-1"]
+    assert blessed.task_info.name == "blessed"
+    assert "evaluate" in blessed.trigger_policy.condition
+    assert set(spec.components[blessed.component_ref.name].dag.tasks) == {"promote"}
     train_inputs = spec.root.dag.tasks["train"].inputs.parameters
     assert train_inputs["strategy"].task_output_parameter.producer_task == "select-strategy"
     assert set(spec.root.input_definitions.parameters) >= {
