@@ -310,6 +310,9 @@ class VertexModelRegistry:
             )
         existing = self._default_version()
         parent = existing.resource_name if existing is not None else None
+        # Model.upload builds the Model it returns with the SDK's global defaults, not the
+        # project and credentials passed to it: make those the defaults (one process per task).
+        aiplatform.init(project=self.project, location=self.region, credentials=self.credentials)
         model = aiplatform.Model.upload(**self.upload_arguments(record, parent))
         return model.versioned_resource_name
 
