@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import sys
 
 from components.core.config import ConfigError
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # TensorFlow's C++ INFO/WARNING lines (no CUDA here, CPU features) drown the CLI's output;
+    # set before any subcommand imports TensorFlow. An explicit setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
