@@ -44,8 +44,9 @@ VARIANT ?= all
 image: ## Build the trainer image (gpu and cpu variants) with docker, podman or buildah
 	containers/build.sh --variant $(VARIANT) --tag $(IMAGE)
 
-bench: install ## Run the benchmarks and print one table
-	@echo "bench: the benchmarks are not built yet" >&2; exit 1
+BENCH_ARGS ?=
+bench: install ## Run the benchmarks (trainer vs bare TensorFlow, input pipeline, orchestration): one table
+	$(PY) -m benchmarks.run_all $(BENCH_ARGS)
 
 clean: ## Remove build outputs (keeps .venv and runs/)
 	rm -rf $(COMPILED) build dist *.egg-info .pytest_cache .ruff_cache

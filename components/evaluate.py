@@ -76,7 +76,5 @@ def evaluate(
     print(f"evaluate: {'blessed' if blessing.blessed else 'not blessed'}: {blessing.reason}")
     metrics.log_metric("blessed", int(blessing.blessed))
     model.metadata.update({"blessed": blessing.blessed, "blessing_reason": blessing.reason})
-    outputs = NamedTuple(
-        "Outputs", Output=bool, test_accuracy=float, metric_value=float, blessing_reason=str
-    )
-    return outputs(blessing.blessed, result.accuracy, value, blessing.reason)
+    # In the order of the NamedTuple annotation (KFP's executor reads the values by position).
+    return blessing.blessed, result.accuracy, value, blessing.reason

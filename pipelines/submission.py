@@ -310,9 +310,7 @@ def submit_kfp(sub: Submission, package: str, params: dict[str, Any], client: An
 
 def schedule_kfp(sub: Submission, package: str, params: dict[str, Any], cron: str, client: Any):
     """Creates a KFP recurring run (6-field cron); returns the `V2beta1RecurringRun`."""
-    experiment = client.create_experiment(
-        name=sub.experiment or "Default", namespace=sub.namespace
-    )
+    experiment = client.create_experiment(name=sub.experiment or "Default", namespace=sub.namespace)
     return client.create_recurring_run(
         experiment_id=experiment.experiment_id,
         job_name=sub.display_name,

@@ -17,6 +17,7 @@ from google.cloud.aiplatform_v1.services.pipeline_service.transports import (
 from google.cloud.aiplatform_v1.services.schedule_service.transports import (
     grpc as schedule_grpc,
 )
+from google.cloud.storage import _http as storage_http
 
 from pipelines import cli, submission
 from pipelines.cli import schedule as schedule_cli
@@ -96,7 +97,14 @@ def vertex_wire(monkeypatch):
         schedule.name = f"{request.parent}/schedules/456"
         return schedule
 
-    wire = {"job": FakeRpc(created_job), "schedule": FakeRpc(created_schedule)}
+    wire = {"job": FakeRpc(created_job), "schedule": FakeRpc(created_schedule), "storage": []}
+
+    def storage_request(self, method, path, **kwargs):
+        """Cloud Storage JSON API: PipelineJob.submit checks the pipeline root's bucket."""
+        wire["storage"].append((method, path))
+        return {"kind": "storage#bucket", "name": path.rsplit("/", 1)[-1]}
+
+    monkeypatch.setattr(storage_http.Connection, "api_request", storage_request)
     monkeypatch.setattr(
         pipeline_grpc.PipelineServiceGrpcTransport,
         "create_pipeline_job",
@@ -145,7 +153,9 @@ class KfpServer:
 @pytest.fixture
 def kfp_server(monkeypatch):
     server = KfpServer()
-    monkeypatch.setattr(urllib3.PoolManager, "request", lambda self, *a, **k: server.request(*a, **k))
+    monkeypatch.setattr(
+        urllib3.PoolManager, "request", lambda self, *a, **k: server.request(*a, **k)
+    )
     return server
 
 
@@ -182,11 +192,19 @@ def test_vertex_submit_sends_the_compiled_pipeline_with_typed_parameters(vertex_
     assert job.display_name == "strategist-training"
     assert job.service_account == "trainer@acme-ml.iam.gserviceaccount.com"
     assert job.runtime_config.gcs_output_directory == ROOT
-    assert _runtime_parameters(job) == {"epochs": 3, "promotion_margin": 0.01, "strategy": "mirrored"}
+    assert _runtime_parameters(job) == {
+        "epochs": 3,
+        "promotion_margin": 0.01,
+        "strategy": "mirrored",
+    }
     spec = dict(job.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "strategist-training"
     assert "comp-promote" in spec["components"]  # the compiled package, promote step included
     assert any("pipelines/runs/run-123?project=acme-ml" in line for line in lines)
+    # The SDK found the pipeline root's bucket (and so created none).
+    assert vertex_wire["storage"] and set(vertex_wire["storage"]) == {
+        ("GET", "/b/acme-ml-pipelines")
+    }
 
 
 def test_vertex_submit_of_the_comparison_pipeline(vertex_wire):
@@ -398,9 +416,10 @@ def test_compiled_package_is_removed_after_submitting(vertex_wire, monkeypatch):
             def __enter__(self):
                 path, spec = manager.__enter__()
                 seen.append(path)
-                assert yaml.safe_load(open(path))["pipelineInfo"]["name"] == spec["pipelineInfo"][
-                    "name"
-                ]
+                assert (
+                    yaml.safe_load(open(path))["pipelineInfo"]["name"]
+                    == spec["pipelineInfo"]["name"]
+                )
                 return path, spec
 
             def __exit__(self, *exc):

@@ -329,6 +329,22 @@ def test_cli_json(capsys):
     assert doc["alternatives"] and doc["reasons"]
 
 
+@pytest.mark.parametrize("written", ["2e9", "2_000_000_000", "2000000000"])
+def test_cli_params_in_scientific_notation(written, capsys):
+    assert main(["select", "--machines", "1", "--gpus-per-machine", "1", "--gpu", "t4",
+                 "--params", written, "--json"]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "model_parallelism" and doc["supported"] is False
+    assert doc["inputs"]["model"]["params"] == 2_000_000_000
+
+
+def test_cli_params_must_be_whole(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["select", "--machines", "1", "--gpus-per-machine", "1", "--params", "1.5"])
+    assert info.value.code == 2
+    assert "must be a whole number, got 1.5" in capsys.readouterr().err
+
+
 def test_cli_history_and_text(tmp_path, capsys):
     measured = [("parameter_server", 6000.0), ("multi_worker_mirrored", 3000.0)]
     path = _comparison(tmp_path, "comparison.json", measured)

@@ -152,9 +152,7 @@ def check_settings(target: str, metric: str, margin: float) -> None:
         ConfigError: naming the parameter to change.
     """
     if target not in TARGETS:
-        raise ConfigError(
-            f"promotion_target {target!r}: choose one of {', '.join(TARGETS)}"
-        )
+        raise ConfigError(f"promotion_target {target!r}: choose one of {', '.join(TARGETS)}")
     if metric not in METRICS:
         raise ConfigError(f"promotion_metric {metric!r}: choose one of {', '.join(METRICS)}")
     if not math.isfinite(margin) or margin < 0:

@@ -34,6 +34,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def whole_number(text: str) -> int:
+    """argparse type: a whole number, also written 2e9, 1.5e6 or 350_000_000 (range unchecked)."""
+    value = _number(text.replace("_", ""), float, "a number")
+    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}")
+    return int(value)
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     value = _number(text, int, "a whole number")

@@ -70,7 +70,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="registry model (mlp, cnn, resnet50, mobilenet_v2; built once and cached) or a "
         "published benchmark model (resnet101, resnet152, inception_v3, vgg16)",
     )
-    which.add_argument("--params", type=int, help="parameter count instead of a model")
+    which.add_argument(
+        "--params", type=common.whole_number, help="parameter count instead of a model, e.g. 2e9"
+    )
     model.add_argument(
         "--gflops-per-example",
         type=float,

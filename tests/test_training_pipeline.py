@@ -1,0 +1,77 @@
+"""The training pipeline run twice through kfp.local on a real localhost cluster: the first
+run promotes its model, the second (held to a margin it cannot beat) keeps the promoted one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.local_run import run_locally
+from pipelines.training import build_training_pipeline
+from tests.conftest import trainer_pids
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("tfds-training")
+    promotion_root = tmp_path_factory.mktemp("promotion")
+    arguments = {
+        "data_dir": str(data_dir),
+        "num_shards": 2,
+        "strategy": "auto",  # one machine with 2 devices: the selector picks mirrored
+        "machines": 1,
+        "gpus_per_machine": 2,
+        "epochs": 4,
+        "promotion_root": str(promotion_root),
+    }
+    runs = []
+    for name, margin in (("first", 0.0), ("second", 0.5)):
+        root = tmp_path_factory.mktemp(name)
+        result, timings = run_locally(
+            build_training_pipeline(),
+            {**arguments, "promotion_margin": margin},
+            str(root),
+            log=lambda line: None,
+        )
+        pointer = json.loads((promotion_root / "promoted.json").read_text())
+        runs.append({"result": result, "timings": timings, "root": root, "pointer": pointer})
+    return runs
+
+
+def _task_names(run) -> list[str]:
+    return [t.name for t in run["timings"]]
+
+
+def test_first_run_trains_with_the_selected_strategy_and_promotes(two_runs):
+    first = two_runs[0]
+    assert first["result"].output >= 0.85  # the pipeline's output: test accuracy
+    names = _task_names(first)
+    assert set(names) == {"shard-dataset", "select-strategy", "train", "evaluate", "promote"}
+    assert names.index("train") < names.index("evaluate") < names.index("promote")
+    metrics_file = next(first["root"].rglob("metrics_json"))
+    metrics = json.loads(metrics_file.read_text())
+    assert metrics["strategy"] == "mirrored" and metrics["num_replicas"] == 2
+    pointer = first["pointer"]
+    assert pointer["metric"] == "test_accuracy"
+    assert pointer["value"] == pytest.approx(first["result"].output)
+    assert pointer["model_uri"].startswith(str(first["root"]))  # the first run's model
+
+
+def test_second_run_that_does_not_beat_the_margin_keeps_the_promoted_model(two_runs):
+    first, second = two_runs
+    assert "promote" not in _task_names(second)  # the blessed branch did not run
+    assert "evaluate" in _task_names(second)
+    assert second["pointer"] == first["pointer"]  # untouched
+    evaluate_metrics = [
+        json.loads(p.read_text()) for p in second["root"].rglob("executor_output.json")
+    ]
+    reasons = json.dumps(evaluate_metrics)
+    assert "kept the promoted model" in reasons and "margin 0.5000" in reasons
+
+
+def test_no_training_process_is_left(two_runs):
+    for run in two_runs:
+        assert not trainer_pids(str(run["root"]))
