@@ -64,13 +64,8 @@ def evaluate(
     values = {"test_accuracy": result.accuracy, "test_loss": result.loss}
     promotion.check_settings(promotion_target, promotion_metric, promotion_margin)
     value = values[promotion_metric]
-    project, region = promotion.cloud_location(cloud_config_json)
-    store = promotion.store_for(
-        promotion_target,
-        promotion_root or promotion.default_root(pipeline_root),
-        display_name=model_display_name,
-        project=project,
-        region=region,
+    store = promotion.pipeline_store(
+        promotion_target, promotion_root, pipeline_root, model_display_name, cloud_config_json
     )
     blessing = promotion.bless(store, value, promotion_metric, promotion_margin)
     print(f"evaluate: {'blessed' if blessing.blessed else 'not blessed'}: {blessing.reason}")

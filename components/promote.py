@@ -45,14 +45,13 @@ def promote(
 
     from components.core import atomic, promotion
 
-    project, region = promotion.cloud_location(cloud_config_json)
-    store = promotion.store_for(
+    store = promotion.pipeline_store(
         promotion_target,
-        promotion_root or promotion.default_root(pipeline_root),
-        display_name=model_display_name,
-        project=project,
-        region=region,
-        serving_image=serving_image,
+        promotion_root,
+        pipeline_root,
+        model_display_name,
+        cloud_config_json,
+        serving_image,
     )
     if store is None:
         raise ValueError("promotion_target none promotes nothing: use pointer or vertex")

@@ -94,6 +94,18 @@ def test_default_root_is_beside_the_pipeline_root(tmp_path):
     assert promotion.default_root(str(tmp_path) + "/") == f"{tmp_path}/strategist-promotion"
 
 
+def test_pipeline_store_from_the_pipeline_parameters(tmp_path):
+    pointer = promotion.pipeline_store("pointer", "", str(tmp_path))
+    assert pointer.path == f"{tmp_path}/strategist-promotion/promoted.json"
+    assert promotion.pipeline_store("pointer", "/x", str(tmp_path)).path == "/x/promoted.json"
+    cloud = json.dumps({"project": "acme", "region": "europe-west4", "target": "vertex"})
+    registry = promotion.pipeline_store("vertex", "", "gs://b/root", "digits", cloud)
+    assert (registry.project, registry.region, registry.display_name) == (
+        "acme", "europe-west4", "digits",
+    )  # fmt: skip
+    assert promotion.pipeline_store("none", "", "gs://b/root") is None
+
+
 def test_label_values_round_trip():
     for value in (0.9731, 0.0, 1.0, -0.25, 12.5):
         encoded = promotion.encode_label_value(value)

@@ -338,6 +338,35 @@ def store_for(
     raise ConfigError(f"promotion_target {target!r}: choose one of {', '.join(TARGETS)}")
 
 
+def pipeline_store(
+    target: str,
+    root: str,
+    pipeline_root: str,
+    display_name: str = DEFAULT_MODEL_NAME,
+    cloud_config_json: str = "{}",
+    serving_image: str = SERVING_IMAGE,
+) -> PointerStore | VertexModelRegistry | None:
+    """The store named by the training pipeline's promotion parameters.
+
+    Args:
+        target: `promotion_target`.
+        root: `promotion_root`; empty: beside the pipeline root (`default_root`).
+        pipeline_root: the run's pipeline root.
+        display_name: `model_display_name` (Vertex AI Model Registry).
+        cloud_config_json: the pipeline's CloudConfig JSON (project and region).
+        serving_image: prediction container of a registered model.
+    """
+    project, region = cloud_location(cloud_config_json)
+    return store_for(
+        target,
+        root or default_root(pipeline_root),
+        display_name=display_name,
+        project=project,
+        region=region,
+        serving_image=serving_image,
+    )
+
+
 def default_root(pipeline_root: str) -> str:
     """Where the pointer lives when `promotion_root` is empty: beside the pipeline's outputs.
 
