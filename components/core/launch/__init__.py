@@ -145,11 +145,15 @@ def _read_remote(path: str) -> str:
 
 
 def _copy_tree(source: str, destination: str) -> None:
-    """Copies a folder from a local path or `gs://` URI (tf.io.gfile reads both)."""
-    import tensorflow as tf
-
+    """Copies a folder from a local path or a `gs://` URI to a local path."""
     if os.path.exists(destination):
         shutil.rmtree(destination)
+    if "://" not in source:
+        # Importing TensorFlow costs seconds, and a local train step never needs it.
+        shutil.copytree(source, destination)
+        return
+    import tensorflow as tf
+
     for folder, _, files in tf.io.gfile.walk(source):
         relative = os.path.relpath(folder, source) if folder != source else ""
         os.makedirs(os.path.join(destination, relative), exist_ok=True)
