@@ -16,6 +16,20 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     write_bytes(path, text.encode())
 
@@ -29,6 +43,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        # mkstemp makes the file private (0600); give it the mode open() would have.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -54,6 +70,7 @@ def staged_dir(final: str | os.PathLike) -> Iterator[str]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private (0700), unlike mkdir
     if os.path.exists(final):
         shutil.rmtree(final)
     os.replace(staging, final)
