@@ -454,6 +454,68 @@ def test_strategist_train_interrupted_stops_everything_and_resumes(
             assert SECRET.encode() not in data and str(credentials).encode() not in data, path
 
 
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs of live processes whose command line mentions `text` (this test's folder)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
+    tfds_dir, tmp_path, sig, code
+):
+    """A signal to `strategist compare` alone (not its process group) reaches the running
+    kfp.local task, which stops its training cluster; nothing is left behind."""
+    out = tmp_path / "compare"
+    command = [
+        str(STRATEGIST), "compare", "--local", "--strategies", "multi_worker_mirrored",
+        "--epochs", "300", "--num-shards", "2", "--data-dir", str(tfds_dir),
+        "--output", str(out),
+    ]  # fmt: skip
+    events = Events()
+    proc = subprocess.Popen(
+        command, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,  # a signal to the command only, as a scheduler would send
+    )  # fmt: skip
+
+    def pump():
+        for line in proc.stdout:
+            events.log(line.rstrip("\n"))
+        events.close()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        events.wait_for(r"\] epoch 2/300")
+        assert trainer_pids(str(out)), "the train task's cluster should be running"
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        returncode = proc.wait(timeout=60)
+        stopped_s = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(timeout=10)
+    assert returncode == code, events.text()[-3000:]
+    assert "strategist compare: interrupted" in events.text()
+    assert stopped_s < 30, stopped_s
+    deadline = time.monotonic() + 10  # reaped children may linger a moment in /proc
+    while processes_mentioning(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_mentioning(str(out)), "a task or trainer outlived the command"
+    assert not (out / "comparison.json").exists()
+    report(f"{signal.Signals(sig).name} to strategist compare", stop=stopped_s)
+
+
 # -- safety -----------------------------------------------------------------------------
 
 

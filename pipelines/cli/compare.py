@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -141,6 +142,14 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as err:
         print(f"strategist compare: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: the running task was stopped
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        print(
+            f"strategist compare: interrupted ({signal.Signals(signum).name}); every process "
+            f"was stopped. Finished tasks' outputs are kept in {output}/pipeline_root",
+            file=sys.stderr,
+        )
+        return 128 + signum
     wall = time.perf_counter() - started
     report_files = collect_outputs(result, output)
     from components.core import atomic
