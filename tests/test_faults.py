@@ -363,6 +363,26 @@ def test_a_task_that_refuses_its_input_is_not_restarted(tmp_path):
 
 # -- interruption of the real command ---------------------------------------------------
 
+
+def start_streaming(
+    command: list[str], **popen: object
+) -> tuple[subprocess.Popen, Events, threading.Thread]:
+    """Starts `command` in the repository with its output streamed, line by line, into Events."""
+    events = Events()
+    proc = subprocess.Popen(
+        command, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen
+    )
+
+    def pump():
+        for line in proc.stdout:
+            events.log(line.rstrip("\n"))
+        events.close()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    return proc, events, reader
+
+
 SECRET = "ya29.fake-token-do-not-print-7f3a9c"
 
 
@@ -393,20 +413,7 @@ def test_strategist_train_interrupted_stops_everything_and_resumes(
     ]  # fmt: skip
 
     def start() -> tuple[subprocess.Popen, Events, threading.Thread]:
-        events = Events()
-        proc = subprocess.Popen(
-            command, cwd=REPO, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-        def pump():
-            for line in proc.stdout:
-                events.log(line.rstrip("\n"))
-            events.close()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        return proc, events, reader
+        return start_streaming(command, env=env)
 
     proc, events, reader = start()
     try:
@@ -480,19 +487,8 @@ def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
         "--epochs", "300", "--num-shards", "2", "--data-dir", str(tfds_dir),
         "--output", str(out),
     ]  # fmt: skip
-    events = Events()
-    proc = subprocess.Popen(
-        command, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True,  # a signal to the command only, as a scheduler would send
-    )  # fmt: skip
-
-    def pump():
-        for line in proc.stdout:
-            events.log(line.rstrip("\n"))
-        events.close()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    # A session of its own: the signal reaches the command only, as a scheduler sends it.
+    proc, events, reader = start_streaming(command, start_new_session=True)
     try:
         events.wait_for(r"\] epoch 2/300")
         assert trainer_pids(str(out)), "the train task's cluster should be running"
