@@ -29,19 +29,9 @@ from typing import Any
 
 from benchmarks import common
 from components.core.config import DataConfig, ModelConfig, RunConfig, TrainingConfig
+from pipelines.cli.common import positive_int
 
 BARE_MODULE = "benchmarks.bare_tf"
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from benchmarks import common
-from benchmarks.overhead import positive_int
+from pipelines.cli.common import positive_int
 
 UNAVAILABLE = 3
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from benchmarks import common, input_pipeline, overhead, pipeline_overhead
-from benchmarks.overhead import positive_int
+from pipelines.cli.common import positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
