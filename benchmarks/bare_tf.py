@@ -15,7 +15,8 @@ trainer, with the same batch and the same examples per epoch.
 
 The chief (worker 0 under MultiWorkerMirroredStrategy) writes `--output`:
 `epoch_seconds`, `epoch_examples_per_second`, `examples_per_second` (median
-after the first epoch), `parameters`, `steps_per_epoch`, `examples_per_epoch`.
+after the first epoch), `parameters`, `steps_per_epoch`, `examples_per_epoch`,
+`fit_seconds` (the whole `fit` call: epochs plus input set-up and teardown).
 Epochs are timed exactly as Strategist's `EpochRecorder` times them: from
 `on_epoch_begin` to `on_epoch_end` of a Keras callback.
 """
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         # Strategist's order: the checkpoint is written inside the timed epoch.
         backup = keras.callbacks.BackupAndRestore(args.backup_dir)
         callbacks = [steps_done, backup, CheckpointDone(), *callbacks]
+    fit_started = time.perf_counter()
     model.fit(
         data,
         epochs=args.epochs,
@@ -218,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         callbacks=callbacks,
         verbose=0,
     )
+    fit_seconds = time.perf_counter() - fit_started
     is_chief = task_type in (None, "chief") or (task_type == "worker" and task_index == 0)
     if is_chief and args.output:
         eps = [examples_per_epoch / s for s in seconds]
@@ -232,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             "epoch_examples_per_second": eps,
             "examples_per_second": statistics.median(eps[1:] or eps),
             "checkpoint_seconds": checkpoint_seconds,
+            "fit_seconds": fit_seconds,
         }
         with open(args.output, "w") as handle:
             json.dump(result, handle, indent=2)

@@ -12,8 +12,13 @@ hits both sides equally. Each run's throughput is the median of its epochs
 after the first (warm-up: tracing, first reads into the cache); the report
 gives the median over rounds of each side and their ratio.
 
+Beside throughput, each run's whole wall time is kept, with the part of `fit`
+outside the timed epochs (checkpoints, input set-up and teardown) for both
+sides and Strategist's phases (start-up, set-up, export, evaluation), so time
+that per-epoch throughput cannot see is in the report too.
+
 `--output FILE` gets `{strategy: {"ours": eps, "bare": eps, "ratio": ours/bare,
-"rounds": n, ...}}`.
+"rounds": n, "ours_run_seconds", "bare_run_seconds", ...}}`.
 """
 
 from __future__ import annotations
@@ -228,6 +233,9 @@ def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any
     for strategy in args.strategies:
         sides = sides_for(strategy, args.creator_baseline)
         per_round: dict[str, list[float]] = {side: [] for side in sides}
+        run_seconds: dict[str, list[float]] = {side: [] for side in sides}
+        outside_epochs: dict[str, list[float]] = {side: [] for side in sides}
+        phases: list[dict[str, float]] = []
         for round_index in range(args.rounds):
             # A B, then B A: a drift in the machine's load hits every side equally.
             order = sides if round_index % 2 == 0 else sides[::-1]
@@ -247,13 +255,19 @@ def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any
                         extra_args=extra,
                         timeout_s=args.timeout,
                     )
+                wall = time.perf_counter() - started
                 eps = common.median(common.steady(metrics["epoch_examples_per_second"]))
+                outside = fit_outside_epochs(metrics)
                 per_round[side].append(eps)
+                run_seconds[side].append(wall)
+                outside_epochs[side].append(outside)
+                if side == "ours":
+                    phases.append(metrics["phase_seconds"])
                 log(
                     f"overhead: {strategy} round {round_index + 1}/{args.rounds} {side}: "
                     f"{eps:,.0f} examples/s (epochs "
                     + ", ".join(f"{s:.2f}" for s in metrics["epoch_seconds"])
-                    + f" s; run {time.perf_counter() - started:.0f} s)"
+                    + f" s; fit outside epochs {outside:.1f} s; run {wall:.0f} s)"
                 )
                 shutil.rmtree(folder, ignore_errors=True)
         ours = per_round["ours"]
@@ -274,6 +288,11 @@ def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any
                 o / b for o, b in zip(ours, per_round["bare_creator"], strict=True)
             ]
         record.update(
+            ours_run_seconds=common.median(run_seconds["ours"]),
+            bare_run_seconds=common.median(run_seconds["bare"]),
+            run_seconds_per_round=run_seconds,
+            fit_outside_epochs_seconds_per_round=outside_epochs,
+            ours_phase_seconds=median_phases(phases),
             steps_per_epoch=args.steps,
             epochs=args.epochs,
             model=args.model,
@@ -281,6 +300,56 @@ def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any
         )
         results[strategy] = record
     return results
+
+
+def fit_outside_epochs(metrics: dict[str, Any]) -> float:
+    """Seconds of `fit` spent outside the timed epochs: checkpoints, input set-up and teardown.
+
+    Strategist's `metrics.json` has `phase_seconds`; the bare script has `fit_seconds`.
+    """
+    if "phase_seconds" in metrics:
+        return metrics["phase_seconds"]["fit"] - metrics["phase_seconds"]["epochs"]
+    return metrics["fit_seconds"] - sum(metrics["epoch_seconds"])
+
+
+def median_phases(phases: list[dict[str, float | None]]) -> dict[str, float]:
+    """Per phase, the median over runs (phases a run could not measure are left out)."""
+    names = dict.fromkeys(name for p in phases for name in p)
+    return {
+        name: common.median([p[name] for p in phases if p.get(name) is not None]) for name in names
+    }
+
+
+def time_table(results: dict[str, dict[str, Any]]) -> str:
+    """Where a whole run's time goes, ours against bare (medians over rounds, max in brackets)."""
+    rows = []
+    for name, r in results.items():
+        outside = r["fit_outside_epochs_seconds_per_round"]
+        ph = r["ours_phase_seconds"]
+        for side in ("ours", "bare"):
+            rows.append(
+                (
+                    name,
+                    side,
+                    common.median(r["run_seconds_per_round"][side]),
+                    f"{common.median(outside[side]):.1f} ({max(outside[side]):.1f})",
+                    ph.get("startup", float("nan")) if side == "ours" else float("nan"),
+                    ph.get("setup", float("nan")) if side == "ours" else float("nan"),
+                    ph.get("export", float("nan")) if side == "ours" else float("nan"),
+                    ph.get("evaluate", float("nan")) if side == "ours" else float("nan"),
+                )
+            )
+    headers = (
+        "strategy",
+        "side",
+        "run s",
+        "fit outside epochs s (max)",
+        "start-up s",
+        "set-up s",
+        "export s",
+        "evaluate s",
+    )
+    return common.format_table(headers, rows)
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -319,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     results = run_overhead(args)
     print(table(results))
+    print()
+    print(time_table(results))
     common.write_json(args.output, results)
     return 0
 

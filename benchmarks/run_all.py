@@ -89,6 +89,9 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, Any]]:
         rows.append(("overhead", f"{strategy}: ours ex/s", r["ours"]))
         rows.append(("overhead", f"{strategy}: bare ex/s", r["bare"]))
         rows.append(("overhead", f"{strategy}: ours / bare", r["ratio"]))
+        if "ours_run_seconds" in r:
+            rows.append(("overhead", f"{strategy}: ours run s (whole run)", r["ours_run_seconds"]))
+            rows.append(("overhead", f"{strategy}: bare run s (whole run)", r["bare_run_seconds"]))
         if "ratio_creator" in r:
             rows.append(("overhead", f"{strategy}: bare+DatasetCreator ex/s", r["bare_creator"]))
             rows.append(("overhead", f"{strategy}: ours / bare+DatasetCreator", r["ratio_creator"]))
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         results["overhead"] = overhead.run_overhead(ov_args)
         common.write_json(overhead_path, results["overhead"])
         print(overhead.table(results["overhead"]), flush=True)
+        print(overhead.time_table(results["overhead"]), flush=True)
     if "input_pipeline" not in args.skip:
         ip_argv = list(common_args)
         if "overhead" in results:

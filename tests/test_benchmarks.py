@@ -78,6 +78,18 @@ def test_bare_model_is_the_registry_model(name):
     assert [type(layer) for layer in bare.layers] == [type(layer) for layer in ours.layers]
 
 
+def test_fit_outside_epochs_reads_both_sides():
+    ours = {"phase_seconds": {"fit": 12.5, "epochs": 10.0}, "epoch_seconds": [9.0]}
+    bare = {"fit_seconds": 7.0, "epoch_seconds": [3.0, 2.5]}
+    assert overhead.fit_outside_epochs(ours) == pytest.approx(2.5)
+    assert overhead.fit_outside_epochs(bare) == pytest.approx(1.5)
+
+
+def test_median_phases_skips_what_a_run_could_not_measure():
+    phases = [{"startup": None, "fit": 1.0}, {"startup": 4.0, "fit": 3.0}, {"fit": 2.0}]
+    assert overhead.median_phases(phases) == {"startup": 4.0, "fit": 2.0}
+
+
 def test_summary_table_lists_every_benchmark():
     results = {
         "overhead": {
@@ -128,3 +140,9 @@ def test_tiny_overhead_run_writes_the_promised_json(tmp_path):
     assert {"ours", "bare", "ratio", "rounds"} <= set(record)
     assert record["ours"] > 0 and record["bare"] > 0 and record["rounds"] == 1
     assert record["ratio"] == pytest.approx(record["ours"] / record["bare"])
+    # Whole-run time of both sides, and where Strategist's went.
+    assert record["ours_run_seconds"] > 0 and record["bare_run_seconds"] > 0
+    for side in ("ours", "bare"):
+        assert record["fit_outside_epochs_seconds_per_round"][side][0] >= 0
+    assert record["ours_phase_seconds"]["epochs"] > 0
+    assert "fit outside epochs" in overhead.time_table(results)

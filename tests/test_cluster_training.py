@@ -58,6 +58,18 @@ def test_strategy_learns_the_digits(trained, strategy):
     assert json.loads((out / "status.json").read_text())["state"] == "succeeded"
 
 
+@pytest.mark.parametrize("strategy", list(SHAPES))
+def test_metrics_say_where_the_time_went(trained, strategy):
+    metrics, _ = trained[strategy]
+    phases = metrics["phase_seconds"]
+    assert set(phases) == {"startup", "setup", "fit", "epochs", "export", "evaluate"}
+    assert all(value > 0 for value in phases.values()), phases
+    # The epochs are timed inside fit, and every phase inside the launcher's wall time.
+    assert phases["epochs"] == pytest.approx(sum(metrics["epoch_seconds"]))
+    assert phases["epochs"] <= phases["fit"]
+    assert sum(v for k, v in phases.items() if k != "epochs") < metrics["launcher_wall_seconds"]
+
+
 def test_exported_model_reproduces_the_test_accuracy(trained, digits_shards):
     import tf_keras as keras
 

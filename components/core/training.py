@@ -256,6 +256,8 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
     """
     import tf_keras as keras
 
+    startup_s = seconds_since_process_start()
+    started = time.perf_counter()
     strategies.configure_devices(config.cluster)
     strategy = strategies.make_strategy(config.cluster, role)
     keras.utils.set_random_seed(config.training.seed)
@@ -301,6 +303,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
     os.makedirs(backup_dir, exist_ok=True)
     # The record first, then the checkpoint (see EpochRecorder).
     callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
+    fit_started = time.perf_counter()
     model.fit(
         dataset,
         epochs=config.training.epochs,
@@ -308,8 +311,10 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
         callbacks=callbacks,
         verbose=0,
     )
+    fit_ended = time.perf_counter()
     weights_sha256 = _weights_digest(model)
     _export(model, output_dir)
+    exported = time.perf_counter()
     if not role.is_chief:
         _write_task_summary(config.output_dir, role, weights_sha256)
         shutil.rmtree(output_dir, ignore_errors=True)
@@ -320,8 +325,19 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
     eval_model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
     eval_model.set_weights(model.get_weights())
     result = evaluation.evaluate(eval_model, datasets.eval_dataset(manifest), manifest.num_classes)
+    phases = {
+        "startup": startup_s,
+        "setup": fit_started - started,
+        "fit": fit_ended - fit_started,
+        # This attempt's epochs; the rest of `fit` is checkpoints and input set-up/teardown.
+        "epochs": sum(r["seconds"] for r in recorder.records[recorder.first_epoch or 0 :]),
+        "export": exported - fit_ended,
+        "evaluate": time.perf_counter() - exported,
+    }
+    print(format_phases(phases), flush=True)
     metrics = _metrics(config, manifest, batching, replicas, recorder.records, result)
     metrics.update(
+        phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
         variable_placement=_variable_placement(model),
@@ -377,6 +393,36 @@ def _metrics(config, manifest, batching, replicas, records, result) -> dict[str,
             "machine_type": None,
         },
     }
+
+
+def seconds_since_process_start() -> float | None:
+    """Seconds since this process started (interpreter, imports, TensorFlow), from /proc.
+
+    Returns None where /proc is not there (not Linux).
+    """
+    try:
+        with open("/proc/self/stat") as handle:
+            # Field 22 (after the parenthesised command name) is the start time in ticks.
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime_s = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def format_phases(phases: dict[str, float | None]) -> str:
+    """One line saying where a training process's time went."""
+
+    def seconds(name: str) -> str:
+        value = phases.get(name)
+        return "?" if value is None else f"{value:.1f}s"
+
+    return (
+        f"time: start-up {seconds('startup')}, set-up {seconds('setup')}, fit {seconds('fit')} "
+        f"({seconds('epochs')} in epochs), export {seconds('export')}, "
+        f"evaluation {seconds('evaluate')}"
+    )
 
 
 def _scratch_dir(output_dir: str, role: Role) -> str:
