@@ -67,4 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is written (atomically) by now. A normal interpreter exit would
+    # destroy the input iterators training.keep_input_iterators kept alive, and
+    # with them wait out tf.data autotuning threads for up to 10 s each.
+    os._exit(exit_code)

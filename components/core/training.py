@@ -301,6 +301,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
         )
     )
     os.makedirs(backup_dir, exist_ok=True)
+    keep_input_iterators(model)
     # The record first, then the checkpoint (see EpochRecorder).
     callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
     fit_started = time.perf_counter()
@@ -393,6 +394,42 @@ def _metrics(config, manifest, batching, replicas, records, result) -> dict[str,
             "machine_type": None,
         },
     }
+
+
+def keep_input_iterators(model) -> list[Any]:
+    """Keeps the input iterators `fit` creates alive after it returns; returns them.
+
+    Destroying a tf.data iterator waits for its autotuning thread, and in
+    TensorFlow 2.21 that thread can sleep through the cancellation for the rest
+    of its 10 s optimisation period; a distributed iterator holds several such
+    iterators (one per device besides the host's). At the end of `fit` that
+    stalled a quarter of local multi-worker runs by 10-40 s (docs/benchmarks.md).
+    Kept here, they are never torn down: the trainer process ends with
+    `os._exit` once everything is written.
+
+    Wraps `make_train_function` (Keras's documented hook) on this model, so the
+    function `fit` builds, after it has set up a ClusterCoordinator for
+    ParameterServerStrategy, records the iterator it is called with.
+    """
+    kept: list[Any] = []
+    build = model.make_train_function
+
+    def make_train_function(force: bool = False):
+        train_step = build(force=force)
+        if getattr(train_step, "keeps_input_iterators", False):
+            return train_step  # Keras's cache: already wrapped
+
+        def train_function(iterator):
+            if not any(iterator is known for known in kept):
+                kept.append(iterator)
+            return train_step(iterator)
+
+        train_function.keeps_input_iterators = True
+        model.train_function = train_function
+        return train_function
+
+    model.make_train_function = make_train_function
+    return kept
 
 
 def seconds_since_process_start() -> float | None:

@@ -1,4 +1,4 @@
-"""Where a training process's time goes: the process-age clock and the printed line."""
+"""A training process: where its time goes, and input iterators that outlive `fit`."""
 
 from __future__ import annotations
 
@@ -37,3 +37,23 @@ def test_phases_line_names_every_phase_and_unknowns():
     assert line == (
         "time: start-up ?, set-up 1.2s, fit 30.0s (28.0s in epochs), export 0.5s, evaluation 2.0s"
     )
+
+
+def test_input_iterator_outlives_fit_and_still_serves_batches():
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    model = keras.Sequential([keras.layers.Input((4,)), keras.layers.Dense(2)])
+    model.compile(
+        optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    kept = training.keep_input_iterators(model)
+    features = np.arange(64, dtype=np.float32).reshape(16, 4)
+    labels = np.arange(16) % 2
+    data = tf.data.Dataset.from_tensor_slices((features, labels)).batch(4).repeat()
+    model.fit(data, epochs=2, steps_per_epoch=3, verbose=0)
+    # One iterator for the whole fit (it is not recreated per epoch), still alive.
+    assert len(kept) == 1
+    batch_features, _ = next(kept[0])
+    assert batch_features.shape == (4, 4)
