@@ -13,7 +13,7 @@ ParameterServerStrategy, which requires one). It reads the same TFRecord shards
 (listed in their `manifest.json`) and trains the same `cnn` or `mlp` as the
 trainer, with the same batch and the same examples per epoch.
 
-The chief (worker 0 under MultiWorkerMirroredStrategy) writes `--output`:
+The chief (worker 0 when the cluster has no chief task) writes `--output`:
 `epoch_seconds`, `epoch_examples_per_second`, `examples_per_second` (median
 after the first epoch), `parameters`, `steps_per_epoch`, `examples_per_epoch`,
 `fit_seconds` (the whole `fit` call: epochs plus input set-up and teardown).
@@ -221,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         verbose=0,
     )
     fit_seconds = time.perf_counter() - fit_started
-    is_chief = task_type in (None, "chief") or (task_type == "worker" and task_index == 0)
+    has_chief = "chief" in tf_config.get("cluster", {})
+    is_chief = task_type in (None, "chief") or (
+        task_type == "worker" and task_index == 0 and not has_chief
+    )
     if is_chief and args.output:
         eps = [examples_per_epoch / s for s in seconds]
         result = {

@@ -181,12 +181,9 @@ def run_bare(
                     start_new_session=True,
                 )
             processes.append((task.name, process, log_path))
-        # Parameter-server workers and PS serve until stopped; everyone else must finish.
-        primary = {
-            name
-            for name, _, _ in processes
-            if strategy != "parameter_server" or name.startswith("chief")
-        }
+        # Servers (parameter-server workers and PS) serve until stopped; the rest must finish.
+        primary_roles = common.SHAPES[strategy].spec.primary_roles
+        primary = {name for name, _, _ in processes if name.split("-")[0] in primary_roles}
         deadline = time.monotonic() + timeout_s
         while True:
             for name, process, log_path in processes:

@@ -35,7 +35,8 @@ def train(
         strategy: one_device, mirrored, multi_worker_mirrored or parameter_server.
         workers: processes computing gradients (multi-worker strategies).
         ps: parameter servers (parameter_server only).
-        devices_per_worker: GPUs per machine, or logical CPU devices for mirrored.
+        devices_per_worker: devices (GPUs, or logical CPU devices standing in for
+            them) per machine that computes gradients; 0 takes the strategy's default.
         model_name: model registry name (mlp, cnn, resnet50, mobilenet_v2).
         epochs: training epochs.
         batch_size: per-replica batch size; the global batch is this times the replicas.

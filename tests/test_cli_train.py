@@ -33,7 +33,9 @@ BAD_INPUT = [
         ["--strategy", "multi_worker_mirrored", "--workers", "3", "--global-batch-size", "100"],
         "multiple of 3",
     ),
-    (["--devices", "0"], "devices per worker"),
+    (["--devices", "0"], "--devices must be at least 1"),
+    (["--strategy", "parameter_server", "--devices", "2"], "one device per worker"),
+    (["--strategy", "one_device", "--devices", "2"], "one_device trains on one device"),
 ]
 
 

@@ -87,8 +87,8 @@ def test_multi_worker_mirrored_workers_end_with_identical_weights(trained):
     digests = {
         p.stem: json.loads(p.read_text())["weights_sha256"] for p in (out / "tasks").iterdir()
     }
-    assert set(digests) == {"worker-0", "worker-1"}
-    assert digests["worker-0"] == digests["worker-1"]
+    assert set(digests) == {"chief-0", "worker-0"}
+    assert digests["chief-0"] == digests["worker-0"]
 
 
 def test_parameter_server_variables_live_on_the_ps_task(trained):
@@ -104,13 +104,13 @@ def test_a_killed_worker_fails_the_run_cleanly(digits_shards, tmp_path):
     cluster = LocalCluster(config, log=lambda _: None)
 
     def kill_worker_once_training(task, line):
-        if task.name == "worker-0" and line.startswith("epoch 1/"):
-            cluster.kill("worker-1")
+        if task.name == "chief-0" and line.startswith("epoch 1/"):
+            cluster.kill("worker-0")
 
     cluster.on_line = kill_worker_once_training
     with pytest.raises(ClusterFailed) as failure:
         cluster.run()
-    assert failure.value.task in ("worker-0", "worker-1")
+    assert failure.value.task in ("chief-0", "worker-0")
     assert failure.value.returncode != 0
     pids = cluster.pids()
     assert pids and not set(pids) & set(trainer_pids(str(tmp_path)))

@@ -34,10 +34,13 @@ def test_unknown_keys_are_refused():
 @pytest.mark.parametrize(
     ("cluster", "replicas", "processes"),
     [
-        (ClusterConfig("one_device", devices_per_worker=4), 1, 1),
+        (ClusterConfig("one_device"), 1, 1),
         (ClusterConfig("mirrored", devices_per_worker=4), 4, 1),
         (ClusterConfig("multi_worker_mirrored", workers=3), 3, 3),
+        # 2 machines x 4 GPUs: 8 replicas, not 2.
+        (ClusterConfig("multi_worker_mirrored", workers=2, devices_per_worker=4), 8, 2),
         (ClusterConfig("parameter_server", workers=3, ps=2), 3, 6),
+        (ClusterConfig("parameter_server", workers=3, ps=2, devices_per_worker=2), 6, 6),
     ],
 )
 def test_replicas_and_processes(cluster, replicas, processes):
@@ -56,7 +59,8 @@ def test_replicas_and_processes(cluster, replicas, processes):
         (ClusterConfig("parameter_server", workers=2, ps=0), "at least one parameter server"),
         (ClusterConfig("multi_worker_mirrored", workers=0), "--workers must be at least 1"),
         (ClusterConfig("parameter_server", workers=2, ps=-1), "--ps must be 0 or more"),
-        (ClusterConfig("mirrored", devices_per_worker=0), "devices per worker"),
+        (ClusterConfig("mirrored", devices_per_worker=0), "--devices must be at least 1"),
+        (ClusterConfig("one_device", devices_per_worker=2), "one_device trains on one device"),
     ],
 )
 def test_impossible_shapes_are_refused(cluster, message):

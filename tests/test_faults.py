@@ -242,11 +242,11 @@ def test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup(
     seen: dict = {}
 
     def script():
-        events.wait_for(r"^\[worker-0\] epoch 2/4")
-        cluster.kill("worker-1")
+        events.wait_for(r"^\[chief-0\] epoch 2/4")
+        cluster.kill("worker-0")
         killed = time.monotonic()
         restarted = events.wait_for(r"^\[launcher\] started 2 process", after=killed)
-        resumed = events.wait_for(r"^\[worker-0\] resuming at epoch [23]/4", after=killed)
+        resumed = events.wait_for(r"^\[chief-0\] resuming at epoch [23]/4", after=killed)
         line = next(text for stamp, text in events.lines if stamp == resumed)
         seen.update(
             epoch=int(re.search(r"epoch (\d)/", line).group(1)),
@@ -260,7 +260,7 @@ def test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup(
     assert metrics["restarts"] == 1
     assert metrics["epoch_attempts"] == [0] * (k - 1) + [1] * (EPOCHS - k + 1)
     assert [(f["task"], f["action"]) for f in metrics["failures"]] == [
-        ("worker-1", "cluster restart")
+        ("worker-0", "cluster restart")
     ]
     # The survivor was stopped at once, not after a grace period: it would only
     # wait for its dead peer (MultiWorkerMirrored tasks catch SIGTERM).
@@ -281,10 +281,10 @@ def test_a_mirrored_process_killed_twice_resumes_each_time(digits_shards, tmp_pa
     seen: dict = {"resumed_at": []}
 
     def kill_and_wait_for_resume(after_epoch: int) -> float:
-        events.wait_for(rf"^\[local\] epoch {after_epoch}/{epochs}")
-        cluster.kill("local")
+        events.wait_for(rf"^\[chief-0\] epoch {after_epoch}/{epochs}")
+        cluster.kill("chief-0")
         killed = time.monotonic()
-        resumed = events.wait_for(r"^\[local\] resuming at epoch \d+/", after=killed)
+        resumed = events.wait_for(r"^\[chief-0\] resuming at epoch \d+/", after=killed)
         line = next(text for stamp, text in events.lines if stamp == resumed)
         seen["resumed_at"].append(int(re.search(r"epoch (\d+)/", line).group(1)))
         return resumed - killed

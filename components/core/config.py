@@ -13,12 +13,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
+# Re-exported: callers import the run's vocabulary from here.
+from components.core.errors import ConfigError as ConfigError
+from components.core.strategy_spec import STRATEGIES as STRATEGIES
+from components.core.strategy_spec import StrategySpec, spec_for
+
 BACKENDS = ("local", "vertex", "kubeflow")
-
-
-class ConfigError(ValueError):
-    """A configuration a user gave cannot be run; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -81,38 +81,39 @@ class TrainingConfig:
 class ClusterConfig:
     """The cluster shape and the strategy that runs on it.
 
+    What the shape means for each strategy (tasks, replicas, input pipelines)
+    is answered by its `StrategySpec` (`components.core.strategy_spec`).
+
     Attributes:
         strategy: one of `STRATEGIES`.
-        workers: processes that compute gradients. For `multi_worker_mirrored`
+        workers: machines that compute gradients. For `multi_worker_mirrored`
             the first is the chief; for `parameter_server` a separate chief
             (the coordinator) dispatches steps to them.
         ps: parameter-server tasks (`parameter_server` only).
-        devices_per_worker: GPUs per machine; on a machine without GPUs,
-            `mirrored` uses this many logical CPU devices instead.
+        devices_per_worker: devices (GPUs) of each machine that computes
+            gradients; on a machine without GPUs, logical CPU devices stand in
+            for them where the strategy can use them.
     """
 
     strategy: str = "mirrored"
     workers: int = 1
     ps: int = 0
-    devices_per_worker: int = 2
+    devices_per_worker: int = 1
+
+    @property
+    def spec(self) -> StrategySpec:
+        """The strategy's spec (raises ConfigError for an unknown strategy)."""
+        return spec_for(self.strategy)
 
     @property
     def num_replicas(self) -> int:
         """Replicas that compute gradients for one global batch."""
-        if self.strategy == "one_device":
-            return 1
-        if self.strategy == "mirrored":
-            return self.devices_per_worker
-        return self.workers
+        return self.spec.num_replicas(self)
 
     @property
     def num_processes(self) -> int:
         """TensorFlow processes the cluster needs."""
-        if self.strategy in ("one_device", "mirrored"):
-            return 1
-        if self.strategy == "multi_worker_mirrored":
-            return self.workers
-        return 1 + self.workers + self.ps
+        return self.spec.num_processes(self)
 
 
 @dataclass(frozen=True)
@@ -180,19 +181,24 @@ def _build(section: type, raw: dict[str, Any], name: str) -> Any:
 
 
 def cluster_for(
-    strategy: str, workers: int = 2, ps: int = 1, devices_per_worker: int = 2
+    strategy: str, workers: int | None = None, ps: int | None = None, devices: int | None = None
 ) -> ClusterConfig:
-    """The cluster a strategy uses when one shape is shared by several strategies.
+    """The cluster of `strategy` for a shape given once for several strategies.
 
-    A comparison gives one `workers`/`ps`/devices shape for all its strategies:
-    single-machine strategies take one worker, and only `parameter_server`
-    takes parameter servers.
+    A comparison (or a command line) gives one `workers`/`ps`/devices shape:
+    single-machine strategies take one worker, only `parameter_server` takes
+    parameter servers, and a value left None takes the strategy's default.
+
+    Raises:
+        ConfigError: for an unknown strategy.
     """
-    if strategy in ("one_device", "mirrored"):
-        return ClusterConfig(strategy, 1, 0, devices_per_worker)
-    if strategy == "multi_worker_mirrored":
-        return ClusterConfig(strategy, workers, 0, devices_per_worker)
-    return ClusterConfig(strategy, workers, ps, devices_per_worker)
+    spec = spec_for(strategy)
+    return ClusterConfig(
+        strategy,
+        (spec.default_workers() if workers is None else workers) if spec.multi_machine else 1,
+        (spec.default_ps() if ps is None else ps) if spec.uses_ps else 0,
+        (spec.default_devices if devices is None else devices) if spec.devices_apply else 1,
+    )
 
 
 def validate_cluster(cluster: ClusterConfig) -> None:
@@ -201,32 +207,9 @@ def validate_cluster(cluster: ClusterConfig) -> None:
     Raises:
         ConfigError: with a message that says which flag to change.
     """
-    if cluster.strategy not in STRATEGIES:
-        raise ConfigError(
-            f"unknown strategy {cluster.strategy!r}; choose one of {', '.join(STRATEGIES)} "
-            "(or 'auto' to let `strategist select` choose)"
-        )
-    if cluster.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {cluster.workers}")
-    if cluster.ps < 0:
-        raise ConfigError(f"--ps must be 0 or more, got {cluster.ps}")
-    if cluster.devices_per_worker < 1:
-        raise ConfigError(
-            f"devices per worker must be at least 1, got {cluster.devices_per_worker}"
-        )
-    if cluster.strategy in ("one_device", "mirrored") and cluster.workers != 1:
-        raise ConfigError(
-            f"{cluster.strategy} runs on one machine: use --workers 1, or choose "
-            "multi_worker_mirrored or parameter_server for several workers"
-        )
-    if cluster.strategy != "parameter_server" and cluster.ps:
-        raise ConfigError(
-            f"{cluster.strategy} has no parameter servers: drop --ps, or choose parameter_server"
-        )
-    if cluster.strategy == "parameter_server" and cluster.ps < 1:
-        raise ConfigError(
-            "parameter_server needs at least one parameter server: pass --ps 1 or more"
-        )
+    errors = cluster.spec.shape_errors(cluster)
+    if errors:
+        raise ConfigError(errors[0])
 
 
 def validate_run(config: RunConfig) -> None:

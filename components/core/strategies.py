@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.config import STRATEGIES, ClusterConfig, ConfigError
+from components.core.config import ClusterConfig, ConfigError
+from components.core.strategy_spec import spec_for
 
 
 @dataclass(frozen=True)
@@ -64,16 +65,20 @@ class Role:
 def configure_devices(cluster: ClusterConfig) -> None:
     """Sets up devices before TensorFlow initialises its runtime.
 
-    On a machine without GPUs, `mirrored` gets `devices_per_worker` logical CPU
-    devices so that its all-reduce runs for real.
+    On a machine without GPUs, a strategy that replicates over a machine's
+    devices (`mirrored`, `multi_worker_mirrored`) gets `devices_per_worker`
+    logical CPU devices, so that the rehearsal runs as many replicas, and the
+    same all-reduce, as the GPU machines would.
     """
     import tensorflow as tf
 
-    if cluster.strategy != "mirrored" or tf.config.list_physical_devices("GPU"):
+    spec = spec_for(cluster.strategy)
+    devices = spec.devices_per_machine(cluster)
+    if devices == 1 or not spec.cpu_rehearsal or tf.config.list_physical_devices("GPU"):
         return
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * cluster.devices_per_worker
+        cpu, [tf.config.LogicalDeviceConfiguration()] * devices
     )
 
 
@@ -89,9 +94,7 @@ def make_strategy(cluster: ClusterConfig, role: Role):
     """
     import tensorflow as tf
 
-    name = cluster.strategy
-    if name not in STRATEGIES:
-        raise ConfigError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    name = spec_for(cluster.strategy).name
     # Multi-worker strategies must be built before TensorFlow's context starts,
     # so devices are listed only on the single-process branches.
     if name == "one_device":
@@ -127,8 +130,8 @@ def make_strategy(cluster: ClusterConfig, role: Role):
 
 
 def is_server_role(cluster: ClusterConfig, role: Role) -> bool:
-    """Whether this process only serves (PS workers and PS tasks)."""
-    return cluster.strategy == "parameter_server" and role.task_type in ("worker", "ps")
+    """Whether this process only serves (parameter-server workers and parameter servers)."""
+    return role.task_type in spec_for(cluster.strategy).serving_roles
 
 
 def run_server(role: Role) -> None:

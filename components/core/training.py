@@ -30,7 +30,6 @@ MODEL_DIR_NAME = "model"
 CONFIG_NAME = "config.json"
 # Epoch records survive a restart here, beside the BackupAndRestore checkpoint.
 EPOCH_LOG_NAME = "epochs.json"
-MULTI_WORKER = ("multi_worker_mirrored", "parameter_server")
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,10 @@ def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: 
 
     per_replica = config.training.per_replica_batch_size
     batch_per_step = per_replica * replicas_in_sync
+    # Under parameter_server a global batch is every worker's concurrent step;
+    # otherwise it is the one synchronous step all replicas take.
     global_batch = per_replica * config.cluster.num_replicas
-    if config.cluster.strategy != "parameter_server":
+    if not config.cluster.spec.uses_ps:
         global_batch = batch_per_step
     steps_of_global = num_train_examples // global_batch
     if steps_of_global < 1:
@@ -75,20 +76,6 @@ def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: 
     return Batching(global_batch, batch_per_step, examples // batch_per_step, examples)
 
 
-def expected_replicas_in_sync(cluster) -> int:
-    """Replicas the strategy will hold in sync, known before any process starts.
-
-    `parameter_server` steps run on one worker at a time (1); `mirrored` on a
-    machine without GPUs has `devices_per_worker` logical devices.
-    """
-    return 1 if cluster.strategy == "parameter_server" else cluster.num_replicas
-
-
-def input_pipelines(cluster) -> int:
-    """Input pipelines that read the shards: one per worker process."""
-    return cluster.workers if cluster.strategy in MULTI_WORKER else 1
-
-
 def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
     """Checks, before anything is launched, that the shards can feed this run.
 
@@ -98,7 +85,8 @@ def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
     """
     from components.core.config import ConfigError
 
-    pipelines = input_pipelines(config.cluster)
+    spec = config.cluster.spec
+    pipelines = spec.input_pipelines(config.cluster)
     for split in datasets.SPLITS:
         files = len(manifest.split(split).files)
         if split == "train" and files < pipelines:
@@ -108,10 +96,30 @@ def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
                 f"--num-shards {pipelines} or more"
             )
     return plan_batching(
-        config,
-        expected_replicas_in_sync(config.cluster),
-        manifest.split("train").num_examples,
+        config, spec.replicas_in_sync(config.cluster), manifest.split("train").num_examples
     )
+
+
+def check_replicas(config: RunConfig, replicas_in_sync: int) -> None:
+    """Refuses a strategy whose replicas differ from what the config counted.
+
+    The global batch, the learning rate and the run's record all depend on the
+    replica count: a cluster that holds another number (a machine with more or
+    fewer GPUs than `devices_per_worker`) would train something else than asked.
+
+    Raises:
+        ConfigError: saying what the cluster has and what to pass.
+    """
+    from components.core.config import ConfigError
+
+    expected = config.cluster.spec.replicas_in_sync(config.cluster)
+    if replicas_in_sync != expected:
+        raise ConfigError(
+            f"{config.cluster.strategy} holds {replicas_in_sync} replica(s) in sync on this "
+            f"machine, but the run was planned for {expected} "
+            f"({config.cluster.devices_per_worker} device(s) per machine): pass --devices "
+            "equal to the GPUs of each machine"
+        )
 
 
 def make_learning_rate(config: RunConfig, batch_per_update: int, steps_per_epoch: int):
@@ -263,6 +271,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
     keras.utils.set_random_seed(config.training.seed)
     manifest = datasets.load_manifest(config.data.shards_dir)
     replicas = strategy.num_replicas_in_sync
+    check_replicas(config, replicas)
     batching = plan_batching(config, replicas, manifest.split("train").num_examples)
 
     output_dir = config.output_dir if role.is_chief else _scratch_dir(config.output_dir, role)

@@ -17,6 +17,7 @@ from components.core.config import (
     per_replica_from_global,
     validate_run,
 )
+from components.core.strategy_spec import spec_for
 
 
 def _number(text: str, kind: type, noun: str):
@@ -123,9 +124,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument(
         "--devices",
         type=int,
-        default=2,
-        help="devices per machine: GPUs, or logical CPU devices for mirrored on a machine "
-        "without GPUs (default: 2)",
+        default=None,
+        help="devices per machine that computes gradients: GPUs, or logical CPU devices "
+        "standing in for them on a machine without GPUs (default: 2 for mirrored, else 1)",
     )
 
 
@@ -136,12 +137,14 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         ConfigError: for any value the run cannot use.
     """
     models.check_model_name(args.model)
-    multi = strategy in ("multi_worker_mirrored", "parameter_server")
-    workers = args.workers if args.workers is not None else (2 if multi else 1)
-    ps = args.ps if args.ps is not None else (1 if strategy == "parameter_server" else 0)
+    spec = spec_for(strategy)
     cluster = ClusterConfig(
-        strategy=strategy, workers=workers, ps=ps, devices_per_worker=args.devices
+        strategy=strategy,
+        workers=spec.default_workers() if args.workers is None else args.workers,
+        ps=spec.default_ps() if args.ps is None else args.ps,
+        devices_per_worker=spec.default_devices if args.devices is None else args.devices,
     )
+    workers = cluster.workers
     per_replica = args.batch_size
     if args.global_batch_size is not None:
         from components.core.config import validate_cluster

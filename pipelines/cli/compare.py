@@ -85,6 +85,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     """
     from components.core import datasets
     from components.core.hardware import get_gpu
+    from components.core.launch.local import check_rehearsal
 
     strategies = parse_strategies(args.strategies)
     workers = 2 if args.workers is None else args.workers
@@ -95,6 +96,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     for strategy in strategies:
         cluster = cluster_for(strategy, workers, ps, args.devices)
         validate_run(dataclasses.replace(base, cluster=cluster))
+        check_rehearsal(cluster)
     get_gpu(args.gpu)
     datasets.get_builder(args.dataset, args.data_dir)
     return {
@@ -108,8 +110,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         "learning_rate": args.learning_rate,
         "workers": workers,
         "ps": ps,
-        "devices_per_worker": args.devices,
+        # 0: each strategy's own default (two logical devices for mirrored, else one).
+        "devices_per_worker": args.devices or 0,
         "machines": args.machines,
+        "gpus_per_machine": args.devices or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
         "target_accuracy": args.target_accuracy,

@@ -120,12 +120,18 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from components.core.launch.local import ClusterFailed, RestartPolicy, run_local
+    from components.core.launch.local import (
+        ClusterFailed,
+        RestartPolicy,
+        check_rehearsal,
+        run_local,
+    )
 
     output = args.output or common.default_output_dir("train")
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output {output} is a file: pass a folder")
     config = common.build_run_config(args, args.strategy, output)
+    check_rehearsal(config.cluster)
     if args.shards_dir:
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:

@@ -65,7 +65,7 @@ def train_to_artifacts(
             training=TrainingConfig(
                 epochs=epochs, per_replica_batch_size=batch_size, base_learning_rate=learning_rate
             ),
-            cluster=cluster_for(strategy, workers, ps, devices_per_worker),
+            cluster=cluster_for(strategy, workers, ps, devices_per_worker or None),
             output_dir=workdir,
         )
         validate_run(config)

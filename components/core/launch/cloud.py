@@ -73,7 +73,7 @@ class CloudConfig:
         gpu: GPU name from `components.core.hardware` (`t4`, `a100`, ...), or
             None for CPU machines.
         gpus_per_machine: GPUs on each GPU machine; default: the run's
-            `devices_per_worker` under `mirrored`, else 1.
+            devices per machine (`--devices`).
         machine_type: Vertex AI machine type of the GPU (or CPU) training
             machines; default: the one `hardware` names for the GPU count.
         ps_machine_type: CPU machine type of parameter servers and of the
@@ -163,44 +163,45 @@ class Pool:
 
 
 def resolved_gpus(run: RunConfig, cloud: CloudConfig) -> int:
-    """GPUs on each GPU machine (0 without `gpu`)."""
+    """GPUs on each machine that computes gradients (0 without `gpu`).
+
+    `--gpus-per-machine`, else the run's devices per machine: every device of
+    the run is a GPU in the cloud.
+    """
     if not cloud.gpu:
         return 0
     if cloud.gpus_per_machine is not None:
         return cloud.gpus_per_machine
-    return run.cluster.devices_per_worker if run.cluster.strategy == "mirrored" else 1
+    return run.cluster.spec.devices_per_machine(run.cluster)
 
 
 def layout(run: RunConfig, cloud: CloudConfig) -> list[Pool]:
     """The replica groups of a run, in Vertex AI pool order (chief, workers, ps, evaluator).
 
-    `one_device`/`mirrored`: one chief. `multi_worker_mirrored` with N workers: a
-    chief and N-1 workers, all alike (plus Reduction Server replicas when asked).
-    `parameter_server` with N workers and M PS: a CPU chief (the coordinator),
-    N GPU workers and M CPU parameter servers.
+    The task types and counts are the strategy spec's (the same the local
+    rehearsal's TF_CONFIG has); the roles that compute gradients get the GPU
+    machines, the others (a parameter-server coordinator, parameter servers)
+    CPU machines. Reduction Server replicas and an evaluator come on top.
     """
-    cluster = run.cluster
+    spec = run.cluster.spec
     gpus = resolved_gpus(run, cloud)
     gpu = cloud.accelerator
     train_machine = cloud.machine_type or (gpu.machine_type(gpus) if gpu else CPU_MACHINE_TYPE)
     pools: list[Pool] = []
-    if cluster.strategy == "parameter_server":
-        pools.append(Pool("chief", 1, 0, cloud.ps_machine_type))
-        pools.append(Pool("worker", cluster.workers, gpus, train_machine))
-        pools.append(Pool("ps", cluster.ps, 0, cloud.ps_machine_type))
-    else:
-        pools.append(Pool("chief", 1, gpus, train_machine))
-        if cluster.strategy == "multi_worker_mirrored" and cluster.workers > 1:
-            pools.append(Pool("worker", cluster.workers - 1, gpus, train_machine))
-        if cloud.reduction_server:
-            pools.append(
-                Pool(
-                    "reduction_server",
-                    cloud.reduction_server_replicas,
-                    0,
-                    cloud.reduction_server_machine_type,
-                )
+    for role, replicas in spec.task_counts(run.cluster).items():
+        if role in spec.gradient_roles:
+            pools.append(Pool(role, replicas, gpus, train_machine))
+        else:
+            pools.append(Pool(role, replicas, 0, cloud.ps_machine_type))
+    if cloud.reduction_server:
+        pools.append(
+            Pool(
+                "reduction_server",
+                cloud.reduction_server_replicas,
+                0,
+                cloud.reduction_server_machine_type,
             )
+        )
     if cloud.evaluator:
         pools.append(Pool("evaluator", 1, gpus, train_machine))
     return pools
@@ -233,7 +234,7 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
                 "Reduction Server exists on Vertex AI only: drop --reduction-server "
                 "or use --target vertex"
             )
-        if strategy != "multi_worker_mirrored":
+        if not run.cluster.spec.all_reduces_across_machines:
             raise ConfigError(
                 f"Reduction Server speeds up all-reduce of multi_worker_mirrored, not {strategy}: "
                 "drop --reduction-server or use --strategy multi_worker_mirrored"
@@ -270,9 +271,9 @@ def _validate_gpus(run: RunConfig, cloud: CloudConfig) -> None:
     gpus = resolved_gpus(run, cloud)
     if gpus < 1:
         raise ConfigError(f"--gpus-per-machine must be at least 1, got {gpus}")
-    if strategy == "one_device" and gpus != 1:
+    if not run.cluster.spec.devices_apply and gpus != 1:
         raise ConfigError(
-            f"one_device trains on one GPU, not {gpus}: pass --gpus-per-machine 1, "
+            f"{strategy} trains on one GPU, not {gpus}: pass --gpus-per-machine 1, "
             "or use --strategy mirrored for all GPUs of the machine"
         )
     if cloud.machine_type is None or cloud.target == "kubeflow":

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.core import atomic
-from components.core.config import ClusterConfig, RunConfig
+from components.core.config import ClusterConfig, ConfigError, RunConfig
 from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
 from components.core.training import METRICS_NAME, MODEL_DIR_NAME
 
@@ -127,15 +127,6 @@ class Task:
         return f"{self.task_type}-{self.index}" if self.task_type else "local"
 
 
-def task_types(cluster: ClusterConfig) -> dict[str, int]:
-    """Task type -> count for the strategy's cluster (empty for one process)."""
-    if cluster.strategy in ("one_device", "mirrored"):
-        return {}
-    if cluster.strategy == "multi_worker_mirrored":
-        return {"worker": cluster.workers}
-    return {"chief": 1, "worker": cluster.workers, "ps": cluster.ps}
-
-
 def free_ports(count: int) -> list[int]:
     """Ports the OS has just handed out on 127.0.0.1, held until all are chosen."""
     sockets = []
@@ -151,10 +142,13 @@ def free_ports(count: int) -> list[int]:
 
 
 def plan_tasks(cluster: ClusterConfig) -> list[Task]:
-    """The cluster's tasks with `TF_CONFIG` on fresh 127.0.0.1 ports."""
-    counts = task_types(cluster)
-    if not counts:
-        return [Task(None, 0, None)]
+    """The cluster's tasks with `TF_CONFIG` on fresh 127.0.0.1 ports.
+
+    The task types and counts are the strategy spec's, the same Vertex AI and
+    the training operator give the cloud job's replicas: even a single-process
+    strategy runs as the one `chief` task of a cluster, as on Vertex AI.
+    """
+    counts = cluster.spec.task_counts(cluster)
     ports = iter(free_ports(sum(counts.values())))
     spec = {kind: [f"{HOST}:{next(ports)}" for _ in range(n)] for kind, n in counts.items()}
     return [
@@ -162,13 +156,6 @@ def plan_tasks(cluster: ClusterConfig) -> list[Task]:
         for kind, n in counts.items()
         for i in range(n)
     ]
-
-
-def _is_primary(cluster: ClusterConfig, task: Task) -> bool:
-    """Whether the run is finished only when this task exits 0."""
-    if cluster.strategy == "parameter_server":
-        return task.task_type == "chief"
-    return True
 
 
 class LocalCluster:
@@ -314,7 +301,7 @@ class LocalCluster:
             done = True
             for task in self.tasks:
                 code = task.process.poll()
-                primary = _is_primary(cluster, task)
+                primary = task.task_type in cluster.spec.primary_roles
                 if code is None:
                     done = done and not primary
                     continue
@@ -338,8 +325,7 @@ class LocalCluster:
 
     def _may_restart_alone(self, task: Task) -> bool:
         return (
-            self.config.cluster.strategy == "parameter_server"
-            and task.task_type == "worker"
+            task.task_type in self.config.cluster.spec.restartable_alone
             and task.process.returncode != CONFIG_ERROR_EXIT
             and task.restarts < self.restart.worker_restarts
         )
@@ -483,6 +469,30 @@ def _signals_ignored() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def check_rehearsal(cluster: ClusterConfig) -> None:
+    """Refuses a shape this machine cannot rehearse truthfully.
+
+    Logical CPU devices stand in for GPUs only where the strategy replicates
+    over them; `ParameterServerStrategy` replicates a worker's steps over GPUs
+    only, so its local workers would hold fewer replicas than counted.
+
+    Raises:
+        ConfigError: saying which flag to change.
+    """
+    spec = cluster.spec
+    if spec.devices_per_machine(cluster) > 1 and not spec.cpu_rehearsal:
+        raise ConfigError(
+            f"a local {spec.name} rehearsal runs one device per worker "
+            f"({spec.tf_class} replicates a worker's steps over GPUs only): pass --devices 1 "
+            "locally; the cloud job takes GPUs per machine"
+        )
+
+
 def run_local(config: RunConfig, **kwargs: Any) -> dict[str, Any]:
-    """Runs `config` on a localhost cluster; see `LocalCluster`."""
+    """Runs `config` on a localhost cluster; see `LocalCluster`.
+
+    Raises:
+        ConfigError: a shape this machine cannot rehearse (before anything starts).
+    """
+    check_rehearsal(config.cluster)
     return LocalCluster(config, **kwargs).run()

@@ -1,0 +1,229 @@
+"""The one strategy spec: what each `tf.distribute` strategy needs of a cluster.
+
+Every backend derives its cluster from `spec_for(name)`: the local launcher's
+`TF_CONFIG`, Vertex AI's worker pools and the TFJob's replica specs all come
+from `StrategySpec.task_counts`, so a local rehearsal has the same task types,
+counts and roles as the cloud job. Replica counts, input pipelines, who
+serves, who exports and who may be restarted alone are answered here and
+nowhere else.
+
+The task types are TensorFlow's (`TF_CONFIG`'s `cluster` keys): `chief`,
+`worker`, `ps`. Vertex AI names its pools after the same roles (pool 0 is the
+chief), and the training operator's `Chief`/`Worker`/`PS` replica types map
+one to one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from components.core.errors import ConfigError
+
+CHIEF = "chief"
+WORKER = "worker"
+PS = "ps"
+EVALUATOR = "evaluator"
+
+
+class ClusterShape(Protocol):
+    """What the spec reads of a cluster (`config.ClusterConfig` is one)."""
+
+    workers: int
+    ps: int
+    devices_per_worker: int
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """What one strategy needs: tasks, replicas, input pipelines and roles.
+
+    Attributes:
+        name: the name users type (`--strategy`).
+        tf_class: the `tf.distribute` class it builds.
+        multi_machine: trains across several machines (`--workers` > 1 allowed).
+        uses_ps: has parameter-server tasks; the chief only coordinates and the
+            workers and parameter servers run a server each.
+        devices_apply: devices per machine multiply the replicas (all but
+            `one_device`).
+        cpu_rehearsal: on a machine without GPUs, logical CPU devices stand in
+            for several GPUs per machine. `ParameterServerStrategy` replicates a
+            worker's steps over its GPUs only, so it rehearses one device each.
+        default_devices: devices per machine when the user gives none (the
+            local `mirrored` rehearsal uses two, so its all-reduce really runs).
+    """
+
+    name: str
+    tf_class: str
+    multi_machine: bool
+    uses_ps: bool
+    devices_apply: bool
+    cpu_rehearsal: bool
+    default_devices: int
+
+    # -- the cluster -----------------------------------------------------------
+
+    def task_counts(self, cluster: ClusterShape) -> dict[str, int]:
+        """Task type -> count, the same for `TF_CONFIG`, Vertex pools and TFJob replicas.
+
+        Every strategy has one chief. Under `multi_worker_mirrored` the chief is
+        the first of `workers` machines that train alike; under
+        `parameter_server` it is a separate coordinator beside `workers` workers
+        and `ps` parameter servers.
+        """
+        if self.uses_ps:
+            return {CHIEF: 1, WORKER: cluster.workers, PS: cluster.ps}
+        if self.multi_machine and cluster.workers > 1:
+            return {CHIEF: 1, WORKER: cluster.workers - 1}
+        return {CHIEF: 1}
+
+    def num_processes(self, cluster: ClusterShape) -> int:
+        """TensorFlow processes (one per task) the cluster runs."""
+        return sum(self.task_counts(cluster).values())
+
+    def training_machines(self, cluster: ClusterShape) -> int:
+        """Machines that compute gradients (each with `devices_per_worker` devices)."""
+        return cluster.workers if self.multi_machine else 1
+
+    def devices_per_machine(self, cluster: ClusterShape) -> int:
+        """Devices of one training machine that hold a replica."""
+        return cluster.devices_per_worker if self.devices_apply else 1
+
+    def num_replicas(self, cluster: ClusterShape) -> int:
+        """Replicas that compute gradients for one global batch."""
+        return self.training_machines(cluster) * self.devices_per_machine(cluster)
+
+    def replicas_in_sync(self, cluster: ClusterShape) -> int:
+        """`strategy.num_replicas_in_sync`: a parameter-server step runs on one worker."""
+        if self.uses_ps:
+            return self.devices_per_machine(cluster)
+        return self.num_replicas(cluster)
+
+    def input_pipelines(self, cluster: ClusterShape) -> int:
+        """Input pipelines that read the shards: one per training machine."""
+        return self.training_machines(cluster)
+
+    # -- roles -------------------------------------------------------------------
+
+    @property
+    def gradient_roles(self) -> tuple[str, ...]:
+        """Task types whose machines compute gradients (and carry the GPUs)."""
+        return (WORKER,) if self.uses_ps else (CHIEF, WORKER)
+
+    @property
+    def serving_roles(self) -> tuple[str, ...]:
+        """Task types that only run a gRPC server for the chief to drive."""
+        return (WORKER, PS) if self.uses_ps else ()
+
+    @property
+    def primary_roles(self) -> tuple[str, ...]:
+        """Task types whose exit 0 means the run is finished (servers never exit)."""
+        return (CHIEF,) if self.uses_ps else (CHIEF, WORKER)
+
+    @property
+    def restartable_alone(self) -> tuple[str, ...]:
+        """Task types a launcher may restart alone (the coordinator retries their steps)."""
+        return (WORKER,) if self.uses_ps else ()
+
+    exporter_role = CHIEF  # the chief exports the model and writes the run's record
+
+    @property
+    def all_reduces_across_machines(self) -> bool:
+        """Gradients are all-reduced between machines (what Reduction Server speeds up)."""
+        return self.multi_machine and not self.uses_ps
+
+    # -- the shape a user asks for -----------------------------------------------
+
+    def default_workers(self) -> int:
+        return 2 if self.multi_machine else 1
+
+    def default_ps(self) -> int:
+        return 1 if self.uses_ps else 0
+
+    def shape_errors(self, cluster: ClusterShape) -> list[str]:
+        """What is wrong with `cluster` for this strategy, each saying which flag to change."""
+        errors = []
+        if cluster.workers < 1:
+            errors.append(f"--workers must be at least 1, got {cluster.workers}")
+        if cluster.ps < 0:
+            errors.append(f"--ps must be 0 or more, got {cluster.ps}")
+        if cluster.devices_per_worker < 1:
+            errors.append(f"--devices must be at least 1, got {cluster.devices_per_worker}")
+        if not self.multi_machine and cluster.workers != 1:
+            errors.append(
+                f"{self.name} runs on one machine: use --workers 1, or choose "
+                "multi_worker_mirrored or parameter_server for several workers"
+            )
+        if not self.uses_ps and cluster.ps:
+            errors.append(
+                f"{self.name} has no parameter servers: drop --ps, or choose parameter_server"
+            )
+        if self.uses_ps and cluster.ps < 1:
+            errors.append(
+                "parameter_server needs at least one parameter server: pass --ps 1 or more"
+            )
+        if not self.devices_apply and cluster.devices_per_worker != 1:
+            errors.append(
+                f"{self.name} trains on one device, not {cluster.devices_per_worker}: "
+                "use --devices 1, or choose mirrored for every device of the machine"
+            )
+        return errors
+
+
+SPECS: dict[str, StrategySpec] = {
+    spec.name: spec
+    for spec in (
+        StrategySpec(
+            "one_device",
+            "the default strategy (one device)",
+            multi_machine=False,
+            uses_ps=False,
+            devices_apply=False,
+            cpu_rehearsal=False,
+            default_devices=1,
+        ),
+        StrategySpec(
+            "mirrored",
+            "MirroredStrategy",
+            multi_machine=False,
+            uses_ps=False,
+            devices_apply=True,
+            cpu_rehearsal=True,
+            default_devices=2,
+        ),
+        StrategySpec(
+            "multi_worker_mirrored",
+            "MultiWorkerMirroredStrategy",
+            multi_machine=True,
+            uses_ps=False,
+            devices_apply=True,
+            cpu_rehearsal=True,
+            default_devices=1,
+        ),
+        StrategySpec(
+            "parameter_server",
+            "ParameterServerStrategy",
+            multi_machine=True,
+            uses_ps=True,
+            devices_apply=True,
+            cpu_rehearsal=False,
+            default_devices=1,
+        ),
+    )
+}
+STRATEGIES = tuple(SPECS)
+
+
+def spec_for(name: str) -> StrategySpec:
+    """The spec of strategy `name`.
+
+    Raises:
+        ConfigError: for an unknown name, listing the known ones.
+    """
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)} "
+            "(or 'auto' to let `strategist select` choose)"
+        ) from None
