@@ -45,9 +45,9 @@ def select_strategy(
     """
     from collections import namedtuple
 
-    from components.core import selection
+    from components.strategy_choice import choose_for_pipeline
 
-    choice = selection.choose_for_pipeline(
+    choice = choose_for_pipeline(
         strategy=strategy,
         model_name=model_name,
         batch_size=batch_size,

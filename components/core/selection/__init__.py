@@ -1,0 +1,98 @@
+"""Strategy selection: topology + model -> a recommended tf.distribute strategy.
+
+The selector reasons the way a practitioner does and backs each rule with a
+cost model whose constants are calibrated on published scaling results
+(`data/published_scaling.json`; `docs/selection.md` shows every case with its
+prediction and error).
+
+Rules:
+
+* one GPU -> `one_device`; one machine with several GPUs -> `mirrored`;
+* several homogeneous machines on a fast network -> `multi_worker_mirrored`;
+* heterogeneous or preemptible machines, acceptable asynchronous updates (or
+  very many workers) favour `parameter_server`, whose workers neither wait for
+  the slowest one nor die together; large sparse embedding tables favour it too
+  (parameter servers hold the table and move only the rows a step touches);
+* when parameters + gradients + Adam state + activations do not fit one GPU,
+  data parallelism cannot run: `model_parallelism`, `"supported": false`.
+
+Measured throughput on matching hardware (`comparison.json` records passed as
+history) outranks the prediction. This package never imports kfp and imports
+TensorFlow only when `model_profile.profile_model` must build a model.
+
+Modules:
+
+* `topology`: the hardware (`Topology`) and cluster shape (`Layout`);
+* `cost_model`: calibrated constants, step-time formulas, per-strategy predictions;
+* `prediction`: the candidate strategies of a topology, each a `Prediction`;
+* `history`: measured throughput from `comparison.json` files;
+* `rules`: practitioner rules over the ranked candidates;
+* `explanation`: the reasons, as sentences with numbers;
+* `recommendation`: `recommend` and its answer, `Recommendation`;
+* `evidence`: published cases, their predictions and docs/selection.md
+  (`python -m components.core.selection --evidence-table`).
+"""
+
+from components.core.selection.cost_model import (
+    achievable_tflops,
+    compute_time,
+    exposed_communication,
+    hierarchical_allreduce_time,
+    max_batch_that_fits,
+    memory_needed_bytes,
+    parameter_server_time,
+    predict_allreduce,
+    predict_parameter_server,
+    ring_allreduce_time,
+    step_compute_time,
+)
+from components.core.selection.evidence import (
+    DATA_DIR,
+    EVIDENCE_PATH,
+    evidence_rows,
+    evidence_table_markdown,
+    load_evidence,
+    main,
+    median_absolute_error_pp,
+    predict_case,
+)
+from components.core.selection.history import apply_history, load_history
+from components.core.selection.prediction import Prediction, candidates
+from components.core.selection.recommendation import (
+    MODEL_PARALLELISM,
+    Recommendation,
+    recommend,
+)
+from components.core.selection.topology import PRECISIONS, Layout, Topology
+
+__all__ = [
+    "DATA_DIR",
+    "EVIDENCE_PATH",
+    "MODEL_PARALLELISM",
+    "PRECISIONS",
+    "Layout",
+    "Prediction",
+    "Recommendation",
+    "Topology",
+    "achievable_tflops",
+    "apply_history",
+    "candidates",
+    "compute_time",
+    "evidence_rows",
+    "evidence_table_markdown",
+    "exposed_communication",
+    "hierarchical_allreduce_time",
+    "load_evidence",
+    "load_history",
+    "main",
+    "max_batch_that_fits",
+    "median_absolute_error_pp",
+    "memory_needed_bytes",
+    "parameter_server_time",
+    "predict_allreduce",
+    "predict_case",
+    "predict_parameter_server",
+    "recommend",
+    "ring_allreduce_time",
+    "step_compute_time",
+]

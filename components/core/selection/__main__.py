@@ -1,0 +1,7 @@
+"""`python -m components.core.selection --evidence-table > docs/selection.md`."""
+
+import sys
+
+from components.core.selection.evidence import main
+
+sys.exit(main())

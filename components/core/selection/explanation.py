@@ -1,0 +1,162 @@
+"""Plain sentences, with numbers, on why the chosen strategy wins and what the others cost."""
+
+from __future__ import annotations
+
+from components.core.hardware import get_gpu, interconnect_bandwidth
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    PREEMPTIONS_PER_MACHINE_HOUR,
+    RESTART_COST_S,
+    achievable_tflops,
+)
+from components.core.selection.prediction import Prediction
+from components.core.selection.topology import Topology
+
+
+def pct(x: float) -> str:
+    """`x` as a whole percentage, e.g. `42%`."""
+    return f"{x:.0%}"
+
+
+def explain(
+    chosen: Prediction,
+    ranked: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+) -> list[str]:
+    """The reasons for `chosen`, then one sentence per other candidate.
+
+    Args:
+        chosen: the chosen candidate.
+        ranked: the feasible candidates, best first (`chosen` among them).
+        topology: the hardware.
+        model: the model's profile.
+        batch: the per-replica batch the predictions use.
+
+    Returns:
+        The model's compute cost, why the chosen strategy, its preemption
+        losses when any, and how each alternative compares.
+    """
+    reasons = [
+        _compute_sentence(chosen, topology, model, batch),
+        _STRATEGY_SENTENCES.get(chosen.strategy, _parameter_server_sentence)(
+            chosen, topology, model
+        ),
+    ]
+    if chosen.overhead_fraction:
+        reasons.append(_preemption_sentence(chosen))
+    reasons.extend(_alternative_sentences(chosen, ranked))
+    return reasons
+
+
+def _compute_sentence(
+    chosen: Prediction, topology: Topology, model: ModelProfile, batch: int
+) -> str:
+    """The model's size and FLOPs, and how long one GPU takes for a step."""
+    gpu = get_gpu(topology.gpu)
+    tflops = achievable_tflops(topology.gpu, topology.precision)
+    return (
+        f"{model.name}: {model.params:,} parameters ({model.gradient_bytes / 1e6:,.1f} MB of dense "
+        f"gradients per step), {model.flops_per_example / 1e9:,.3g} GFLOPs forward per example; "
+        f"at batch {batch} one {gpu.name} computes a step "
+        f"in {chosen.single_gpu_step_s * 1e3:,.1f} ms "
+        f"(3 x forward FLOPs at {tflops:,.1f} TFLOP/s sustained, {topology.precision})."
+    )
+
+
+def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+    """Why one GPU: there is only one, or communication costs more than more GPUs give."""
+    if topology.total_gpus == 1:
+        return "One GPU: one_device, no communication at all."
+    return (
+        f"Communication would cost more than the extra GPUs give: one_device runs at "
+        f"{chosen.examples_per_second:,.0f} examples/s."
+    )
+
+
+def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+    """All-reduce within one machine: its time and the scaling efficiency left."""
+    return (
+        f"One machine with {topology.gpus_per_machine} GPUs: mirrored all-reduces "
+        f"{model.gradient_bytes / 1e6:,.1f} MB over {topology.link} "
+        f"({interconnect_bandwidth(topology.link):g} GB/s) "
+        f"in {chosen.raw_communication_s * 1e3:,.1f} ms, "
+        f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation: "
+        f"{pct(chosen.scaling_efficiency)} scaling efficiency."
+    )
+
+
+def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+    """All-reduce across machines: its time and the scaling efficiency left."""
+    return (
+        f"{topology.machines} "
+        f"{'heterogeneous' if topology.heterogeneous else 'homogeneous'} machines on a "
+        f"{topology.network_gbps:g} Gbps network: "
+        + (
+            f"hierarchical all-reduce (within each machine over {topology.link}, "
+            "then across machines) takes "
+            if topology.gpus_per_machine > 1
+            else "ring all-reduce across machines takes "
+        )
+        + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step, "
+        f"{chosen.communication_s * 1e3:,.1f} ms exposed: "
+        f"{pct(chosen.scaling_efficiency)} scaling "
+        f"efficiency on {chosen.replicas} GPUs."
+    )
+
+
+def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+    """The parameter-server layout, its transfer time and where to run the servers."""
+    return (
+        f"parameter_server with {chosen.layout.workers} "
+        f"workers and {chosen.layout.ps} parameter "
+        f"server(s) (plus the chief coordinator): pulling and pushing "
+        f"{model.gradient_bytes / 1e6:,.1f} MB per worker step "
+        f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, "
+        f"{chosen.communication_s * 1e3:,.1f} ms exposed: "
+        f"{pct(chosen.scaling_efficiency)} scaling "
+        f"efficiency. {chosen.layout.ps} is the fewest "
+        "servers within 3% of the best predicted step; "
+        "run them on non-preemptible machines: a lost "
+        "parameter server needs a restart from a checkpoint."
+    )
+
+
+_STRATEGY_SENTENCES = {
+    "one_device": _one_device_sentence,
+    "mirrored": _mirrored_sentence,
+    "multi_worker_mirrored": _multi_worker_sentence,
+}
+
+
+def _preemption_sentence(chosen: Prediction) -> str:
+    """The share of throughput expected preemptions take off the chosen strategy."""
+    return (
+        f"Expected preemption losses ({PREEMPTIONS_PER_MACHINE_HOUR:.3f} "
+        "preemptions per machine-hour x "
+        f"{RESTART_COST_S:.0f} s per restart) take "
+        f"{pct(chosen.overhead_fraction)} off {chosen.strategy}."
+    )
+
+
+def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list[str]:
+    """Each other candidate's throughput relative to the choice, and its step time.
+
+    one_device is left out once more GPUs are chosen.
+    """
+    reasons = []
+    for p in ranked:
+        if p is chosen:
+            continue
+        if p.strategy == "one_device" and chosen.strategy != "one_device":
+            continue
+        rel = p.rank_examples_per_second / chosen.rank_examples_per_second
+        reasons.append(
+            f"{p.strategy}: {p.rank_examples_per_second:,.0f} examples/s "
+            f"({'measured' if p.measured_examples_per_second is not None else 'predicted'}), "
+            f"{rel:.2f}x the choice; step {p.step_time_s * 1e3:,.1f} "
+            f"ms = {p.compute_s * 1e3:,.1f} ms compute + "
+            f"{p.communication_s * 1e3:,.1f} ms exposed communication."
+        )
+    return reasons

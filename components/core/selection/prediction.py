@@ -1,0 +1,190 @@
+"""Candidate strategies for a topology, each with the cost model's prediction."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    OPTIMIZER_STATE_FACTOR,
+    PREEMPTIONS_PER_MACHINE_HOUR,
+    RESTART_COST_S,
+    achievable_tflops,
+    predict_allreduce,
+    predict_parameter_server,
+    step_compute_time,
+)
+from components.core.selection.topology import Layout, Topology
+
+# Parameter-server host memory available for variables and optimizer state, GB.
+PS_HOST_MEMORY_GB = 64.0
+
+
+@dataclass
+class Prediction:
+    """The cost model's (and, when given, the measurement's) view of one candidate.
+
+    Attributes:
+        strategy: one of `config.STRATEGIES`.
+        layout: the cluster shape it runs on.
+        replicas: GPUs that each hold a replica.
+        per_replica_batch: examples per replica per step.
+        compute_s: predicted compute seconds per step.
+        communication_s: predicted communication seconds not hidden behind compute.
+        raw_communication_s: predicted communication seconds before overlap.
+        single_gpu_step_s: predicted step seconds of one GPU alone.
+        overhead_fraction: share of throughput lost to expected preemptions.
+        feasible: False when the candidate cannot run (e.g. out of GPU memory).
+        note: why it cannot run, when it cannot.
+        measured_examples_per_second: measured throughput on matching hardware.
+        measured_source: the file the measurement came from.
+        adjusted_examples_per_second: the prediction rescaled by other measurements.
+    """
+
+    strategy: str
+    layout: Layout
+    replicas: int
+    per_replica_batch: int
+    compute_s: float
+    communication_s: float
+    raw_communication_s: float
+    single_gpu_step_s: float
+    overhead_fraction: float = 0.0
+    feasible: bool = True
+    note: str = ""
+    measured_examples_per_second: float | None = None
+    measured_source: str | None = None
+    adjusted_examples_per_second: float | None = None
+
+    @property
+    def step_time_s(self) -> float:
+        """Predicted seconds per step: compute plus exposed communication."""
+        return self.compute_s + self.communication_s
+
+    @property
+    def examples_per_second(self) -> float:
+        """Predicted examples/s, after expected preemption losses."""
+        raw = self.replicas * self.per_replica_batch / self.step_time_s
+        return raw * (1 - self.overhead_fraction)
+
+    @property
+    def scaling_efficiency(self) -> float:
+        """Per-replica throughput relative to one GPU alone."""
+        single = self.per_replica_batch / self.single_gpu_step_s
+        return self.examples_per_second / (self.replicas * single)
+
+    @property
+    def rank_examples_per_second(self) -> float:
+        """What ranking uses: measured, else the prediction rescaled by measurements."""
+        if self.measured_examples_per_second is not None:
+            return self.measured_examples_per_second
+        if self.adjusted_examples_per_second is not None:
+            return self.adjusted_examples_per_second
+        return self.examples_per_second
+
+    def to_dict(self) -> dict[str, Any]:
+        """The candidate as a JSON-ready dict (six significant digits)."""
+        out: dict[str, Any] = {
+            "strategy": self.strategy,
+            "layout": self.layout.to_dict(),
+            "predicted": {
+                "step_time_s": _r(self.step_time_s),
+                "compute_s": _r(self.compute_s),
+                "communication_s": _r(self.communication_s),
+                "examples_per_second": _r(self.examples_per_second),
+                "scaling_efficiency": _r(self.scaling_efficiency),
+            },
+        }
+        if self.measured_examples_per_second is not None:
+            out["measured"] = {
+                "examples_per_second": _r(self.measured_examples_per_second),
+                "source": self.measured_source,
+            }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _r(value: float) -> float:
+    """`value` rounded to six significant digits."""
+    return float(f"{value:.6g}")
+
+
+def _candidate(strategy, layout, replicas, batch, parts, single) -> Prediction:
+    """A Prediction from the cost model's (compute, exposed, raw communication) triple."""
+    compute, exposed, raw = parts
+    return Prediction(strategy, layout, replicas, batch, compute, exposed, raw, single)
+
+
+def _ps_count(topology: Topology, model: ModelProfile, batch: int, workers: int, gpus: int) -> int:
+    """Fewest parameter servers within 3% of the best, and enough to hold sparse tables."""
+    table = model.sparse_embedding_params * 4 * (1 + OPTIMIZER_STATE_FACTOR)
+    need = max(1, math.ceil(table / (PS_HOST_MEMORY_GB * 1e9)))
+    options = range(need, max(need, 2 * workers, 8) + 1)
+
+    def step(p: int) -> float:
+        c, e, _ = predict_parameter_server(topology, model, batch, workers, p, gpus)
+        return c + e
+
+    best = min(step(p) for p in options)
+    return next(p for p in options if step(p) <= best * 1.03)
+
+
+def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Prediction]:
+    """Every strategy that can use (part of) the topology, with its prediction."""
+    single = step_compute_time(model, batch, achievable_tflops(topology.gpu, topology.precision))
+    m, g = topology.machines, topology.gpus_per_machine
+    out = [_candidate("one_device", Layout(1, 0, 1), 1, batch, (single, 0.0, 0.0), single)]
+    if g > 1:
+        out.append(
+            _candidate(
+                "mirrored",
+                Layout(1, 0, g),
+                g,
+                batch,
+                predict_allreduce(topology, model, batch, 1, g),
+                single,
+            )
+        )
+    if m > 1:
+        out.append(
+            _candidate(
+                "multi_worker_mirrored",
+                Layout(m, 0, g),
+                m * g,
+                batch,
+                predict_allreduce(topology, model, batch, m, g),
+                single,
+            )
+        )
+    if m > 1 or model.sparse_embedding_params:
+        ps = _ps_count(topology, model, batch, m, g)
+        out.append(
+            _candidate(
+                "parameter_server",
+                Layout(m, ps, g),
+                m * g,
+                batch,
+                predict_parameter_server(topology, model, batch, m, ps, g),
+                single,
+            )
+        )
+    if topology.preemptible:
+        _charge_preemptions(out)
+    return out
+
+
+def _charge_preemptions(preds: list[Prediction]) -> None:
+    """Sets each candidate's expected share of time lost to preemption restarts.
+
+    A synchronous strategy restarts when any of its machines is preempted;
+    parameter_server counts as one machine, since its other workers keep
+    training when one is lost.
+    """
+    for c in preds:
+        machines = c.layout.workers if c.strategy != "parameter_server" else 1
+        c.overhead_fraction = min(
+            0.9, machines * PREEMPTIONS_PER_MACHINE_HOUR * RESTART_COST_S / 3600
+        )

@@ -1,0 +1,262 @@
+"""The selector's answer for a topology and a model, and how it is reached."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.core.config import ConfigError
+from components.core.hardware import Gpu, get_gpu
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    USABLE_MEMORY_FRACTION,
+    max_batch_that_fits,
+    memory_needed_bytes,
+)
+from components.core.selection.explanation import explain
+from components.core.selection.history import apply_history
+from components.core.selection.prediction import Prediction, candidates
+from components.core.selection.rules import apply_rules, prefer_simpler
+from components.core.selection.topology import Layout, Topology
+
+MODEL_PARALLELISM = "model_parallelism"
+
+
+@dataclass
+class Recommendation:
+    """The selector's answer.
+
+    Attributes:
+        strategy: one of `config.STRATEGIES`, or `model_parallelism`.
+        supported: False when Strategist cannot train the model as asked.
+        layout: workers / ps / GPUs per machine, or None when unsupported.
+        chosen: the chosen candidate's prediction, or None when unsupported.
+        alternatives: the other candidates, best first.
+        reasons: plain sentences with numbers.
+        topology: the hardware asked about.
+        model: the model asked about.
+        batch_size: the per-replica batch the predictions use.
+    """
+
+    strategy: str
+    supported: bool
+    layout: Layout | None
+    chosen: Prediction | None
+    alternatives: list[Prediction]
+    reasons: list[str]
+    topology: Topology
+    model: ModelProfile
+    batch_size: int = 64
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `strategist select --json` document."""
+        chosen = self.chosen.to_dict() if self.chosen else None
+        return {
+            "strategy": self.strategy,
+            "supported": self.supported,
+            "layout": self.layout.to_dict() if self.layout else None,
+            "predicted": chosen["predicted"] if chosen else None,
+            "measured": chosen.get("measured") if chosen else None,
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "reasons": list(self.reasons),
+            "inputs": {
+                "topology": dataclasses.asdict(self.topology),
+                "model": self.model.to_dict(),
+                "per_replica_batch_size": self.batch_size,
+            },
+        }
+
+    def _rows(self) -> list[list[str]]:
+        """One table row per candidate, the chosen one first and marked `> `."""
+        rows = []
+        preds = ([self.chosen] if self.chosen else []) + self.alternatives
+        for i, p in enumerate(preds):
+            measured = (
+                f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
+            )
+            rows.append(
+                [
+                    ("> " if i == 0 and self.supported else "") + p.strategy,
+                    f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
+                    f"{p.step_time_s * 1e3:,.1f}",
+                    f"{p.compute_s * 1e3:,.1f}",
+                    f"{p.communication_s * 1e3:,.1f}",
+                    f"{p.examples_per_second:,.0f}",
+                    f"{p.scaling_efficiency:.0%}",
+                    measured,
+                ]
+            )
+        return rows
+
+    HEADER = [
+        "strategy",
+        "workers/ps/gpus",
+        "step ms",
+        "compute ms",
+        "comm ms",
+        "examples/s",
+        "efficiency",
+        "measured/s",
+    ]
+
+    def to_markdown(self) -> str:
+        """The same content as Markdown (for a KFP Markdown artifact)."""
+        title = self.strategy + ("" if self.supported else " (not supported)")
+        lines = [f"## Recommended strategy: `{title}`", ""]
+        lines.append(
+            f"Hardware: {self.topology.describe()}; model: "
+            f"{self.model.name}; per-GPU batch {self.batch_size}."
+        )
+        if self.layout:
+            lines.append(
+                f"Layout: workers {self.layout.workers}, ps {self.layout.ps}, "
+                f"GPUs per machine {self.layout.gpus_per_machine}."
+            )
+        lines.append("")
+        rows = self._rows()
+        if rows:
+            lines.append("| " + " | ".join(self.HEADER) + " |")
+            lines.append("|" + "---|" * len(self.HEADER))
+            lines.extend("| " + " | ".join(r) + " |" for r in rows)
+            lines.append("")
+        lines.append("### Reasons")
+        lines.extend(f"- {r}" for r in self.reasons)
+        return "\n".join(lines) + "\n"
+
+    def to_text(self) -> str:
+        """Plain text for the terminal."""
+        lines = [
+            f"recommended: {self.strategy}"
+            + ("" if self.supported else " (not supported by Strategist)")
+        ]
+        if self.layout:
+            lines.append(
+                f"layout:      workers {self.layout.workers}, ps {self.layout.ps}, "
+                f"GPUs per machine {self.layout.gpus_per_machine}"
+            )
+        rows = self._rows()
+        if rows:
+            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(self.HEADER)]
+            lines.append("")
+            lines.append("  ".join(h.ljust(w) for h, w in zip(self.HEADER, widths, strict=True)))
+            lines.extend(
+                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
+            )
+        lines.append("")
+        lines.append("reasons:")
+        lines.extend(f"  - {r}" for r in self.reasons)
+        return "\n".join(lines)
+
+
+def recommend(
+    topology: Topology,
+    model: ModelProfile,
+    *,
+    batch_size: int = 64,
+    async_ok: bool = False,
+    history: Sequence[Mapping[str, Any]] = (),
+) -> Recommendation:
+    """Chooses a strategy and layout for `model` on `topology`.
+
+    Args:
+        topology: the hardware.
+        model: the model's profile (`model_profile.profile_model`, `from_params`, ...).
+        batch_size: per-GPU (per-replica) batch.
+        async_ok: asynchronous updates (parameter_server in TF2) are acceptable.
+        history: `comparison.json` result records (`load_history`); measured
+            throughput on matching hardware outranks the prediction.
+
+    Returns:
+        The recommendation; `model_parallelism` with `supported` False when the
+        model cannot fit one GPU.
+
+    Raises:
+        ConfigError: for invalid hardware or batch size.
+    """
+    topology.validate()
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
+    gpu = get_gpu(topology.gpu)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, replicated_embedding=True)
+    fit_ps = max_batch_that_fits(model, gpu.memory_gb, replicated_embedding=False)
+    if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
+        return _model_parallelism(topology, model, batch_size, gpu)
+    preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
+    if history:
+        reasons.extend(apply_history(preds, history, topology, model))
+    return _choose(preds, topology, model, batch, async_ok, reasons)
+
+
+def _model_parallelism(
+    topology: Topology, model: ModelProfile, batch: int, gpu: Gpu
+) -> Recommendation:
+    """The unsupported answer for a model whose weights and state do not fit one GPU."""
+    static_gb = memory_needed_bytes(model, 0, False) / 1e9
+    reasons = [
+        f"{model.name} needs {static_gb:,.1f} GB for weights, gradients and Adam state "
+        f"({model.dense_params:,} parameters x 16 bytes) plus activations, more than the "
+        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on one {gpu.name} "
+        f"({gpu.memory_gb:g} GB): data parallelism keeps a full copy per GPU, so it cannot run.",
+        "Split the model across GPUs (tensor or pipeline parallelism, e.g. DTensor or "
+        "Mesh TensorFlow), or use GPUs with more memory; Strategist does not do model "
+        "parallelism.",
+    ]
+    return Recommendation(MODEL_PARALLELISM, False, None, None, [], reasons, topology, model, batch)
+
+
+def _candidates_that_fit(
+    topology: Topology, model: ModelProfile, batch: int, gpu: Gpu, fit_replicated: int
+) -> tuple[list[Prediction], int, list[str]]:
+    """The candidates at a per-replica batch that fits one GPU, that batch, and reasons.
+
+    When the sparse embedding table does not fit one GPU, only parameter_server
+    stays feasible; when the batch is too large, the predictions use the
+    largest batch that fits.
+    """
+    preds = candidates(topology, model, batch)
+    if fit_replicated >= batch:
+        return preds, batch, []
+    need_gb = memory_needed_bytes(model, batch, True) / 1e9
+    if fit_replicated == 0:
+        for p in preds:
+            if p.strategy != "parameter_server":
+                p.feasible = False
+                p.note = "sparse embedding table does not fit one GPU"
+        reason = (
+            f"The {model.sparse_embedding_params:,}-parameter embedding table with its "
+            f"gradients and Adam state ({need_gb:,.1f} GB) does not fit one {gpu.name}; "
+            "parameter servers hold it in host memory and send only the rows a step touches."
+        )
+        return preds, batch, [reason]
+    usable = fit_replicated
+    reason = (
+        f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
+        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on a {gpu.name}; "
+        f"use at most {usable} per GPU (or accumulate gradients). Predictions use {usable}."
+    )
+    return candidates(topology, model, usable), usable, [reason]
+
+
+def _choose(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+    reasons: list[str],
+) -> Recommendation:
+    """Ranks the feasible candidates, applies the rules and explains the choice.
+
+    `reasons` (memory and history findings) follow the explanation.
+    """
+    feasible = [p for p in preds if p.feasible]
+    feasible.sort(key=lambda p: -p.rank_examples_per_second)
+    best = prefer_simpler(feasible)
+    chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
+    reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
+    alternatives = [p for p in feasible if p is not chosen] + [p for p in preds if not p.feasible]
+    return Recommendation(
+        chosen.strategy, True, chosen.layout, chosen, alternatives, reasons, topology, model, batch
+    )

@@ -1,0 +1,136 @@
+"""Practitioner rules applied to the ranked candidates.
+
+The fastest candidate wins, except that a simpler strategy within a small
+margin is preferred, and parameter_server is preferred, within a tolerance,
+when the machines are heterogeneous or preemptible, asynchronous updates are
+acceptable, or a sparse embedding table should live on the parameter servers.
+"""
+
+from __future__ import annotations
+
+from components.core.config import STRATEGIES
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import HETEROGENEITY_SLOWDOWN
+from components.core.selection.explanation import pct
+from components.core.selection.prediction import Prediction
+from components.core.selection.topology import Topology
+
+# How much slower than the fastest synchronous candidate parameter_server may be
+# predicted and still be chosen, when a rule favours it.
+PS_TOLERANCE_ASYNC_OK = 0.10
+PS_TOLERANCE_FAULTS = 0.25
+MANY_WORKERS = 16
+# Rank ties within this relative margin go to the simpler strategy.
+SIMPLER_MARGIN = 0.03
+SIMPLICITY = {name: i for i, name in enumerate(STRATEGIES)}
+
+
+def prefer_simpler(ranked: list[Prediction]) -> Prediction:
+    """The fastest candidate, or a simpler one within SIMPLER_MARGIN of it."""
+    top = ranked[0].rank_examples_per_second
+    close = [p for p in ranked if p.rank_examples_per_second >= top * (1 - SIMPLER_MARGIN)]
+    close = [p for p in close if p.measured_examples_per_second is not None] or close
+    return min(close, key=lambda p: (p.replicas < ranked[0].replicas, SIMPLICITY[p.strategy]))
+
+
+def apply_rules(
+    best: Prediction,
+    ranked: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    async_ok: bool,
+) -> tuple[Prediction, list[str]]:
+    """Moves to parameter_server when a practitioner rule favours it and the cost allows.
+
+    Args:
+        best: the candidate ranking chose (`prefer_simpler`).
+        ranked: the feasible candidates, best first.
+        topology: the hardware.
+        model: the model's profile.
+        async_ok: asynchronous updates are acceptable.
+
+    Returns:
+        The chosen candidate and the sentences that explain the rule's verdict
+        (none when no rule applies).
+    """
+    ps = next((p for p in ranked if p.strategy == "parameter_server"), None)
+    if ps is None or (best is not ps and topology.machines < 2):
+        return best, []
+    if (
+        best.measured_examples_per_second is not None
+        and ps.measured_examples_per_second is not None
+    ):
+        return best, []  # both measured: the measurement decides
+    why, tolerance = _why_parameter_server(topology, model, async_ok)
+    if not why:
+        return best, []
+    return _verdict(best, ps, why, tolerance, async_ok)
+
+
+def _why_parameter_server(
+    topology: Topology, model: ModelProfile, async_ok: bool
+) -> tuple[list[str], float]:
+    """The reasons that favour parameter_server, and how much slower they let it be."""
+    why = []
+    tolerance = 0.0
+    if topology.heterogeneous:
+        why.append(
+            "the machines differ in speed and synchronous "
+            "all-reduce waits for the slowest every step"
+        )
+        tolerance = max(tolerance, PS_TOLERANCE_FAULTS)
+    if topology.preemptible:
+        why.append(
+            "machines are preemptible: a lost worker stops every synchronous replica, while "
+            "parameter-server training retries its steps on the other workers"
+        )
+        tolerance = max(tolerance, PS_TOLERANCE_FAULTS)
+    if async_ok:
+        why.append("asynchronous updates are acceptable")
+        tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
+        if topology.machines >= MANY_WORKERS:
+            why.append(
+                f"with {topology.machines} workers a single "
+                "failure would otherwise restart all of them"
+            )
+            tolerance += PS_TOLERANCE_ASYNC_OK
+    if model.sparse_embedding_params:
+        why.append("the sparse embedding table lives on the parameter servers")
+        tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
+    if topology.heterogeneous:
+        why[0] += (
+            f" (assumed {HETEROGENEITY_SLOWDOWN:g}x slower than a {topology.gpu}, so every "
+            "synchronous step takes that much longer)"
+        )
+    return why, tolerance
+
+
+def _verdict(
+    best: Prediction, ps: Prediction, why: list[str], tolerance: float, async_ok: bool
+) -> tuple[Prediction, list[str]]:
+    """parameter_server when it is fastest or within `tolerance` of `best`, else `best`."""
+    if best is ps:
+        return ps, [
+            f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."
+        ]
+    gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
+    if gap <= tolerance:
+        sentence = (
+            f"parameter_server is preferred because {'; '.join(why)}; it is predicted "
+            f"{pct(gap)} slower than {best.strategy}, within "
+            f"the {pct(tolerance)} such reasons justify."
+        )
+        if gap < 0:
+            sentence = f"parameter_server is preferred because {'; '.join(why)}."
+        if not async_ok:
+            sentence += (
+                " TF2's ParameterServerStrategy applies each worker's updates asynchronously; "
+                f"if you need synchronous updates, {best.strategy} "
+                "with BackupAndRestore is the alternative."
+            )
+        return ps, [sentence[0].upper() + sentence[1:]]
+    return best, [
+        f"Parameter_server was considered because {'; '.join(why)}, but it is predicted "
+        f"{pct(gap)} slower than {best.strategy} (more "
+        f"than the {pct(tolerance)} such reasons justify)."
+    ]
