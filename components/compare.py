@@ -30,14 +30,21 @@ def compare_strategies(
         recommendation_json: what strategy selection recommended, for the record.
         target_accuracy: the accuracy "time to accuracy" is measured to.
     """
+    import json
+    import os
+
+    from components.core import atomic
     from components.core import comparison as core
 
-    core.compare_to_artifacts(
-        [run.path for run in runs],
-        comparison_path=comparison.path,
-        report_path=report.path,
-        summary_path=summary.path,
-        plots_dir=plots.path,
-        recommendation_json=recommendation_json,
+    built = core.build_report(
+        core.load_metrics(run.path for run in runs),
         target_accuracy=target_accuracy,
+        recommendation=json.loads(recommendation_json or "{}") or None,
     )
+    destinations = {
+        core.REPORT_JSON: comparison.path,
+        core.REPORT_HTML: report.path,
+        core.SUMMARY_MD: summary.path,
+    }
+    for name, data in core.render_files(built).items():
+        atomic.write_bytes(destinations.get(name) or os.path.join(plots.path, name), data)

@@ -454,7 +454,7 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporaries(tmp_path, m
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(comparison.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
         write_report(second, tmp_path)
     assert json.loads((tmp_path / "comparison.json").read_text())["generated_at"] == "first"

@@ -1,0 +1,406 @@
+"""The report: derived numbers per run, the baseline, the winner and why.
+
+`build_report` turns the `metrics.json` records of several training runs into
+the content of `comparison.json`: each record gains its speed-up and scaling
+efficiency against a baseline run, the wall-clock time it took to reach a
+target accuracy and an estimated cost; a winner is chosen with a reason in
+plain words.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from components.core.comparison.errors import ReportError
+from components.core.comparison.pricing import PriceTable, estimate_cost, load_prices
+from components.core.comparison.values import finite, is_number, pct, round_or_none, usd
+from components.core.config import STRATEGIES
+
+# Runs whose eval accuracy is within this of the best count as equal quality.
+EQUAL_QUALITY = 0.01
+
+
+def time_to_target(record: Mapping[str, Any], target_accuracy: float) -> float | None:
+    """Seconds from fit start to the end of the first epoch at or above the target.
+
+    Uses the training accuracy history and `elapsed_at_epoch_end` (or the
+    running sum of `epoch_seconds` when that is absent), so it is measured at
+    epoch granularity.
+
+    Returns:
+        The time, or None when the target was never reached.
+    """
+    accuracy = accuracy_history(record)
+    elapsed = epoch_end_times(record)
+    for acc, seconds in zip(accuracy, elapsed, strict=False):
+        if is_number(acc) and acc >= target_accuracy:
+            return float(seconds)
+    return None
+
+
+def accuracy_history(record: Mapping[str, Any]) -> list[float]:
+    """Training accuracy per epoch: `history.accuracy` or another non-validation `*accuracy`."""
+    history = record.get("history") or {}
+    if "accuracy" in history:
+        return list(history["accuracy"])
+    for key, values in history.items():
+        if key.endswith("accuracy") and not key.startswith("val_"):
+            return list(values)
+    return []
+
+
+def epoch_end_times(record: Mapping[str, Any]) -> list[float]:
+    """Seconds from fit start to each epoch end.
+
+    `elapsed_at_epoch_end` when recorded, otherwise the running sum of
+    `epoch_seconds`.
+    """
+    elapsed = record.get("elapsed_at_epoch_end")
+    if isinstance(elapsed, list) and elapsed:
+        return [float(s) for s in elapsed]
+    total, out = 0.0, []
+    for seconds in record.get("epoch_seconds") or []:
+        total += float(seconds)
+        out.append(total)
+    return out
+
+
+_REQUIRED = {
+    "strategy": str,
+    "num_replicas": int,
+    "examples_per_second": float,
+    "eval_accuracy": float,
+}
+
+
+def _check_record(record: Any, index: int) -> None:
+    """Refuses a record that is not a usable `metrics.json` object.
+
+    Raises:
+        ReportError: naming the result and the missing or invalid field.
+    """
+    if not isinstance(record, Mapping):
+        raise ReportError(
+            f"result {index}: expected a metrics.json object, got {type(record).__name__}"
+        )
+    label = record.get("strategy", f"#{index}")
+    for key, kind in _REQUIRED.items():
+        if key not in record or record[key] is None:
+            raise ReportError(f"result {label}: missing {key!r} (is this a metrics.json record?)")
+        value = record[key]
+        ok = isinstance(value, str) if kind is str else is_number(value)
+        if not ok:
+            raise ReportError(f"result {label}: {key!r} must be a {kind.__name__}, got {value!r}")
+    if record["num_replicas"] < 1:
+        raise ReportError(f"result {label}: 'num_replicas' must be at least 1")
+    if record["examples_per_second"] < 0:
+        raise ReportError(f"result {label}: 'examples_per_second' must not be negative")
+
+
+def _names(records: list[Mapping[str, Any]]) -> list[str]:
+    """Strategy names, with the cluster shape added where a strategy ran twice."""
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["strategy"]] = counts.get(r["strategy"], 0) + 1
+    names = []
+    for r in records:
+        name = r["strategy"]
+        if counts[name] > 1:
+            name += (
+                f" (workers={r.get('workers', 1)}, ps={r.get('ps', 0)}, "
+                f"replicas={r['num_replicas']})"
+            )
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise ReportError(
+            "two results have the same strategy and cluster shape: pass each run once"
+        )
+    return names
+
+
+def choose_baseline(results: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run speed-ups and scaling efficiencies are measured against.
+
+    The `one_device` run when it ran, otherwise the run with the lowest
+    throughput per replica.
+
+    Args:
+        results: records carrying `name`, `strategy`, `num_replicas` and
+            `examples_per_second`.
+
+    Returns:
+        `name`, `strategy`, `kind` (`one_device` or `slowest_per_replica`),
+        `examples_per_second`, `num_replicas`, `per_replica_examples_per_second`
+        and a `description` in words.
+    """
+    single = [r for r in results if r["strategy"] == "one_device"]
+    if single:
+        base, kind = single[0], "one_device"
+        description = (
+            f"Speed-up and scaling efficiency are measured against the single-device run "
+            f"({base['name']}, {base['examples_per_second']:,.0f} examples/s)."
+        )
+    else:
+        base = min(results, key=lambda r: r["examples_per_second"] / r["num_replicas"])
+        kind = "slowest_per_replica"
+        description = (
+            f"No one_device run: speed-up and scaling efficiency are measured against the run "
+            f"with the lowest throughput per replica ({base['name']}, "
+            f"{base['examples_per_second'] / base['num_replicas']:,.0f} examples/s per replica), "
+            "so efficiencies are relative to it, not to a single device."
+        )
+    return {
+        "name": base["name"],
+        "strategy": base["strategy"],
+        "kind": kind,
+        "examples_per_second": base["examples_per_second"],
+        "num_replicas": base["num_replicas"],
+        "per_replica_examples_per_second": base["examples_per_second"] / base["num_replicas"],
+        "description": description,
+    }
+
+
+def choose_winner(
+    results: list[Mapping[str, Any]], target_accuracy: float
+) -> tuple[str | None, str]:
+    """Picks the best run and says why, with numbers.
+
+    Rules, in order: only runs within 1 pp of the best eval accuracy compete
+    (equal quality); of those, the first to reach the target accuracy wins;
+    when none reached it, the cheapest wins; when no cost is known, the
+    highest throughput wins.
+
+    Args:
+        results: records enriched by `build_report`.
+        target_accuracy: the training accuracy that counts as done.
+
+    Returns:
+        The winner's name (None without results) and the reason in a sentence.
+    """
+    if not results:
+        return None, "No runs to compare."
+    best = max(r["eval_accuracy"] for r in results)
+    equal = [r for r in results if r["eval_accuracy"] >= best - EQUAL_QUALITY - 1e-9]
+    left_out = [r for r in results if r not in equal]
+    win, because = (
+        _first_to_target(equal, target_accuracy)
+        or _cheapest(equal, target_accuracy)
+        or _fastest(equal, target_accuracy)
+    )
+    return win["name"], f"{because}, {_quality(win, best)}.{_dropped(left_out)}"
+
+
+def _first_to_target(
+    equal: list[Mapping[str, Any]], target_accuracy: float
+) -> tuple[Mapping[str, Any], str] | None:
+    """The run that reached the target first, ahead of the runner-up by how much.
+
+    Args:
+        equal: the runs of equal quality.
+        target_accuracy: the training accuracy that counts as done.
+
+    Returns:
+        The winner and the reason without its quality, or None when no run
+        reached the target.
+    """
+    reached = sorted(
+        (r for r in equal if r["time_to_target_accuracy_s"] is not None),
+        key=lambda r: (r["time_to_target_accuracy_s"], -r["examples_per_second"]),
+    )
+    if not reached:
+        return None
+    win = reached[0]
+    reason = (
+        f"{win['name']} reached the target training accuracy of {pct(target_accuracy)} "
+        f"first, after {win['time_to_target_accuracy_s']:.1f} s"
+    )
+    if len(reached) > 1:
+        second = reached[1]
+        ratio = second["time_to_target_accuracy_s"] / max(win["time_to_target_accuracy_s"], 1e-9)
+        reason += (
+            f", {ratio:.2f}× sooner than {second['name']} "
+            f"({second['time_to_target_accuracy_s']:.1f} s)"
+        )
+    return win, reason
+
+
+def _cheapest(
+    equal: list[Mapping[str, Any]], target_accuracy: float
+) -> tuple[Mapping[str, Any], str] | None:
+    """The run with the lowest estimated cost, against the next cheapest.
+
+    Args:
+        equal: the runs of equal quality; none reached the target.
+        target_accuracy: the training accuracy that counts as done.
+
+    Returns:
+        The winner and the reason without its quality, or None when no run
+        could be priced.
+    """
+    priced = sorted(
+        (r for r in equal if r["estimated_cost_usd"] is not None),
+        key=lambda r: r["estimated_cost_usd"],
+    )
+    if not priced:
+        return None
+    win = priced[0]
+    reason = (
+        f"No run of equal quality reached the target training accuracy of "
+        f"{pct(target_accuracy)}, so the cheapest wins: {win['name']} at "
+        f"{usd(win['estimated_cost_usd'])}"
+    )
+    if len(priced) > 1:
+        reason += f" against {usd(priced[1]['estimated_cost_usd'])} for {priced[1]['name']}"
+    return win, reason
+
+
+def _fastest(
+    equal: list[Mapping[str, Any]], target_accuracy: float
+) -> tuple[Mapping[str, Any], str]:
+    """The run with the highest throughput, the rule of last resort.
+
+    Args:
+        equal: the runs of equal quality (at least one); none reached the
+            target and none could be priced.
+        target_accuracy: the training accuracy that counts as done.
+
+    Returns:
+        The winner and the reason without its quality.
+    """
+    win = sorted(equal, key=lambda r: -r["examples_per_second"])[0]
+    reason = (
+        f"No run of equal quality reached the target training accuracy of "
+        f"{pct(target_accuracy)} and none could be priced, so the highest throughput wins: "
+        f"{win['name']} at {win['examples_per_second']:,.0f} examples/s"
+    )
+    return win, reason
+
+
+def _quality(run: Mapping[str, Any], best: float) -> str:
+    """The winner's eval accuracy in words, against the best of all runs."""
+    if run["eval_accuracy"] >= best:
+        return f"with the best eval accuracy, {pct(best)}"
+    return (
+        f"with eval accuracy {pct(run['eval_accuracy'])}, within 1 pp of the best "
+        f"({pct(best)}), which counts as equal quality"
+    )
+
+
+def _dropped(left_out: list[Mapping[str, Any]]) -> str:
+    """A sentence naming the runs too inaccurate to compete; empty when there are none."""
+    if not left_out:
+        return ""
+    return (
+        " "
+        + ", ".join(f"{r['name']} ({pct(r['eval_accuracy'])})" for r in left_out)
+        + " fell more than 1 pp short and did not compete."
+    )
+
+
+def build_report(
+    results: list[dict],
+    *,
+    target_accuracy: float = 0.9,
+    prices: PriceTable | None = None,
+    recommendation: dict | None = None,
+    generated_at: str | None = None,
+) -> dict:
+    """Builds the content of `comparison.json` from `metrics.json` records.
+
+    Args:
+        results: one `metrics.json` record per run; not modified.
+        target_accuracy: training accuracy (0-1) that counts as "trained" for
+            `time_to_target_accuracy_s` and the winner.
+        prices: price table for `estimated_cost_usd`; the bundled one by default.
+        recommendation: what `strategist select` would have chosen (its
+            `--json` output), passed through.
+        generated_at: ISO timestamp to record; now (UTC) by default.
+
+    Returns:
+        A JSON-serialisable dict: `results` (each record plus `name`,
+        `speedup`, `scaling_efficiency`, `time_to_target_accuracy_s`,
+        `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `cost_note`),
+        `baseline`, `winner`, `winner_reason`, `target_accuracy`,
+        `equal_quality_tolerance`, `recommendation`, `prices`, `prices_as_of`,
+        `dataset`, `model` and `generated_at`.
+
+    Raises:
+        ReportError: when a record lacks a required field, or the target is
+            not between 0 and 1.
+    """
+    if not is_number(target_accuracy) or not 0 < target_accuracy <= 1:
+        raise ReportError(f"target accuracy must be in (0, 1], got {target_accuracy!r}")
+    prices = prices if prices is not None else load_prices()
+    records = _named_records(results)
+    baseline = choose_baseline(records) if records else None
+    for r in records:
+        _add_derived(r, baseline, target_accuracy, prices)
+
+    winner, reason = choose_winner(records, target_accuracy)
+    if generated_at is None:
+        generated_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return {
+        "generated_at": generated_at,
+        "dataset": _common(records, "dataset"),
+        "model": _common(records, "model"),
+        "target_accuracy": target_accuracy,
+        "equal_quality_tolerance": EQUAL_QUALITY,
+        "baseline": baseline,
+        "winner": winner,
+        "winner_reason": reason,
+        "recommendation": recommendation,
+        "prices_as_of": prices.as_of,
+        "prices": prices.describe(),
+        "results": records,
+    }
+
+
+def _named_records(results: list[dict]) -> list[dict]:
+    """Checked, JSON-safe copies of the records in strategy order, each with its `name`.
+
+    Raises:
+        ReportError: when a record lacks a required field, or two records
+            have the same strategy and cluster shape.
+    """
+    for index, record in enumerate(results):
+        _check_record(record, index)
+    order = {name: i for i, name in enumerate(STRATEGIES)}
+    records = sorted(
+        (finite(json.loads(json.dumps(r, default=str))) for r in results),
+        key=lambda r: order.get(r["strategy"], len(order)),
+    )
+    for record, name in zip(records, _names(records), strict=True):
+        record["name"] = name
+    return records
+
+
+def _add_derived(
+    record: dict,
+    baseline: Mapping[str, Any] | None,
+    target_accuracy: float,
+    prices: PriceTable,
+) -> None:
+    """Adds speed-up, scaling efficiency, time to target and cost to one record."""
+    speedup = efficiency = None
+    if baseline and baseline["examples_per_second"] > 0:
+        speedup = record["examples_per_second"] / baseline["examples_per_second"]
+        efficiency = (record["examples_per_second"] / record["num_replicas"]) / baseline[
+            "per_replica_examples_per_second"
+        ]
+    record["speedup"] = round_or_none(speedup, 4)
+    record["scaling_efficiency"] = round_or_none(efficiency, 4)
+    record["time_to_target_accuracy_s"] = round_or_none(time_to_target(record, target_accuracy), 3)
+    cost = estimate_cost(record, prices)
+    record["estimated_cost_usd"] = cost.usd
+    record["cost_usd_per_hour"] = round_or_none(cost.usd_per_hour, 6)
+    record["priced_as"] = cost.priced_as
+    record["cost_note"] = cost.note
+
+
+def _common(records: list[Mapping[str, Any]], key: str) -> Any:
+    """The value of `key` shared by every record, or None when they differ."""
+    values = {json.dumps(r.get(key)) for r in records}
+    return records[0].get(key) if len(values) == 1 and records else None

@@ -1,0 +1,45 @@
+"""What a comparison raises on input it cannot use, and the JSON reader that raises it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from components.core.config import ConfigError
+
+
+class ReportError(ConfigError):
+    """A report, baseline, metrics record or price table cannot be used.
+
+    The message says which file or field is wrong and what to do. It is a
+    `ConfigError`, so the `strategist` command exits 2 on it.
+    """
+
+
+def read_json(path: Path, role: str) -> Any:
+    """Reads one JSON file.
+
+    Args:
+        path: the file.
+        role: what the file is for, used in error messages (`metrics`,
+            `price table`, `report`, `baseline`).
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        ReportError: when the file is missing, unreadable or not valid JSON.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportError(f"{role} {path}: file not found") from None
+    except OSError as err:
+        raise ReportError(f"{role} {path}: cannot read it ({err.strerror or err})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ReportError(
+            f"{role} {path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+        ) from None

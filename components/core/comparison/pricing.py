@@ -1,0 +1,227 @@
+"""Cost: an editable price table of machine types and GPUs, and the cost of one run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.core.comparison.errors import ReportError, read_json
+from components.core.comparison.values import is_number
+from components.core.hardware import GPUS
+
+DEFAULT_PRICES_PATH = Path(__file__).parent.parent / "data" / "prices.json"
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Hourly prices of machine types and accelerators.
+
+    Attributes:
+        as_of: the date the prices were taken (ISO format).
+        source: where they were taken from.
+        machine_types: machine type -> USD per hour for one machine.
+        bundled_gpus: machine type -> GPUs included in its price (a2, g2, ...).
+        accelerators: GPU name as users type it (`t4`) -> USD per hour for one GPU.
+        default_machine_type: what a local run is priced as when its hardware
+            record names no machine type.
+        currency: currency of all prices.
+        caveat: what the prices leave out.
+        convention: how local rehearsal runs are priced, in words.
+    """
+
+    as_of: str
+    source: str
+    machine_types: Mapping[str, float]
+    bundled_gpus: Mapping[str, int] = field(default_factory=dict)
+    accelerators: Mapping[str, float] = field(default_factory=dict)
+    default_machine_type: str = "n1-standard-4"
+    currency: str = "USD"
+    caveat: str = ""
+    convention: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], origin: str = "price table") -> PriceTable:
+        """Builds a table from the layout of `data/prices.json`.
+
+        Raises:
+            ReportError: when a section or price is missing or not a number.
+        """
+        if not isinstance(raw, Mapping):
+            raise ReportError(f"{origin}: expected a JSON object")
+        for key in ("as_of", "source", "machine_types"):
+            if key not in raw:
+                raise ReportError(f"{origin}: missing {key!r}")
+        machine_types: dict[str, float] = {}
+        bundled: dict[str, int] = {}
+        for name, entry in dict(raw["machine_types"]).items():
+            machine_types[name] = _price(entry, f"{origin}: machine type {name!r}")
+            if isinstance(entry, Mapping) and entry.get("bundled_gpus"):
+                bundled[name] = int(entry["bundled_gpus"])
+        accelerators = {
+            name.lower(): _price(entry, f"{origin}: accelerator {name!r}")
+            for name, entry in dict(raw.get("accelerators", {})).items()
+        }
+        local = dict(raw.get("local_rehearsal", {}))
+        default = str(local.get("default_machine_type", "n1-standard-4"))
+        if default not in machine_types:
+            raise ReportError(f"{origin}: default machine type {default!r} has no price")
+        return cls(
+            as_of=str(raw["as_of"]),
+            source=str(raw["source"]),
+            machine_types=machine_types,
+            bundled_gpus=bundled,
+            accelerators=accelerators,
+            default_machine_type=default,
+            currency=str(raw.get("currency", "USD")),
+            caveat=str(raw.get("caveat", "")),
+            convention=str(local.get("convention", "")),
+        )
+
+    def accelerator_price(self, gpu: str) -> float | None:
+        """USD per hour for one GPU, by user name (`t4`) or Vertex enum (`NVIDIA_TESLA_T4`)."""
+        key = gpu.lower()
+        if key in self.accelerators:
+            return self.accelerators[key]
+        for spec in GPUS.values():
+            if key in (spec.vertex_accelerator.lower(), spec.gke_accelerator.lower()):
+                return self.accelerators.get(spec.name)
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What a report records about the prices it used."""
+        return {
+            "as_of": self.as_of,
+            "source": self.source,
+            "currency": self.currency,
+            "default_machine_type": self.default_machine_type,
+            "convention": self.convention,
+            "caveat": self.caveat,
+        }
+
+
+def _price(entry: Any, what: str) -> float:
+    """USD per hour from a price entry: a number or an object with `usd_per_hour`.
+
+    Raises:
+        ReportError: naming `what` when the price is missing, negative or not a number.
+    """
+    value = entry.get("usd_per_hour") if isinstance(entry, Mapping) else entry
+    if not is_number(value) or value < 0:
+        raise ReportError(f"{what}: price must be a number of USD per hour, got {value!r}")
+    return float(value)
+
+
+def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
+    """Loads a price table; the bundled `components/core/data/prices.json` by default.
+
+    Args:
+        path: a JSON file in the layout of the bundled one.
+
+    Returns:
+        The price table.
+
+    Raises:
+        ReportError: when the file cannot be read or is not a valid price table.
+    """
+    target = Path(path) if path is not None else DEFAULT_PRICES_PATH
+    return PriceTable.from_dict(read_json(target, "price table"), origin=str(target))
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The estimated cost of one run.
+
+    Attributes:
+        usd: the cost, or None when it cannot be priced.
+        usd_per_hour: the hourly price of everything the run used.
+        priced_as: what the run was priced as, in words.
+        note: why the cost is None, or a remark on how it was estimated.
+    """
+
+    usd: float | None
+    usd_per_hour: float | None
+    priced_as: str
+    note: str | None = None
+
+
+def estimate_cost(record: Mapping[str, Any], prices: PriceTable) -> CostEstimate:
+    """Prices one run: machines x hourly price x fit wall time.
+
+    A cloud run is priced as `hardware.machines` machines of
+    `hardware.machine_type`. A local run is priced by the local-rehearsal
+    convention: one machine per TensorFlow process, of the machine type in its
+    hardware record or the table's default CPU machine type. GPUs in the
+    hardware record are added at the accelerator price unless the machine type
+    bundles them.
+
+    Args:
+        record: a `metrics.json` record.
+        prices: the price table.
+
+    Returns:
+        The estimate; `usd` is None (with a note) for an unknown machine type,
+        an unknown GPU or a record without timings.
+    """
+    hw = record.get("hardware") or {}
+    local = (hw.get("platform") or "local") == "local"
+    count_key = "processes" if local else "machines"
+    count = hw.get(count_key) or _processes(record)
+    machine_type = hw.get("machine_type") or (prices.default_machine_type if local else None)
+    if machine_type is None:
+        return CostEstimate(None, None, "unknown", "the hardware record names no machine type")
+    rate = prices.machine_types.get(machine_type)
+    priced_as = f"{count} × {machine_type}"
+    if local:
+        priced_as += " (local rehearsal: one machine per process)"
+    if rate is None:
+        return CostEstimate(
+            None,
+            None,
+            priced_as,
+            f"machine type {machine_type!r} is not in the price table ({prices.as_of}); "
+            "add it to components/core/data/prices.json",
+        )
+    gpu = hw.get("gpu")
+    gpus = int(hw.get("gpus_per_machine") or 0)
+    per_machine = rate
+    if gpu and gpus and machine_type not in prices.bundled_gpus:
+        gpu_rate = prices.accelerator_price(str(gpu))
+        priced_as = f"{count} × ({machine_type} + {gpus} × {gpu})"
+        if gpu_rate is None:
+            return CostEstimate(
+                None,
+                None,
+                priced_as,
+                f"GPU {gpu!r} is not in the price table ({prices.as_of}); "
+                "add it to components/core/data/prices.json",
+            )
+        per_machine += gpus * gpu_rate
+    hourly = count * per_machine
+    seconds = _wall_seconds(record)
+    if seconds is None:
+        return CostEstimate(None, hourly, priced_as, "the record has no wall time")
+    return CostEstimate(hourly * seconds / 3600.0, hourly, priced_as)
+
+
+def _processes(record: Mapping[str, Any]) -> int:
+    """TensorFlow processes a run used, from its strategy and cluster shape."""
+    strategy = record.get("strategy")
+    workers = int(record.get("workers") or 1)
+    if strategy in ("one_device", "mirrored"):
+        return 1
+    if strategy == "parameter_server":
+        return 1 + workers + int(record.get("ps") or 0)
+    return workers
+
+
+def _wall_seconds(record: Mapping[str, Any]) -> float | None:
+    """Fit wall time: `wall_seconds`, else the sum of `epoch_seconds`, else None."""
+    if is_number(record.get("wall_seconds")):
+        return float(record["wall_seconds"])
+    epochs = record.get("epoch_seconds")
+    if isinstance(epochs, list) and epochs and all(is_number(s) for s in epochs):
+        return float(sum(epochs))
+    return None

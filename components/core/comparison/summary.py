@@ -1,0 +1,158 @@
+"""The report as text: a plain table for terminals and a Markdown summary, with their notes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from components.core.comparison.values import pct, usd
+
+# The columns of every results table: record key, heading, cell format.
+TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("name", "Strategy", str),
+    ("num_replicas", "Replicas", lambda v: f"{v:d}"),
+    ("examples_per_second", "Examples/s", lambda v: f"{v:,.1f}"),
+    ("speedup", "Speed-up", lambda v: f"{v:.2f}×"),
+    ("scaling_efficiency", "Scaling eff.", lambda v: f"{100 * v:.1f}%"),
+    ("time_to_target_accuracy_s", "To target (s)", lambda v: f"{v:.1f}"),
+    ("eval_accuracy", "Eval accuracy", lambda v: f"{100 * v:.2f}%"),
+    ("eval_loss", "Eval loss", lambda v: f"{v:.4f}"),
+    ("wall_seconds", "Wall (s)", lambda v: f"{v:.1f}"),
+    ("estimated_cost_usd", "Est. cost", lambda v: usd(v)),
+)
+
+# Decimal places the HTML/Markdown cells show, for checking them against the JSON.
+DISPLAY_PRECISION = {
+    "num_replicas": 0,
+    "examples_per_second": 1,
+    "speedup": 2,
+    "scaling_efficiency": 3,  # shown as a percentage with one decimal
+    "time_to_target_accuracy_s": 1,
+    "eval_accuracy": 4,  # shown as a percentage with two decimals
+    "eval_loss": 4,
+    "wall_seconds": 1,
+    "estimated_cost_usd": 6,
+}
+
+
+def _cell(record: Mapping[str, Any], key: str, fmt: Callable[[Any], str]) -> str:
+    """One formatted cell; a dash (or `not reached`) for a missing value."""
+    value = record.get(key)
+    if value is None:
+        return "not reached" if key == "time_to_target_accuracy_s" else "–"
+    return fmt(value)
+
+
+def table_rows(report: Mapping[str, Any]) -> list[list[str]]:
+    """The cells of each result, in the order of `TEXT_COLUMNS`."""
+    return [[_cell(r, key, fmt) for key, _, fmt in TEXT_COLUMNS] for r in report.get("results", [])]
+
+
+def summary_table(report: Mapping[str, Any]) -> str:
+    """A plain-text table of the report for terminals, with the winner below it.
+
+    Args:
+        report: `build_report` output.
+
+    Returns:
+        Lines of aligned columns, the winner and its reason, and the baseline.
+    """
+    headers = [title for _, title, _ in TEXT_COLUMNS]
+    rows = table_rows(report)
+    widths = [max(len(x) for x in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        out = [cells[0].ljust(widths[0])]
+        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join(out).rstrip()
+
+    lines = [line(headers), "  ".join("-" * w for w in widths)]
+    lines += [line(row) for row in rows]
+    lines.append("")
+    lines.append(f"Winner: {report.get('winner') or '–'}. {report.get('winner_reason', '')}")
+    if report.get("baseline"):
+        lines.append(report["baseline"]["description"])
+    rec = recommended(report)
+    if rec:
+        lines.append(f"`strategist select` would have chosen: {rec}.")
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown (a KFP Markdown artifact, a CI job summary).
+
+    Args:
+        report: `build_report` output.
+
+    Returns:
+        A heading, the winner with its reason, a results table and notes.
+    """
+    headers = [title for _, title, _ in TEXT_COLUMNS]
+    winner = report.get("winner")
+    out = [
+        "# Strategy comparison",
+        "",
+        f"**Winner: {winner or '–'}.** {_md_escape(report.get('winner_reason', ''))}",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(headers) - 1)) + "|",
+    ]
+    for r, row in zip(report.get("results", []), table_rows(report), strict=True):
+        cells = [_md_escape(c) for c in row]
+        if r.get("name") == winner:
+            cells[0] = f"**{cells[0]}**"
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    out.extend(f"- {_md_escape(note)}" for note in notes(report))
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    """`text` safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|")
+
+
+def recommended(report: Mapping[str, Any]) -> str | None:
+    """The strategy `strategist select` recommended, or None when none was passed."""
+    rec = report.get("recommendation")
+    if not isinstance(rec, Mapping) or not rec.get("strategy"):
+        return None
+    return str(rec["strategy"])
+
+
+def notes(report: Mapping[str, Any]) -> list[str]:
+    """The notes under a report: baseline, definitions, prices, unpriced runs, recommendation.
+
+    Args:
+        report: `build_report` output.
+
+    Returns:
+        One sentence or more per note, in display order.
+    """
+    out = []
+    if report.get("baseline"):
+        out.append(report["baseline"]["description"])
+    out.append(
+        f"Time to target: wall-clock seconds from the start of fit to the end of the first "
+        f"epoch whose training accuracy reached {pct(report.get('target_accuracy', 0))} "
+        "(epoch granularity)."
+    )
+    prices = report.get("prices") or {}
+    out.append(
+        f"Estimated cost = hourly price × fit wall time, with prices as of "
+        f"{report.get('prices_as_of', '?')}: {prices.get('source', 'source unknown')}"
+    )
+    if prices.get("convention"):
+        out.append(f"Local runs: {prices['convention']}")
+    if prices.get("caveat"):
+        out.append(f"Prices: {prices['caveat']}")
+    for r in report.get("results", []):
+        if r.get("cost_note"):
+            out.append(f"{r['name']}: cost not estimated: {r['cost_note']}.")
+    rec = recommended(report)
+    if rec:
+        agree = "agrees with" if rec == report.get("winner") else "differs from"
+        out.append(
+            f"`strategist select` would have chosen {rec}, which {agree} the measured winner."
+        )
+    return out
