@@ -9,14 +9,10 @@ Vertex AI, `gs://bucket/x` becomes the gcsfuse path `/gcs/bucket/x`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
 import re
-import signal
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +50,6 @@ class JobFailed(RuntimeError):
         self.job, self.state, self.detail = job, state, detail
         message = f"job {job} ended {state}"
         super().__init__(f"{message}: {detail}" if detail else message)
-
-
-class Interrupted(KeyboardInterrupt):
-    """The waiting process received SIGTERM (the pipeline run was cancelled)."""
 
 
 @dataclass(frozen=True)
@@ -436,24 +428,6 @@ def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None =
         return cloud.job_name
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
     return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}"
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turns SIGTERM into `Interrupted` while waiting (main thread only), so a cancelled
-    pipeline run cancels its cloud job instead of leaving it running."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(f"received signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def google_credentials() -> Any:

@@ -34,12 +34,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from components.core import atomic
 from components.core.config import ClusterConfig, RunConfig
+from components.core.signals import signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
 from components.core.training import METRICS_NAME, MODEL_DIR_NAME
 
@@ -79,18 +80,6 @@ class ClusterFailed(RuntimeError):
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
-
-
-class Interrupted(KeyboardInterrupt):
-    """The launcher received SIGTERM (Ctrl-C raises KeyboardInterrupt itself).
-
-    Attributes:
-        signum: the signal received; a command exits `128 + signum`.
-    """
-
-    def __init__(self, signum: int = signal.SIGTERM):
-        super().__init__(f"received signal {signum}")
-        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -256,7 +245,7 @@ class LocalCluster:
         for a peer that is gone. Nothing is lost by a kill: artifacts are
         written atomically and training state lives in the epoch checkpoints.
         """
-        with _signals_ignored():
+        with signals_ignored():
             running = [t for t in self.tasks if t.process and t.process.poll() is None]
             first = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
             for task in running:
@@ -445,42 +434,6 @@ def _remove_partial_files(folder: str) -> None:
             if _PARTIAL.match(name):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(root, name))
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turns SIGTERM into `Interrupted` (a KeyboardInterrupt) in the main thread.
-
-    So SIGTERM unwinds like Ctrl-C: `finally` blocks run, staged folders are
-    removed, every started process is stopped. Elsewhere than the main thread
-    this does nothing (Python delivers signals to the main thread only).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """Ignores Ctrl-C and SIGTERM (main thread only) while processes are being stopped."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> dict[str, Any]:
