@@ -92,15 +92,14 @@ def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
     job's processes are given.
     """
     from components.core.launch.cloud import CloudConfig
+    from components.core.storage_paths import from_gcsfuse
 
     try:
         raw = json.loads(cloud_config_json or "{}")
         cloud = CloudConfig(**{**raw, "target": backend})
     except (ValueError, TypeError) as err:
         raise ConfigError(f"cloud_config_json is not a CloudConfig: {err}") from None
-    shards = config.data.shards_dir or ""
-    if shards.startswith("/gcs/"):
-        shards = "gs://" + shards[len("/gcs/") :]
+    shards = from_gcsfuse(config.data.shards_dir or "")
     cloud = dataclasses.replace(cloud, shards_dir=cloud.shards_dir or shards)
     return config, cloud
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.hardware import Gpu, get_gpu
+from components.core.storage_paths import to_gcsfuse
 
 TARGETS = ("vertex", "kubeflow")
 # The command every training process runs (DESIGN.md: one trainer entry point).
@@ -380,11 +381,6 @@ def shards_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
     return shards.rstrip("/") if shards else None
 
 
-def gcsfuse_path(uri: str) -> str:
-    """`gs://bucket/x` as Vertex AI's gcsfuse mount sees it: `/gcs/bucket/x`."""
-    return "/gcs/" + uri[len("gs://") :] if uri.startswith("gs://") else uri
-
-
 def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     """The RunConfig every cloud training process receives.
 
@@ -397,7 +393,7 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     def remote(path: str | None) -> str | None:
         if not path or not path.startswith("gs://"):
             return None
-        return gcsfuse_path(path) if cloud.target == "vertex" else path
+        return to_gcsfuse(path) if cloud.target == "vertex" else path
 
     cluster = run.cluster
     gpus = resolved_gpus(run, cloud)
