@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from components.core import atomic
 from components.core.config import ConfigError
 from components.core.hardware import get_gpu
 from components.image import DEFAULT_IMAGE
@@ -79,13 +79,6 @@ def compile_pipeline(
     placement = placement_for(target, gpu, gpus)
     func = PIPELINES[pipeline](image=image, placement=placement)
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}-", suffix=".yaml", dir=output.parent)
-    os.close(fd)
-    try:
+    with atomic.staged_file(output) as tmp:
         compiler.Compiler().compile(func, tmp)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return output
