@@ -40,6 +40,7 @@ from typing import Any
 
 from components.core import atomic
 from components.core.config import ClusterConfig, RunConfig
+from components.core.launch.cloud import TRAINER_ENV
 from components.core.signals import signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
 from components.core.training import METRICS_NAME, MODEL_DIR_NAME
@@ -158,6 +159,29 @@ def _is_primary(cluster: ClusterConfig, task: Task) -> bool:
     if cluster.strategy == "parameter_server":
         return task.task_type == "chief"
     return True
+
+
+def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
+    """The environment of one local training process.
+
+    This process's environment without its own `TF_CONFIG`, plus the task's
+    `TF_CONFIG`, what every cloud training process gets (`TRAINER_ENV`: Keras 2,
+    gRPC calls to dead peers failing at once) and the local-only settings.
+
+    Args:
+        tf_config: the task's `TF_CONFIG` JSON (None: a single process).
+        restarts: whole-cluster restarts so far (the trainer reports them).
+    """
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    if tf_config:
+        env["TF_CONFIG"] = tf_config
+    env.update(TRAINER_ENV)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
+    env[RESTARTS_ENV] = str(restarts)
+    return env
 
 
 class LocalCluster:
@@ -368,15 +392,7 @@ class LocalCluster:
     def _start(self, task: Task) -> None:
         if task.reader:
             task.reader.join(timeout=2)
-        env = dict(os.environ)
-        env.pop("TF_CONFIG", None)
-        if task.tf_config:
-            env["TF_CONFIG"] = task.tf_config
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env["PYTHONUNBUFFERED"] = "1"
-        env["GRPC_FAIL_FAST"] = "use_caller"  # fail RPCs to dead peers at once (PS)
-        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
-        env[RESTARTS_ENV] = str(self.cluster_restarts)
+        env = task_environment(task.tf_config, self.cluster_restarts)
         command = [
             sys.executable,
             "-m",
