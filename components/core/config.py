@@ -13,8 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.core.targets import TARGETS
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
-BACKENDS = ("local", "vertex", "kubeflow")
+BACKENDS = ("local", *TARGETS)  # where the pipeline's train step trains
 
 
 class ConfigError(ValueError):

@@ -25,6 +25,7 @@ from components.core.config import (
     cluster_for,
     validate_run,
 )
+from components.core.targets import canonical
 
 
 def train_to_artifacts(
@@ -54,6 +55,7 @@ def train_to_artifacts(
     """
     from components.core import models
 
+    backend = canonical(backend)  # `kfp` is another name for `kubeflow`
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     models.check_model_name(model_name)

@@ -19,8 +19,8 @@ from typing import Any
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
+from components.core.targets import TARGETS
 
-TARGETS = ("vertex", "kubeflow")
 # The command every training process runs (DESIGN.md: one trainer entry point).
 TRAINER_COMMAND = ("python", "-m", "components.core.trainer")
 # Environment of every training process: Keras 2 for fit under every strategy, and
