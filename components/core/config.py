@@ -139,10 +139,6 @@ class RunConfig:
     output_dir: str = "runs/train"
     backup_dir: str | None = None
 
-    @property
-    def global_batch_size(self) -> int:
-        return self.training.per_replica_batch_size * self.cluster.num_replicas
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -175,9 +175,6 @@ class EpochRecorder:
         recorder = self
 
         class _Callback(keras.callbacks.Callback):
-            def on_train_begin(self, logs=None):
-                recorder.fit_started = time.perf_counter()
-
             def on_epoch_begin(self, epoch, logs=None):
                 recorder.begin(epoch)
 
@@ -191,8 +188,7 @@ class EpochRecorder:
         self.verbose = verbose
         self.attempt = attempt
         self.records: list[dict[str, float]] = self._load()
-        self.fit_started = time.perf_counter()
-        self._epoch_started = self.fit_started
+        self._epoch_started = time.perf_counter()
         self.first_epoch: int | None = None  # 0-based epoch this attempt started at
 
     def begin(self, epoch: int) -> None:

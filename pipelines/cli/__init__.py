@@ -21,10 +21,6 @@ from components.core.signals import exit_code, signal_name
 SUBCOMMANDS = ("train", "select", "compare", "compile", "submit", "schedule", "gate")
 
 
-class UsageError(ConfigError):
-    """Bad command-line input; exits 2."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="strategist",

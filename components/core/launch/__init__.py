@@ -176,8 +176,3 @@ def headline_metrics(metrics: dict[str, Any]) -> dict[str, float]:
         "num_replicas": float(metrics["num_replicas"]),
         "restarts": float(metrics.get("restarts", 0)),
     }
-
-
-def load_metrics(path: str) -> dict[str, Any]:
-    with open(path) as handle:
-        return json.load(handle)
