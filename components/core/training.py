@@ -1,7 +1,7 @@
 """`train(config, role)`: Keras `fit` under any `tf.distribute` strategy, measured per epoch.
 
 Keras 2 (`tf_keras`) is used: Keras 3's `fit` fails under MultiWorkerMirrored
-and ParameterServer strategies (DESIGN.md §3). One code path serves every
+and ParameterServer strategies. One code path serves every
 strategy: a `DatasetCreator` over the shard reader, `steps_per_epoch` (which
 ParameterServerStrategy requires) so every strategy sees the same examples per
 epoch, and `BackupAndRestore` so a restarted cluster resumes from the last

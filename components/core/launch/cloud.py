@@ -21,7 +21,7 @@ from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
 from components.core.targets import TARGETS
 
-# The command every training process runs (DESIGN.md: one trainer entry point).
+# The command every training process runs, on every backend: one trainer entry point.
 TRAINER_COMMAND = ("python", "-m", "components.core.trainer")
 # Environment of every training process: Keras 2 for fit under every strategy, and
 # gRPC calls that fail fast to the caller so the PS coordinator can retry them.
