@@ -161,29 +161,6 @@ def _is_primary(cluster: ClusterConfig, task: Task) -> bool:
     return True
 
 
-def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
-    """The environment of one local training process.
-
-    This process's environment without its own `TF_CONFIG`, plus the task's
-    `TF_CONFIG`, what every cloud training process gets (`TRAINER_ENV`: Keras 2,
-    gRPC calls to dead peers failing at once) and the local-only settings.
-
-    Args:
-        tf_config: the task's `TF_CONFIG` JSON (None: a single process).
-        restarts: whole-cluster restarts so far (the trainer reports them).
-    """
-    env = dict(os.environ)
-    env.pop("TF_CONFIG", None)
-    if tf_config:
-        env["TF_CONFIG"] = tf_config
-    env.update(TRAINER_ENV)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
-    env[RESTARTS_ENV] = str(restarts)
-    return env
-
-
 class LocalCluster:
     """Runs one training on a localhost cluster and returns its metrics.
 
@@ -450,6 +427,29 @@ def _remove_partial_files(folder: str) -> None:
             if _PARTIAL.match(name):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(root, name))
+
+
+def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
+    """The environment of one local training process.
+
+    This process's environment without its own `TF_CONFIG`, plus the task's
+    `TF_CONFIG`, what every cloud training process gets (`TRAINER_ENV`: Keras 2,
+    gRPC calls to dead peers failing at once) and the local-only settings.
+
+    Args:
+        tf_config: the task's `TF_CONFIG` JSON (None: a single process).
+        restarts: whole-cluster restarts so far (the trainer reports them).
+    """
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    if tf_config:
+        env["TF_CONFIG"] = tf_config
+    env.update(TRAINER_ENV)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
+    env[RESTARTS_ENV] = str(restarts)
+    return env
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> dict[str, Any]:
