@@ -3,9 +3,9 @@
 The workload is real handwritten digits (scikit-learn's bundled 8x8 images,
 the data of the offline `digits` dataset) grown to any number of examples by
 shifting each copy by up to one pixel, written as TFRecord shards with a
-Strategist `manifest.json` in exactly the format `datasets.shard_dataset`
-writes (same record serialiser), so the trainer and the bare script read the
-very same files. 1,437 training examples make epochs of a fraction of a
+Strategist `manifest.json` by the shard writer `datasets.shard_dataset` uses
+(`datasets.write_shards`), so the trainer and the bare script read the very
+same files. 1,437 training examples make epochs of a fraction of a
 second; a benchmark needs epochs of seconds so that steady-state throughput,
 not start-up, is measured.
 """
@@ -57,7 +57,6 @@ def make_shards(
         The manifest, read back and checked by `datasets.load_manifest`.
     """
     import numpy as np
-    import tensorflow as tf
     from sklearn.datasets import load_digits
 
     if os.path.exists(os.path.join(folder, datasets.MANIFEST_NAME)):
@@ -85,22 +84,7 @@ def make_shards(
     splits = {}
     with atomic.staged_dir(folder) as staging:
         for split, count in (("train", train_examples), ("test", test_examples)):
-            names = [f"{split}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
-            counts = [0] * num_shards
-            writers = [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names]
-            try:
-                for i, (image, label) in enumerate(examples(count)):
-                    # The record format of `datasets.shard_dataset`, byte for byte.
-                    writers[i % num_shards].write(datasets._serialize(image, label))
-                    counts[i % num_shards] += 1
-            finally:
-                for writer in writers:
-                    writer.close()
-            files = tuple(
-                datasets.ShardFile(n, c, os.path.getsize(os.path.join(staging, n)))
-                for n, c in zip(names, counts, strict=True)
-            )
-            splits[split] = datasets.SplitInfo(sum(counts), files)
+            splits[split] = datasets.write_shards(examples(count), split, staging, num_shards)
         manifest = datasets.Manifest(DATASET_NAME, "1.0.0", (8, 8, 1), 10, splits, root=folder)
         atomic.write_json(os.path.join(staging, datasets.MANIFEST_NAME), manifest.to_dict())
     return datasets.load_manifest(folder)

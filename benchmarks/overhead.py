@@ -5,8 +5,9 @@
 For each strategy (`mirrored`, `multi_worker_mirrored`, `parameter_server`), each
 round runs Strategist's trainer through the real launcher (`run_local`; the
 throughput comes from the `metrics.json` it writes) and `benchmarks/bare_tf.py`
-started with the same `TF_CONFIG`s on 127.0.0.1 (`plan_tasks`), on the same
-TFRecord shards, model, batch, cluster shape and steps. The order alternates
+started with the same `TF_CONFIG`s on 127.0.0.1 (`plan_tasks`) and the same
+environment (`task_environment`), on the same TFRecord shards, model, batch,
+cluster shape and steps. The order alternates
 each round (ours, bare, then bare, ours, ...), so a load change on the machine
 hits both sides equally. Each run's throughput is the median of its epochs
 after the first (warm-up: tracing, first reads into the cache); the report
@@ -134,7 +135,7 @@ def run_bare(
     Raises:
         RuntimeError: a task failed or the run timed out (with its log's tail).
     """
-    from components.core.launch.local import plan_tasks
+    from components.core.launch.local import plan_tasks, task_environment
 
     shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir)
@@ -162,14 +163,8 @@ def run_bare(
     processes: list[tuple[str, subprocess.Popen, str]] = []
     try:
         for task in plan_tasks(common.SHAPES[strategy]):
-            env = dict(os.environ)
-            env.pop("TF_CONFIG", None)
-            if task.tf_config:
-                env["TF_CONFIG"] = task.tf_config
             # The environment Strategist's launcher gives its tasks.
-            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            env["PYTHONUNBUFFERED"] = "1"
-            env["GRPC_FAIL_FAST"] = "use_caller"
+            env = task_environment(task.tf_config)
             log_path = os.path.join(output_dir, f"{task.name}.log")
             with open(log_path, "w") as log:
                 process = subprocess.Popen(

@@ -1,26 +1,26 @@
 """Compile targets: one pipeline spec per pipeline and platform.
 
 `vertex` files are a single YAML document (Vertex AI rejects a second one);
-`kfp` files add the kfp-kubernetes platform document that puts the train step
-on a GPU node pool.
+`kubeflow` files (`kfp` is another name for that target) add the kfp-kubernetes
+platform document that puts the train step on a GPU node pool.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from components.core import atomic
 from components.core.config import ConfigError
 from components.core.hardware import get_gpu
+from components.core.targets import TARGETS, canonical
 from components.image import DEFAULT_IMAGE
 from pipelines.comparison import build_comparison_pipeline
 from pipelines.scheduling import GpuPlacement
 from pipelines.training import build_training_pipeline
 
 PIPELINES = {"training": build_training_pipeline, "comparison": build_comparison_pipeline}
-TARGETS = ("vertex", "kfp")
 # registry/path[:tag][@digest], as docker reference grammar allows (lower-case path).
 _IMAGE = re.compile(
     r"^[a-z0-9.\-]+(:[0-9]+)?(/[a-z0-9._\-]+)+(:[\w][\w.\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
@@ -37,7 +37,8 @@ def check_image(image: str) -> None:
 
 
 def placement_for(target: str, gpu: str | None, gpus: int) -> GpuPlacement | None:
-    """The train step's GPU placement for a target (`kfp` defaults to one T4)."""
+    """The train step's GPU placement for a target (`kubeflow`, alias `kfp`)."""
+    target = canonical(target)
     if target not in TARGETS:
         raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if gpu is None or gpu == "none":
@@ -59,7 +60,7 @@ def compile_pipeline(
 
     Args:
         pipeline: `training` or `comparison`.
-        target: `vertex` or `kfp`.
+        target: `vertex` or `kubeflow` (alias `kfp`).
         output: the YAML file to write.
         image: the container image of every step.
         gpu: GPU of the train step (`none` or None: no GPU).
@@ -79,13 +80,6 @@ def compile_pipeline(
     placement = placement_for(target, gpu, gpus)
     func = PIPELINES[pipeline](image=image, placement=placement)
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}-", suffix=".yaml", dir=output.parent)
-    os.close(fd)
-    try:
+    with atomic.staged_file(output) as tmp:
         compiler.Compiler().compile(func, tmp)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return output

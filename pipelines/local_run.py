@@ -134,7 +134,7 @@ def signals_forwarded_to_tasks() -> Iterator[None]:
     `Interrupted(signum)` is raised here. Further signals are ignored meanwhile, so a
     second Ctrl-C cannot cut the stopping short. Main thread only (signal handlers).
     """
-    from components.core.launch.local import Interrupted
+    from components.core.signals import Interrupted
 
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -13,7 +13,7 @@ class GpuPlacement:
     """Where the train step runs.
 
     Attributes:
-        target: `vertex` (accelerator settings in the pipeline spec) or `kfp`
+        target: `vertex` (accelerator settings in the pipeline spec) or `kubeflow`
             (plus kfp-kubernetes node selector and toleration).
         gpu: GPU name from the hardware vocabulary (`t4`, `a100`, ...).
         count: GPUs for the task.

@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from components.core.config import ConfigError
+from components.core.targets import TARGETS, canonical
 from components.image import DEFAULT_IMAGE
 
-TARGETS = ("vertex", "kfp")
 _TZ_PREFIX = re.compile(r"^(?:CRON_)?TZ=(?P<zone>\S+)\s+(?P<rest>.*)$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,126}[a-z0-9])?$")
 _SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
@@ -37,7 +37,8 @@ class Submission:
     """One pipeline to submit or schedule, and where.
 
     Attributes:
-        target: `vertex` (Vertex AI Pipelines) or `kfp` (a Kubeflow Pipelines host).
+        target: `vertex` (Vertex AI Pipelines) or `kubeflow` (a Kubeflow Pipelines host;
+            `kfp` is another name for it).
         pipeline: `training` or `comparison`.
         name: run or schedule display name; default `strategist-<pipeline>`.
         image: the container image of every step.
@@ -71,6 +72,9 @@ class Submission:
     namespace: str | None = None
     experiment: str | None = None
     enable_caching: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target", canonical(self.target))  # `kfp` -> `kubeflow`
 
     @property
     def display_name(self) -> str:
@@ -110,21 +114,22 @@ def validate_cron(cron: str, target: str) -> str:
             ) from None
     fields = text.split(" ") if text else []
     example = "e.g. --cron '0 3 * * 1' (03:00 every Monday)"
-    if target == "kfp" and zone:
+    target = canonical(target)
+    if target == "kubeflow" and zone:
         raise ConfigError(
             f"--cron {cron!r}: KFP recurring runs have no time-zone prefix; drop "
             f"TZ={zone} and give the time in the cluster's zone (usually UTC)"
         )
-    allowed = (5, 6) if target == "kfp" else (5,)
+    allowed = (5, 6) if target == "kubeflow" else (5,)
     if len(fields) not in allowed:
         what = "5 fields (minute hour day month weekday)" + (
-            ", or 6 with seconds first" if target == "kfp" else ""
+            ", or 6 with seconds first" if target == "kubeflow" else ""
         )
         raise ConfigError(f"--cron {cron!r} has {len(fields)} fields: give {what}, {example}")
     seconds_first = len(fields) == 6
     if not croniter.is_valid(text, second_at_beginning=seconds_first, strict=True):
         raise ConfigError(f"--cron {cron!r} is not a valid cron expression: {example}")
-    if target == "kfp":
+    if target == "kubeflow":
         return text if seconds_first else f"0 {text}"
     return f"TZ={zone} {text}" if zone else text
 
@@ -136,7 +141,9 @@ def check_target(sub: Submission) -> None:
         ConfigError: naming the flag to pass.
     """
     if sub.target not in TARGETS:
-        raise ConfigError(f"unknown target {sub.target!r}: use --target vertex or --target kfp")
+        raise ConfigError(
+            f"unknown target {sub.target!r}: use --target vertex or --target kubeflow"
+        )
     if sub.name is not None and not _NAME.match(sub.name):
         raise ConfigError(
             f"--name {sub.name!r}: use lowercase letters, digits and '-' (at most 128)"
@@ -218,7 +225,7 @@ def compiled(sub: Submission) -> Iterator[tuple[str, dict[str, Any]]]:
     """Compiles the pipeline to a temporary file; yields its path and parsed spec."""
     from pipelines.compile import compile_pipeline
 
-    gpu = sub.gpu if sub.gpu is not None else ("t4" if sub.target == "kfp" else None)
+    gpu = sub.gpu if sub.gpu is not None else ("t4" if sub.target == "kubeflow" else None)
     with tempfile.TemporaryDirectory(prefix="strategist-submit-") as folder:
         path = os.path.join(folder, f"{sub.pipeline}-{sub.target}.yaml")
         compile_pipeline(sub.pipeline, sub.target, path, image=sub.image, gpu=gpu, gpus=sub.gpus)

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from components.core import signals
 from components.core.config import ConfigError, RunConfig
-from components.core.launch import cloud as cloudlib
 from components.core.launch import kubeflow
 from components.core.launch.cloud import JobFailed
 from tests.test_cloud_config import IMAGE, make_cloud, make_run
@@ -348,7 +348,7 @@ def test_sigterm_deletes_the_job():
             os.kill(os.getpid(), signal.SIGTERM)
 
     fake = FakeTrainingClient([tfjob_status(condition("Running"))], on_get=terminate)
-    with pytest.raises(cloudlib.Interrupted):
+    with pytest.raises(signals.Interrupted):
         wait(fake)
     assert fake.deleted == [("run-1", "ml", "TFJob")]
 

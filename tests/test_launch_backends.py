@@ -60,3 +60,36 @@ def test_bad_backend_settings_fail_before_submission(tmp_path, backend, cloud, m
         )
     assert not (tmp_path / "model").exists()
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_local_task_gets_every_cloud_trainer_variable(monkeypatch):
+    """Local and cloud training processes share one environment source (TRAINER_ENV)."""
+    import io
+
+    from components.core.launch import local
+    from components.core.launch.cloud import TRAINER_ENV
+    from components.core.trainer import RESTARTS_ENV
+
+    monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    tf_config = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker"}})
+    env = local.task_environment(tf_config, restarts=2)
+    assert {k: env[k] for k in TRAINER_ENV} == TRAINER_ENV
+    assert env["TF_USE_LEGACY_KERAS"] == "1"
+    assert env["TF_CONFIG"] == tf_config and env[RESTARTS_ENV] == "2"
+    assert "TF_CONFIG" not in local.task_environment(None)  # one process: no cluster
+
+    started = []
+
+    class Process:
+        def __init__(self, command, env, **kwargs):
+            started.append(env)
+            self.stdout = io.StringIO("")
+
+    monkeypatch.setattr(local.subprocess, "Popen", Process)
+    cluster = local.LocalCluster(RunConfig(), log=lambda line: None)
+    cluster.cluster_restarts = 1
+    task = local.Task("worker", 0, tf_config)
+    cluster._start(task)
+    task.reader.join(timeout=5)
+    assert started == [local.task_environment(tf_config, 1)]

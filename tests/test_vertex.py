@@ -8,6 +8,7 @@ import signal
 import pytest
 from google.cloud import aiplatform_v1
 
+from components.core import signals
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
 from components.core.launch import vertex
@@ -255,7 +256,7 @@ def test_sigterm_cancels_the_job():
 
     previous = signal.getsignal(signal.SIGTERM)
     fake = FakeJobService([State.JOB_STATE_PENDING, State.JOB_STATE_RUNNING], on_get=terminate)
-    with pytest.raises(cloudlib.Interrupted):
+    with pytest.raises(signals.Interrupted):
         wait(fake)
     assert fake.cancelled == [FakeJobService.NAME]
     assert signal.getsignal(signal.SIGTERM) is previous
@@ -295,3 +296,31 @@ def test_real_client_with_only_the_grpc_endpoint_mocked():
     assert [type(r) for r in gets] == [aiplatform_v1.GetCustomJobRequest] * 2
     assert gets[0].name == name
     assert client.api_endpoint == "us-central1-aiplatform.googleapis.com"
+
+
+def test_sigterm_on_strategist_train_target_vertex_exits_143(monkeypatch, capsys):
+    """`strategist train --target vertex` cancels its job on SIGTERM and exits 128 + 15."""
+    import functools
+
+    from pipelines import cli
+
+    def terminate(gets):
+        if gets == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    fake = FakeJobService([State.JOB_STATE_PENDING, State.JOB_STATE_RUNNING], on_get=terminate)
+    monkeypatch.setattr(cloudlib, "google_credentials", lambda: None)
+    monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: fake)
+    monkeypatch.setattr(
+        vertex, "submit_and_wait", functools.partial(vertex.submit_and_wait, poll_seconds=0)
+    )
+    previous = signal.getsignal(signal.SIGTERM)
+    argv = [
+        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "--image", IMAGE, "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/shards",
+        "--strategy", "multi_worker_mirrored", "--workers", "2",
+    ]  # fmt: skip
+    assert cli.main(argv) == 143
+    assert fake.cancelled == [FakeJobService.NAME]
+    assert "interrupted (SIGTERM)" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is previous

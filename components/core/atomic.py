@@ -35,17 +35,30 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
+    with staged_file(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def staged_file(final: str | os.PathLike) -> Iterator[str]:
+    """Yields a temporary file path beside `final`; on success it is renamed over `final`.
+
+    For writers that take a path (a compiler, a library's `save`): the temporary
+    name keeps `final`'s suffix. On any error it is removed and `final` is left
+    untouched.
+    """
+    final = os.path.abspath(final)
+    directory = os.path.dirname(final)
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(final).suffix, dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield tmp
         # mkstemp makes the file private (0600); give it the mode open() would have.
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        os.replace(tmp, final)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -59,18 +72,36 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
 def staged_dir(final: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary folder beside `final`; on success it replaces `final`.
 
-    On any error the temporary folder is removed and `final` is left untouched.
+    An existing `final` is renamed aside, the new folder renamed into its place,
+    and only then is the old one deleted: at every moment one complete folder
+    exists (the old one, under its aside name for the instant between the two
+    renames, or the new one). On any error the temporary folder is removed and
+    `final` is left untouched.
     """
     final = os.path.abspath(final)
     parent = os.path.dirname(final)
+    name = os.path.basename(final)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}-", dir=parent)
+    staging = tempfile.mkdtemp(prefix=f".{name}-", dir=parent)
     try:
         yield staging
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private (0700), unlike mkdir
+        if not os.path.lexists(final):
+            os.replace(staging, final)
+            return
+        # An empty folder reserves the aside name; renaming a folder onto it replaces it.
+        retired = tempfile.mkdtemp(prefix=f".{name}-old-", dir=parent)
+        try:
+            os.replace(final, retired)
+        except BaseException:
+            os.rmdir(retired)
+            raise
+        try:
+            os.replace(staging, final)
+        except BaseException:
+            os.replace(retired, final)  # the old folder goes back
+            raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private (0700), unlike mkdir
-    if os.path.exists(final):
-        shutil.rmtree(final)
-    os.replace(staging, final)
+    shutil.rmtree(retired, ignore_errors=True)

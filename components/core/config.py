@@ -17,8 +17,9 @@ from typing import Any
 from components.core.errors import ConfigError as ConfigError
 from components.core.strategy_spec import STRATEGIES as STRATEGIES
 from components.core.strategy_spec import StrategySpec, spec_for
+from components.core.targets import TARGETS
 
-BACKENDS = ("local", "vertex", "kubeflow")
+BACKENDS = ("local", *TARGETS)  # where the pipeline's train step trains
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,6 @@ class RunConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output_dir: str = "runs/train"
     backup_dir: str | None = None
-
-    @property
-    def global_batch_size(self) -> int:
-        return self.training.per_replica_batch_size * self.cluster.num_replicas
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

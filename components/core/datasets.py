@@ -17,7 +17,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -292,16 +292,32 @@ def shard_dataset(
 
 
 def _write_split(builder, split: str, folder: str, num_shards: int) -> SplitInfo:
-    """Deals one split's examples round-robin into `num_shards` TFRecord files."""
+    """Writes one split of a TFDS builder as shards (see `write_shards`)."""
+    import tensorflow_datasets as tfds
+
+    examples = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True))
+    return write_shards(examples, split, folder, num_shards)
+
+
+def write_shards(
+    examples: Iterable[tuple[Any, int]], split: str, folder: str, num_shards: int
+) -> SplitInfo:
+    """Deals (image, label) examples round-robin into `num_shards` TFRecord files.
+
+    The files are `folder/<split>-0000i-of-0000n.tfrecord`, each record an
+    `Example` with the uint8 image bytes and the int64 label: what `parse_fn`
+    reads. Files differ in size by at most one example.
+
+    Returns:
+        The split's entry of the manifest.
+    """
     import numpy as np
     import tensorflow as tf
-    import tensorflow_datasets as tfds
 
     names = [f"{split}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
     counts = [0] * num_shards
     writers = [tf.io.TFRecordWriter(os.path.join(folder, n)) for n in names]
     try:
-        examples = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True))
         for index, (image, label) in enumerate(examples):
             shard = index % num_shards
             writers[shard].write(_serialize(np.asarray(image, np.uint8), int(label)))

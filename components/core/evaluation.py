@@ -23,9 +23,13 @@ class EvalResult:
 
 
 def evaluate(model, dataset, num_classes: int) -> EvalResult:
-    """Evaluates a logits-emitting Keras `model` on a batched (image, label) dataset."""
+    """Evaluates a logits-emitting Keras `model` on a batched (image, label) dataset.
+
+    The loss is tf_keras's (Keras 2), as in training, whatever `tf.keras` is here.
+    """
     import numpy as np
     import tensorflow as tf
+    import tf_keras as keras
 
     matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
     total_loss = 0.0
@@ -34,7 +38,7 @@ def evaluate(model, dataset, num_classes: int) -> EvalResult:
         logits = model(images, training=False)
         total_loss += float(
             tf.reduce_sum(
-                tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+                keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
             )
         )
         predictions = tf.argmax(logits, axis=-1).numpy()

@@ -37,10 +37,6 @@ class Gpu:
     default_interconnect: str
     machine_types: dict[int, str]
 
-    @property
-    def max_per_machine(self) -> int:
-        return max(self.machine_types)
-
     def machine_type(self, gpus_per_machine: int) -> str:
         """The Vertex AI machine type for this many GPUs on one machine.
 

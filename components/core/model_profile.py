@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.core import atomic
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
@@ -205,12 +206,9 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _write_cache(path: Path, key: str, profile: ModelProfile) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = _read_cache(path)
         data[key] = profile.to_dict()
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        atomic.write_text(path, json.dumps(data, indent=1, sort_keys=True))
     except OSError:
         pass  # a read-only home only costs the next call a rebuild
 

@@ -1,7 +1,7 @@
 """The model registry: a name -> a function that builds an uncompiled Keras model.
 
 Models are built with tf-keras (Keras 2): Keras 3's `fit` fails under
-MultiWorkerMirroredStrategy and ParameterServerStrategy (DESIGN.md §3).
+MultiWorkerMirroredStrategy and ParameterServerStrategy.
 Build functions are called inside `strategy.scope()` by the trainer.
 """
 

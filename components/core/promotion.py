@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from components.core.config import ConfigError
+from components.core.storage_paths import to_gcsfuse
 
 TARGETS = ("pointer", "vertex", "none")
 METRICS = ("test_accuracy", "test_loss")
@@ -373,8 +374,8 @@ def default_root(pipeline_root: str) -> str:
     A `gs://` pipeline root inside a Vertex AI task is read through gcsfuse (`/gcs/`).
     """
     root = pipeline_root.rstrip("/")
-    if root.startswith("gs://") and os.path.isdir("/gcs"):
-        root = "/gcs/" + root[len("gs://") :]
+    if os.path.isdir("/gcs"):
+        root = to_gcsfuse(root)
     return f"{root}/strategist-promotion"
 
 

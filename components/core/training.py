@@ -1,7 +1,7 @@
 """`train(config, role)`: Keras `fit` under any `tf.distribute` strategy, measured per epoch.
 
 Keras 2 (`tf_keras`) is used: Keras 3's `fit` fails under MultiWorkerMirrored
-and ParameterServer strategies (DESIGN.md §3). One code path serves every
+and ParameterServer strategies. One code path serves every
 strategy: a `DatasetCreator` over the shard reader, `steps_per_epoch` (which
 ParameterServerStrategy requires) so every strategy sees the same examples per
 epoch, and `BackupAndRestore` so a restarted cluster resumes from the last
@@ -183,9 +183,6 @@ class EpochRecorder:
         recorder = self
 
         class _Callback(keras.callbacks.Callback):
-            def on_train_begin(self, logs=None):
-                recorder.fit_started = time.perf_counter()
-
             def on_epoch_begin(self, epoch, logs=None):
                 recorder.begin(epoch)
 
@@ -199,8 +196,7 @@ class EpochRecorder:
         self.verbose = verbose
         self.attempt = attempt
         self.records: list[dict[str, float]] = self._load()
-        self.fit_started = time.perf_counter()
-        self._epoch_started = self.fit_started
+        self._epoch_started = time.perf_counter()
         self.first_epoch: int | None = None  # 0-based epoch this attempt started at
 
     def begin(self, epoch: int) -> None:

@@ -15,13 +15,10 @@ import os
 import sys
 
 from components.core.config import ConfigError
+from components.core.signals import exit_code, signal_name
 
 # Order is the order `strategist --help` lists them in.
 SUBCOMMANDS = ("train", "select", "compare", "compile", "submit", "schedule", "gate")
-
-
-class UsageError(ConfigError):
-    """Bad command-line input; exits 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"strategist {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"strategist {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under `sigterm_raises`
+        print(f"strategist {args.command}: interrupted ({signal_name(interrupt)})", file=sys.stderr)
+        return exit_code(interrupt)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,8 @@ import sys
 from typing import Any
 
 from components.core.config import ConfigError, RunConfig
-from components.core.launch.cloud import (
-    TARGETS,
-    CloudConfig,
-    JobFailed,
-    validate_cloud,
-)
+from components.core.launch.cloud import CloudConfig, JobFailed, validate_cloud
+from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
@@ -45,8 +41,8 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "cloud (with --target: run on Vertex AI or a Kubeflow cluster instead of locally)"
     )
-    group.add_argument(
-        "--target", choices=TARGETS, help="vertex (Vertex AI CustomJob) or kubeflow (TFJob)"
+    add_target_argument(
+        group, help="vertex (Vertex AI CustomJob) or kubeflow (TFJob; kfp is another name for it)"
     )
     group.add_argument(
         "--dry-run",

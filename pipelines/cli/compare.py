@@ -6,11 +6,11 @@ import argparse
 import dataclasses
 import os
 import shutil
-import signal
 import sys
 import time
 
 from components.core.config import STRATEGIES, ConfigError, cluster_for, validate_run
+from components.core.signals import exit_code, signal_name
 from pipelines.cli import common
 
 DEFAULT_STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server")
@@ -147,13 +147,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"strategist compare: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: the running task was stopped
-        signum = getattr(interrupt, "signum", signal.SIGINT)
         print(
-            f"strategist compare: interrupted ({signal.Signals(signum).name}); every process "
+            f"strategist compare: interrupted ({signal_name(interrupt)}); every process "
             f"was stopped. Finished tasks' outputs are kept in {output}/pipeline_root",
             file=sys.stderr,
         )
-        return 128 + signum
+        return exit_code(interrupt)
     wall = time.perf_counter() - started
     report_files = collect_outputs(result, output)
     from components.core import atomic

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from components.core.targets import add_target_argument
 from components.image import DEFAULT_IMAGE
 from pipelines.cli import common
 
@@ -14,13 +15,17 @@ def add_parser(subparsers) -> None:
         help="compile the training or comparison pipeline",
         description=(
             "Compile a pipeline to a KFP v2 pipeline spec. The vertex target is a single YAML "
-            "document for Vertex AI Pipelines; the kfp target adds kfp-kubernetes settings that "
-            "put the train step on a GPU node pool (node selector "
+            "document for Vertex AI Pipelines; the kubeflow (or kfp) target adds kfp-kubernetes "
+            "settings that put the train step on a GPU node pool (node selector "
             "cloud.google.com/gke-accelerator, toleration nvidia.com/gpu, GPU limit)."
         ),
     )
     parser.add_argument("--pipeline", required=True, choices=("training", "comparison"))
-    parser.add_argument("--target", required=True, choices=("vertex", "kfp"))
+    add_target_argument(
+        parser,
+        required=True,
+        help="vertex (Vertex AI Pipelines) or kubeflow (a KFP host; kfp is another name for it)",
+    )
     parser.add_argument(
         "--image",
         default=DEFAULT_IMAGE,
@@ -29,7 +34,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--gpu",
         help="GPU of the train step: t4, l4, v100, a100, ... or none "
-        "(default: t4 for kfp, none for vertex, where training runs as a custom job)",
+        "(default: t4 for kubeflow, none for vertex, where training runs as a custom job)",
     )
     parser.add_argument(
         "--gpus", type=common.positive_int, default=1, help="GPUs of the train step (default: 1)"
@@ -41,7 +46,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.compile import compile_pipeline
 
-    gpu = args.gpu if args.gpu is not None else ("t4" if args.target == "kfp" else None)
+    gpu = args.gpu if args.gpu is not None else ("t4" if args.target == "kubeflow" else None)
     path = compile_pipeline(
         args.pipeline, args.target, args.output, image=args.image, gpu=gpu, gpus=args.gpus
     )

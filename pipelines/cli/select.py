@@ -21,16 +21,6 @@ same hardware (--history) outranks the prediction. Exits 2 on invalid input.
 """
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Adds `select` to the `strategist` command."""
     parser = subparsers.add_parser(

@@ -7,13 +7,18 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from components.core.targets import add_target_argument
 from components.image import DEFAULT_IMAGE
 from pipelines.cli import common
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `submit` and `schedule`: pipeline, target and where it goes."""
-    parser.add_argument("--target", required=True, choices=("vertex", "kfp"))
+    add_target_argument(
+        parser,
+        required=True,
+        help="vertex (Vertex AI Pipelines) or kubeflow (a KFP host; kfp is another name for it)",
+    )
     parser.add_argument("--pipeline", required=True, choices=("training", "comparison"))
     parser.add_argument(
         "--name", help="run or schedule display name (default: strategist-PIPELINE)"
@@ -24,7 +29,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"container image of every step (default: {DEFAULT_IMAGE})",
     )
     parser.add_argument(
-        "--gpu", help="GPU of the train step: t4, l4, a100, ... or none (default: t4 for kfp)"
+        "--gpu", help="GPU of the train step: t4, l4, a100, ... or none (default: t4 for kubeflow)"
     )
     parser.add_argument(
         "--gpus", type=common.positive_int, default=1, help="GPUs of the train step (default: 1)"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import sys
 
 from components.core import datasets, training
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: bad input, found before anything is launched (exit 2).
     """
-    from components.core.launch.local import sigterm_raises
+    from components.core.signals import exit_code, signal_name, sigterm_raises
 
     if args.target:
         if args.local:
@@ -97,15 +96,14 @@ def run(args: argparse.Namespace) -> int:
         with sigterm_raises():
             return _run_local(args)
     except KeyboardInterrupt as interrupt:
-        signum = getattr(interrupt, "signum", signal.SIGINT)
         output = args.output or "the output folder"
         print(
-            f"strategist train: interrupted ({signal.Signals(signum).name}); every process was "
+            f"strategist train: interrupted ({signal_name(interrupt)}); every process was "
             f"stopped. Finished epochs are kept in {output}/backup: run the same command again "
             "to resume",
             file=sys.stderr,
         )
-        return 128 + signum
+        return exit_code(interrupt)
 
 
 def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:

@@ -25,6 +25,7 @@ from components.core.config import (
     cluster_for,
     validate_run,
 )
+from components.core.targets import canonical
 
 
 def train_to_artifacts(
@@ -54,6 +55,7 @@ def train_to_artifacts(
     """
     from components.core import models
 
+    backend = canonical(backend)  # `kfp` is another name for `kubeflow`
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     models.check_model_name(model_name)
@@ -92,15 +94,14 @@ def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
     job's processes are given.
     """
     from components.core.launch.cloud import CloudConfig
+    from components.core.storage_paths import from_gcsfuse
 
     try:
         raw = json.loads(cloud_config_json or "{}")
         cloud = CloudConfig(**{**raw, "target": backend})
     except (ValueError, TypeError) as err:
         raise ConfigError(f"cloud_config_json is not a CloudConfig: {err}") from None
-    shards = config.data.shards_dir or ""
-    if shards.startswith("/gcs/"):
-        shards = "gs://" + shards[len("/gcs/") :]
+    shards = from_gcsfuse(config.data.shards_dir or "")
     cloud = dataclasses.replace(cloud, shards_dir=cloud.shards_dir or shards)
     return config, cloud
 
@@ -175,8 +176,3 @@ def headline_metrics(metrics: dict[str, Any]) -> dict[str, float]:
         "num_replicas": float(metrics["num_replicas"]),
         "restarts": float(metrics.get("restarts", 0)),
     }
-
-
-def load_metrics(path: str) -> dict[str, Any]:
-    with open(path) as handle:
-        return json.load(handle)

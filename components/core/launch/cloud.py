@@ -9,22 +9,19 @@ Vertex AI, `gs://bucket/x` becomes the gcsfuse path `/gcs/bucket/x`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
 import re
-import signal
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.hardware import Gpu, get_gpu
+from components.core.storage_paths import to_gcsfuse
+from components.core.targets import TARGETS
 
-TARGETS = ("vertex", "kubeflow")
-# The command every training process runs (DESIGN.md: one trainer entry point).
+# The command every training process runs, on every backend: one trainer entry point.
 TRAINER_COMMAND = ("python", "-m", "components.core.trainer")
 # Environment of every training process: Keras 2 for fit under every strategy, and
 # gRPC calls that fail fast to the caller so the PS coordinator can retry them.
@@ -54,10 +51,6 @@ class JobFailed(RuntimeError):
         self.job, self.state, self.detail = job, state, detail
         message = f"job {job} ended {state}"
         super().__init__(f"{message}: {detail}" if detail else message)
-
-
-class Interrupted(KeyboardInterrupt):
-    """The waiting process received SIGTERM (the pipeline run was cancelled)."""
 
 
 @dataclass(frozen=True)
@@ -389,11 +382,6 @@ def shards_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
     return shards.rstrip("/") if shards else None
 
 
-def gcsfuse_path(uri: str) -> str:
-    """`gs://bucket/x` as Vertex AI's gcsfuse mount sees it: `/gcs/bucket/x`."""
-    return "/gcs/" + uri[len("gs://") :] if uri.startswith("gs://") else uri
-
-
 def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     """The RunConfig every cloud training process receives.
 
@@ -406,7 +394,7 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     def remote(path: str | None) -> str | None:
         if not path or not path.startswith("gs://"):
             return None
-        return gcsfuse_path(path) if cloud.target == "vertex" else path
+        return to_gcsfuse(path) if cloud.target == "vertex" else path
 
     cluster = run.cluster
     gpus = resolved_gpus(run, cloud)
@@ -437,24 +425,6 @@ def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None =
         return cloud.job_name
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
     return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}"
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turns SIGTERM into `Interrupted` while waiting (main thread only), so a cancelled
-    pipeline run cancels its cloud job instead of leaving it running."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(f"received signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def google_credentials() -> Any:

@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
 from components.core.launch.cloud import CloudConfig, JobFailed
+from components.core.signals import sigterm_raises
 
 GROUP_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -180,7 +181,7 @@ def submit_and_wait(
         f"-l training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=chief -f"
     )
     last = None
-    with cloudlib.sigterm_raises():
+    with sigterm_raises():
         try:
             while True:
                 state, reason, message, replicas = _status(

@@ -34,12 +34,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from components.core import atomic
 from components.core.config import ClusterConfig, ConfigError, RunConfig
+from components.core.launch.cloud import TRAINER_ENV
+from components.core.signals import signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
 from components.core.training import METRICS_NAME, MODEL_DIR_NAME
 
@@ -79,18 +81,6 @@ class ClusterFailed(RuntimeError):
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
-
-
-class Interrupted(KeyboardInterrupt):
-    """The launcher received SIGTERM (Ctrl-C raises KeyboardInterrupt itself).
-
-    Attributes:
-        signum: the signal received; a command exits `128 + signum`.
-    """
-
-    def __init__(self, signum: int = signal.SIGTERM):
-        super().__init__(f"received signal {signum}")
-        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -243,7 +233,7 @@ class LocalCluster:
         for a peer that is gone. Nothing is lost by a kill: artifacts are
         written atomically and training state lives in the epoch checkpoints.
         """
-        with _signals_ignored():
+        with signals_ignored():
             running = [t for t in self.tasks if t.process and t.process.poll() is None]
             first = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
             for task in running:
@@ -365,15 +355,7 @@ class LocalCluster:
     def _start(self, task: Task) -> None:
         if task.reader:
             task.reader.join(timeout=2)
-        env = dict(os.environ)
-        env.pop("TF_CONFIG", None)
-        if task.tf_config:
-            env["TF_CONFIG"] = task.tf_config
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env["PYTHONUNBUFFERED"] = "1"
-        env["GRPC_FAIL_FAST"] = "use_caller"  # fail RPCs to dead peers at once (PS)
-        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
-        env[RESTARTS_ENV] = str(self.cluster_restarts)
+        env = task_environment(task.tf_config, self.cluster_restarts)
         command = [
             sys.executable,
             "-m",
@@ -433,40 +415,27 @@ def _remove_partial_files(folder: str) -> None:
                     os.remove(os.path.join(root, name))
 
 
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turns SIGTERM into `Interrupted` (a KeyboardInterrupt) in the main thread.
+def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
+    """The environment of one local training process.
 
-    So SIGTERM unwinds like Ctrl-C: `finally` blocks run, staged folders are
-    removed, every started process is stopped. Elsewhere than the main thread
-    this does nothing (Python delivers signals to the main thread only).
+    This process's environment without its own `TF_CONFIG`, plus the task's
+    `TF_CONFIG`, what every cloud training process gets (`TRAINER_ENV`: Keras 2,
+    gRPC calls to dead peers failing at once) and the local-only settings.
+
+    Args:
+        tf_config: the task's `TF_CONFIG` JSON (None: a single process).
+        restarts: whole-cluster restarts so far (the trainer reports them).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """Ignores Ctrl-C and SIGTERM (main thread only) while processes are being stopped."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    if tf_config:
+        env["TF_CONFIG"] = tf_config
+    env.update(TRAINER_ENV)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
+    env[RESTARTS_ENV] = str(restarts)
+    return env
 
 
 def check_rehearsal(cluster: ClusterConfig) -> None:

@@ -19,6 +19,7 @@ from google.cloud import aiplatform_v1
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
 from components.core.launch.cloud import CloudConfig, JobFailed
+from components.core.signals import sigterm_raises
 
 _POOL_INDEX = {"chief": 0, "worker": 1, "ps": 2, "reduction_server": 2, "evaluator": 3}
 _SUCCEEDED = aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
@@ -170,7 +171,7 @@ def submit_and_wait(
     log(f"vertex: console {console_url(name, cloud)}")
     state = None
     current = created
-    with cloudlib.sigterm_raises():
+    with sigterm_raises():
         try:
             while True:
                 if current.state != state:
