@@ -211,7 +211,7 @@ def sides_for(strategy: str, creator_baseline: bool) -> list[str]:
     Strategist's trainer uses; under parameter_server `bare` already is.
     """
     sides = ["ours", "bare"]
-    if creator_baseline and strategy != "parameter_server":
+    if creator_baseline and not common.SHAPES[strategy].spec.uses_ps:
         sides.append("bare_creator")
     return sides
 

@@ -7,60 +7,53 @@ from kfp.dsl import Markdown, Output
 
 def select_strategy(
     reasons: Output[Markdown],
-    strategy: str = "auto",
-    model_name: str = "mlp",
-    batch_size: int = 32,
+    run_config: dict,
     machines: int = 1,
     gpus_per_machine: int = 2,
     gpu: str = "t4",
     interconnect: str = "",
     network_gbps: float = 10.0,
-    workers: int = 2,
-    ps: int = 1,
     preemptible: bool = False,
-) -> NamedTuple("Choice", strategy=str, workers=int, ps=int, recommendation_json=str):
+) -> NamedTuple("Choice", strategy=str, cluster=dict, recommendation_json=str):
     """Chooses a tf.distribute strategy and cluster layout for the hardware and model.
 
-    With `strategy` set to `auto` the cost model's recommendation is used;
-    otherwise the given strategy is kept and the recommendation is reported
-    beside it. The reasons, with predicted step times split into compute and
-    communication, become a Markdown artifact.
+    With the run config's strategy `auto` the cost model's recommendation is
+    used; otherwise the run config's cluster is kept and the recommendation is
+    reported beside it. The reasons, with predicted step times split into
+    compute and communication, become a Markdown artifact.
 
     Args:
         reasons: the recommendation and its reasons, as Markdown.
-        strategy: `auto`, or a strategy name to keep.
-        model_name: model registry name, measured for parameters and FLOPs.
-        batch_size: per-replica batch size.
+        run_config: the run's settings as RunConfig JSON (model, per-replica
+            batch, and the cluster: strategy `auto` or one to keep).
         machines: machines available.
         gpus_per_machine: GPUs on each machine.
         gpu: GPU type (t4, l4, v100, a100, a100-80gb, h100, ...).
         interconnect: link between GPUs of a machine (nvlink or pcie; empty for the GPU's usual).
         network_gbps: network bandwidth between machines, Gbit/s.
-        workers: workers when a strategy is given (multi-worker strategies).
-        ps: parameter servers when parameter_server is given.
         preemptible: whether machines may be preempted (Spot).
 
     Returns:
-        The strategy, its workers and parameter servers, and the recommendation as JSON.
+        The strategy, the cluster (ClusterConfig JSON) the train step runs, and
+        the recommendation as JSON.
     """
+    import dataclasses
     from collections import namedtuple
 
     from components.strategy_choice import choose_for_pipeline
 
     choice = choose_for_pipeline(
-        strategy=strategy,
-        model_name=model_name,
-        batch_size=batch_size,
+        run_config=run_config,
         machines=machines,
         gpus_per_machine=gpus_per_machine,
         gpu=gpu,
         interconnect=interconnect or None,
         network_gbps=network_gbps,
-        workers=workers,
-        ps=ps,
         preemptible=preemptible,
     )
     with open(reasons.path, "w") as handle:
         handle.write(choice.markdown)
-    Choice = namedtuple("Choice", ["strategy", "workers", "ps", "recommendation_json"])
-    return Choice(choice.strategy, choice.workers, choice.ps, choice.recommendation_json)
+    Choice = namedtuple("Choice", ["strategy", "cluster", "recommendation_json"])
+    return Choice(
+        choice.cluster.strategy, dataclasses.asdict(choice.cluster), choice.recommendation_json
+    )

@@ -3,13 +3,8 @@
 from kfp.dsl import Dataset, Output
 
 
-def shard_dataset(
-    shards: Output[Dataset],
-    dataset: str = "digits",
-    num_shards: int = 8,
-    data_dir: str = "",
-):
-    """Shards a TFDS dataset into TFRecord files, at least one per training worker.
+def shard_dataset(shards: Output[Dataset], run_config: dict):
+    """Shards the run's TFDS dataset into TFRecord files, at least one per training worker.
 
     Writes the train and test splits as round-robin TFRecord shards plus
     `manifest.json` (dataset, version, splits, example counts, feature spec,
@@ -17,13 +12,15 @@ def shard_dataset(
 
     Args:
         shards: the shards folder.
-        dataset: TFDS dataset name; `digits` builds offline, others download.
-        num_shards: TFRecord files per split; use at least the number of workers.
-        data_dir: TFDS data directory; empty for TFDS's default.
+        run_config: the run's settings as RunConfig JSON; its `data` section
+            names the dataset (`digits` builds offline, others download), the
+            TFDS data directory and the shard files per split.
     """
     from components.core import datasets
+    from components.core.config import RunConfig
 
+    data = RunConfig.from_dict(run_config).data
     manifest = datasets.shard_dataset(
-        dataset, shards.path, num_shards=num_shards, data_dir=data_dir or None
+        data.dataset, shards.path, num_shards=data.num_shards, data_dir=data.data_dir or None
     )
     shards.metadata.update(manifest.to_dict())

@@ -1,9 +1,9 @@
 """What the `select_strategy` component computes, without kfp.
 
 KFP builds the component from `select.select_strategy`'s source alone, so the
-component imports this module at run time. It turns the component's flat
-parameters into a `Topology`, asks `selection.recommend`, and returns the
-strategy and cluster the train step runs with.
+component imports this module at run time. It turns the run config and the
+target hardware into a `Topology`, asks `selection.recommend`, and returns the
+cluster the train step runs with.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from components.core.config import STRATEGIES, ConfigError, cluster_for, validate_cluster
+from components.core.config import (
+    ClusterConfig,
+    ConfigError,
+    cluster_for,
+    validate_cluster,
+    validate_pipeline_run,
+)
 from components.core.model_profile import profile_model
 from components.core.selection import Topology, recommend
 
@@ -21,47 +27,37 @@ class PipelineChoice:
     """What the `select_strategy` component returns.
 
     Attributes:
-        strategy: the strategy the train step runs.
-        workers: its workers (ClusterConfig meaning).
-        ps: its parameter servers.
+        cluster: the strategy and cluster shape the train step runs.
         markdown: the recommendation and reasons, for a KFP Markdown artifact.
         recommendation_json: `Recommendation.to_dict()` as JSON.
     """
 
-    strategy: str
-    workers: int
-    ps: int
+    cluster: ClusterConfig
     markdown: str
     recommendation_json: str
 
 
 def choose_for_pipeline(
     *,
-    strategy: str,
-    model_name: str,
-    batch_size: int,
+    run_config: dict,
     machines: int,
     gpus_per_machine: int,
     gpu: str,
     interconnect: str | None,
     network_gbps: float,
-    workers: int,
-    ps: int,
     preemptible: bool = False,
 ) -> PipelineChoice:
-    """The strategy and layout a pipeline trains with.
+    """The strategy and cluster a pipeline trains with.
 
-    The recommendation for `auto`; otherwise the given strategy, with the
-    recommendation reported beside it.
+    The recommendation when the run config's strategy is `auto`; otherwise the
+    run config's own cluster, with the recommendation reported beside it.
 
     Raises:
-        ConfigError: unknown strategy or hardware; `auto` for a model that needs
-            model parallelism, which Strategist does not train.
+        ConfigError: a run config that cannot run, unknown hardware; `auto` for
+            a model that needs model parallelism, which Strategist does not train.
     """
-    if strategy != "auto" and strategy not in STRATEGIES:
-        raise ConfigError(
-            f"unknown strategy {strategy!r}; choose auto or one of {', '.join(STRATEGIES)}"
-        )
+    config = validate_pipeline_run(run_config)
+    strategy = config.cluster.strategy
     topology = Topology(
         machines=machines,
         gpus_per_machine=gpus_per_machine,
@@ -70,7 +66,10 @@ def choose_for_pipeline(
         network_gbps=network_gbps,
         preemptible=preemptible,
     )
-    rec = recommend(topology, profile_model(model_name), batch_size=batch_size)
+    model_name = config.model.name
+    rec = recommend(
+        topology, profile_model(model_name), batch_size=config.training.per_replica_batch_size
+    )
     markdown = rec.to_markdown()
     if strategy == "auto":
         if not rec.supported or rec.layout is None:
@@ -78,15 +77,14 @@ def choose_for_pipeline(
                 f"{model_name} does not fit one {gpu} GPU and needs model parallelism, which "
                 "Strategist does not train: choose more GPU memory (--gpu) or a smaller model"
             )
-        cluster = cluster_for(rec.strategy, rec.layout.workers, max(rec.layout.ps, 1))
+        layout = rec.layout
+        cluster = cluster_for(rec.strategy, layout.workers, layout.ps, layout.gpus_per_machine)
         markdown = f"**Training with the recommendation: `{rec.strategy}`.**\n\n{markdown}"
     else:
-        cluster = cluster_for(strategy, workers, ps)
+        cluster = config.cluster
         markdown = (
             f"**Training with `{strategy}` as asked; the recommendation was "
             f"`{rec.strategy}`.**\n\n{markdown}"
         )
     validate_cluster(cluster)
-    return PipelineChoice(
-        cluster.strategy, cluster.workers, cluster.ps, markdown, json.dumps(rec.to_dict())
-    )
+    return PipelineChoice(cluster, markdown, json.dumps(rec.to_dict()))

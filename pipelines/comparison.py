@@ -1,15 +1,21 @@
 """The comparison pipeline: shard once -> train each strategy -> evaluate -> compare."""
 
+import dataclasses
 from typing import List, NamedTuple  # noqa: UP035  (KFP reads typing.List parameter types)
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Markdown
 
+from components.core.config import RunConfig, cluster_for
+from components.core.strategy_spec import COMPARED_BY_DEFAULT
 from components.image import DEFAULT_IMAGE
 from components.registry import build_components
 from pipelines.scheduling import GpuPlacement, place_training
 
-DEFAULT_STRATEGIES = ["mirrored", "multi_worker_mirrored", "parameter_server"]
+DEFAULT_STRATEGIES = list(COMPARED_BY_DEFAULT)
+# The comparison's run: the recommendation's strategy is only recorded, never trained.
+DEFAULT_RUN_CONFIG = RunConfig(cluster=cluster_for("mirrored")).to_pipeline_parameter()
+DEFAULT_CLUSTERS = [dataclasses.asdict(cluster_for(name)) for name in DEFAULT_STRATEGIES]
 
 
 class ComparisonOutputs(NamedTuple):
@@ -41,17 +47,8 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         "accuracy, final quality and cost.",
     )
     def comparison(
-        dataset: str = "digits",
-        data_dir: str = "",
-        num_shards: int = 8,
-        strategies: List[str] = DEFAULT_STRATEGIES,  # noqa: UP006
-        model_name: str = "mlp",
-        epochs: int = 5,
-        batch_size: int = 32,
-        learning_rate: float = 0.001,
-        workers: int = 2,
-        ps: int = 1,
-        devices_per_worker: int = 0,
+        run_config: dict = DEFAULT_RUN_CONFIG,
+        clusters: List[dict] = DEFAULT_CLUSTERS,  # noqa: UP006
         machines: int = 1,
         gpus_per_machine: int = 2,
         gpu: str = "t4",
@@ -60,29 +57,36 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         backend: str = "local",
         cloud_config_json: str = "{}",
     ) -> NamedTuple("Outputs", comparison=Artifact, report=HTML, summary=Markdown, plots=Artifact):
-        shard = c.shard_dataset(dataset=dataset, num_shards=num_shards, data_dir=data_dir)
+        """Trains the same model on the same data with each cluster and compares them.
+
+        Args:
+            run_config: the run's settings as RunConfig JSON (data, model,
+                training); every train step receives it whole. See docs/design.md.
+            clusters: the strategies to compare, each a cluster: {"strategy",
+                "workers", "ps", "devices_per_worker"}.
+            machines: target machines, for the recorded recommendation.
+            gpus_per_machine: target GPUs per machine, for the recommendation.
+            gpu: target GPU type, for the recommendation.
+            network_gbps: target network between machines (Gbit/s).
+            target_accuracy: training accuracy that time-to-accuracy is measured to.
+            backend: where training runs: local, vertex or kubeflow.
+            cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+        """
+        shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
         recommendation = c.select_strategy(
-            strategy="auto",
-            model_name=model_name,
-            batch_size=batch_size,
+            run_config=run_config,
             machines=machines,
             gpus_per_machine=gpus_per_machine,
             gpu=gpu,
             network_gbps=network_gbps,
         )
         recommendation.set_display_name("select strategy")
-        with dsl.ParallelFor(strategies, parallelism=1) as strategy:
+        with dsl.ParallelFor(clusters, parallelism=1) as cluster:
             trained = c.train(
                 shards=shard.outputs["shards"],
-                strategy=strategy,
-                workers=workers,
-                ps=ps,
-                devices_per_worker=devices_per_worker,
-                model_name=model_name,
-                epochs=epochs,
-                batch_size=batch_size,
-                learning_rate=learning_rate,
+                run_config=run_config,
+                cluster=cluster,
                 backend=backend,
                 cloud_config_json=cloud_config_json,
             )

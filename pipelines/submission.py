@@ -11,6 +11,7 @@ against the compiled pipeline's parameter types). Requests go through the SDKs:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -177,29 +178,74 @@ def check_target(sub: Submission) -> None:
 def typed_params(spec: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
     """Pipeline parameters converted to the compiled pipeline's parameter types.
 
+    A dotted name sets one field of a structured parameter and keeps the rest
+    of its default: `run_config.training.epochs=7`. The run config (and the
+    comparison's clusters) are then validated as the trainer would.
+
     Args:
         spec: the compiled pipeline (its `root.inputDefinitions.parameters`).
         raw: `--param` values as strings.
 
     Raises:
-        ConfigError: an unknown name, or a value of the wrong type.
+        ConfigError: an unknown name, a value of the wrong type, or a run
+            config the trainer would refuse.
     """
     declared = spec["root"].get("inputDefinitions", {}).get("parameters", {})
     typed: dict[str, Any] = {}
     for key, text in raw.items():
-        if key not in declared:
+        name, _, field_path = key.partition(".")
+        if name not in declared:
             raise ConfigError(
                 f"--param {key}: the {spec['pipelineInfo']['name']} pipeline has no such "
                 f"parameter; it has {', '.join(sorted(declared))}"
             )
-        kind = declared[key]["parameterType"]
+        kind = declared[name]["parameterType"]
+        if field_path:
+            if kind != "STRUCT":
+                raise ConfigError(f"--param {key}: {name} has no fields; pass --param {name}=...")
+            base = typed.get(name, copy.deepcopy(declared[name].get("defaultValue", {})))
+            typed[name] = _with_field(base, field_path.split("."), _json_or_text(text))
+            continue
         try:
             typed[key] = _convert(text, kind)
         except ValueError:
             raise ConfigError(
                 f"--param {key}={text!r}: expected {kind.lower().replace('_', ' ')}"
             ) from None
+    _validate_run(declared, typed)
     return typed
+
+
+def _with_field(struct: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]:
+    """`struct` with `value` at `path` (intermediate objects created)."""
+    node = struct
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--param: {'.'.join(path)} goes through a value, not an object")
+    node[path[-1]] = value
+    return struct
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
+    """Refuses a run config (or clusters) the trainer would refuse, before sending."""
+    from components.core.config import validate_pipeline_run
+
+    if "run_config" not in declared:
+        return
+    run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))
+    clusters = typed.get("clusters")
+    try:
+        validate_pipeline_run(run_config, clusters)
+    except (ConfigError, TypeError) as err:
+        raise ConfigError(f"--param run_config: {err}") from None
 
 
 def _convert(text: str, kind: str) -> Any:

@@ -2,9 +2,13 @@
 
 from kfp import dsl
 
+from components.core.config import ClusterConfig, RunConfig
 from components.image import DEFAULT_IMAGE
 from components.registry import build_components
 from pipelines.scheduling import GpuPlacement, place_training
+
+# `auto`: the select step chooses the strategy and cluster for the hardware.
+DEFAULT_RUN_CONFIG = RunConfig(cluster=ClusterConfig("auto")).to_pipeline_parameter()
 
 
 def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement | None = None):
@@ -24,20 +28,11 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
         "the promoted one.",
     )
     def training(
-        dataset: str = "digits",
-        data_dir: str = "",
-        num_shards: int = 8,
-        strategy: str = "auto",
-        model_name: str = "mlp",
-        epochs: int = 5,
-        batch_size: int = 32,
-        learning_rate: float = 0.001,
+        run_config: dict = DEFAULT_RUN_CONFIG,
         machines: int = 1,
         gpus_per_machine: int = 2,
         gpu: str = "t4",
         network_gbps: float = 10.0,
-        workers: int = 2,
-        ps: int = 1,
         backend: str = "local",
         cloud_config_json: str = "{}",
         promotion_target: str = "pointer",
@@ -46,30 +41,40 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
         promotion_margin: float = 0.0,
         model_display_name: str = "strategist-model",
     ) -> float:
-        shard = c.shard_dataset(dataset=dataset, num_shards=num_shards, data_dir=data_dir)
+        """Shards, selects a strategy, trains, evaluates and promotes a better model.
+
+        Args:
+            run_config: the run's settings as RunConfig JSON (data, model,
+                training, cluster); cluster.strategy `auto` lets the select
+                step choose for the hardware below. Every step receives it
+                whole. See docs/design.md.
+            machines: machines available to training.
+            gpus_per_machine: GPUs on each machine.
+            gpu: GPU type (t4, l4, v100, a100, a100-80gb, h100).
+            network_gbps: network between machines (Gbit/s).
+            backend: where training runs: local, vertex or kubeflow.
+            cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+            promotion_target: pointer, vertex (Model Registry) or none.
+            promotion_root: folder of promoted.json (pointer); empty: beside the
+                pipeline root.
+            promotion_metric: test_accuracy or test_loss.
+            promotion_margin: how much better than the promoted model a new one must be.
+            model_display_name: the Model Registry display name (vertex).
+        """
+        shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
         choice = c.select_strategy(
-            strategy=strategy,
-            model_name=model_name,
-            batch_size=batch_size,
+            run_config=run_config,
             machines=machines,
             gpus_per_machine=gpus_per_machine,
             gpu=gpu,
             network_gbps=network_gbps,
-            workers=workers,
-            ps=ps,
         )
         choice.set_display_name("select strategy")
         trained = c.train(
             shards=shard.outputs["shards"],
-            strategy=choice.outputs["strategy"],
-            workers=choice.outputs["workers"],
-            ps=choice.outputs["ps"],
-            devices_per_worker=gpus_per_machine,
-            model_name=model_name,
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
+            run_config=run_config,
+            cluster=choice.outputs["cluster"],
             backend=backend,
             cloud_config_json=cloud_config_json,
         )

@@ -245,8 +245,13 @@ CASES = {
     ),
     "submit-parameter-of-the-wrong-type": Case(
         ("submit", "--target", "kfp", "--pipeline", "training", "--host", "http://kfp:8080",
-         "--param", "epochs=three"),
-        "expected number integer",
+         "--param", "promotion_margin=three"),
+        "expected number double",
+    ),
+    "submit-run-config-field-of-the-wrong-type": Case(
+        ("submit", "--target", "kfp", "--pipeline", "training", "--host", "http://kfp:8080",
+         "--param", "run_config.training.epochs=three"),
+        "training.epochs must be int",
     ),
     "schedule-invalid-cron": Case(
         ("schedule", "--target", "kfp", "--pipeline", "training", "--host", "http://kfp:8080",

@@ -35,6 +35,7 @@ BAD_INPUT = [
     ),
     (["--devices", "0"], "--devices must be at least 1"),
     (["--strategy", "parameter_server", "--devices", "2"], "one device per worker"),
+    (["--strategy", "multi_worker_mirrored", "--devices", "2"], "one device per worker"),
     (["--strategy", "one_device", "--devices", "2"], "one_device trains on one device"),
 ]
 

@@ -37,7 +37,8 @@ def trained(digits_shards, tmp_path_factory):
     results = {}
     for name, cluster in SHAPES.items():
         out = tmp_path_factory.mktemp(name)
-        results[name] = (run_local(_config(digits_shards, out, cluster), log=lambda _: None), out)
+        metrics = run_local(_config(digits_shards, out, cluster), log=lambda _: None)
+        results[name] = (metrics.to_dict(), out)
     return results
 
 

@@ -7,6 +7,7 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.core.config import RunConfig, TrainingConfig
 from pipelines import cli
 
 IMAGE = "europe-docker.pkg.dev/acme/ml/strategist-trainer:1.2.3"
@@ -60,13 +61,20 @@ def test_training_pipeline_structure(tmp_path):
     assert "evaluate" in blessed.trigger_policy.condition
     assert set(spec.components[blessed.component_ref.name].dag.tasks) == {"promote"}
     train_inputs = spec.root.dag.tasks["train"].inputs.parameters
-    assert train_inputs["strategy"].task_output_parameter.producer_task == "select-strategy"
-    assert set(spec.root.input_definitions.parameters) >= {
-        "dataset", "strategy", "model_name", "epochs", "batch_size", "workers", "ps", "backend",
-    }  # fmt: skip
-    assert spec.root.input_definitions.parameters["strategy"].default_value.string_value == "auto"
-    description = spec.components["comp-shard-dataset"].input_definitions.parameters["dataset"]
-    assert "digits" in description.description  # docstrings become UI descriptions
+    assert train_inputs["cluster"].task_output_parameter.producer_task == "select-strategy"
+    # One structured parameter carries the run to every step, whole.
+    params = spec.root.input_definitions.parameters
+    assert set(params) >= {"run_config", "machines", "gpus_per_machine", "gpu", "backend"}
+    assert not set(params) & {"epochs", "model_name", "batch_size", "strategy", "workers"}
+    run_config = json_format.MessageToDict(params["run_config"].default_value)
+    assert run_config["cluster"]["strategy"] == "auto"
+    assert RunConfig.from_dict(run_config).training == TrainingConfig()
+    for step in ("shard-dataset", "select-strategy", "train"):
+        channel = spec.root.dag.tasks[step].inputs.parameters["run_config"]
+        assert channel.component_input_parameter == "run_config"
+    description = spec.components["comp-shard-dataset"].input_definitions.parameters["run_config"]
+    assert "dataset" in description.description  # docstrings become UI descriptions
+    assert "auto" in params["run_config"].description
 
 
 def test_comparison_pipeline_loop_and_fan_in(tmp_path):
@@ -75,7 +83,7 @@ def test_comparison_pipeline_loop_and_fan_in(tmp_path):
     loops = [name for name in root if name.startswith("for-loop")]
     assert len(loops) == 1
     loop = root[loops[0]]
-    assert loop.parameter_iterator.items.input_parameter.endswith("strategies")
+    assert loop.parameter_iterator.items.input_parameter.endswith("clusters")
     assert loop.iterator_policy.parallelism_limit == 1  # strategies timed one at a time
     assert set(root) == {"shard-dataset", "select-strategy", loops[0], "compare-strategies"}
     assert loops[0] in root["compare-strategies"].dependent_tasks
@@ -83,8 +91,8 @@ def test_comparison_pipeline_loop_and_fan_in(tmp_path):
     assert _deps(body) == {"train": set(), "evaluate": {"train"}}
     runs = root["compare-strategies"].inputs.artifacts["runs"]
     assert runs.task_output_artifact.producer_task == loops[0]  # dsl.Collected fan-in
-    strategies = spec.root.input_definitions.parameters["strategies"].default_value
-    assert [v.string_value for v in strategies.list_value.values] == [
+    clusters = spec.root.input_definitions.parameters["clusters"].default_value
+    assert [c["strategy"] for c in json_format.MessageToDict(clusters)] == [
         "mirrored", "multi_worker_mirrored", "parameter_server",
     ]  # fmt: skip
 

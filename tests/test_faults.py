@@ -117,7 +117,7 @@ def run_with_faults(
     controller.start()
     timer.start()
     try:
-        metrics = cluster.run()
+        metrics = cluster.run().to_dict()
     finally:
         timer.cancel()
         events.close()

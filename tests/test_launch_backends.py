@@ -11,14 +11,8 @@ from components.core.config import ConfigError, RunConfig
 
 COMMON = dict(
     shards_dir="/gcs/bucket/pipeline/shards",
-    strategy="multi_worker_mirrored",
-    workers=2,
-    ps=1,
-    devices_per_worker=1,
-    model_name="mlp",
-    epochs=1,
-    batch_size=32,
-    learning_rate=0.001,
+    run_config=RunConfig().to_pipeline_parameter(),
+    cluster={"strategy": "multi_worker_mirrored", "workers": 2},
 )
 
 
@@ -59,6 +53,29 @@ def test_bad_backend_settings_fail_before_submission(tmp_path, backend, cloud, m
             cloud_config_json=json.dumps({"base_output_dir": "gs://bucket/out", **cloud}),
         )
     assert not (tmp_path / "model").exists()
+    assert not (tmp_path / "metrics.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("run_config", "cluster", "message"),
+    [
+        ({"training": {"epochs": 0}}, {"strategy": "mirrored"}, "--epochs must be at least 1"),
+        ({"trainig": {}}, {"strategy": "mirrored"}, "unknown config key 'trainig'"),
+        ({}, {"strategy": "mirrored", "workers": 3}, "runs on one machine"),
+        ({}, {"strategy": "auto"}, "unknown strategy 'auto'"),
+    ],
+)
+def test_a_run_config_the_trainer_would_refuse_fails_the_step_first(
+    tmp_path, run_config, cluster, message
+):
+    with pytest.raises(ConfigError, match=message):
+        launch.train_to_artifacts(
+            run_config=run_config,
+            cluster=cluster,
+            shards_dir=str(tmp_path / "shards"),
+            model_dir=str(tmp_path / "model"),
+            metrics_path=str(tmp_path / "metrics.json"),
+        )
     assert not (tmp_path / "metrics.json").exists()
 
 

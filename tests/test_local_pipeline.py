@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from components.core.config import ClusterConfig, RunConfig, TrainingConfig
 from pipelines import cli
 from tests.conftest import trainer_pids
 
@@ -20,6 +21,7 @@ def comparison_run(tmp_path_factory):
         [
             "compare", "--local", "--strategies", "mirrored,parameter_server",
             "--epochs", "4", "--workers", "2", "--ps", "1", "--num-shards", "2",
+            "--seed", "7", "--warmup-epochs", "0", "--learning-rate", "0.002",
             "--data-dir", str(tfds_dir), "--output", str(out),
         ]
     )  # fmt: skip
@@ -39,6 +41,37 @@ def test_compare_writes_the_report_files(comparison_run):
         assert "scaling_efficiency" in result and "estimated_cost_usd" in result
     assert report["winner"] in ("mirrored", "parameter_server")
     assert report["recommendation"]["strategy"]  # what `select` would have chosen
+
+
+def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
+    """`compare` flags reach the trainer: each record holds the config the trainer ran."""
+    _, out = comparison_run
+    report = json.loads((out / "comparison.json").read_text())
+    for result in report["results"]:
+        ran = RunConfig.from_dict(result["run_config"])
+        assert ran.training == TrainingConfig(
+            epochs=4, seed=7, warmup_epochs=0, base_learning_rate=0.002
+        )
+        assert ran.data.num_shards == 2 and ran.cluster.strategy == result["strategy"]
+    shapes = {
+        r["strategy"]: RunConfig.from_dict(r["run_config"]).cluster for r in report["results"]
+    }
+    assert shapes == {
+        "mirrored": ClusterConfig("mirrored", 1, 0, 2),
+        "parameter_server": ClusterConfig("parameter_server", 2, 1, 1),
+    }
+
+
+def test_records_state_the_hardware_that_ran(comparison_run):
+    _, out = comparison_run
+    report = json.loads((out / "comparison.json").read_text())
+    with open("/proc/cpuinfo") as handle:
+        cpuinfo = handle.read()
+    for result in report["results"]:
+        hardware = result["hardware"]
+        assert hardware["platform"] == "local" and hardware["detected"] is True
+        assert hardware["cpu_model"] in cpuinfo and hardware["gpu"] is None
+        assert "local rehearsal" in result["priced_as"]
 
 
 def test_each_task_wrote_its_artifacts(comparison_run):

@@ -19,6 +19,7 @@ from google.cloud.aiplatform_v1.services.schedule_service.transports import (
 )
 from google.cloud.storage import _http as storage_http
 
+from components.core.config import RunConfig, TrainingConfig
 from pipelines import cli, submission
 from pipelines.cli import schedule as schedule_cli
 from pipelines.cli import submit as submit_cli
@@ -169,7 +170,9 @@ def _sub(target="vertex", pipeline="training", **overrides):
 
 
 def _runtime_parameters(job: aiplatform_v1.PipelineJob) -> dict:
-    return {k: v for k, v in job.runtime_config.parameter_values.items()}
+    """The job's parameter values as plain JSON values (the wire form)."""
+    values = aiplatform_v1.PipelineJob.to_dict(job)["runtime_config"]["parameter_values"]
+    return json.loads(json.dumps(values))
 
 
 # ---------------------------------------------------------------- Vertex AI
@@ -179,7 +182,11 @@ def test_vertex_submit_sends_the_compiled_pipeline_with_typed_parameters(vertex_
     lines = []
     code = submit_cli.submit(
         _sub(
-            params={"epochs": "3", "promotion_margin": "0.01", "strategy": "mirrored"},
+            params={
+                "run_config.training.epochs": "3",
+                "promotion_margin": "0.01",
+                "run_config.cluster.strategy": "mirrored",
+            },
             service_account="trainer@acme-ml.iam.gserviceaccount.com",
         ),
         credentials=AnonymousCredentials(),
@@ -192,11 +199,12 @@ def test_vertex_submit_sends_the_compiled_pipeline_with_typed_parameters(vertex_
     assert job.display_name == "strategist-training"
     assert job.service_account == "trainer@acme-ml.iam.gserviceaccount.com"
     assert job.runtime_config.gcs_output_directory == ROOT
-    assert _runtime_parameters(job) == {
-        "epochs": 3,
-        "promotion_margin": 0.01,
-        "strategy": "mirrored",
-    }
+    parameters = _runtime_parameters(job)
+    assert parameters["promotion_margin"] == 0.01
+    # The dotted fields changed; the rest of the run config keeps the pipeline's default.
+    sent = RunConfig.from_dict(parameters["run_config"])
+    assert sent.training == TrainingConfig(epochs=3)
+    assert sent.cluster.strategy == "mirrored" and sent.data.dataset == "digits"
     spec = dict(job.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "strategist-training"
     assert "comp-promote" in spec["components"]  # the compiled package, promote step included
@@ -251,7 +259,7 @@ def test_caching_is_off_unless_asked(vertex_wire):
 
 def test_kfp_schedule_sends_a_recurring_run_with_six_field_cron(kfp_server, capsys):
     argv = ["schedule", "--target", "kfp", "--pipeline", "training", "--host", HOST,
-            "--cron", "0 3 * * 1", "--name", "weekly", "--param", "epochs=7",
+            "--cron", "0 3 * * 1", "--name", "weekly", "--param", "run_config.training.epochs=7",
             "--param", "promotion_root=gs://acme/promotion"]  # fmt: skip
     assert cli.main(argv) == 0
     (body,) = kfp_server.posts("/recurringruns")
@@ -261,10 +269,10 @@ def test_kfp_schedule_sends_a_recurring_run_with_six_field_cron(kfp_server, caps
     assert body["max_concurrency"] == "1" or body["max_concurrency"] == 1
     assert body["no_catchup"] is True
     assert body["mode"] == "ENABLE"
-    assert body["runtime_config"]["parameters"] == {
-        "epochs": 7,
-        "promotion_root": "gs://acme/promotion",
-    }
+    parameters = body["runtime_config"]["parameters"]
+    assert parameters["promotion_root"] == "gs://acme/promotion"
+    assert parameters["run_config"]["training"]["epochs"] == 7
+    assert parameters["run_config"]["cluster"]["strategy"] == "auto"  # the default, kept
     spec = body["pipeline_spec"]
     assert spec["pipeline_spec"]["pipelineInfo"]["name"] == "strategist-training"
     platform = spec["platform_spec"]["platforms"]["kubernetes"]  # kfp target: GPU node pool
@@ -272,13 +280,17 @@ def test_kfp_schedule_sends_a_recurring_run_with_six_field_cron(kfp_server, caps
     assert "recurringrun/details/rr-7" in capsys.readouterr().out
 
 
+MIRRORED = {"strategy": "mirrored", "workers": 1, "ps": 0, "devices_per_worker": 2}
+CLUSTERS = "clusters=" + json.dumps([MIRRORED])
+
+
 def test_kfp_submit_sends_a_run(kfp_server, capsys):
     argv = ["submit", "--target", "kfp", "--pipeline", "comparison", "--host", HOST,
-            "--gpu", "none", "--param", "strategies=[\"mirrored\"]"]  # fmt: skip
+            "--gpu", "none", "--param", CLUSTERS]  # fmt: skip
     assert cli.main(argv) == 0
     (body,) = kfp_server.posts("/runs")
     assert body["display_name"] == "strategist-comparison"
-    assert body["runtime_config"]["parameters"] == {"strategies": ["mirrored"]}
+    assert body["runtime_config"]["parameters"] == {"clusters": [MIRRORED]}
     assert body["pipeline_spec"]["pipelineInfo"]["name"] == "strategist-comparison"
     assert f"{HOST}/#/runs/details/run-9" in capsys.readouterr().out
 
@@ -356,7 +368,12 @@ def test_missing_google_credentials_exit_2_before_compiling_or_sending(
     ("param", "message"),
     [
         ("epoch=3", "has no such parameter"),
-        ("epochs=three", "expected number integer"),
+        ("epochs=3", "has no such parameter"),
+        ("run_config.training.epochs=three", "training.epochs must be int"),
+        ("run_config.training.epochs=0", "--epochs must be at least 1"),
+        ("run_config.trainin.epochs=3", "unknown config key 'trainin'"),
+        ("run_config.cluster.strategy=horovod", "unknown strategy 'horovod'"),
+        ("machines.count=3", "machines has no fields"),
         ("promotion_margin=lots", "expected number double"),
     ],
 )

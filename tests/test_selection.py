@@ -262,6 +262,7 @@ def _comparison(tmp_path: Path, name: str, results: list[tuple[str, float]], gpu
                 "workers": 4,
                 "ps": 4 if s == "parameter_server" else 0,
                 "num_replicas": 32,
+                "eval_accuracy": 0.76,
                 "model": "resnet101",
                 "hardware": hardware,
             }

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
 from pipelines.local_run import run_locally
 from pipelines.training import build_training_pipeline
 from tests.conftest import trainer_pids
@@ -18,13 +19,16 @@ pytestmark = pytest.mark.cluster
 def two_runs(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tfds-training")
     promotion_root = tmp_path_factory.mktemp("promotion")
+    run_config = RunConfig(
+        data=DataConfig(data_dir=str(data_dir), num_shards=2),
+        training=TrainingConfig(epochs=4),
+        # One machine with 2 devices: the selector picks mirrored.
+        cluster=ClusterConfig("auto"),
+    ).to_pipeline_parameter()
     arguments = {
-        "data_dir": str(data_dir),
-        "num_shards": 2,
-        "strategy": "auto",  # one machine with 2 devices: the selector picks mirrored
+        "run_config": run_config,
         "machines": 1,
         "gpus_per_machine": 2,
-        "epochs": 4,
         "promotion_root": str(promotion_root),
     }
     runs = []
@@ -54,6 +58,14 @@ def test_first_run_trains_with_the_selected_strategy_and_promotes(two_runs):
     metrics_file = next(first["root"].rglob("metrics_json"))
     metrics = json.loads(metrics_file.read_text())
     assert metrics["strategy"] == "mirrored" and metrics["num_replicas"] == 2
+    # The run config crossed every boundary whole: the trainer ran what was passed.
+    ran = RunConfig.from_dict(metrics["run_config"])
+    assert ran.training == TrainingConfig(epochs=4) and ran.data.num_shards == 2
+    assert ran.cluster == ClusterConfig("mirrored", 1, 0, 2)  # the selector's choice
+    hardware = metrics["hardware"]
+    assert metrics["schema_version"] == 2 and hardware["platform"] == "local"
+    assert hardware["cpu_model"] and hardware["cpu_cores"] >= 1 and hardware["detected"]
+    assert hardware["gpu"] is None and hardware["logical_devices_per_machine"] == 2
     pointer = first["pointer"]
     assert pointer["metric"] == "test_accuracy"
     assert pointer["value"] == pytest.approx(first["result"].output)

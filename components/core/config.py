@@ -145,9 +145,32 @@ class RunConfig:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
+    def to_pipeline_parameter(self) -> dict[str, Any]:
+        """The config as a pipeline's `run_config` parameter.
+
+        Paths are left out: the pipeline's artifacts decide where the shards
+        and the outputs live. So are unset (None) values, which a pipeline
+        parameter cannot hold. `from_dict` restores both to their defaults.
+        """
+        raw = self.to_dict()
+        for key in ("output_dir", "backup_dir"):
+            raw.pop(key)
+        raw["data"].pop("shards_dir")
+        return {
+            name: {key: value for key, value in section.items() if value is not None}
+            for name, section in raw.items()
+        }
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunConfig:
-        """Builds a config from `to_dict()` output, rejecting unknown keys."""
+        """Builds a config from `to_dict()` output (missing keys take their
+        defaults), rejecting unknown keys.
+
+        Raises:
+            ConfigError: an unknown key, or a section that is not an object.
+        """
+        if not isinstance(raw, dict):
+            raise ConfigError(f"a run config is a JSON object, got {type(raw).__name__}")
         sections = {
             "data": DataConfig,
             "model": ModelConfig,
@@ -169,12 +192,33 @@ class RunConfig:
         return cls.from_dict(json.loads(text))
 
 
+# The JSON types a config field of each annotation takes.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "str | None": (str, type(None)),
+    "bool": (bool,),
+}
+
+
 def _build(section: type, raw: dict[str, Any], name: str) -> Any:
-    known = {f.name for f in dataclasses.fields(section)}
-    unknown = set(raw) - known
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the {name!r} section of a run config is an object, got {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(section)}
+    unknown = set(raw) - set(fields)
     if unknown:
         raise ConfigError(f"unknown key(s) in {name!r} config: {', '.join(sorted(unknown))}")
-    return section(**raw)
+    values = {}
+    for key, value in raw.items():
+        kinds = _FIELD_TYPES[str(fields[key].type)]
+        if int in kinds and isinstance(value, float) and value.is_integer():
+            value = int(value)  # protobuf Structs (pipeline parameters) carry every number as float
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            expected = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+            raise ConfigError(f"run config {name}.{key} must be {expected}, got {value!r}")
+        values[key] = value
+    return section(**values)
 
 
 def cluster_for(
@@ -207,6 +251,42 @@ def validate_cluster(cluster: ClusterConfig) -> None:
     errors = cluster.spec.shape_errors(cluster)
     if errors:
         raise ConfigError(errors[0])
+
+
+def cluster_from_dict(raw: dict[str, Any]) -> ClusterConfig:
+    """A `ClusterConfig` from its dict (a pipeline's `clusters` item or a select output).
+
+    Raises:
+        ConfigError: unknown keys.
+    """
+    return _build(ClusterConfig, raw, "cluster")
+
+
+def validate_pipeline_run(
+    run_config: dict[str, Any], clusters: list[dict[str, Any]] | None = None
+) -> RunConfig:
+    """Validates a pipeline's `run_config` (and `clusters`) before anything is sent.
+
+    Args:
+        run_config: the pipeline's `run_config` parameter; its strategy may be
+            `auto` (the select step chooses).
+        clusters: the comparison pipeline's clusters, each validated with the
+            run config.
+
+    Returns:
+        The parsed config.
+
+    Raises:
+        ConfigError: saying what to change.
+    """
+    config = RunConfig.from_dict(run_config)
+    if config.cluster.strategy == "auto":
+        validate_run(dataclasses.replace(config, cluster=cluster_for("one_device")))
+    else:
+        validate_run(config)
+    for raw in clusters or []:
+        validate_run(dataclasses.replace(config, cluster=cluster_from_dict(raw)))
+    return config
 
 
 def validate_run(config: RunConfig) -> None:

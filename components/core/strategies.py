@@ -65,10 +65,10 @@ class Role:
 def configure_devices(cluster: ClusterConfig) -> None:
     """Sets up devices before TensorFlow initialises its runtime.
 
-    On a machine without GPUs, a strategy that replicates over a machine's
-    devices (`mirrored`, `multi_worker_mirrored`) gets `devices_per_worker`
-    logical CPU devices, so that the rehearsal runs as many replicas, and the
-    same all-reduce, as the GPU machines would.
+    On a machine without GPUs, a strategy that can replicate over logical CPU
+    devices (`mirrored`) gets `devices_per_worker` of them, so that the
+    rehearsal runs as many replicas, and the same all-reduce, as the GPU
+    machine would.
     """
     import tensorflow as tf
 

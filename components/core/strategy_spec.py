@@ -47,8 +47,12 @@ class StrategySpec:
         devices_apply: devices per machine multiply the replicas (all but
             `one_device`).
         cpu_rehearsal: on a machine without GPUs, logical CPU devices stand in
-            for several GPUs per machine. `ParameterServerStrategy` replicates a
-            worker's steps over its GPUs only, so it rehearses one device each.
+            for several GPUs per machine. Only `MirroredStrategy` takes devices
+            by name; in a multi-worker cluster TensorFlow 2.21 gives each worker
+            its GPUs or one CPU (`CollectiveAllReduceExtended.
+            _initialize_local_devices`), and `ParameterServerStrategy` replicates
+            a worker's steps over its GPUs only, so both rehearse one device per
+            worker.
         default_devices: devices per machine when the user gives none (the
             local `mirrored` rehearsal uses two, so its all-reduce really runs).
     """
@@ -128,6 +132,11 @@ class StrategySpec:
     exporter_role = CHIEF  # the chief exports the model and writes the run's record
 
     @property
+    def single_device(self) -> bool:
+        """Trains on one device: the baseline speed-ups are measured against."""
+        return not self.multi_machine and not self.devices_apply
+
+    @property
     def all_reduces_across_machines(self) -> bool:
         """Gradients are all-reduced between machines (what Reduction Server speeds up)."""
         return self.multi_machine and not self.uses_ps
@@ -197,7 +206,7 @@ SPECS: dict[str, StrategySpec] = {
             multi_machine=True,
             uses_ps=False,
             devices_apply=True,
-            cpu_rehearsal=True,
+            cpu_rehearsal=False,
             default_devices=1,
         ),
         StrategySpec(
@@ -212,6 +221,8 @@ SPECS: dict[str, StrategySpec] = {
     )
 }
 STRATEGIES = tuple(SPECS)
+# What `strategist compare` and the comparison pipeline run unless told otherwise.
+COMPARED_BY_DEFAULT = ("mirrored", "multi_worker_mirrored", "parameter_server")
 
 
 def spec_for(name: str) -> StrategySpec:

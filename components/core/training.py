@@ -11,6 +11,7 @@ finished epoch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import atomic, datasets, evaluation, models, strategies
+from components.core import atomic, datasets, evaluation, models, run_metrics, strategies
 from components.core.config import RunConfig
 from components.core.strategies import Role
 
@@ -245,8 +246,8 @@ class EpochRecorder:
             )
 
 
-def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any] | None:
-    """Trains, exports and evaluates; returns the metrics on the chief, None elsewhere.
+def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.RunMetrics | None:
+    """Trains, exports and evaluates; returns the run's record on the chief, None elsewhere.
 
     Args:
         config: the resolved run configuration; `config.data.shards_dir` must
@@ -256,7 +257,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
             attempt (recorded in the metrics).
 
     Returns:
-        The `metrics.json` content on the chief; None on other tasks.
+        The record written to `metrics.json`, on the chief; None on other tasks.
     """
     import tf_keras as keras
 
@@ -341,8 +342,8 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
         "evaluate": time.perf_counter() - exported,
     }
     print(format_phases(phases), flush=True)
-    metrics = _metrics(config, manifest, batching, replicas, recorder.records, result)
-    metrics.update(
+    metrics = dataclasses.replace(
+        _metrics(config, manifest, batching, replicas, recorder.records, result),
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
@@ -350,55 +351,60 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> dict[str, Any]
         parameters=int(model.count_params()),
     )
     atomic.write_json(os.path.join(config.output_dir, CONFIG_NAME), config.to_dict())
-    atomic.write_json(os.path.join(config.output_dir, METRICS_NAME), metrics)
+    run_metrics.write(os.path.join(config.output_dir, METRICS_NAME), metrics)
     _write_task_summary(config.output_dir, role, weights_sha256)
     shutil.rmtree(backup_dir, ignore_errors=True)  # finished: nothing to resume
     return metrics
 
 
-def _metrics(config, manifest, batching, replicas, records, result) -> dict[str, Any]:
+def _metrics(config, manifest, batching, replicas, records, result) -> run_metrics.RunMetrics:
+    """The run's record from its plan, its epochs and its evaluation."""
     seconds = [r["seconds"] for r in records]
     throughput = [r["examples_per_second"] for r in records]
     steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
-    return {
-        "strategy": config.cluster.strategy,
-        "model": config.model.name,
-        "dataset": manifest.dataset,
-        "dataset_version": manifest.version,
-        "data_fingerprint": datasets.manifest_sha256(manifest),
-        "num_replicas": config.cluster.num_replicas,
-        "replicas_in_sync": replicas,
-        "workers": config.cluster.workers,
-        "ps": config.cluster.ps,
-        "devices_per_worker": config.cluster.devices_per_worker,
-        "per_replica_batch_size": config.training.per_replica_batch_size,
-        "global_batch_size": batching.global_batch_size,
-        "epochs": config.training.epochs,
-        "steps_per_epoch": batching.steps_per_epoch,
-        "examples_per_epoch": batching.examples_per_epoch,
-        "epoch_seconds": seconds,
-        "epoch_examples_per_second": throughput,
-        "examples_per_second": statistics.median(steady),
-        "wall_seconds": sum(seconds),
-        "elapsed_at_epoch_end": [r["elapsed_s"] for r in records],
+    return run_metrics.RunMetrics(
+        strategy=config.cluster.strategy,
+        model=config.model.name,
+        dataset=manifest.dataset,
+        dataset_version=manifest.version,
+        data_fingerprint=datasets.manifest_sha256(manifest),
+        num_replicas=config.cluster.num_replicas,
+        replicas_in_sync=replicas,
+        workers=config.cluster.workers,
+        ps=config.cluster.ps,
+        devices_per_worker=config.cluster.devices_per_worker,
+        per_replica_batch_size=config.training.per_replica_batch_size,
+        global_batch_size=batching.global_batch_size,
+        epochs=config.training.epochs,
+        steps_per_epoch=batching.steps_per_epoch,
+        examples_per_epoch=batching.examples_per_epoch,
+        epoch_seconds=seconds,
+        epoch_examples_per_second=throughput,
+        examples_per_second=statistics.median(steady),
+        wall_seconds=sum(seconds),
+        elapsed_at_epoch_end=[r["elapsed_s"] for r in records],
         # Which attempt (0 = first start, k = after k cluster restarts) trained each epoch.
-        "epoch_attempts": [r.get("attempt", 0) for r in records],
-        "history": {
+        epoch_attempts=[r.get("attempt", 0) for r in records],
+        history={
             "loss": [r["loss"] for r in records],
             "accuracy": [r["accuracy"] for r in records],
         },
-        "eval_accuracy": result.accuracy,
-        "eval_loss": result.loss,
-        "confusion_matrix": result.confusion_matrix,
-        "hardware": {
-            "platform": "local",
-            "machines": 1,
-            "processes": config.cluster.num_processes,
-            "gpu": None,
-            "gpus_per_machine": 0,
-            "machine_type": None,
-        },
-    }
+        eval_accuracy=result.accuracy,
+        eval_loss=result.loss,
+        confusion_matrix=result.confusion_matrix,
+        hardware=run_metrics.detect_hardware(config.cluster, _gpu_names()),
+        run_config=config.to_dict(),
+    )
+
+
+def _gpu_names() -> list[str]:
+    """Names of the GPUs TensorFlow sees in this process (`NVIDIA A100-SXM4-40GB`...)."""
+    import tensorflow as tf
+
+    return [
+        tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+        for gpu in tf.config.list_physical_devices("GPU")
+    ]
 
 
 def keep_input_iterators(model) -> list[Any]:

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from components.core.config import ConfigError, RunConfig
-from components.core.launch.cloud import CloudConfig, JobFailed, validate_cloud
+from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
 
@@ -177,51 +177,43 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     Raises:
         ConfigError: impossible combination or missing credentials; nothing was sent.
     """
+    from components.core.launch import build_cloud_job
+
     if not args.target:
         raise ConfigError("no cloud target: pass --target vertex or --target kubeflow")
     cloud = cloud_config(args)
-    validate_cloud(run, cloud)
-    if cloud.target == "vertex":
-        return _vertex(args, run, cloud, client)
-    return _kubeflow(args, run, cloud, client)
-
-
-def _vertex(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, client: Any) -> int:
-    from components.core.launch import vertex
-
-    job = vertex.build_custom_job(run, cloud)
+    job = build_cloud_job(run, cloud)  # validates, once
     if args.dry_run:
+        _print_dry_run(job, cloud)
+        return 0
+    from components.core.launch import submit_cloud
+
+    what = "Vertex AI" if cloud.target == "vertex" else "TFJob"
+    try:
+        outputs = submit_cloud(run, cloud, job=job, client=client)
+    except JobFailed as err:
+        print(f"strategist train: error: {what} {err}", file=sys.stderr)
+        return 1
+    print(f"train: done; outputs in {outputs}")
+    return 0
+
+
+def _print_dry_run(job: Any, cloud: CloudConfig) -> None:
+    """Prints the request a run would send, and says that nothing was sent."""
+    if cloud.target == "vertex":
+        from components.core.launch import vertex
+
         print(vertex.to_json(job))
         print(
             f"dry run: would create this CustomJob in {vertex.parent(cloud)} "
             f"({cloud.region}-aiplatform.googleapis.com); nothing was sent",
             file=sys.stderr,
         )
-        return 0
-    return _submit(run, cloud, client, "Vertex AI")
-
-
-def _kubeflow(args: argparse.Namespace, run: RunConfig, cloud: CloudConfig, client: Any) -> int:
+        return
     from components.core.launch import kubeflow
 
-    job = kubeflow.build_tfjob(run, cloud)
-    if args.dry_run:
-        print(kubeflow.to_yaml(job), end="")
-        print(
-            f"dry run: would create this TFJob in namespace {cloud.namespace}; nothing was sent",
-            file=sys.stderr,
-        )
-        return 0
-    return _submit(run, cloud, client, "TFJob")
-
-
-def _submit(run: RunConfig, cloud: CloudConfig, client: Any, what: str) -> int:
-    from components.core.launch import submit_cloud
-
-    try:
-        outputs = submit_cloud(run, cloud, client=client)
-    except JobFailed as err:
-        print(f"strategist train: error: {what} {err}", file=sys.stderr)
-        return 1
-    print(f"train: done; outputs in {outputs}")
-    return 0
+    print(kubeflow.to_yaml(job), end="")
+    print(
+        f"dry run: would create this TFJob in namespace {cloud.namespace}; nothing was sent",
+        file=sys.stderr,
+    )

@@ -144,7 +144,6 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         ps=spec.default_ps() if args.ps is None else args.ps,
         devices_per_worker=spec.default_devices if args.devices is None else args.devices,
     )
-    workers = cluster.workers
     per_replica = args.batch_size
     if args.global_batch_size is not None:
         from components.core.config import validate_cluster
@@ -159,7 +158,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         data=DataConfig(
             dataset=args.dataset,
             data_dir=args.data_dir,
-            num_shards=max(args.num_shards, workers),
+            num_shards=max(args.num_shards, spec.input_pipelines(cluster)),
         ),
         model=ModelConfig(args.model),
         training=TrainingConfig(

@@ -9,11 +9,12 @@ import shutil
 import sys
 import time
 
-from components.core.config import STRATEGIES, ConfigError, cluster_for, validate_run
+from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
 from components.core.signals import exit_code, signal_name
+from components.core.strategy_spec import COMPARED_BY_DEFAULT
 from pipelines.cli import common
 
-DEFAULT_STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server")
+DEFAULT_STRATEGIES = COMPARED_BY_DEFAULT
 
 
 def add_parser(subparsers) -> None:
@@ -78,7 +79,11 @@ def parse_strategies(text: str) -> list[str]:
 
 
 def pipeline_arguments(args: argparse.Namespace) -> dict:
-    """Validated pipeline parameters from the flags.
+    """Validated comparison pipeline parameters from the flags.
+
+    The run's settings become one RunConfig (`run_config`), built by the same
+    builder as `strategist train`'s; each strategy gets its cluster
+    (`clusters`) from the one shape the flags give.
 
     Raises:
         ConfigError: for anything a strategy of the comparison cannot run.
@@ -88,30 +93,23 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     from components.core.launch.local import check_rehearsal
 
     strategies = parse_strategies(args.strategies)
-    workers = 2 if args.workers is None else args.workers
-    ps = 1 if args.ps is None else args.ps
-    # Data, model and batch flags are shared; each strategy gets its own cluster shape.
-    shared = argparse.Namespace(**{**vars(args), "workers": None, "ps": None})
+    clusters = [cluster_for(name, args.workers, args.ps, args.devices) for name in strategies]
+    # Data, model and batch flags are shared; each strategy gets its own cluster.
+    shared = argparse.Namespace(**{**vars(args), "workers": None, "ps": None, "devices": None})
     base = common.build_run_config(shared, "mirrored", "unused")
-    for strategy in strategies:
-        cluster = cluster_for(strategy, workers, ps, args.devices)
+    most_pipelines = max(c.spec.input_pipelines(c) for c in clusters)
+    base = dataclasses.replace(
+        base,
+        data=dataclasses.replace(base.data, num_shards=max(args.num_shards, most_pipelines)),
+    )
+    for cluster in clusters:
         validate_run(dataclasses.replace(base, cluster=cluster))
         check_rehearsal(cluster)
     get_gpu(args.gpu)
     datasets.get_builder(args.dataset, args.data_dir)
     return {
-        "dataset": args.dataset,
-        "data_dir": args.data_dir or "",
-        "num_shards": max(args.num_shards, workers),
-        "strategies": strategies,
-        "model_name": args.model,
-        "epochs": args.epochs,
-        "batch_size": base.training.per_replica_batch_size,
-        "learning_rate": args.learning_rate,
-        "workers": workers,
-        "ps": ps,
-        # 0: each strategy's own default (two logical devices for mirrored, else one).
-        "devices_per_worker": args.devices or 0,
+        "run_config": base.to_pipeline_parameter(),
+        "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
         "machines": args.machines,
         "gpus_per_machine": args.devices or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
@@ -134,9 +132,11 @@ def run(args: argparse.Namespace) -> int:
     arguments = pipeline_arguments(args)
     output = os.path.abspath(args.output or common.default_output_dir("compare"))
     os.makedirs(output, exist_ok=True)
+    config = RunConfig.from_dict(arguments["run_config"])
+    names = ", ".join(c["strategy"] for c in arguments["clusters"])
     print(
-        f"compare: {', '.join(arguments['strategies'])} on {arguments['dataset']} "
-        f"({arguments['model_name']}, {arguments['epochs']} epochs) through kfp.local"
+        f"compare: {names} on {config.data.dataset} "
+        f"({config.model.name}, {config.training.epochs} epochs) through kfp.local"
     )
     started = time.perf_counter()
     try:

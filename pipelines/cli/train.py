@@ -9,6 +9,7 @@ import sys
 
 from components.core import datasets, training
 from components.core.config import STRATEGIES, ConfigError, DataConfig, RunConfig
+from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
 
 DEFAULT_DATASET = DataConfig.dataset
@@ -181,18 +182,19 @@ def prepare_shards(config: RunConfig, log=print) -> tuple[RunConfig, datasets.Ma
     return config, manifest
 
 
-def print_summary(metrics: dict, output_dir: str) -> None:
+def print_summary(metrics: RunMetrics, output_dir: str) -> None:
     rows = [
-        ("strategy", metrics["strategy"]),
-        ("replicas", metrics["num_replicas"]),
-        ("workers / ps", f"{metrics['workers']} / {metrics['ps']}"),
-        ("global batch", metrics["global_batch_size"]),
-        ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics["epoch_seconds"])),
-        ("examples/s", f"{metrics['examples_per_second']:.0f} (median after epoch 1)"),
-        ("final train accuracy", f"{metrics['history']['accuracy'][-1]:.4f}"),
-        ("test accuracy", f"{metrics['eval_accuracy']:.4f}"),
-        ("test loss", f"{metrics['eval_loss']:.4f}"),
-        ("restarts", metrics.get("restarts", 0)),
+        ("strategy", metrics.strategy),
+        ("replicas", metrics.num_replicas),
+        ("workers / ps", f"{metrics.workers} / {metrics.ps}"),
+        ("global batch", metrics.global_batch_size),
+        ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
+        ("examples/s", f"{metrics.examples_per_second:.0f} (median after epoch 1)"),
+        ("final train accuracy", f"{metrics.history['accuracy'][-1]:.4f}"),
+        ("test accuracy", f"{metrics.eval_accuracy:.4f}"),
+        ("test loss", f"{metrics.eval_loss:.4f}"),
+        ("restarts", metrics.restarts),
+        ("hardware", metrics.hardware.describe()),
     ]
     width = max(len(name) for name, _ in rows)
     print("\nsummary")

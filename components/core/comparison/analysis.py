@@ -17,7 +17,9 @@ from typing import Any
 from components.core.comparison.errors import ReportError
 from components.core.comparison.pricing import PriceTable, estimate_cost, load_prices
 from components.core.comparison.values import finite, is_number, pct, round_or_none, usd
-from components.core.config import STRATEGIES
+from components.core.config import STRATEGIES, ConfigError
+from components.core.run_metrics import RunMetrics
+from components.core.strategy_spec import spec_for
 
 # Runs whose eval accuracy is within this of the best count as equal quality.
 EQUAL_QUALITY = 0.01
@@ -68,16 +70,8 @@ def epoch_end_times(record: Mapping[str, Any]) -> list[float]:
     return out
 
 
-_REQUIRED = {
-    "strategy": str,
-    "num_replicas": int,
-    "examples_per_second": float,
-    "eval_accuracy": float,
-}
-
-
-def _check_record(record: Any, index: int) -> None:
-    """Refuses a record that is not a usable `metrics.json` object.
+def _parse_record(record: Any, index: int) -> dict[str, Any]:
+    """A record parsed as a `RunMetrics` (any known version), back as its dict.
 
     Raises:
         ReportError: naming the result and the missing or invalid field.
@@ -86,18 +80,11 @@ def _check_record(record: Any, index: int) -> None:
         raise ReportError(
             f"result {index}: expected a metrics.json object, got {type(record).__name__}"
         )
-    label = record.get("strategy", f"#{index}")
-    for key, kind in _REQUIRED.items():
-        if key not in record or record[key] is None:
-            raise ReportError(f"result {label}: missing {key!r} (is this a metrics.json record?)")
-        value = record[key]
-        ok = isinstance(value, str) if kind is str else is_number(value)
-        if not ok:
-            raise ReportError(f"result {label}: {key!r} must be a {kind.__name__}, got {value!r}")
-    if record["num_replicas"] < 1:
-        raise ReportError(f"result {label}: 'num_replicas' must be at least 1")
-    if record["examples_per_second"] < 0:
-        raise ReportError(f"result {label}: 'examples_per_second' must not be negative")
+    source = "result" if isinstance(record.get("strategy"), str) else f"result #{index}"
+    try:
+        return RunMetrics.from_dict(record, source).to_dict()
+    except ConfigError as err:
+        raise ReportError(str(err)) from None
 
 
 def _names(records: list[Mapping[str, Any]]) -> list[str]:
@@ -136,7 +123,7 @@ def choose_baseline(results: list[Mapping[str, Any]]) -> dict[str, Any]:
         `examples_per_second`, `num_replicas`, `per_replica_examples_per_second`
         and a `description` in words.
     """
-    single = [r for r in results if r["strategy"] == "one_device"]
+    single = [r for r in results if spec_for(r["strategy"]).single_device]
     if single:
         base, kind = single[0], "one_device"
         description = (
@@ -365,11 +352,10 @@ def _named_records(results: list[dict]) -> list[dict]:
         ReportError: when a record lacks a required field, or two records
             have the same strategy and cluster shape.
     """
-    for index, record in enumerate(results):
-        _check_record(record, index)
+    parsed = [_parse_record(record, index) for index, record in enumerate(results)]
     order = {name: i for i, name in enumerate(STRATEGIES)}
     records = sorted(
-        (finite(json.loads(json.dumps(r, default=str))) for r in results),
+        (finite(json.loads(json.dumps(r, default=str))) for r in parsed),
         key=lambda r: order.get(r["strategy"], len(order)),
     )
     for record, name in zip(records, _names(records), strict=True):

@@ -10,7 +10,9 @@ from typing import Any
 
 from components.core.comparison.errors import ReportError, read_json
 from components.core.comparison.values import is_number
+from components.core.config import ClusterConfig
 from components.core.hardware import GPUS
+from components.core.strategy_spec import SPECS
 
 DEFAULT_PRICES_PATH = Path(__file__).parent.parent / "data" / "prices.json"
 
@@ -208,13 +210,11 @@ def estimate_cost(record: Mapping[str, Any], prices: PriceTable) -> CostEstimate
 
 def _processes(record: Mapping[str, Any]) -> int:
     """TensorFlow processes a run used, from its strategy and cluster shape."""
-    strategy = record.get("strategy")
-    workers = int(record.get("workers") or 1)
-    if strategy in ("one_device", "mirrored"):
+    spec = SPECS.get(str(record.get("strategy")))
+    if spec is None:
         return 1
-    if strategy == "parameter_server":
-        return 1 + workers + int(record.get("ps") or 0)
-    return workers
+    shape = ClusterConfig(spec.name, int(record.get("workers") or 1), int(record.get("ps") or 0))
+    return spec.num_processes(shape)
 
 
 def _wall_seconds(record: Mapping[str, Any]) -> float | None:

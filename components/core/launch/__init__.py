@@ -14,40 +14,36 @@ import shutil
 import tempfile
 from typing import Any
 
-from components.core import atomic
-from components.core.config import (
-    BACKENDS,
-    ConfigError,
-    DataConfig,
-    ModelConfig,
-    RunConfig,
-    TrainingConfig,
-    cluster_for,
-    validate_run,
-)
+from components.core import run_metrics
+from components.core.config import BACKENDS, ConfigError, RunConfig, validate_run
+from components.core.run_metrics import RunMetrics
 from components.core.targets import canonical
 
 
 def train_to_artifacts(
     *,
+    run_config: dict[str, Any],
+    cluster: dict[str, Any],
     shards_dir: str,
     model_dir: str,
     metrics_path: str,
-    strategy: str,
-    workers: int,
-    ps: int,
-    devices_per_worker: int,
-    model_name: str,
-    epochs: int,
-    batch_size: int,
-    learning_rate: float,
     backend: str = "local",
     cloud_config_json: str = "{}",
-) -> dict[str, Any]:
+) -> RunMetrics:
     """Trains on `backend` and places the SavedModel and metrics.json at the given paths.
 
+    Args:
+        run_config: the pipeline's RunConfig (`RunConfig.to_pipeline_parameter`).
+        cluster: the ClusterConfig this step trains with (a comparison's
+            item, or the select step's choice); replaces the config's.
+        shards_dir: the shards artifact.
+        model_dir: where the SavedModel goes.
+        metrics_path: where the run's record goes.
+        backend: local, vertex or kubeflow (kfp is another name for it).
+        cloud_config_json: the CloudConfig of the cloud backends.
+
     Returns:
-        The run's metrics.
+        The run's record.
 
     Raises:
         ConfigError: for an unknown backend or a configuration the strategy
@@ -58,19 +54,16 @@ def train_to_artifacts(
     backend = canonical(backend)  # `kfp` is another name for `kubeflow`
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    models.check_model_name(model_name)
     workdir = tempfile.mkdtemp(prefix="strategist-train-")
     try:
-        config = RunConfig(
-            data=DataConfig(shards_dir=shards_dir),
-            model=ModelConfig(model_name),
-            training=TrainingConfig(
-                epochs=epochs, per_replica_batch_size=batch_size, base_learning_rate=learning_rate
-            ),
-            cluster=cluster_for(strategy, workers, ps, devices_per_worker or None),
+        config = RunConfig.from_dict({**run_config, "cluster": cluster})
+        config = dataclasses.replace(
+            config,
+            data=dataclasses.replace(config.data, shards_dir=shards_dir),
             output_dir=workdir,
         )
         validate_run(config)
+        models.check_model_name(config.model.name)
         if backend == "local":
             from components.core.launch.local import run_local
 
@@ -78,9 +71,9 @@ def train_to_artifacts(
             source = workdir
         else:
             source = submit_cloud(*_cloud_run(config, backend, cloud_config_json))
-            metrics = json.loads(_read_remote(f"{source}/metrics.json"))
+            metrics = RunMetrics.from_json(_read_remote(f"{source}/metrics.json"), source)
         _copy_tree(f"{source}/model", model_dir)
-        atomic.write_json(metrics_path, metrics)
+        run_metrics.write(metrics_path, metrics)
         return metrics
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -106,10 +99,36 @@ def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
     return config, cloud
 
 
-def submit_cloud(run: RunConfig, cloud, *, client: Any = None, log=print) -> str:
+def build_cloud_job(run: RunConfig, cloud) -> Any:
+    """The job `run` becomes on `cloud.target`, validated once (nothing is sent).
+
+    Returns:
+        An `aiplatform_v1.CustomJob` (vertex) or a TFJob manifest (kubeflow).
+
+    Raises:
+        ConfigError: a combination the cloud cannot run, saying which flag to change.
+    """
+    if cloud.target == "vertex":
+        from components.core.launch import vertex
+
+        return vertex.build_custom_job(run, cloud)
+    from components.core.launch import kubeflow
+
+    return kubeflow.build_tfjob(run, cloud)
+
+
+def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, log=print) -> str:
     """Submits `run` as a Vertex AI CustomJob or a TFJob and waits for it.
 
     Validation and credentials are checked before anything is sent.
+
+    Args:
+        run: the run.
+        cloud: where and on which machines.
+        job: the job `build_cloud_job` built for them (built here when None).
+        client: a `JobServiceClient` or `TrainingClient` (made from the local
+            credentials when None).
+        log: where progress lines go.
 
     Returns:
         The `gs://` folder the job wrote its model and metrics.json to.
@@ -120,18 +139,17 @@ def submit_cloud(run: RunConfig, cloud, *, client: Any = None, log=print) -> str
     """
     from components.core.launch import cloud as cloud_lib
 
-    cloud_lib.validate_cloud(run, cloud)
+    if job is None:
+        job = build_cloud_job(run, cloud)
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
-        job = vertex.build_custom_job(run, cloud)
         if client is None:
             client = vertex.make_client(cloud, credentials=cloud_lib.google_credentials())
         vertex.submit_and_wait(job, cloud, client=client, log=log)
     else:
         from components.core.launch import kubeflow
 
-        job = kubeflow.build_tfjob(run, cloud)
         if client is None:
             client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
         kubeflow.submit_and_wait(job, cloud, client=client, log=log)
@@ -164,15 +182,15 @@ def _copy_tree(source: str, destination: str) -> None:
             )
 
 
-def headline_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+def headline_metrics(metrics: RunMetrics) -> dict[str, float]:
     """The numbers a KFP UI `Metrics` artifact shows for one run."""
-    seconds = metrics["epoch_seconds"]
+    seconds = metrics.epoch_seconds
     return {
-        "examples_per_second": float(metrics["examples_per_second"]),
+        "examples_per_second": float(metrics.examples_per_second),
         "mean_epoch_seconds": float(sum(seconds) / len(seconds)),
-        "train_wall_seconds": float(metrics["wall_seconds"]),
-        "eval_accuracy": float(metrics["eval_accuracy"]),
-        "eval_loss": float(metrics["eval_loss"]),
-        "num_replicas": float(metrics["num_replicas"]),
-        "restarts": float(metrics.get("restarts", 0)),
+        "train_wall_seconds": float(metrics.wall_seconds),
+        "eval_accuracy": float(metrics.eval_accuracy),
+        "eval_loss": float(metrics.eval_loss),
+        "num_replicas": float(metrics.num_replicas),
+        "restarts": float(metrics.restarts),
     }

@@ -412,6 +412,27 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     )
 
 
+def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
+    """The environment of every training process of the job.
+
+    `TRAINER_ENV`, plus the job's platform and the machine spec of the machines
+    that compute gradients, so the run's record states the hardware it ran on
+    (`run_metrics.detect_hardware`).
+    """
+    from components.core import run_metrics
+
+    gradient_pool = next(p for p in layout(run, cloud) if p.role in run.cluster.spec.gradient_roles)
+    env = {
+        **TRAINER_ENV,
+        run_metrics.PLATFORM_ENV: cloud.target,
+        run_metrics.MACHINE_TYPE_ENV: gradient_pool.machine_type,
+    }
+    if gradient_pool.gpus:
+        env[run_metrics.ACCELERATOR_ENV] = cloud.accelerator.name
+        env[run_metrics.ACCELERATORS_ENV] = str(gradient_pool.gpus)
+    return env
+
+
 def trainer_args(run: RunConfig, cloud: CloudConfig) -> list[str]:
     """Arguments of `python -m components.core.trainer` for every process of the job."""
     config = trainer_run_config(run, cloud)

@@ -214,7 +214,7 @@ def _pod_template(
         image=cloud.image,
         command=list(cloudlib.TRAINER_COMMAND),
         args=args,
-        env=[k8s.V1EnvVar(name=k, value=v) for k, v in cloudlib.TRAINER_ENV.items()],
+        env=[k8s.V1EnvVar(name=k, value=v) for k, v in cloudlib.trainer_env(run, cloud).items()],
     )
     node_selector: dict[str, str] = {}
     tolerations: list[k8s.V1Toleration] = []

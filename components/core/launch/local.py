@@ -38,9 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import atomic
+from components.core import atomic, run_metrics
 from components.core.config import ClusterConfig, ConfigError, RunConfig
 from components.core.launch.cloud import TRAINER_ENV
+from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
 from components.core.training import METRICS_NAME, MODEL_DIR_NAME
@@ -179,8 +180,12 @@ class LocalCluster:
 
     # -- public -------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
-        """Starts the cluster, waits for the chief's metrics, and stops every process.
+    def run(self) -> RunMetrics:
+        """Starts the cluster, waits for the chief's record, and stops every process.
+
+        Returns:
+            The chief's record with the launcher's wall time, restarts and
+            failures added (also written to `metrics.json`).
 
         Raises:
             ClusterFailed: a task failed with no restart left.
@@ -204,12 +209,12 @@ class LocalCluster:
         finally:
             self.stop()
             _remove_partial_files(self.config.output_dir)
-        metrics.update(
-            launcher_wall_seconds=time.monotonic() - self._started,
+        metrics = metrics.with_launcher(
+            wall_seconds=time.monotonic() - self._started,
             worker_restarts=sum(f["action"] == "worker restart" for f in self.failures),
             failures=self.failures,
         )
-        atomic.write_json(os.path.join(self.config.output_dir, METRICS_NAME), metrics)
+        run_metrics.write(os.path.join(self.config.output_dir, METRICS_NAME), metrics)
         self._status("succeeded")
         return metrics
 
@@ -260,12 +265,11 @@ class LocalCluster:
 
     # -- internals ----------------------------------------------------------
 
-    def _run_with_restarts(self) -> dict[str, Any]:
+    def _run_with_restarts(self) -> RunMetrics:
         while True:
             failed = self._run_once()
             if failed is None:
-                with open(os.path.join(self.config.output_dir, METRICS_NAME)) as handle:
-                    return json.load(handle)
+                return run_metrics.read(os.path.join(self.config.output_dir, METRICS_NAME))
             self.stop(grace_s=0)
             code = failed.process.returncode
             if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
@@ -442,8 +446,8 @@ def check_rehearsal(cluster: ClusterConfig) -> None:
     """Refuses a shape this machine cannot rehearse truthfully.
 
     Logical CPU devices stand in for GPUs only where the strategy replicates
-    over them; `ParameterServerStrategy` replicates a worker's steps over GPUs
-    only, so its local workers would hold fewer replicas than counted.
+    over them (`mirrored`); a multi-worker strategy's local workers would hold
+    one replica each, fewer than counted.
 
     Raises:
         ConfigError: saying which flag to change.
@@ -452,12 +456,12 @@ def check_rehearsal(cluster: ClusterConfig) -> None:
     if spec.devices_per_machine(cluster) > 1 and not spec.cpu_rehearsal:
         raise ConfigError(
             f"a local {spec.name} rehearsal runs one device per worker "
-            f"({spec.tf_class} replicates a worker's steps over GPUs only): pass --devices 1 "
-            "locally; the cloud job takes GPUs per machine"
+            f"(on a machine without GPUs {spec.tf_class} gives each worker one CPU device): "
+            "pass --devices 1 locally; the cloud job takes GPUs per machine"
         )
 
 
-def run_local(config: RunConfig, **kwargs: Any) -> dict[str, Any]:
+def run_local(config: RunConfig, **kwargs: Any) -> RunMetrics:
     """Runs `config` on a localhost cluster; see `LocalCluster`.
 
     Raises:

@@ -49,7 +49,9 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
         raise ConfigError(f"build_custom_job needs --target vertex, got {cloud.target!r}")
     cloudlib.validate_cloud(run, cloud)
     args = cloudlib.trainer_args(run, cloud)
-    env = [aiplatform_v1.EnvVar(name=k, value=v) for k, v in cloudlib.TRAINER_ENV.items()]
+    env = [
+        aiplatform_v1.EnvVar(name=k, value=v) for k, v in cloudlib.trainer_env(run, cloud).items()
+    ]
     specs: list[aiplatform_v1.WorkerPoolSpec] = []
     for pool in cloudlib.layout(run, cloud):
         index = _POOL_INDEX[pool.role]

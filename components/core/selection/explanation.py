@@ -11,6 +11,7 @@ from components.core.selection.cost_model import (
 )
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
+from components.core.strategy_spec import spec_for
 
 
 def pct(x: float) -> str:
@@ -149,7 +150,7 @@ def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list
     for p in ranked:
         if p is chosen:
             continue
-        if p.strategy == "one_device" and chosen.strategy != "one_device":
+        if spec_for(p.strategy).single_device and not spec_for(chosen.strategy).single_device:
             continue
         rel = p.rank_examples_per_second / chosen.rank_examples_per_second
         reasons.append(

@@ -10,6 +10,7 @@ from typing import Any
 
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import ModelProfile
+from components.core.run_metrics import RunMetrics
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
 
@@ -17,8 +18,12 @@ from components.core.selection.topology import Topology
 def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """Result records of `comparison.json` files, each tagged with its file.
 
+    Each record is read as a `RunMetrics` (any known version), so the hardware
+    it states is the one the run detected.
+
     Raises:
-        ConfigError: when a file cannot be read or has no `results` list.
+        ConfigError: when a file cannot be read, has no `results` list, or
+            holds a record that is not a run record.
     """
     records = []
     for path in paths:
@@ -35,8 +40,8 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         if not isinstance(results, list):
             raise ConfigError(f"--history {path}: no 'results' list; pass a comparison.json")
         for r in results:
-            if isinstance(r, dict):
-                records.append({**r, "_source": str(p)})
+            record = RunMetrics.from_dict(r, f"--history {path}").to_dict()
+            records.append({**record, "_source": str(p)})
     return records
 
 

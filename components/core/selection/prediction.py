@@ -17,6 +17,7 @@ from components.core.selection.cost_model import (
     step_compute_time,
 )
 from components.core.selection.topology import Layout, Topology
+from components.core.strategy_spec import spec_for
 
 # Parameter-server host memory available for variables and optimizer state, GB.
 PS_HOST_MEMORY_GB = 64.0
@@ -184,7 +185,7 @@ def _charge_preemptions(preds: list[Prediction]) -> None:
     training when one is lost.
     """
     for c in preds:
-        machines = c.layout.workers if c.strategy != "parameter_server" else 1
+        machines = 1 if spec_for(c.strategy).uses_ps else c.layout.workers
         c.overhead_fraction = min(
             0.9, machines * PREEMPTIONS_PER_MACHINE_HOUR * RESTART_COST_S / 3600
         )

@@ -20,6 +20,7 @@ from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.rules import apply_rules, prefer_simpler
 from components.core.selection.topology import Layout, Topology
+from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
 
@@ -221,7 +222,7 @@ def _candidates_that_fit(
     need_gb = memory_needed_bytes(model, batch, True) / 1e9
     if fit_replicated == 0:
         for p in preds:
-            if p.strategy != "parameter_server":
+            if not spec_for(p.strategy).uses_ps:
                 p.feasible = False
                 p.note = "sparse embedding table does not fit one GPU"
         reason = (

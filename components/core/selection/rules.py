@@ -14,6 +14,7 @@ from components.core.selection.cost_model import HETEROGENEITY_SLOWDOWN
 from components.core.selection.explanation import pct
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
+from components.core.strategy_spec import spec_for
 
 # How much slower than the fastest synchronous candidate parameter_server may be
 # predicted and still be chosen, when a rule favours it.
@@ -53,7 +54,7 @@ def apply_rules(
         The chosen candidate and the sentences that explain the rule's verdict
         (none when no rule applies).
     """
-    ps = next((p for p in ranked if p.strategy == "parameter_server"), None)
+    ps = next((p for p in ranked if spec_for(p.strategy).uses_ps), None)
     if ps is None or (best is not ps and topology.machines < 2):
         return best, []
     if (

@@ -1,0 +1,314 @@
+"""`RunMetrics`: the one record of a training run (`metrics.json`), and its hardware.
+
+The chief's trainer writes it; the launchers add what only they know (restarts,
+failures, their wall time) with `with_launcher`; every reader (the train
+summary, the KFP metrics, the comparison, pricing, `strategist select
+--history`, the gate) parses it with `RunMetrics.from_dict`. The JSON keeps the
+flat layout of the first version so existing files and reports stay readable:
+
+- `schema_version` 2 is this one. A file without `schema_version` is version 1
+  (written before the hardware was detected): it is read, and its hardware is
+  marked `detected: false` so nobody takes its `platform: local` for a fact.
+- A newer version than this code knows is refused with a message to upgrade.
+
+The hardware is detected in the process that writes the record (CPU model,
+cores, memory, GPUs TensorFlow sees) and, in the cloud, completed from the
+job's machine spec, which the backend passes to every replica in
+`PLATFORM_ENV` variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.core.errors import ConfigError
+
+SCHEMA_VERSION = 2
+# What a cloud backend tells every replica about the machines of the job.
+PLATFORM_ENV = "STRATEGIST_PLATFORM"  # local | vertex | kubeflow
+MACHINE_TYPE_ENV = "STRATEGIST_MACHINE_TYPE"  # of the machines that compute gradients
+ACCELERATOR_ENV = "STRATEGIST_ACCELERATOR"  # GPU name (t4, a100, ...) of those machines
+ACCELERATORS_ENV = "STRATEGIST_ACCELERATORS_PER_MACHINE"
+PLATFORMS = ("local", "vertex", "kubeflow")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the run ran on.
+
+    Attributes:
+        platform: `local`, `vertex` or `kubeflow`.
+        machines: machines that compute gradients (the job's, in the cloud;
+            locally every process shares this one machine).
+        processes: TensorFlow processes of the cluster.
+        machine_type: the cloud machine type of the gradient machines; None
+            locally.
+        gpu: GPU name of the gradient machines (`t4`, `a100`, ... in the
+            cloud; the device name TensorFlow reports locally); None without.
+        gpus_per_machine: GPUs on each gradient machine (0 on CPU).
+        logical_devices_per_machine: logical CPU devices standing in for GPUs
+            on a machine without them (0 when GPUs ran, or one device).
+        cpu_model: CPU of the machine that wrote the record.
+        cpu_cores: cores this process could use there.
+        memory_gb: memory of that machine.
+        detected: False for a version-1 record, whose hardware was assumed.
+    """
+
+    platform: str = "local"
+    machines: int = 1
+    processes: int = 1
+    machine_type: str | None = None
+    gpu: str | None = None
+    gpus_per_machine: int = 0
+    logical_devices_per_machine: int = 0
+    cpu_model: str | None = None
+    cpu_cores: int | None = None
+    memory_gb: float | None = None
+    detected: bool = True
+
+    def describe(self) -> str:
+        """One line a person reads: `local: 2 x Intel Xeon (2 cores, 23.5 GB), no GPU`."""
+        where = self.platform if not self.machine_type else f"{self.platform} {self.machine_type}"
+        cpu = f"{self.cpu_model or 'unknown CPU'} ({self.cpu_cores or '?'} cores"
+        cpu += f", {self.memory_gb:.1f} GB)" if self.memory_gb else ")"
+        if self.gpu and self.gpus_per_machine:
+            devices = f"{self.gpus_per_machine} x {self.gpu} per machine"
+        elif self.logical_devices_per_machine:
+            devices = f"no GPU, {self.logical_devices_per_machine} logical CPU devices per machine"
+        else:
+            devices = "no GPU"
+        return f"{where}: {self.machines} machine(s), {cpu}, {devices}"
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """The record of one run; `to_dict()` is the `metrics.json` layout.
+
+    Attributes are the JSON keys. The epoch series (`epoch_seconds`,
+    `epoch_examples_per_second`, `elapsed_at_epoch_end`, `epoch_attempts`,
+    `history`) hold one entry per epoch; `examples_per_second` is the median
+    after the first epoch (which includes tracing); `wall_seconds` is time in
+    epochs; `phase_seconds` says where the chief's whole time went (`startup`,
+    `setup`, `fit`, `epochs`, `export`, `evaluate`); `run_config` is the
+    RunConfig the trainer ran, whole.
+    """
+
+    strategy: str
+    num_replicas: int
+    examples_per_second: float
+    eval_accuracy: float
+    model: str = ""
+    dataset: str = ""
+    dataset_version: str | None = None
+    data_fingerprint: str | None = None
+    replicas_in_sync: int | None = None
+    workers: int = 1
+    ps: int = 0
+    devices_per_worker: int = 1
+    per_replica_batch_size: int | None = None
+    global_batch_size: int | None = None
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+    examples_per_epoch: int | None = None
+    epoch_seconds: list[float] = field(default_factory=list)
+    epoch_examples_per_second: list[float] = field(default_factory=list)
+    wall_seconds: float | None = None
+    elapsed_at_epoch_end: list[float] = field(default_factory=list)
+    epoch_attempts: list[int] = field(default_factory=list)
+    history: dict[str, list[float]] = field(default_factory=dict)
+    eval_loss: float | None = None
+    confusion_matrix: list[list[int]] | None = None
+    hardware: Hardware = field(default_factory=lambda: Hardware(detected=False))
+    phase_seconds: dict[str, float | None] = field(default_factory=dict)
+    restarts: int = 0
+    weights_sha256: str | None = None
+    variable_placement: dict[str, int] = field(default_factory=dict)
+    parameters: int | None = None
+    run_config: dict[str, Any] = field(default_factory=dict)
+    # Added by the launcher that ran the cluster.
+    launcher_wall_seconds: float | None = None
+    worker_restarts: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def with_launcher(
+        self, wall_seconds: float, worker_restarts: int, failures: list[dict[str, Any]]
+    ) -> RunMetrics:
+        """This record with what the launcher measured added."""
+        return dataclasses.replace(
+            self,
+            launcher_wall_seconds=wall_seconds,
+            worker_restarts=worker_restarts,
+            failures=list(failures),
+        )
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "metrics") -> RunMetrics:
+        """Parses a record of any known version.
+
+        Args:
+            raw: the JSON object.
+            source: what to name in an error (a path).
+
+        Raises:
+            ConfigError: not a run record, a missing field, or a version newer
+                than this Strategist knows.
+        """
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{source}: not a run record (expected a JSON object)")
+        version = raw.get("schema_version", 1)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"{source}: run record schema version {version!r} is newer than this "
+                f"Strategist reads ({SCHEMA_VERSION}): upgrade Strategist"
+            )
+        _check_required(raw, source)
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in raw.items() if key in known}
+        values["hardware"] = _hardware(raw.get("hardware"), assumed=version < 2)
+        values["schema_version"] = SCHEMA_VERSION
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "metrics") -> RunMetrics:
+        try:
+            raw = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"{source}: not JSON ({err})") from None
+        return cls.from_dict(raw, source)
+
+
+# The fields every record has, and what they must be.
+_REQUIRED = {
+    "strategy": str,
+    "num_replicas": int,
+    "examples_per_second": float,
+    "eval_accuracy": float,
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_required(raw: Mapping[str, Any], source: str) -> None:
+    """Refuses a record without the fields every reader needs.
+
+    Raises:
+        ConfigError: naming the record and the missing or invalid field.
+    """
+    strategy = raw.get("strategy")
+    label = f"{source} {strategy}" if isinstance(strategy, str) else source
+    for key, kind in _REQUIRED.items():
+        value = raw.get(key)
+        if value is None:
+            raise ConfigError(f"{label}: missing {key!r} (is this a metrics.json record?)")
+        if not (isinstance(value, str) if kind is str else _is_number(value)):
+            raise ConfigError(f"{label}: {key!r} must be a {kind.__name__}, got {value!r}")
+    if raw["num_replicas"] < 1:
+        raise ConfigError(f"{label}: 'num_replicas' must be at least 1")
+    if raw["examples_per_second"] < 0:
+        raise ConfigError(f"{label}: 'examples_per_second' must not be negative")
+
+
+def _hardware(raw: Any, assumed: bool) -> Hardware:
+    if not isinstance(raw, Mapping):
+        return Hardware(detected=False)
+    known = {f.name for f in dataclasses.fields(Hardware)}
+    hardware = Hardware(**{k: v for k, v in raw.items() if k in known})
+    return dataclasses.replace(hardware, detected=False) if assumed else hardware
+
+
+def read(path: str) -> RunMetrics:
+    """Reads a `metrics.json` file.
+
+    Raises:
+        ConfigError: unreadable, or not a run record this version knows.
+    """
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it ({err.strerror})") from None
+    return RunMetrics.from_json(text, path)
+
+
+def write(path: str, metrics: RunMetrics) -> None:
+    """Writes `metrics.json` atomically (the only writer)."""
+    from components.core import atomic
+
+    atomic.write_json(path, metrics.to_dict())
+
+
+# -- detection -------------------------------------------------------------------
+
+
+def detect_hardware(cluster, gpus_seen: list[str]) -> Hardware:
+    """The hardware of the run this process belongs to.
+
+    Args:
+        cluster: the run's `ClusterConfig`.
+        gpus_seen: device names of the GPUs TensorFlow sees in this process.
+
+    Returns:
+        The platform and the gradient machines from the job's spec where a
+        cloud backend passed it (`PLATFORM_ENV` and friends), else this
+        machine's; the CPU, cores and memory of this machine.
+    """
+    spec = cluster.spec
+    platform = os.environ.get(PLATFORM_ENV, "local")
+    if platform not in PLATFORMS:
+        platform = "local"
+    job_gpu = os.environ.get(ACCELERATOR_ENV) or None
+    if job_gpu:
+        gpu, gpus = job_gpu, int(os.environ.get(ACCELERATORS_ENV) or 0)
+    elif gpus_seen:
+        gpu, gpus = gpus_seen[0], len(gpus_seen)
+    else:
+        gpu, gpus = None, 0
+    devices = spec.devices_per_machine(cluster)
+    logical = devices if not gpus and devices > 1 and spec.cpu_rehearsal else 0
+    return Hardware(
+        platform=platform,
+        machines=spec.training_machines(cluster) if platform != "local" else 1,
+        processes=spec.num_processes(cluster),
+        machine_type=os.environ.get(MACHINE_TYPE_ENV) or None,
+        gpu=gpu,
+        gpus_per_machine=gpus,
+        logical_devices_per_machine=logical,
+        cpu_model=_cpu_model(),
+        cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        memory_gb=_memory_gb(),
+    )
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or None
+
+
+def _memory_gb() -> float | None:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 1024**2, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

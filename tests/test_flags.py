@@ -1,0 +1,159 @@
+"""Every flag of `train` and `compare` reaches the trainer, or is refused: none is dropped."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from components.core.config import RunConfig, cluster_from_dict
+from pipelines.cli import build_parser, main
+from pipelines.cli.compare import pipeline_arguments
+
+# Flags that set the run (RunConfig), with a non-default value and where it lands.
+RUN_FLAGS = {
+    "--dataset": ("digits", "data.dataset"),  # the only offline dataset; others in test_datasets
+    "--data-dir": ("{tfds}", "data.data_dir"),
+    "--num-shards": ("4", "data.num_shards"),
+    "--model": ("cnn", "model.name"),
+    "--epochs": ("2", "training.epochs"),
+    "--learning-rate": ("0.002", "training.base_learning_rate"),
+    "--warmup-epochs": ("0", "training.warmup_epochs"),
+    "--seed": ("7", "training.seed"),
+    "--strategy": ("parameter_server", "cluster.strategy"),
+    "--workers": ("3", "cluster.workers"),
+    "--ps": ("2", "cluster.ps"),
+}
+# Flags shown on a second run, since a parameter_server rehearsal takes one device per
+# worker: (value, path, expected value in the config).
+MIRRORED_FLAGS = {
+    "--strategy": ("mirrored", "cluster.strategy", "mirrored"),
+    "--devices": ("3", "cluster.devices_per_worker", 3),
+    # 3 devices = 3 replicas: a global batch of 48 is 16 per replica.
+    "--global-batch-size": ("48", "training.per_replica_batch_size", 16),
+}
+# Flags that are not part of a run's settings, and what they do instead.
+OTHER_FLAGS = {
+    "--help": "prints help",
+    "--local": "the default backend, named",
+    "--output": "the output folder (RunConfig.output_dir); tested here too",
+    "--restarts": "the launcher's restart policy (tests/test_faults.py)",
+    "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
+    "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
+}
+# `compare` only: the strategies it runs and the target hardware it records a
+# recommendation for (not run settings); the rest are the shared run flags.
+COMPARE_FLAGS = {
+    "--strategies": "becomes the pipeline's clusters",
+    "--target-accuracy": "the comparison's time-to-accuracy target",
+    "--gpu": "target hardware of the recorded recommendation",
+    "--machines": "target hardware of the recorded recommendation",
+    "--network-gbps": "target hardware of the recorded recommendation",
+}
+
+
+def flags_of(command: str) -> set[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        flag
+        for action in sub.choices[command]._actions
+        for flag in action.option_strings
+        if flag.startswith("--")
+    }
+
+
+def field(config: dict, path: str):
+    for part in path.split("."):
+        config = config[part]
+    return config
+
+
+def cloud_flags() -> set[str]:
+    """`train --target` flags: they set the CloudConfig (tests/test_cloud_config.py)."""
+    parser = argparse.ArgumentParser()
+    from pipelines.cli import cloud_train
+
+    cloud_train.add_cloud_arguments(parser)
+    return {f for a in parser._actions for f in a.option_strings if f.startswith("--")}
+
+
+def test_every_train_flag_has_a_known_destination():
+    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *OTHER_FLAGS, *cloud_flags()}
+    unknown = flags_of("train") - known
+    assert not unknown, f"say where these flags go (and test it): {sorted(unknown)}"
+
+
+def test_every_compare_flag_has_a_known_destination():
+    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *OTHER_FLAGS, *COMPARE_FLAGS} - {"--strategy"}
+    unknown = flags_of("compare") - known - {"--restarts", "--shards-dir"}
+    assert not unknown, f"say where these flags go (and test it): {sorted(unknown)}"
+
+
+def train_for_real(tmp_path, name: str, flags: dict[str, str]) -> tuple[dict, dict]:
+    """Runs `strategist train --local` with `flags`; returns its config.json and metrics.json."""
+    out = tmp_path / name
+    argv = ["train", "--local", "--output", str(out)]
+    for flag, value in flags.items():
+        argv += [flag, value]
+    assert main(argv) == 0
+    saved = json.loads((out / "config.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert saved["output_dir"] == str(out)
+    assert metrics["run_config"] == saved  # the record holds the config that ran
+    return saved, metrics
+
+
+@pytest.mark.cluster
+def test_every_train_flag_reaches_the_trainers_config(tmp_path):
+    """Real runs with every run flag changed from its default."""
+    tfds = tmp_path / "tfds"
+    tfds.mkdir()
+    flags = {flag: value.format(tfds=tfds) for flag, (value, _) in RUN_FLAGS.items()}
+    saved, metrics = train_for_real(tmp_path, "ps", flags)
+    for flag, value in flags.items():
+        expected = json.loads(value) if value[0].isdigit() else value
+        assert field(saved, RUN_FLAGS[flag][1]) == expected, flag
+    assert (metrics["workers"], metrics["ps"], len(metrics["epoch_seconds"])) == (3, 2, 2)
+    assert metrics["hardware"]["processes"] == 6  # chief + 3 workers + 2 ps ran
+
+    flags = {flag: value for flag, (value, _, _) in MIRRORED_FLAGS.items()}
+    saved, metrics = train_for_real(tmp_path, "mirrored", flags)
+    for flag, (_, path, expected) in MIRRORED_FLAGS.items():
+        assert field(saved, path) == expected, flag
+    # The devices are real: 3 logical CPU devices hold 3 replicas in sync.
+    assert metrics["replicas_in_sync"] == 3 and metrics["global_batch_size"] == 48
+    assert metrics["hardware"]["logical_devices_per_machine"] == 3
+
+
+def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
+    tfds = tmp_path / "tfds"
+    tfds.mkdir()
+    argv = ["compare", "--strategies", "mirrored,multi_worker_mirrored,parameter_server"]
+    shared = {k: v for k, v in RUN_FLAGS.items() if not v[1].startswith("cluster.")}
+    for flag, (value, _) in shared.items():
+        argv += [flag, value.format(tfds=tfds)]
+    argv += ["--batch-size", "16", "--ps", "2"]
+    args = build_parser().parse_args(argv)
+    arguments = pipeline_arguments(args)
+    config = arguments["run_config"]
+    for flag, (value, path) in shared.items():
+        expected = json.loads(value) if value[0].isdigit() else value.format(tfds=tfds)
+        assert field(config, path) == expected, flag
+    assert config["training"]["per_replica_batch_size"] == 16
+    clusters = [cluster_from_dict(c) for c in arguments["clusters"]]
+    assert [c.strategy for c in clusters] == [
+        "mirrored",
+        "multi_worker_mirrored",
+        "parameter_server",
+    ]
+    assert [(c.workers, c.ps) for c in clusters] == [(1, 0), (2, 0), (2, 2)]
+    # The pipeline parameter is the run config the train step parses, whole.
+    assert RunConfig.from_dict(config).to_pipeline_parameter() == config
+
+
+def test_compare_refuses_what_it_cannot_pass_on(capsys):
+    code = main(["compare", "--global-batch-size", "64"])
+    assert code == 2
+    assert "--global-batch-size does not fit a comparison" in capsys.readouterr().err
