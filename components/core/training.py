@@ -259,34 +259,19 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     Returns:
         The record written to `metrics.json`, on the chief; None on other tasks.
     """
-    import tf_keras as keras
-
     startup_s = seconds_since_process_start()
     started = time.perf_counter()
     strategies.configure_devices(config.cluster)
     strategy = strategies.make_strategy(config.cluster, role)
-    keras.utils.set_random_seed(config.training.seed)
     manifest = datasets.load_manifest(config.data.shards_dir)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
     batching = plan_batching(config, replicas, manifest.split("train").num_examples)
-
     output_dir = config.output_dir if role.is_chief else _scratch_dir(config.output_dir, role)
     backup_dir = config.backup_dir or os.path.join(config.output_dir, "backup")
     os.makedirs(output_dir, exist_ok=True)
 
-    with strategy.scope():
-        model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
-        learning_rate = make_learning_rate(
-            config, batching.batch_per_step, batching.steps_per_epoch
-        )
-        model.compile(
-            optimizer=keras.optimizers.Adam(learning_rate),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-            steps_per_execution=config.training.steps_per_execution,
-        )
-
+    model = _compiled_model(config, manifest, batching, strategy)
     recorder = EpochRecorder(
         os.path.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
         batching.examples_per_epoch,
@@ -301,32 +286,14 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
             f"global batch {batching.global_batch_size}, {batching.steps_per_epoch} steps/epoch",
             flush=True,
         )
-    dataset = keras.utils.experimental.DatasetCreator(
-        datasets.make_dataset_fn(
-            manifest, "train", batching.batch_per_step, seed=config.training.seed
-        )
-    )
-    os.makedirs(backup_dir, exist_ok=True)
-    keep_input_iterators(model)
-    # The record first, then the checkpoint (see EpochRecorder).
-    callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
     fit_started = time.perf_counter()
-    model.fit(
-        dataset,
-        epochs=config.training.epochs,
-        steps_per_epoch=batching.steps_per_epoch,
-        callbacks=callbacks,
-        verbose=0,
-    )
+    _fit(model, config, manifest, batching, recorder, backup_dir)
     fit_ended = time.perf_counter()
     weights_sha256 = _weights_digest(model)
     _export(model, output_dir)
     exported = time.perf_counter()
     if not role.is_chief:
-        _write_task_summary(config.output_dir, role, weights_sha256)
-        shutil.rmtree(output_dir, ignore_errors=True)
-        with contextlib.suppress(OSError):  # the last task out removes the parent
-            os.rmdir(os.path.dirname(output_dir))
+        _finish_task(config.output_dir, output_dir, role, weights_sha256)
         return None
 
     eval_model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
@@ -355,6 +322,55 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     _write_task_summary(config.output_dir, role, weights_sha256)
     shutil.rmtree(backup_dir, ignore_errors=True)  # finished: nothing to resume
     return metrics
+
+
+def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
+    """The model built and compiled in the strategy's scope, with the scaled learning rate."""
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(config.training.seed)
+    with strategy.scope():
+        model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
+        learning_rate = make_learning_rate(
+            config, batching.batch_per_step, batching.steps_per_epoch
+        )
+        model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            steps_per_execution=config.training.steps_per_execution,
+        )
+    return model
+
+
+def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backup_dir: str):
+    """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`."""
+    import tf_keras as keras
+
+    dataset = keras.utils.experimental.DatasetCreator(
+        datasets.make_dataset_fn(
+            manifest, "train", batching.batch_per_step, seed=config.training.seed
+        )
+    )
+    os.makedirs(backup_dir, exist_ok=True)
+    keep_input_iterators(model)
+    # The record first, then the checkpoint (see EpochRecorder).
+    callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
+    model.fit(
+        dataset,
+        epochs=config.training.epochs,
+        steps_per_epoch=batching.steps_per_epoch,
+        callbacks=callbacks,
+        verbose=0,
+    )
+
+
+def _finish_task(run_output_dir: str, scratch_dir: str, role: Role, weights_sha256: str) -> None:
+    """A non-chief task's end: its weights digest recorded, its scratch export removed."""
+    _write_task_summary(run_output_dir, role, weights_sha256)
+    shutil.rmtree(scratch_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):  # the last task out removes the parent
+        os.rmdir(os.path.dirname(scratch_dir))
 
 
 def _metrics(config, manifest, batching, replicas, records, result) -> run_metrics.RunMetrics:
