@@ -55,6 +55,44 @@ def test_each_input_pipeline_reads_its_own_files(digits_shards):
     assert not np.array_equal(seen[0], seen[1])
 
 
+def _first_labels(dataset_fn, runs: int) -> list[list[int]]:
+    """Labels of the first batch from `runs` executions of one traced dataset_fn.
+
+    ParameterServerStrategy traces the dataset_fn once, with InputContext(1, 0),
+    and runs that same function on every worker: each execution here is a worker.
+    """
+    import tensorflow as tf
+
+    tf.random.set_seed(42)  # the coordinator's global seed (keras.utils.set_random_seed)
+    traced = tf.function(lambda: dataset_fn(tf.distribute.InputContext(1, 0)))
+    concrete = traced.get_concrete_function()
+    labels = []
+    for _ in range(runs):
+        _, label = next(iter(concrete()))
+        labels.append(label.numpy().tolist())
+    return labels
+
+
+@pytest.fixture(scope="module")
+def one_file_manifest(tfds_dir, tmp_path_factory):
+    """One shard file per split: the reader's order then depends on the seed alone."""
+    folder = tmp_path_factory.mktemp("one-file") / "digits"
+    return datasets.shard_dataset("digits", str(folder), num_shards=1, data_dir=str(tfds_dir))
+
+
+def test_parameter_server_workers_read_different_streams(one_file_manifest):
+    fn = datasets.make_dataset_fn(one_file_manifest, "train", 64, seed=42, per_worker_order=True)
+    first, second, third = _first_labels(fn, 3)
+    assert first != second and second != third and first != third
+
+
+def test_without_per_worker_order_every_worker_reads_the_same_stream(one_file_manifest):
+    """What ParameterServerStrategy workers read before: the same order everywhere."""
+    fn = datasets.make_dataset_fn(one_file_manifest, "train", 64, seed=42)
+    first, second = _first_labels(fn, 2)
+    assert first == second
+
+
 def test_fewer_files_than_pipelines_is_refused(digits_shards):
     import tensorflow as tf
 
@@ -134,3 +172,17 @@ def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):
         datasets.shard_dataset("mnist", str(tmp_path / "s"), data_dir=str(tfds_dir))
     assert time.perf_counter() - started < 30
     assert not (tmp_path / "s").exists()
+
+
+def test_pre_launch_check_follows_how_each_strategy_reads(one_file_manifest, tmp_path):
+    from components.core import training
+    from components.core.config import ClusterConfig, DataConfig, RunConfig
+
+    def config(cluster):
+        return RunConfig(data=DataConfig(shards_dir=one_file_manifest.root), cluster=cluster)
+
+    # Parameter-server workers each read the whole split: one file feeds them all.
+    training.check_fits(config(ClusterConfig("parameter_server", 3, 1)), one_file_manifest)
+    # Multi-worker mirrored workers read their own files: one is too few for two.
+    with pytest.raises(ConfigError, match="--num-shards 2"):
+        training.check_fits(config(ClusterConfig("multi_worker_mirrored", 2)), one_file_manifest)

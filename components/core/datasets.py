@@ -450,6 +450,7 @@ def make_dataset_fn(
     *,
     training: bool = True,
     seed: int = 0,
+    per_worker_order: bool = False,
 ):
     """A `dataset_fn(input_context)` for `DatasetCreator` and every strategy.
 
@@ -457,6 +458,16 @@ def make_dataset_fn(
     batch is the per-replica share of `global_batch_size`. Training data is
     cached (when small), shuffled and repeated; `steps_per_epoch` bounds an
     epoch.
+
+    Under `ParameterServerStrategy` TensorFlow traces `dataset_fn` once, with
+    `InputContext(1, 0)`, and runs that one function on every worker, so file
+    sharding cannot tell the workers apart and a fixed shuffle seed would give
+    every worker the same stream. With `per_worker_order` each worker reads the
+    whole split, as TensorFlow's parameter-server guide does for `Model.fit`
+    (shuffle and repeat, `steps_per_epoch` bounding an epoch), in its own order:
+    the shuffle seed adds the worker's clock (microseconds) when its dataset is
+    created. Parameter-server training is asynchronous, so its order was never
+    reproducible anyway.
 
     Raises:
         ConfigError: when there are fewer shard files than input pipelines.
@@ -492,7 +503,10 @@ def make_dataset_fn(
         if total_bytes <= _CACHE_LIMIT_BYTES:
             ds = ds.cache()
         if training:
-            ds = ds.shuffle(min(info.num_examples, 10_000), seed=seed).repeat()
+            order = seed
+            if per_worker_order:
+                order = seed + tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31)
+            ds = ds.shuffle(min(info.num_examples, 10_000), seed=order).repeat()
         ds = ds.batch(batch, drop_remainder=training)
         return ds.prefetch(tf.data.AUTOTUNE)
 

@@ -107,6 +107,14 @@ class StrategySpec:
         """Input pipelines that read the shards: one per training machine."""
         return self.training_machines(cluster)
 
+    def shard_files_needed(self, cluster: ClusterShape) -> int:
+        """Shard files the training split needs: one per input pipeline that reads its own.
+
+        Parameter-server workers each read the whole split in their own order
+        (`datasets.make_dataset_fn`), so one file feeds them all.
+        """
+        return 1 if self.uses_ps else self.input_pipelines(cluster)
+
     # -- roles -------------------------------------------------------------------
 
     @property

@@ -87,7 +87,7 @@ def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
     from components.core.config import ConfigError
 
     spec = config.cluster.spec
-    pipelines = spec.input_pipelines(config.cluster)
+    pipelines = spec.shard_files_needed(config.cluster)
     for split in datasets.SPLITS:
         files = len(manifest.split(split).files)
         if split == "train" and files < pipelines:
@@ -349,7 +349,11 @@ def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backu
 
     dataset = keras.utils.experimental.DatasetCreator(
         datasets.make_dataset_fn(
-            manifest, "train", batching.batch_per_step, seed=config.training.seed
+            manifest,
+            "train",
+            batching.batch_per_step,
+            seed=config.training.seed,
+            per_worker_order=config.cluster.spec.uses_ps,
         )
     )
     os.makedirs(backup_dir, exist_ok=True)
