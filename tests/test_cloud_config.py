@@ -150,7 +150,7 @@ def test_layouts_follow_the_vertex_pool_order():
         ("worker", 3, 1, "a2-highgpu-1g"),
         ("ps", 2, 0, "n1-standard-8"),
     ]
-    assert shape(make_run(), make_cloud(gpu=None, evaluator=True))[-1] == (
+    assert shape(make_run(evaluator=True), make_cloud(gpu=None))[-1] == (
         "evaluator",
         1,
         0,

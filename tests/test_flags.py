@@ -41,6 +41,7 @@ OTHER_FLAGS = {
     "--restarts": "the launcher's restart policy (tests/test_faults.py)",
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
+    "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py)",
 }
 # `compare` only: the strategies it runs and the target hardware it records a
 # recommendation for (not run settings); the rest are the shared run flags.

@@ -113,8 +113,8 @@ def test_the_strict_schema_catches_a_typo(tfjob_schema):
             {"Chief": 1, "Worker": 3, "PS": 2},
         ),
         (
-            make_run("parameter_server"),
-            kube_cloud(evaluator=True),
+            make_run("parameter_server", evaluator=True),
+            kube_cloud(),
             {"Chief": 1, "Worker": 2, "PS": 1, "Evaluator": 1},
         ),
         (make_run(), kube_cloud(gpu=None), {"Chief": 1, "Worker": 2}),

@@ -77,10 +77,11 @@ def test_cloud_gpus_follow_the_replica_count(strategy, shape):
 
 def test_roles_per_strategy():
     ps = spec_for("parameter_server")
-    assert ps.serving_roles == ("worker", "ps") and ps.primary_roles == ("chief",)
-    assert ps.restartable_alone == ("worker",) and ps.gradient_roles == ("worker",)
+    assert ps.serving_roles == ("worker", "ps")
+    assert ps.primary_roles == ("chief", "evaluator")  # servers never exit
+    assert ps.restartable_alone == ("worker", "evaluator") and ps.gradient_roles == ("worker",)
     mwms = spec_for("multi_worker_mirrored")
-    assert mwms.serving_roles == () and mwms.restartable_alone == ()
+    assert mwms.serving_roles == () and mwms.restartable_alone == ("evaluator",)
     assert mwms.all_reduces_across_machines and not ps.all_reduces_across_machines
 
 

@@ -92,7 +92,8 @@ def test_parameter_server_has_cpu_chief_gpu_workers_and_cpu_ps():
 
 
 def test_evaluator_is_pool_3_with_empty_pools_before_it():
-    job = parse_strictly(vertex.build_custom_job(make_run("mirrored"), make_cloud(evaluator=True)))
+    run = make_run("mirrored", evaluator=True)
+    job = parse_strictly(vertex.build_custom_job(run, make_cloud()))
     chief, worker, ps, evaluator = pools(job)
     assert worker == aiplatform_v1.WorkerPoolSpec() and ps == aiplatform_v1.WorkerPoolSpec()
     assert evaluator.replica_count == 1

@@ -94,12 +94,15 @@ class ClusterConfig:
         devices_per_worker: devices (GPUs) of each machine that computes
             gradients; on a machine without GPUs, logical CPU devices stand in
             for them where the strategy can use them.
+        evaluator: one more task that never trains: it evaluates each epoch's
+            checkpoint on the test split beside the training (a sidecar).
     """
 
     strategy: str = "mirrored"
     workers: int = 1
     ps: int = 0
     devices_per_worker: int = 1
+    evaluator: bool = False
 
     @property
     def spec(self) -> StrategySpec:
@@ -222,7 +225,11 @@ def _build(section: type, raw: dict[str, Any], name: str) -> Any:
 
 
 def cluster_for(
-    strategy: str, workers: int | None = None, ps: int | None = None, devices: int | None = None
+    strategy: str,
+    workers: int | None = None,
+    ps: int | None = None,
+    devices: int | None = None,
+    evaluator: bool = False,
 ) -> ClusterConfig:
     """The cluster of `strategy` for a shape given once for several strategies.
 
@@ -239,6 +246,7 @@ def cluster_for(
         (spec.default_workers() if workers is None else workers) if spec.multi_machine else 1,
         (spec.default_ps() if ps is None else ps) if spec.uses_ps else 0,
         (spec.default_devices if devices is None else devices) if spec.devices_apply else 1,
+        evaluator,
     )
 
 

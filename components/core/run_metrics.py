@@ -95,7 +95,8 @@ class RunMetrics:
     after the first epoch (which includes tracing); `wall_seconds` is time in
     epochs; `phase_seconds` says where the chief's whole time went (`startup`,
     `setup`, `fit`, `epochs`, `export`, `evaluate`); `run_config` is the
-    RunConfig the trainer ran, whole.
+    RunConfig the trainer ran, whole; `sidecar_evaluations` are the evaluator
+    task's results, one per checkpoint it evaluated.
     """
 
     strategy: str
@@ -134,20 +135,26 @@ class RunMetrics:
     launcher_wall_seconds: float | None = None
     worker_restarts: int = 0
     failures: list[dict[str, Any]] = field(default_factory=list)
+    sidecar_evaluations: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def with_launcher(
-        self, wall_seconds: float, worker_restarts: int, failures: list[dict[str, Any]]
+        self,
+        wall_seconds: float,
+        worker_restarts: int,
+        failures: list[dict[str, Any]],
+        sidecar_evaluations: list[dict[str, Any]] | None = None,
     ) -> RunMetrics:
-        """This record with what the launcher measured added."""
+        """This record with what the launcher measured, and the evaluator's results, added."""
         return dataclasses.replace(
             self,
             launcher_wall_seconds=wall_seconds,
             worker_restarts=worker_restarts,
             failures=list(failures),
+            sidecar_evaluations=list(sidecar_evaluations or []),
         )
 
     @classmethod

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import ClusterConfig, ConfigError
-from components.core.strategy_spec import spec_for
+from components.core.strategy_spec import EVALUATOR, spec_for
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def make_strategy(cluster: ClusterConfig, role: Role):
                 implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
             )
         )
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    resolver = training_cluster_resolver()
     num_ps = len(role.cluster.get("ps", []))
     if not num_ps:
         raise ConfigError("parameter_server needs `ps` tasks in TF_CONFIG")
@@ -126,6 +126,26 @@ def make_strategy(cluster: ClusterConfig, role: Role):
     )
     return tf.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=partitioner
+    )
+
+
+def training_cluster_resolver():
+    """`TF_CONFIG`'s cluster without an evaluator: the tasks a parameter-server cluster connects.
+
+    The training operator puts the evaluator in `cluster` (v1.9 `genClusterSpec`),
+    Vertex AI does not. The evaluator runs no server, so a coordinator that
+    counted it would wait for it forever.
+    """
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    jobs = resolver.cluster_spec().as_dict()
+    jobs.pop(EVALUATOR, None)
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(jobs),
+        task_type=resolver.task_type,
+        task_id=resolver.task_id,
+        rpc_layer=resolver.rpc_layer or "grpc",
     )
 
 
@@ -138,7 +158,7 @@ def run_server(role: Role) -> None:
     """Runs a gRPC server for a parameter-server cluster's worker or PS task until killed."""
     import tensorflow as tf
 
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    resolver = training_cluster_resolver()
     server = tf.distribute.Server(
         resolver.cluster_spec(),
         job_name=role.task_type,

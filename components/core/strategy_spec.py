@@ -32,6 +32,7 @@ class ClusterShape(Protocol):
     workers: int
     ps: int
     devices_per_worker: int
+    evaluator: bool
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,20 @@ class StrategySpec:
     # -- the cluster -----------------------------------------------------------
 
     def task_counts(self, cluster: ClusterShape) -> dict[str, int]:
-        """Task type -> count, the same for `TF_CONFIG`, Vertex pools and TFJob replicas.
+        """Task type -> count, the same for Vertex pools, TFJob replicas and local tasks.
 
         Every strategy has one chief. Under `multi_worker_mirrored` the chief is
         the first of `workers` machines that train alike; under
         `parameter_server` it is a separate coordinator beside `workers` workers
-        and `ps` parameter servers.
+        and `ps` parameter servers. An evaluator comes on top when asked for.
         """
+        counts = self.training_task_counts(cluster)
+        if cluster.evaluator:
+            counts[EVALUATOR] = 1
+        return counts
+
+    def training_task_counts(self, cluster: ClusterShape) -> dict[str, int]:
+        """The tasks that train (the `cluster` of Vertex AI's `TF_CONFIG`: no evaluator)."""
         if self.uses_ps:
             return {CHIEF: 1, WORKER: cluster.workers, PS: cluster.ps}
         if self.multi_machine and cluster.workers > 1:
@@ -130,12 +138,16 @@ class StrategySpec:
     @property
     def primary_roles(self) -> tuple[str, ...]:
         """Task types whose exit 0 means the run is finished (servers never exit)."""
-        return (CHIEF,) if self.uses_ps else (CHIEF, WORKER)
+        return (CHIEF, EVALUATOR) if self.uses_ps else (CHIEF, WORKER, EVALUATOR)
 
     @property
     def restartable_alone(self) -> tuple[str, ...]:
-        """Task types a launcher may restart alone (the coordinator retries their steps)."""
-        return (WORKER,) if self.uses_ps else ()
+        """Task types a launcher may restart alone.
+
+        A parameter-server worker (the coordinator retries its steps on the
+        others) and the evaluator (it resumes at the newest checkpoint).
+        """
+        return (WORKER, EVALUATOR) if self.uses_ps else (EVALUATOR,)
 
     exporter_role = CHIEF  # the chief exports the model and writes the run's record
 

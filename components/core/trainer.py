@@ -16,6 +16,7 @@ import sys
 
 from components.core import datasets, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
+from components.core.strategy_spec import EVALUATOR
 
 # Set by the local launcher when it restarts a cluster, so metrics count restarts.
 RESTARTS_ENV = "STRATEGIST_RESTARTS"
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     tf.get_logger().setLevel("ERROR")  # retracing chatter from checkpoint saves
     if strategies.is_server_role(config.cluster, role):
         strategies.run_server(role)
+        return 0
+    if role.task_type == EVALUATOR:
+        training.evaluate_beside(config)
         return 0
     try:
         training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))

@@ -22,7 +22,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import atomic, datasets, evaluation, models, run_metrics, strategies
+from components.core import (
+    atomic,
+    datasets,
+    evaluation,
+    models,
+    run_metrics,
+    sidecar,
+    strategies,
+)
 from components.core.config import RunConfig
 from components.core.strategies import Role
 
@@ -336,11 +344,35 @@ def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
         )
         model.compile(
             optimizer=keras.optimizers.Adam(learning_rate),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
             steps_per_execution=config.training.steps_per_execution,
+            **_loss_and_metrics(),
         )
     return model
+
+
+def _loss_and_metrics() -> dict[str, Any]:
+    """What every model of a run is compiled with besides its optimizer."""
+    import tf_keras as keras
+
+    return {
+        "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        "metrics": ["accuracy"],
+    }
+
+
+def evaluate_beside(config: RunConfig) -> list[dict[str, Any]]:
+    """The evaluator task: evaluates the chief's epoch checkpoints on the test split.
+
+    Builds no strategy and writes only below `<output_dir>/evaluator/`; see
+    `components.core.sidecar`.
+
+    Returns:
+        One result per evaluated checkpoint.
+    """
+    manifest = datasets.load_manifest(config.data.shards_dir)
+    model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
+    model.compile(**_loss_and_metrics())
+    return sidecar.evaluate_checkpoints(config, model, datasets.eval_dataset(manifest))
 
 
 def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backup_dir: str):
@@ -360,6 +392,8 @@ def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backu
     keep_input_iterators(model)
     # The record first, then the checkpoint (see EpochRecorder).
     callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
+    if config.cluster.evaluator:
+        callbacks.append(sidecar.checkpoint_callback(config.output_dir))
     model.fit(
         dataset,
         epochs=config.training.epochs,

@@ -75,9 +75,6 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeout", type=duration_seconds, help="job time limit: seconds, or 90m, 2h, 1d"
     )
-    group.add_argument(
-        "--evaluator", action="store_true", help="add one evaluator replica (pool 3 / Evaluator)"
-    )
     group.add_argument("--job-name", help="job display name / TFJob name (default: generated)")
     vertex = parser.add_argument_group("Vertex AI")
     vertex.add_argument("--project", help="Google Cloud project ID")
@@ -151,7 +148,6 @@ def cloud_config(args: argparse.Namespace) -> CloudConfig:
         restart_job_on_worker_restart=args.restart_on_worker_restart,
         reduction_server=args.reduction_server,
         reduction_server_replicas=args.reduction_server_replicas,
-        evaluator=args.evaluator,
         job_name=args.job_name,
         namespace=args.namespace,
         kube_service_account=args.kube_service_account,

@@ -128,6 +128,12 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="devices per machine that computes gradients: GPUs, or logical CPU devices "
         "standing in for them on a machine without GPUs (default: 2 for mirrored, else 1)",
     )
+    cluster.add_argument(
+        "--evaluator",
+        action="store_true",
+        help="add an evaluator task that evaluates each epoch's checkpoint on the test split "
+        "beside the training (Vertex AI pool 3, TFJob Evaluator; locally one more process)",
+    )
 
 
 def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -> RunConfig:
@@ -143,6 +149,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         workers=spec.default_workers() if args.workers is None else args.workers,
         ps=spec.default_ps() if args.ps is None else args.ps,
         devices_per_worker=spec.default_devices if args.devices is None else args.devices,
+        evaluator=args.evaluator,
     )
     per_replica = args.batch_size
     if args.global_batch_size is not None:

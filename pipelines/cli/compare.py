@@ -93,7 +93,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     from components.core.launch.local import check_rehearsal
 
     strategies = parse_strategies(args.strategies)
-    clusters = [cluster_for(name, args.workers, args.ps, args.devices) for name in strategies]
+    clusters = [
+        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator)
+        for name in strategies
+    ]
     # Data, model and batch flags are shared; each strategy gets its own cluster.
     shared = argparse.Namespace(**{**vars(args), "workers": None, "ps": None, "devices": None})
     base = common.build_run_config(shared, "mirrored", "unused")

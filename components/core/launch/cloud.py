@@ -19,6 +19,7 @@ from typing import Any
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
+from components.core.strategy_spec import EVALUATOR
 from components.core.targets import TARGETS
 
 # The command every training process runs, on every backend: one trainer entry point.
@@ -86,7 +87,6 @@ class CloudConfig:
             `multi_worker_mirrored` GPU job.
         reduction_server_replicas: how many.
         reduction_server_machine_type: their CPU machine type.
-        evaluator: add one evaluator replica (Vertex pool 3, TFJob `Evaluator`).
         job_name: display name (Vertex) or TFJob name; default
             `strategist-<strategy>-<timestamp>`.
         namespace: Kubernetes namespace of the TFJob.
@@ -121,7 +121,6 @@ class CloudConfig:
     reduction_server: bool = False
     reduction_server_replicas: int = 1
     reduction_server_machine_type: str = "n1-highcpu-16"
-    evaluator: bool = False
     job_name: str | None = None
     namespace: str = "default"
     kube_service_account: str | None = None
@@ -181,7 +180,7 @@ def layout(run: RunConfig, cloud: CloudConfig) -> list[Pool]:
     gpu = cloud.accelerator
     train_machine = cloud.machine_type or (gpu.machine_type(gpus) if gpu else CPU_MACHINE_TYPE)
     pools: list[Pool] = []
-    for role, replicas in spec.task_counts(run.cluster).items():
+    for role, replicas in spec.training_task_counts(run.cluster).items():
         if role in spec.gradient_roles:
             pools.append(Pool(role, replicas, gpus, train_machine))
         else:
@@ -195,8 +194,8 @@ def layout(run: RunConfig, cloud: CloudConfig) -> list[Pool]:
                 cloud.reduction_server_machine_type,
             )
         )
-    if cloud.evaluator:
-        pools.append(Pool("evaluator", 1, gpus, train_machine))
+    if run.cluster.evaluator:  # evaluates on the training machines' kind
+        pools.append(Pool(EVALUATOR, 1, gpus, train_machine))
     return pools
 
 

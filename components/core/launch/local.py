@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import atomic, run_metrics
+from components.core import atomic, run_metrics, sidecar
 from components.core.config import ClusterConfig, ConfigError, RunConfig
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
@@ -132,16 +132,24 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def plan_tasks(cluster: ClusterConfig) -> list[Task]:
+def plan_tasks(cluster: ClusterConfig, evaluator_in_cluster: bool = False) -> list[Task]:
     """The cluster's tasks with `TF_CONFIG` on fresh 127.0.0.1 ports.
 
     The task types and counts are the strategy spec's, the same Vertex AI and
     the training operator give the cloud job's replicas: even a single-process
     strategy runs as the one `chief` task of a cluster, as on Vertex AI.
+
+    Args:
+        cluster: the run's cluster.
+        evaluator_in_cluster: put the evaluator in `TF_CONFIG`'s `cluster`, as
+            the training operator does (v1.9 `genClusterSpec`); by default it
+            stays out of it, as on Vertex AI, where only its `task` names it.
     """
     counts = cluster.spec.task_counts(cluster)
+    in_cluster = counts if evaluator_in_cluster else cluster.spec.training_task_counts(cluster)
     ports = iter(free_ports(sum(counts.values())))
-    spec = {kind: [f"{HOST}:{next(ports)}" for _ in range(n)] for kind, n in counts.items()}
+    hosts = {kind: [f"{HOST}:{next(ports)}" for _ in range(n)] for kind, n in counts.items()}
+    spec = {kind: hosts[kind] for kind in in_cluster}
     return [
         Task(kind, i, json.dumps({"cluster": spec, "task": {"type": kind, "index": i}}))
         for kind, n in counts.items()
@@ -158,6 +166,8 @@ class LocalCluster:
         log: where output lines go (already prefixed with the task name).
         on_line: called with (task, line) for every output line; tests use it
             to inject faults at a chosen moment.
+        evaluator_in_cluster: give an evaluator the training operator's
+            `TF_CONFIG` shape (evaluator inside `cluster`) instead of Vertex AI's.
     """
 
     def __init__(
@@ -167,8 +177,10 @@ class LocalCluster:
         restart: RestartPolicy = RestartPolicy(),
         log: Callable[[str], None] = print,
         on_line: Callable[[Task, str], None] | None = None,
+        evaluator_in_cluster: bool = False,
     ):
         self.config = config
+        self.evaluator_in_cluster = evaluator_in_cluster
         self.restart = restart
         self.log = log
         self.on_line = on_line
@@ -213,6 +225,7 @@ class LocalCluster:
             wall_seconds=time.monotonic() - self._started,
             worker_restarts=sum(f["action"] == "worker restart" for f in self.failures),
             failures=self.failures,
+            sidecar_evaluations=sidecar.read_evaluations(self.config.output_dir),
         )
         run_metrics.write(os.path.join(self.config.output_dir, METRICS_NAME), metrics)
         self._status("succeeded")
@@ -286,7 +299,7 @@ class LocalCluster:
     def _run_once(self) -> Task | None:
         """Runs the cluster once; returns the task that failed, or None on success."""
         cluster = self.config.cluster
-        self.tasks = plan_tasks(cluster)
+        self.tasks = plan_tasks(cluster, self.evaluator_in_cluster)
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)

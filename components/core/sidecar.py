@@ -1,0 +1,103 @@
+"""The evaluator task: evaluates each epoch's checkpoint on the test split, beside training.
+
+With `cluster.evaluator` the chief saves the model's weights after every epoch
+in `<output_dir>/checkpoints/ckpt-<epoch>` (`checkpoint_callback`), and one more
+task, the evaluator, evaluates each of them as tf-keras' `SidecarEvaluator` does
+(`evaluate_checkpoints`): it never builds
+a distribution strategy, never trains and never writes the chief's files; its
+results go to `<output_dir>/evaluator/evaluations.json`, which the local
+launcher adds to the run's record (`RunMetrics.sidecar_evaluations`).
+
+The evaluator learns its role from `TF_CONFIG` in both shapes: Vertex AI leaves
+it out of `cluster` (pool 3 only names it in `task`), the training operator
+puts it in (`genClusterSpec`). Building `MultiWorkerMirroredStrategy` there
+would raise `KeyError: 'evaluator'` on Vertex AI, which is why this path builds
+none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from components.core import atomic
+
+CHECKPOINTS_DIR = "checkpoints"
+EVALUATIONS_PATH = os.path.join("evaluator", "evaluations.json")
+_CHECKPOINT = "ckpt-{epoch}"
+
+
+def checkpoint_dir(output_dir: str) -> str:
+    """Where the chief saves each epoch's weights for the evaluator."""
+    return os.path.join(output_dir, CHECKPOINTS_DIR)
+
+
+def checkpoint_callback(output_dir: str):
+    """The chief's callback that saves the weights after every epoch (`ckpt-<epoch>`)."""
+    import tf_keras as keras
+
+    return keras.callbacks.ModelCheckpoint(
+        os.path.join(checkpoint_dir(output_dir), _CHECKPOINT), save_weights_only=True
+    )
+
+
+def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
+    """Evaluates each new epoch checkpoint until the last epoch's; returns the results.
+
+    The loop of tf-keras' `SidecarEvaluator` (`tf.train.checkpoints_iterator`
+    over the chief's checkpoint folder), kept here so that each result names
+    the checkpoint it came from even when training outpaces evaluation and
+    some checkpoints are skipped.
+
+    Args:
+        config: the run's `RunConfig`.
+        model: the run's model, compiled with its loss and metrics (no
+            strategy: the evaluator is one process).
+        eval_data: the test split as a `tf.data.Dataset`.
+
+    Returns:
+        One entry per evaluated checkpoint: `checkpoint`, `epoch`, and each
+        metric (`loss`, `accuracy`). Written after each evaluation to
+        `<output_dir>/evaluator/evaluations.json`.
+    """
+    import tensorflow as tf
+
+    results: list[dict[str, Any]] = []
+    path = os.path.join(config.output_dir, EVALUATIONS_PATH)
+    for checkpoint in tf.train.checkpoints_iterator(checkpoint_dir(config.output_dir)):
+        epoch = _epoch_of(checkpoint)
+        try:
+            model.load_weights(checkpoint).expect_partial()
+        except (tf.errors.OpError, ValueError) as err:  # the chief is still writing it
+            print(f"evaluator: {os.path.basename(checkpoint)} not readable yet ({err})")
+            continue
+        logs = model.evaluate(eval_data, verbose=0, return_dict=True)
+        entry = {"checkpoint": os.path.basename(checkpoint), "epoch": epoch}
+        entry.update({name: float(value) for name, value in logs.items()})
+        results.append(entry)
+        atomic.write_json(path, results)
+        print(
+            f"evaluator: epoch {epoch}/{config.training.epochs} checkpoint: loss "
+            f"{entry.get('loss', float('nan')):.4f}  accuracy "
+            f"{entry.get('accuracy', float('nan')):.4f}",
+            flush=True,
+        )
+        if epoch is not None and epoch >= config.training.epochs:
+            return results
+    return results
+
+
+def read_evaluations(output_dir: str) -> list[dict[str, Any]]:
+    """The evaluator's results of a run (empty when it had no evaluator)."""
+    try:
+        with open(os.path.join(output_dir, EVALUATIONS_PATH)) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return []
+
+
+def _epoch_of(checkpoint: str | None) -> int | None:
+    match = re.search(r"ckpt-(\d+)$", checkpoint or "")
+    return int(match.group(1)) if match else None

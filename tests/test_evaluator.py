@@ -1,0 +1,78 @@
+"""The evaluator task: a sidecar evaluating each epoch checkpoint, in both TF_CONFIG shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
+from components.core.launch.local import LocalCluster, plan_tasks
+from components.core.strategies import Role
+from tests.conftest import trainer_pids
+
+EPOCHS = 4
+
+
+def tf_configs(cluster: ClusterConfig, evaluator_in_cluster: bool) -> dict[str, dict]:
+    return {t.name: json.loads(t.tf_config) for t in plan_tasks(cluster, evaluator_in_cluster)}
+
+
+def test_vertex_shape_leaves_the_evaluator_out_of_the_cluster():
+    configs = tf_configs(ClusterConfig("multi_worker_mirrored", 2, evaluator=True), False)
+    evaluator = configs["evaluator-0"]
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+    assert set(evaluator["cluster"]) == {"chief", "worker"}  # as Vertex AI's pool 3
+    assert all(c["cluster"] == evaluator["cluster"] for c in configs.values())
+    role = Role.from_tf_config(evaluator)
+    assert not role.is_chief and role.task_type == "evaluator"
+
+
+def test_training_operator_shape_puts_the_evaluator_in_the_cluster():
+    configs = tf_configs(ClusterConfig("parameter_server", 2, 1, evaluator=True), True)
+    assert set(configs["evaluator-0"]["cluster"]) == {"chief", "worker", "ps", "evaluator"}
+    assert not Role.from_tf_config(configs["evaluator-0"]).is_chief
+
+
+def _run(shards, out, cluster, evaluator_in_cluster):
+    config = RunConfig(
+        data=DataConfig(shards_dir=shards),
+        cluster=cluster,
+        training=TrainingConfig(epochs=EPOCHS),
+        output_dir=str(out),
+    )
+    lines = []
+    metrics = LocalCluster(
+        config, log=lines.append, evaluator_in_cluster=evaluator_in_cluster
+    ).run()
+    return metrics, lines
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("cluster", "evaluator_in_cluster"),
+    [
+        (ClusterConfig("multi_worker_mirrored", 2, evaluator=True), False),  # Vertex AI
+        (ClusterConfig("parameter_server", 2, 1, evaluator=True), True),  # training operator
+    ],
+    ids=["mwms-vertex-shape", "ps-operator-shape"],
+)
+def test_the_evaluator_evaluates_checkpoints_and_never_trains(
+    digits_shards, tmp_path, cluster, evaluator_in_cluster
+):
+    metrics, lines = _run(digits_shards, tmp_path, cluster, evaluator_in_cluster)
+    assert metrics.eval_accuracy >= 0.85  # the chief trained and learned
+    evaluations = metrics.sidecar_evaluations
+    assert evaluations, "the evaluator reported nothing"
+    assert evaluations[-1]["epoch"] == EPOCHS  # it waited for the last epoch
+    assert evaluations[-1]["accuracy"] >= 0.85
+    assert [e["epoch"] for e in evaluations] == sorted({e["epoch"] for e in evaluations})
+    # The last checkpoint is the trained model: the sidecar's accuracy matches the chief's.
+    assert evaluations[-1]["accuracy"] == pytest.approx(metrics.eval_accuracy, abs=0.02)
+    # It never trained and wrote nothing of the chief's.
+    assert not any(line.startswith("[evaluator-0] epoch") for line in lines)
+    assert any(line.startswith("[evaluator-0] evaluator: epoch") for line in lines)
+    tasks = {p.stem for p in (tmp_path / "tasks").iterdir()}
+    assert "evaluator-0" not in tasks
+    assert json.loads((tmp_path / "evaluator" / "evaluations.json").read_text()) == evaluations
+    assert not trainer_pids(str(tmp_path))
