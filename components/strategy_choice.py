@@ -78,7 +78,13 @@ def choose_for_pipeline(
                 "Strategist does not train: choose more GPU memory (--gpu) or a smaller model"
             )
         layout = rec.layout
-        cluster = cluster_for(rec.strategy, layout.workers, layout.ps, layout.gpus_per_machine)
+        cluster = cluster_for(
+            rec.strategy,
+            layout.workers,
+            layout.ps,
+            layout.gpus_per_machine,
+            config.cluster.all_reduce,
+        )
         markdown = f"**Training with the recommendation: `{rec.strategy}`.**\n\n{markdown}"
     else:
         cluster = config.cluster

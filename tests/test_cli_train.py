@@ -37,6 +37,13 @@ BAD_INPUT = [
     (["--strategy", "parameter_server", "--devices", "2"], "one device per worker"),
     (["--strategy", "multi_worker_mirrored", "--devices", "2"], "one device per worker"),
     (["--strategy", "one_device", "--devices", "2"], "one_device trains on one device"),
+    (["--all-reduce", "ring"], "--all-reduce ring does not apply to mirrored"),
+    (["--all-reduce", "fastest"], "invalid choice"),
+    # This machine has no GPU (tests run on CPU).
+    (
+        ["--strategy", "multi_worker_mirrored", "--all-reduce", "nccl"],
+        "--all-reduce nccl needs GPUs and this machine has none: use auto or ring",
+    ),
 ]
 
 

@@ -32,6 +32,8 @@ MIRRORED_FLAGS = {
     "--devices": ("3", "cluster.devices_per_worker", 3),
     # 3 devices = 3 replicas: a global batch of 48 is 16 per replica.
     "--global-batch-size": ("48", "training.per_replica_batch_size", 16),
+    # Reduction over logical CPU devices (nccl and hierarchical_copy need GPUs).
+    "--all-reduce": ("reduction_to_one_device", "cluster.all_reduce", "reduction_to_one_device"),
 }
 # Flags that are not part of a run's settings, and what they do instead.
 OTHER_FLAGS = {
@@ -151,6 +153,13 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     assert [(c.workers, c.ps) for c in clusters] == [(1, 0), (2, 0), (2, 2)]
     # The pipeline parameter is the run config the train step parses, whole.
     assert RunConfig.from_dict(config).to_pipeline_parameter() == config
+
+
+def test_compare_gives_all_reduce_to_the_strategies_that_take_it():
+    argv = ["compare", "--strategies", "mirrored,parameter_server"]
+    args = build_parser().parse_args([*argv, "--all-reduce", "reduction_to_one_device"])
+    clusters = [cluster_from_dict(c) for c in pipeline_arguments(args)["clusters"]]
+    assert [c.all_reduce for c in clusters] == ["reduction_to_one_device", "auto"]
 
 
 def test_compare_refuses_what_it_cannot_pass_on(capsys):

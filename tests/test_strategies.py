@@ -58,3 +58,67 @@ def test_factory_builds_single_process_strategies():
 def test_multi_worker_strategies_need_a_cluster():
     with pytest.raises(ConfigError, match="TF_CONFIG"):
         strategies.make_strategy(ClusterConfig("multi_worker_mirrored", workers=2), Role())
+
+
+# (strategy, --all-reduce, GPUs of the machine) -> the all-reduce, and what tf.distribute gets.
+COMMUNICATION = [
+    (ClusterConfig("multi_worker_mirrored", workers=2), 8, ("nccl", "NCCL", None)),
+    (ClusterConfig("multi_worker_mirrored", workers=2), 0, ("ring", "RING", None)),
+    (ClusterConfig("multi_worker_mirrored", all_reduce="ring"), 8, ("ring", "RING", None)),
+    (ClusterConfig("mirrored"), 8, ("auto", None, None)),  # TF's collective: NCCL on GPUs
+    (ClusterConfig("mirrored", all_reduce="nccl"), 8, ("nccl", None, "NcclAllReduce")),
+    (
+        ClusterConfig("mirrored", all_reduce="hierarchical_copy"),
+        8,
+        ("hierarchical_copy", None, "HierarchicalCopyAllReduce"),
+    ),
+    (
+        ClusterConfig("mirrored", all_reduce="reduction_to_one_device"),
+        0,
+        ("reduction_to_one_device", None, "ReductionToOneDevice"),
+    ),
+    (ClusterConfig("parameter_server", workers=2, ps=1), 8, ("auto", None, None)),
+    (ClusterConfig("one_device"), 0, ("auto", None, None)),
+]
+
+
+@pytest.mark.parametrize(("cluster", "gpus", "expected"), COMMUNICATION)
+def test_communication_for_each_strategy_and_machine(cluster, gpus, expected):
+    comm = strategies.communication(cluster, gpus)
+    assert (comm.all_reduce, comm.implementation, comm.cross_device_ops) == expected
+
+
+def test_communication_refuses_what_the_machine_cannot_run():
+    with pytest.raises(ConfigError, match="needs GPUs"):
+        strategies.communication(ClusterConfig("multi_worker_mirrored", all_reduce="nccl"), 0)
+    with pytest.raises(ConfigError, match="does not apply"):
+        strategies.communication(ClusterConfig("multi_worker_mirrored", all_reduce="foo"), 8)
+
+
+@pytest.mark.parametrize(("gpus", "implementation"), [(2, "NCCL"), (0, "RING")])
+def test_multi_worker_mirrored_on_a_machine_with_gpus_carries_nccl(
+    gpus, implementation, monkeypatch
+):
+    """The strategy as the trainer builds it (one worker: no TF_CONFIG in this process)."""
+    import tensorflow as tf
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    role = Role("worker", 0, {"worker": ["localhost:1"]})
+    cluster = ClusterConfig("multi_worker_mirrored", workers=1)
+    strategy = strategies.make_strategy(cluster, role, gpus=gpus)
+    assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    options = strategy.extended._communication_options  # what its all-reduces run with
+    assert options.implementation == getattr(
+        tf.distribute.experimental.CommunicationImplementation, implementation
+    )
+
+
+def test_mirrored_takes_the_chosen_cross_device_ops():
+    import tensorflow as tf
+
+    cluster = ClusterConfig("mirrored", devices_per_worker=1, all_reduce="nccl")
+    strategy = strategies.make_strategy(cluster, Role(), gpus=1)
+    assert isinstance(strategy.extended._cross_device_ops, tf.distribute.NcclAllReduce)
+    cluster = ClusterConfig("mirrored", devices_per_worker=1, all_reduce="reduction_to_one_device")
+    strategy = strategies.make_strategy(cluster, Role(), gpus=0)
+    assert isinstance(strategy.extended._cross_device_ops, tf.distribute.ReductionToOneDevice)

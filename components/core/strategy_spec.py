@@ -25,6 +25,17 @@ WORKER = "worker"
 PS = "ps"
 EVALUATOR = "evaluator"
 
+# All-reduce choices (`--all-reduce`). `auto` is resolved per strategy and machine
+# by `StrategySpec.resolve_all_reduce`; the others are what each strategy offers.
+AUTO = "auto"
+NCCL = "nccl"
+RING = "ring"
+HIERARCHICAL_COPY = "hierarchical_copy"
+REDUCTION_TO_ONE_DEVICE = "reduction_to_one_device"
+ALL_REDUCE = (AUTO, NCCL, RING, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE)
+# Choices that run on GPUs only.
+GPU_ONLY_ALL_REDUCE = (NCCL, HIERARCHICAL_COPY)
+
 
 class ClusterShape(Protocol):
     """What the spec reads of a cluster (`config.ClusterConfig` is one)."""
@@ -32,6 +43,7 @@ class ClusterShape(Protocol):
     workers: int
     ps: int
     devices_per_worker: int
+    all_reduce: str
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,14 @@ class StrategySpec:
             worker.
         default_devices: devices per machine when the user gives none (the
             local `mirrored` rehearsal uses two, so its all-reduce really runs).
+        all_reduce_choices: the all-reduce implementations the strategy offers
+            besides `auto` (none: it has no all-reduce to choose).
+        auto_all_reduce: what `auto` means on a machine (with GPUs, without);
+            None: TensorFlow's own default (`MirroredStrategy`'s collective
+            all-reduce, NCCL on GPUs and ring over CPU devices).
+        all_reduce_via: how `tf.distribute` takes the choice:
+            `communication_options` (a `CommunicationImplementation`),
+            `cross_device_ops` (a `CrossDeviceOps`), or None.
     """
 
     name: str
@@ -64,6 +84,9 @@ class StrategySpec:
     devices_apply: bool
     cpu_rehearsal: bool
     default_devices: int
+    all_reduce_choices: tuple[str, ...] = ()
+    auto_all_reduce: tuple[str, str] | None = None
+    all_reduce_via: str | None = None
 
     # -- the cluster -----------------------------------------------------------
 
@@ -141,6 +164,32 @@ class StrategySpec:
         """Gradients are all-reduced between machines (what Reduction Server speeds up)."""
         return self.multi_machine and not self.uses_ps
 
+    # -- all-reduce -------------------------------------------------------------
+
+    def resolve_all_reduce(self, all_reduce: str, gpus: int) -> str:
+        """The all-reduce that runs on a machine with `gpus` GPUs: `auto` made explicit.
+
+        `multi_worker_mirrored` resolves `auto` to NCCL with GPUs and to ring
+        without: TensorFlow 2.21 lowers its own `AUTO` to the collective hint
+        `auto`, which does not choose NCCL across machines.
+        """
+        if all_reduce != AUTO or self.auto_all_reduce is None:
+            return all_reduce
+        with_gpus, without_gpus = self.auto_all_reduce
+        return with_gpus if gpus else without_gpus
+
+    def all_reduce_errors(self, all_reduce: str, gpus: int) -> list[str]:
+        """What is wrong with `all_reduce` on a machine with `gpus` GPUs."""
+        resolved = self.resolve_all_reduce(all_reduce, gpus)
+        if gpus or resolved not in GPU_ONLY_ALL_REDUCE:
+            return []
+        others = [c for c in (AUTO, *self.all_reduce_choices) if c not in GPU_ONLY_ALL_REDUCE]
+        return [
+            f"--all-reduce {resolved} needs GPUs and this machine has none: use "
+            f"{' or '.join(others)} to rehearse {self.name} on CPU (the cloud job with --gpu "
+            f"takes {resolved})"
+        ]
+
     # -- the shape a user asks for -----------------------------------------------
 
     def default_workers(self) -> int:
@@ -176,6 +225,18 @@ class StrategySpec:
                 f"{self.name} trains on one device, not {cluster.devices_per_worker}: "
                 "use --devices 1, or choose mirrored for every device of the machine"
             )
+        if cluster.all_reduce not in (AUTO, *self.all_reduce_choices):
+            if self.all_reduce_choices:
+                choices = ", ".join((AUTO, *self.all_reduce_choices))
+                errors.append(
+                    f"--all-reduce {cluster.all_reduce} does not apply to {self.name}: "
+                    f"choose {choices}"
+                )
+            else:
+                errors.append(
+                    f"{self.name} has no all-reduce to choose: drop --all-reduce "
+                    f"{cluster.all_reduce}"
+                )
         return errors
 
 
@@ -199,6 +260,8 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=True,
             cpu_rehearsal=True,
             default_devices=2,
+            all_reduce_choices=(NCCL, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE),
+            all_reduce_via="cross_device_ops",
         ),
         StrategySpec(
             "multi_worker_mirrored",
@@ -208,6 +271,9 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=True,
             cpu_rehearsal=False,
             default_devices=1,
+            all_reduce_choices=(NCCL, RING),
+            auto_all_reduce=(NCCL, RING),
+            all_reduce_via="communication_options",
         ),
         StrategySpec(
             "parameter_server",

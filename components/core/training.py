@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core import atomic, datasets, evaluation, models, run_metrics, strategies
-from components.core.config import RunConfig
+from components.core.config import RunConfig, validate_for_machine
 from components.core.strategies import Role
 
 METRICS_NAME = "metrics.json"
@@ -261,8 +261,10 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     """
     startup_s = seconds_since_process_start()
     started = time.perf_counter()
+    gpus = strategies.visible_gpus()
+    validate_for_machine(config, gpus)
     strategies.configure_devices(config.cluster)
-    strategy = strategies.make_strategy(config.cluster, role)
+    strategy = strategies.make_strategy(config.cluster, role, gpus)
     manifest = datasets.load_manifest(config.data.shards_dir)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
@@ -311,6 +313,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     print(format_phases(phases), flush=True)
     metrics = dataclasses.replace(
         _metrics(config, manifest, batching, replicas, recorder.records, result),
+        all_reduce=strategies.communication(config.cluster, gpus).all_reduce,
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,

@@ -8,6 +8,7 @@ import os
 
 from components.core import models
 from components.core.config import (
+    ALL_REDUCE,
     ClusterConfig,
     ConfigError,
     DataConfig,
@@ -128,6 +129,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="devices per machine that computes gradients: GPUs, or logical CPU devices "
         "standing in for them on a machine without GPUs (default: 2 for mirrored, else 1)",
     )
+    cluster.add_argument(
+        "--all-reduce",
+        choices=ALL_REDUCE,
+        default="auto",
+        help="gradient all-reduce: multi_worker_mirrored takes nccl or ring (auto: nccl with "
+        "GPUs, ring without); mirrored takes nccl, hierarchical_copy or "
+        "reduction_to_one_device (auto: TensorFlow's collective all-reduce) (default: auto)",
+    )
 
 
 def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -> RunConfig:
@@ -143,6 +152,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         workers=spec.default_workers() if args.workers is None else args.workers,
         ps=spec.default_ps() if args.ps is None else args.ps,
         devices_per_worker=spec.default_devices if args.devices is None else args.devices,
+        all_reduce=args.all_reduce,
     )
     per_replica = args.batch_size
     if args.global_batch_size is not None:

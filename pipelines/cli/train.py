@@ -130,7 +130,7 @@ def _run_local(args: argparse.Namespace) -> int:
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output {output} is a file: pass a folder")
     config = common.build_run_config(args, args.strategy, output)
-    check_rehearsal(config.cluster)
+    check_rehearsal(config)
     if args.shards_dir:
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:
