@@ -44,6 +44,13 @@ BAD_INPUT = [
         ["--strategy", "multi_worker_mirrored", "--all-reduce", "nccl"],
         "--all-reduce nccl needs GPUs and this machine has none: use auto or ring",
     ),
+    (["--precision", "mixed_float16"], "use --precision mixed_bfloat16 to rehearse"),
+    (["--precision", "float8"], "invalid choice"),
+    (["--steps-per-execution", "0"], "--steps-per-execution: must be at least 1"),
+    (
+        ["--strategy", "multi_worker_mirrored", "--jit-compile"],
+        "XLA compiles no collectives on CPU devices",
+    ),
 ]
 
 

@@ -77,7 +77,9 @@ class TrainingConfig:
             set before the model is built. The logits stay float32, and
             `mixed_float16` gets loss scaling from tf-keras' optimizer wrapper.
             `mixed_float16` needs GPUs; `mixed_bfloat16` also runs on CPU.
-        jit_compile: compile the train step with XLA (`model.compile(jit_compile=...)`).
+        jit_compile: compile the train step with XLA (`model.compile(jit_compile=...)`);
+            on a machine without GPUs only `one_device` can (see
+            `StrategySpec.xla_cpu_rehearsal`).
     """
 
     epochs: int = 5
@@ -351,7 +353,9 @@ def validate_for_machine(config: RunConfig, gpus: int) -> None:
     Raises:
         ConfigError: saying what to use instead.
     """
-    errors = config.cluster.spec.all_reduce_errors(config.cluster.all_reduce, gpus)
+    errors = config.cluster.spec.machine_errors(
+        config.cluster.all_reduce, gpus, config.training.jit_compile
+    )
     if errors:
         raise ConfigError(errors[0])
     if config.training.precision == MIXED_FLOAT16 and not gpus:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.config import ClusterConfig, ConfigError
+from components.core.config import ClusterConfig, ConfigError, RunConfig
 from components.core.strategy_spec import (
     HIERARCHICAL_COPY,
     NCCL,
@@ -116,18 +116,21 @@ class Communication:
     cross_device_ops: str | None = None
 
 
-def communication(cluster: ClusterConfig, gpus: int) -> Communication:
-    """The all-reduce of `cluster` on a machine with `gpus` GPUs (0: CPU only).
+def communication(config: RunConfig, gpus: int) -> Communication:
+    """The all-reduce of `config`'s cluster on a machine with `gpus` GPUs (0: CPU only).
 
     Pure: no TensorFlow, so a test can ask for "a machine that lists GPUs" on
     one without.
 
     Raises:
-        ConfigError: a choice the strategy does not offer, or one that needs
-            GPUs on a machine without.
+        ConfigError: a choice the strategy does not offer, one that needs
+            GPUs on a machine without, or one XLA (`training.jit_compile`)
+            cannot compile.
     """
+    cluster = config.cluster
     spec = cluster.spec
-    errors = spec.shape_errors(cluster) + spec.all_reduce_errors(cluster.all_reduce, gpus)
+    errors = spec.shape_errors(cluster)
+    errors += spec.machine_errors(cluster.all_reduce, gpus, config.training.jit_compile)
     if errors:
         raise ConfigError(errors[0])
     resolved = spec.resolve_all_reduce(cluster.all_reduce, gpus)
@@ -145,14 +148,14 @@ def visible_gpus() -> int:
     return len(tf.config.list_physical_devices("GPU"))
 
 
-def make_strategy(cluster: ClusterConfig, role: Role, gpus: int | None = None):
-    """Builds the strategy `cluster.strategy` names, for the chief or a single process.
+def make_strategy(config: RunConfig, role: Role, gpus: int | None = None):
+    """Builds the strategy `config.cluster.strategy` names, for the chief or a single process.
 
     Call `configure_devices` first. Parameter-server workers and parameter
     servers do not build a strategy: they run `run_server`.
 
     Args:
-        cluster: the strategy, shape and all-reduce.
+        config: the run (its cluster: strategy, shape, all-reduce; XLA).
         role: this process's role.
         gpus: GPUs of this machine; None: the GPUs TensorFlow sees. The
             all-reduce follows it (`communication`).
@@ -163,9 +166,9 @@ def make_strategy(cluster: ClusterConfig, role: Role, gpus: int | None = None):
     """
     import tensorflow as tf
 
-    name = spec_for(cluster.strategy).name
+    name = spec_for(config.cluster.strategy).name
     gpus = visible_gpus() if gpus is None else gpus
-    comm = communication(cluster, gpus)
+    comm = communication(config, gpus)
     # Multi-worker strategies must be built before TensorFlow's context starts,
     # so devices are listed only on the single-process branches.
     if name == "one_device":

@@ -75,6 +75,10 @@ class StrategySpec:
         all_reduce_via: how `tf.distribute` takes the choice:
             `communication_options` (a `CommunicationImplementation`),
             `cross_device_ops` (a `CrossDeviceOps`), or None.
+        xla_cpu_rehearsal: `--jit-compile` runs on a machine without GPUs.
+            Only one device does: TensorFlow 2.21's XLA refuses collectives on
+            CPU devices (multi-worker all-reduce) and variables of another
+            device (mirrored replicas, parameter servers).
     """
 
     name: str
@@ -87,6 +91,7 @@ class StrategySpec:
     all_reduce_choices: tuple[str, ...] = ()
     auto_all_reduce: tuple[str, str] | None = None
     all_reduce_via: str | None = None
+    xla_cpu_rehearsal: bool = False
 
     # -- the cluster -----------------------------------------------------------
 
@@ -178,17 +183,30 @@ class StrategySpec:
         with_gpus, without_gpus = self.auto_all_reduce
         return with_gpus if gpus else without_gpus
 
-    def all_reduce_errors(self, all_reduce: str, gpus: int) -> list[str]:
-        """What is wrong with `all_reduce` on a machine with `gpus` GPUs."""
+    def machine_errors(self, all_reduce: str, gpus: int, jit_compile: bool) -> list[str]:
+        """What cannot run on machines with `gpus` GPUs each: the all-reduce, XLA."""
         resolved = self.resolve_all_reduce(all_reduce, gpus)
-        if gpus or resolved not in GPU_ONLY_ALL_REDUCE:
-            return []
-        others = [c for c in (AUTO, *self.all_reduce_choices) if c not in GPU_ONLY_ALL_REDUCE]
-        return [
-            f"--all-reduce {resolved} needs GPUs and this machine has none: use "
-            f"{' or '.join(others)} to rehearse {self.name} on CPU (the cloud job with --gpu "
-            f"takes {resolved})"
-        ]
+        errors = []
+        if not gpus and resolved in GPU_ONLY_ALL_REDUCE:
+            others = [c for c in (AUTO, *self.all_reduce_choices) if c not in GPU_ONLY_ALL_REDUCE]
+            errors.append(
+                f"--all-reduce {resolved} needs GPUs and this machine has none: use "
+                f"{' or '.join(others)} to rehearse {self.name} on CPU (the cloud job with "
+                f"--gpu takes {resolved})"
+            )
+        if jit_compile and not gpus and not self.xla_cpu_rehearsal:
+            errors.append(
+                f"--jit-compile cannot run {self.name} on a machine without GPUs: TensorFlow "
+                "2.21's XLA compiles no collectives on CPU devices, nor variables on other "
+                "devices; rehearse --jit-compile with --strategy one_device (the cloud job "
+                "with --gpu takes it)"
+            )
+        if jit_compile and resolved == RING:
+            errors.append(
+                "--jit-compile compiles only NCCL or auto collectives (XLA), not ring: drop "
+                "--all-reduce ring or --jit-compile"
+            )
+        return errors
 
     # -- the shape a user asks for -----------------------------------------------
 
@@ -251,6 +269,7 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=False,
             cpu_rehearsal=False,
             default_devices=1,
+            xla_cpu_rehearsal=True,
         ),
         StrategySpec(
             "mirrored",

@@ -264,7 +264,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     gpus = strategies.visible_gpus()
     validate_for_machine(config, gpus)
     strategies.configure_devices(config.cluster)
-    strategy = strategies.make_strategy(config.cluster, role, gpus)
+    strategy = strategies.make_strategy(config, role, gpus)
     manifest = datasets.load_manifest(config.data.shards_dir)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
@@ -313,7 +313,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     print(format_phases(phases), flush=True)
     metrics = dataclasses.replace(
         _metrics(config, manifest, batching, replicas, recorder.records, result),
-        all_reduce=strategies.communication(config.cluster, gpus).all_reduce,
+        all_reduce=strategies.communication(config, gpus).all_reduce,
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
@@ -328,10 +328,15 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
 
 
 def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
-    """The model built and compiled in the strategy's scope, with the scaled learning rate."""
+    """The model built and compiled in the strategy's scope, with the scaled learning rate.
+
+    The precision policy is set first: layers take it when they are built, and
+    `compile` wraps the optimizer in a `LossScaleOptimizer` under `mixed_float16`.
+    """
     import tf_keras as keras
 
     keras.utils.set_random_seed(config.training.seed)
+    keras.mixed_precision.set_global_policy(config.training.precision)
     with strategy.scope():
         model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
         learning_rate = make_learning_rate(
@@ -342,6 +347,7 @@ def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
             steps_per_execution=config.training.steps_per_execution,
+            jit_compile=config.training.jit_compile,
         )
     return model
 
@@ -412,6 +418,9 @@ def _metrics(config, manifest, batching, replicas, records, result) -> run_metri
         eval_loss=result.loss,
         confusion_matrix=result.confusion_matrix,
         hardware=run_metrics.detect_hardware(config.cluster, _gpu_names()),
+        precision=config.training.precision,
+        jit_compile=config.training.jit_compile,
+        steps_per_execution=config.training.steps_per_execution,
         run_config=config.to_dict(),
     )
 

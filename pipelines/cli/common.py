@@ -9,6 +9,7 @@ import os
 from components.core import models
 from components.core.config import (
     ALL_REDUCE,
+    PRECISIONS,
     ClusterConfig,
     ConfigError,
     DataConfig,
@@ -104,6 +105,21 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="epochs of linear learning-rate warm-up (default: 1)",
     )
     data.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
+    speed = parser.add_argument_group("speed")
+    speed.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float32",
+        help="Keras mixed-precision policy; logits stay float32, mixed_float16 gets loss "
+        "scaling and needs GPUs (rehearse with mixed_bfloat16 on CPU) (default: float32)",
+    )
+    speed.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
+    speed.add_argument(
+        "--steps-per-execution",
+        type=positive_int,
+        default=1,
+        help="training steps per tf.function call (default: 1)",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,6 +193,9 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             base_learning_rate=args.learning_rate,
             warmup_epochs=args.warmup_epochs,
             seed=args.seed,
+            steps_per_execution=args.steps_per_execution,
+            precision=args.precision,
+            jit_compile=args.jit_compile,
         ),
         cluster=cluster,
         output_dir=os.path.abspath(output_dir),
