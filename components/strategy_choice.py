@@ -20,6 +20,7 @@ from components.core.config import (
 )
 from components.core.model_profile import profile_model
 from components.core.selection import Topology, recommend
+from components.core.selection.topology import precision_of_policy
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def choose_for_pipeline(
         gpu=gpu,
         interconnect=interconnect,
         network_gbps=network_gbps,
+        precision=precision_of_policy(config.training.precision),
         preemptible=preemptible,
     )
     model_name = config.model.name
