@@ -20,6 +20,7 @@ from components.core.config import (
 )
 from components.core.model_profile import profile_model
 from components.core.selection import Topology, recommend
+from components.core.selection.topology import precision_of_policy
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def choose_for_pipeline(
         gpu=gpu,
         interconnect=interconnect,
         network_gbps=network_gbps,
+        precision=precision_of_policy(config.training.precision),
         preemptible=preemptible,
     )
     model_name = config.model.name
@@ -78,7 +80,14 @@ def choose_for_pipeline(
                 "Strategist does not train: choose more GPU memory (--gpu) or a smaller model"
             )
         layout = rec.layout
-        cluster = cluster_for(rec.strategy, layout.workers, layout.ps, layout.gpus_per_machine)
+        cluster = cluster_for(
+            rec.strategy,
+            layout.workers,
+            layout.ps,
+            layout.gpus_per_machine,
+            evaluator=config.cluster.evaluator,
+            all_reduce=config.cluster.all_reduce,
+        )
         markdown = f"**Training with the recommendation: `{rec.strategy}`.**\n\n{markdown}"
     else:
         cluster = config.cluster

@@ -37,6 +37,20 @@ BAD_INPUT = [
     (["--strategy", "parameter_server", "--devices", "2"], "one device per worker"),
     (["--strategy", "multi_worker_mirrored", "--devices", "2"], "one device per worker"),
     (["--strategy", "one_device", "--devices", "2"], "one_device trains on one device"),
+    (["--all-reduce", "ring"], "--all-reduce ring does not apply to mirrored"),
+    (["--all-reduce", "fastest"], "invalid choice"),
+    # This machine has no GPU (tests run on CPU).
+    (
+        ["--strategy", "multi_worker_mirrored", "--all-reduce", "nccl"],
+        "--all-reduce nccl needs GPUs and this machine has none: use auto or ring",
+    ),
+    (["--precision", "mixed_float16"], "use --precision mixed_bfloat16 to rehearse"),
+    (["--precision", "float8"], "invalid choice"),
+    (["--steps-per-execution", "0"], "--steps-per-execution: must be at least 1"),
+    (
+        ["--strategy", "multi_worker_mirrored", "--jit-compile"],
+        "XLA compiles no collectives on CPU devices",
+    ),
 ]
 
 

@@ -64,6 +64,12 @@ def test_a_good_config_passes_for_both_targets():
         (make_run("parameter_server"), make_cloud(reduction_server=True), "multi_worker_mirrored"),
         (make_run(), make_cloud(reduction_server=True, gpu=None), "NCCL"),
         (
+            make_run(all_reduce="ring"),
+            make_cloud(reduction_server=True),
+            "Reduction Server works through NCCL, not the ring all-reduce",
+        ),
+        (make_run(all_reduce="nccl"), make_cloud(gpu=None), "--all-reduce nccl needs GPUs"),
+        (
             make_run(),
             make_cloud(target="kubeflow", reduction_server=True),
             "Vertex AI only",

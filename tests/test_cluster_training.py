@@ -126,3 +126,49 @@ def test_a_task_that_errors_reports_its_last_lines(tmp_path):
     assert failure.value.task == "chief-0"
     assert "does not exist" in str(failure.value)  # the chief's own error, surfaced
     assert not trainer_pids(str(tmp_path))
+
+
+def train_with_speed_flags(out, shards, strategy_flags, speed_flags, capsys) -> dict:
+    """`strategist train --local` with the speed flags; returns metrics.json after checks."""
+    from pipelines.cli import main
+
+    argv = ["train", "--local", *strategy_flags, *speed_flags]
+    argv += ["--shards-dir", shards, "--epochs", "4", "--output", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["eval_accuracy"] >= 0.85, metrics["eval_accuracy"]  # chance is 0.10
+    for option in ("precision", "jit_compile", "steps_per_execution"):
+        assert metrics[option] == metrics["run_config"]["training"][option], option
+    xla = "on" if metrics["jit_compile"] else "off"
+    summary = f"{metrics['precision']}, XLA {xla}, {metrics['steps_per_execution']} step(s) per"
+    assert summary in printed
+    return metrics
+
+
+def test_multi_worker_mirrored_learns_in_bfloat16_with_several_steps_per_execution(
+    digits_shards, tmp_path, capsys
+):
+    """The speed flags reach every worker of a real two-worker cluster, which still learns."""
+    metrics = train_with_speed_flags(
+        tmp_path / "bf16",
+        digits_shards,
+        ["--strategy", "multi_worker_mirrored", "--workers", "2"],
+        ["--precision", "mixed_bfloat16", "--steps-per-execution", "4"],
+        capsys,
+    )
+    assert (metrics["precision"], metrics["steps_per_execution"]) == ("mixed_bfloat16", 4)
+    assert metrics["all_reduce"] == "ring"  # auto, on a machine without GPUs
+    assert metrics["hardware"]["processes"] == 2
+
+
+def test_xla_learns_in_bfloat16_on_one_device(digits_shards, tmp_path, capsys):
+    """--jit-compile on CPU: one device (XLA compiles no collectives on CPU devices)."""
+    metrics = train_with_speed_flags(
+        tmp_path / "xla",
+        digits_shards,
+        ["--strategy", "one_device"],
+        ["--precision", "mixed_bfloat16", "--jit-compile", "--steps-per-execution", "4"],
+        capsys,
+    )
+    assert (metrics["precision"], metrics["jit_compile"]) == ("mixed_bfloat16", True)

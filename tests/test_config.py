@@ -9,8 +9,10 @@ from components.core.config import (
     ConfigError,
     RunConfig,
     TrainingConfig,
+    cluster_for,
     per_replica_from_global,
     validate_cluster,
+    validate_for_machine,
     validate_run,
 )
 
@@ -61,6 +63,20 @@ def test_replicas_and_processes(cluster, replicas, processes):
         (ClusterConfig("parameter_server", workers=2, ps=-1), "--ps must be 0 or more"),
         (ClusterConfig("mirrored", devices_per_worker=0), "--devices must be at least 1"),
         (ClusterConfig("one_device", devices_per_worker=2), "one_device trains on one device"),
+        (
+            ClusterConfig("multi_worker_mirrored", all_reduce="hierarchical_copy"),
+            "--all-reduce hierarchical_copy does not apply to multi_worker_mirrored: "
+            "choose auto, nccl, ring",
+        ),
+        (
+            ClusterConfig("mirrored", all_reduce="ring"),
+            "choose auto, nccl, hierarchical_copy, reduction_to_one_device",
+        ),
+        (
+            ClusterConfig("parameter_server", workers=2, ps=1, all_reduce="nccl"),
+            "parameter_server has no all-reduce to choose: drop --all-reduce nccl",
+        ),
+        (ClusterConfig("mirrored", all_reduce="fastest"), "does not apply to mirrored"),
     ],
 )
 def test_impossible_shapes_are_refused(cluster, message):
@@ -78,3 +94,34 @@ def test_global_batch_must_divide_across_replicas():
 def test_run_validation_names_the_flag():
     with pytest.raises(ConfigError, match="--epochs"):
         validate_run(RunConfig(training=TrainingConfig(epochs=0)))
+
+
+@pytest.mark.parametrize(
+    ("cluster", "message"),
+    [
+        (ClusterConfig("multi_worker_mirrored", workers=2, all_reduce="nccl"), "use auto or ring"),
+        (ClusterConfig("mirrored", all_reduce="nccl"), "use auto or reduction_to_one_device"),
+        (ClusterConfig("mirrored", all_reduce="hierarchical_copy"), "needs GPUs"),
+    ],
+)
+def test_gpu_only_all_reduce_is_refused_without_gpus(cluster, message):
+    config = RunConfig(cluster=cluster)
+    validate_run(config)  # a valid run: only the machine decides
+    validate_for_machine(config, gpus=2)
+    with pytest.raises(ConfigError, match=message):
+        validate_for_machine(config, gpus=0)
+
+
+def test_auto_all_reduce_is_nccl_with_gpus_and_ring_without():
+    spec = ClusterConfig("multi_worker_mirrored").spec
+    assert spec.resolve_all_reduce("auto", gpus=8) == "nccl"
+    assert spec.resolve_all_reduce("auto", gpus=0) == "ring"
+    assert spec.resolve_all_reduce("ring", gpus=8) == "ring"  # an explicit choice stays
+
+
+def test_cluster_for_gives_all_reduce_only_to_strategies_that_take_it():
+    clusters = [
+        cluster_for(name, all_reduce="nccl")
+        for name in ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
+    ]
+    assert [c.all_reduce for c in clusters] == ["auto", "nccl", "nccl", "auto"]

@@ -32,6 +32,16 @@ MIRRORED_FLAGS = {
     "--devices": ("3", "cluster.devices_per_worker", 3),
     # 3 devices = 3 replicas: a global batch of 48 is 16 per replica.
     "--global-batch-size": ("48", "training.per_replica_batch_size", 16),
+    # Reduction over logical CPU devices (nccl and hierarchical_copy need GPUs).
+    "--all-reduce": ("reduction_to_one_device", "cluster.all_reduce", "reduction_to_one_device"),
+}
+# Speed flags, shared by `train` and `compare`: (value, None for a bare switch; path;
+# expected value in the config). Real clusters that run them: tests/test_cluster_training.py
+# (test_multi_worker_mirrored_learns_in_bfloat16..., test_xla_learns_in_bfloat16...).
+SPEED_FLAGS = {
+    "--precision": ("mixed_bfloat16", "training.precision", "mixed_bfloat16"),
+    "--jit-compile": (None, "training.jit_compile", True),
+    "--steps-per-execution": ("3", "training.steps_per_execution", 3),
 }
 # Flags that are not part of a run's settings, and what they do instead.
 OTHER_FLAGS = {
@@ -81,13 +91,14 @@ def cloud_flags() -> set[str]:
 
 
 def test_every_train_flag_has_a_known_destination():
-    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *OTHER_FLAGS, *cloud_flags()}
+    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *SPEED_FLAGS, *OTHER_FLAGS, *cloud_flags()}
     unknown = flags_of("train") - known
     assert not unknown, f"say where these flags go (and test it): {sorted(unknown)}"
 
 
 def test_every_compare_flag_has_a_known_destination():
-    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *OTHER_FLAGS, *COMPARE_FLAGS} - {"--strategy"}
+    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *SPEED_FLAGS, *OTHER_FLAGS, *COMPARE_FLAGS}
+    known -= {"--strategy"}
     unknown = flags_of("compare") - known - {"--restarts", "--shards-dir"}
     assert not unknown, f"say where these flags go (and test it): {sorted(unknown)}"
 
@@ -152,6 +163,37 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     assert [(c.workers, c.ps) for c in clusters] == [(1, 0), (2, 0), (2, 2)]
     # The pipeline parameter is the run config the train step parses, whole.
     assert RunConfig.from_dict(config).to_pipeline_parameter() == config
+
+
+def speed_argv() -> list[str]:
+    argv = []
+    for flag, (value, _, _) in SPEED_FLAGS.items():
+        argv += [flag] if value is None else [flag, value]
+    return argv
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_every_speed_flag_lands_in_the_run_config(command):
+    """One switch each, off by default: the run config (and so every trainer) holds it."""
+    from pipelines.cli import common
+
+    # one_device: the strategy XLA can run on this machine without GPUs.
+    strategy = "--strategy" if command == "train" else "--strategies"
+    args = build_parser().parse_args([command, strategy, "one_device", *speed_argv()])
+    if command == "train":
+        config = common.build_run_config(args, args.strategy, "out").to_dict()
+    else:
+        config = pipeline_arguments(args)["run_config"]
+    default = RunConfig().to_dict()
+    for flag, (_, path, expected) in SPEED_FLAGS.items():
+        assert field(config, path) == expected != field(default, path), flag
+
+
+def test_compare_gives_all_reduce_to_the_strategies_that_take_it():
+    argv = ["compare", "--strategies", "mirrored,parameter_server"]
+    args = build_parser().parse_args([*argv, "--all-reduce", "reduction_to_one_device"])
+    clusters = [cluster_from_dict(c) for c in pipeline_arguments(args)["clusters"]]
+    assert [c.all_reduce for c in clusters] == ["reduction_to_one_device", "auto"]
 
 
 def test_compare_refuses_what_it_cannot_pass_on(capsys):

@@ -52,6 +52,8 @@ def test_compute_overlap_and_memory_formulas():
     model = model_profile.ModelProfile("m", 1_000_000, 1e6, activation_bytes_per_example=1000)
     # weights + gradients + 2 Adam moments = 16 bytes/param, plus 10 x 1 kB activations
     assert selection.memory_needed_bytes(model, 10, True) == pytest.approx(16.01e6)
+    # mixed precision keeps 16-bit activations; weights, gradients and Adam stay float32
+    assert selection.memory_needed_bytes(model, 10, True, "mixed") == pytest.approx(16.005e6)
     assert selection.achievable_tflops("v100") == pytest.approx(15.7 * 0.55)
     assert selection.achievable_tflops("a100") == pytest.approx(156 * 0.20)
     assert selection.achievable_tflops("v100", "mixed") == pytest.approx(125 * 0.20)
@@ -386,3 +388,34 @@ def test_cli_argparse_errors_exit_2(capsys):
         main(["select", "--machines", "2", "--gpus-per-machine", "8"])  # no --model/--params
     assert info.value.code == 2
     assert "--model" in capsys.readouterr().err
+
+
+def test_mixed_precision_fits_twice_the_activations_per_gpu():
+    """A batch refused in fp32 for its activations fits twice over under `mixed`."""
+    model = model_profile.profile_model("resnet50")
+    fp32 = selection.max_batch_that_fits(model, 16, True)
+    mixed = selection.max_batch_that_fits(model, 16, True, "mixed")
+    assert mixed >= 2 * fp32 - 1
+    topology = selection.Topology(machines=1, gpus_per_machine=8, gpu="v100", precision="mixed")
+    rec = selection.recommend(topology, model, batch_size=fp32 + 50)
+    assert rec.batch_size == fp32 + 50  # no "use at most" reduction
+    assert not any("use at most" in reason for reason in rec.reasons)
+
+
+def test_the_pipelines_select_step_takes_the_runs_precision():
+    from components.core.config import ModelConfig, RunConfig, TrainingConfig
+    from components.strategy_choice import choose_for_pipeline
+
+    def choice(precision: str):
+        run = RunConfig(model=ModelConfig("resnet50"), training=TrainingConfig(precision=precision))
+        return choose_for_pipeline(
+            run_config=run.to_pipeline_parameter(),
+            machines=1,
+            gpus_per_machine=8,
+            gpu="v100",
+            interconnect=None,
+            network_gbps=10.0,
+        )
+
+    assert "TFLOP/s sustained, mixed" in choice("mixed_bfloat16").markdown
+    assert "TFLOP/s sustained, fp32" in choice("float32").markdown

@@ -15,11 +15,17 @@ from typing import Any
 
 # Re-exported: callers import the run's vocabulary from here.
 from components.core.errors import ConfigError as ConfigError
+from components.core.strategy_spec import ALL_REDUCE as ALL_REDUCE
+from components.core.strategy_spec import AUTO, StrategySpec, spec_for
 from components.core.strategy_spec import STRATEGIES as STRATEGIES
-from components.core.strategy_spec import StrategySpec, spec_for
 from components.core.targets import TARGETS
 
 BACKENDS = ("local", *TARGETS)  # where the pipeline's train step trains
+# tf-keras mixed-precision policies (`--precision`).
+FLOAT32 = "float32"
+MIXED_FLOAT16 = "mixed_float16"
+MIXED_BFLOAT16 = "mixed_bfloat16"
+PRECISIONS = (FLOAT32, MIXED_FLOAT16, MIXED_BFLOAT16)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,13 @@ class TrainingConfig:
         seed: random seed for weights and shuffling.
         steps_per_execution: steps Keras runs per `tf.function` call; more
             amortise per-step dispatch (RPCs under parameter_server).
+        precision: the tf-keras mixed-precision policy, one of `PRECISIONS`;
+            set before the model is built. The logits stay float32, and
+            `mixed_float16` gets loss scaling from tf-keras' optimizer wrapper.
+            `mixed_float16` needs GPUs; `mixed_bfloat16` also runs on CPU.
+        jit_compile: compile the train step with XLA (`model.compile(jit_compile=...)`);
+            on a machine without GPUs only `one_device` can (see
+            `StrategySpec.xla_cpu_rehearsal`).
     """
 
     epochs: int = 5
@@ -76,6 +89,8 @@ class TrainingConfig:
     warmup_epochs: int = 1
     seed: int = 42
     steps_per_execution: int = 1
+    precision: str = FLOAT32
+    jit_compile: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,10 @@ class ClusterConfig:
             for them where the strategy can use them.
         evaluator: one more task that never trains: it evaluates each epoch's
             checkpoint on the test split beside the training (a sidecar).
+        all_reduce: how gradients are all-reduced, one of `ALL_REDUCE` that
+            the strategy offers (`StrategySpec.all_reduce_choices`); `auto`
+            is NCCL with GPUs and ring without for `multi_worker_mirrored`,
+            TensorFlow's default for `mirrored`.
     """
 
     strategy: str = "mirrored"
@@ -103,6 +122,7 @@ class ClusterConfig:
     ps: int = 0
     devices_per_worker: int = 1
     evaluator: bool = False
+    all_reduce: str = AUTO
 
     @property
     def spec(self) -> StrategySpec:
@@ -230,12 +250,14 @@ def cluster_for(
     ps: int | None = None,
     devices: int | None = None,
     evaluator: bool = False,
+    all_reduce: str = AUTO,
 ) -> ClusterConfig:
     """The cluster of `strategy` for a shape given once for several strategies.
 
     A comparison (or a command line) gives one `workers`/`ps`/devices shape:
     single-machine strategies take one worker, only `parameter_server` takes
-    parameter servers, and a value left None takes the strategy's default.
+    parameter servers, only strategies with an all-reduce to choose take
+    `all_reduce`, and a value left None takes the strategy's default.
 
     Raises:
         ConfigError: for an unknown strategy.
@@ -247,6 +269,7 @@ def cluster_for(
         (spec.default_ps() if ps is None else ps) if spec.uses_ps else 0,
         (spec.default_devices if devices is None else devices) if spec.devices_apply else 1,
         evaluator,
+        all_reduce if spec.all_reduce_choices else AUTO,
     )
 
 
@@ -317,8 +340,35 @@ def validate_run(config: RunConfig) -> None:
         raise ConfigError(f"steps per execution must be at least 1, got {t.steps_per_execution}")
     if t.warmup_epochs < 0:
         raise ConfigError(f"warm-up epochs must be 0 or more, got {t.warmup_epochs}")
+    if t.precision not in PRECISIONS:
+        raise ConfigError(
+            f"unknown precision {t.precision!r}; choose one of {', '.join(PRECISIONS)}"
+        )
     if config.data.num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {config.data.num_shards}")
+
+
+def validate_for_machine(config: RunConfig, gpus: int) -> None:
+    """Refuses what cannot run on machines with `gpus` GPUs each (0: CPU only).
+
+    Called where the machine is known: the local launcher (this machine), the
+    cloud backends (the job's accelerators) and the trainer (the GPUs
+    TensorFlow sees).
+
+    Raises:
+        ConfigError: saying what to use instead.
+    """
+    errors = config.cluster.spec.machine_errors(
+        config.cluster.all_reduce, gpus, config.training.jit_compile
+    )
+    if errors:
+        raise ConfigError(errors[0])
+    if config.training.precision == MIXED_FLOAT16 and not gpus:
+        raise ConfigError(
+            "--precision mixed_float16 needs GPUs and this machine has none: use "
+            "--precision mixed_bfloat16 to rehearse mixed precision on CPU (the cloud job "
+            "with --gpu takes mixed_float16)"
+        )
 
 
 def per_replica_from_global(global_batch_size: int, cluster: ClusterConfig) -> int:

@@ -90,10 +90,26 @@ def check_model_name(name: str) -> None:
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> tf_keras.Model:
     """Builds registry model `name` for inputs of `input_shape` and `num_classes` outputs.
 
-    The last layer emits logits.
+    The last layer emits logits, in float32 under any precision policy.
 
     Raises:
         ConfigError: for an unknown model name.
     """
     check_model_name(name)
-    return MODELS[name](tuple(input_shape), num_classes)
+    return _float32_logits(MODELS[name](tuple(input_shape), num_classes))
+
+
+def _float32_logits(model: tf_keras.Model) -> tf_keras.Model:
+    """`model` with float32 logits under a mixed-precision global policy; else unchanged.
+
+    Under `mixed_float16` or `mixed_bfloat16` the layers compute in 16 bits;
+    a float32 linear activation after the last layer keeps the softmax and the
+    loss in float32, as the tf-keras mixed-precision guide does. It has no
+    weights: parameter counts and weights are the same under every policy.
+    """
+    import tf_keras as keras
+
+    if keras.mixed_precision.global_policy().compute_dtype == "float32":
+        return model
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits_float32")(model.output)
+    return keras.Model(model.input, logits, name=model.name)

@@ -94,9 +94,13 @@ class RunMetrics:
     `history`) hold one entry per epoch; `examples_per_second` is the median
     after the first epoch (which includes tracing); `wall_seconds` is time in
     epochs; `phase_seconds` says where the chief's whole time went (`startup`,
-    `setup`, `fit`, `epochs`, `export`, `evaluate`); `run_config` is the
-    RunConfig the trainer ran, whole; `sidecar_evaluations` are the evaluator
-    task's results, one per checkpoint it evaluated.
+    `setup`, `fit`, `epochs`, `export`, `evaluate`); `precision`,
+    `jit_compile` and `steps_per_execution` repeat the run config's training
+    options for readers (records older than them ran float32, without XLA,
+    one step per execution); `all_reduce` is the all-reduce that ran (`auto`
+    resolved for this machine; None in records older than the field);
+    `run_config` is the RunConfig the trainer ran, whole; `sidecar_evaluations`
+    are the evaluator task's results, one per checkpoint it evaluated.
     """
 
     strategy: str
@@ -130,6 +134,10 @@ class RunMetrics:
     weights_sha256: str | None = None
     variable_placement: dict[str, int] = field(default_factory=dict)
     parameters: int | None = None
+    precision: str = "float32"
+    jit_compile: bool = False
+    steps_per_execution: int = 1
+    all_reduce: str | None = None
     run_config: dict[str, Any] = field(default_factory=dict)
     # Added by the launcher that ran the cluster.
     launcher_wall_seconds: float | None = None

@@ -11,8 +11,26 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.config import ClusterConfig, ConfigError
-from components.core.strategy_spec import EVALUATOR, spec_for
+from components.core.config import ClusterConfig, ConfigError, RunConfig
+from components.core.strategy_spec import (
+    EVALUATOR,
+    HIERARCHICAL_COPY,
+    NCCL,
+    REDUCTION_TO_ONE_DEVICE,
+    RING,
+    spec_for,
+)
+
+# An all-reduce choice -> the `tf.distribute.experimental.CommunicationImplementation`
+# member (strategies that take `communication_options`).
+_IMPLEMENTATIONS = {NCCL: "NCCL", RING: "RING"}
+# An all-reduce choice -> the `tf.distribute` `CrossDeviceOps` class (strategies
+# that take `cross_device_ops`).
+_CROSS_DEVICE_OPS = {
+    NCCL: "NcclAllReduce",
+    HIERARCHICAL_COPY: "HierarchicalCopyAllReduce",
+    REDUCTION_TO_ONE_DEVICE: "ReductionToOneDevice",
+}
 
 
 @dataclass(frozen=True)
@@ -82,19 +100,76 @@ def configure_devices(cluster: ClusterConfig) -> None:
     )
 
 
-def make_strategy(cluster: ClusterConfig, role: Role):
-    """Builds the strategy `cluster.strategy` names, for the chief or a single process.
+@dataclass(frozen=True)
+class Communication:
+    """How a strategy all-reduces on a given machine: what `make_strategy` passes on.
+
+    Attributes:
+        all_reduce: the choice with `auto` resolved (recorded in the metrics).
+        implementation: the `CommunicationImplementation` member name
+            (`NCCL`, `RING`) for a strategy that takes `communication_options`.
+        cross_device_ops: the `tf.distribute` `CrossDeviceOps` class name for a
+            strategy that takes `cross_device_ops`; None: TensorFlow's default.
+    """
+
+    all_reduce: str
+    implementation: str | None = None
+    cross_device_ops: str | None = None
+
+
+def communication(config: RunConfig, gpus: int) -> Communication:
+    """The all-reduce of `config`'s cluster on a machine with `gpus` GPUs (0: CPU only).
+
+    Pure: no TensorFlow, so a test can ask for "a machine that lists GPUs" on
+    one without.
+
+    Raises:
+        ConfigError: a choice the strategy does not offer, one that needs
+            GPUs on a machine without, or one XLA (`training.jit_compile`)
+            cannot compile.
+    """
+    cluster = config.cluster
+    spec = cluster.spec
+    errors = spec.shape_errors(cluster)
+    errors += spec.machine_errors(cluster.all_reduce, gpus, config.training.jit_compile)
+    if errors:
+        raise ConfigError(errors[0])
+    resolved = spec.resolve_all_reduce(cluster.all_reduce, gpus)
+    if spec.all_reduce_via == "communication_options":
+        return Communication(resolved, implementation=_IMPLEMENTATIONS[resolved])
+    if spec.all_reduce_via == "cross_device_ops":
+        return Communication(resolved, cross_device_ops=_CROSS_DEVICE_OPS.get(resolved))
+    return Communication(resolved)
+
+
+def visible_gpus() -> int:
+    """GPUs TensorFlow sees in this process (lists them without starting its runtime)."""
+    import tensorflow as tf
+
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def make_strategy(config: RunConfig, role: Role, gpus: int | None = None):
+    """Builds the strategy `config.cluster.strategy` names, for the chief or a single process.
 
     Call `configure_devices` first. Parameter-server workers and parameter
     servers do not build a strategy: they run `run_server`.
 
+    Args:
+        config: the run (its cluster: strategy, shape, all-reduce; XLA).
+        role: this process's role.
+        gpus: GPUs of this machine; None: the GPUs TensorFlow sees. The
+            all-reduce follows it (`communication`).
+
     Raises:
-        ConfigError: for an unknown strategy name, or a `TF_CONFIG` that does
-            not fit the strategy.
+        ConfigError: for an unknown strategy name, an all-reduce this machine
+            cannot run, or a `TF_CONFIG` that does not fit the strategy.
     """
     import tensorflow as tf
 
-    name = spec_for(cluster.strategy).name
+    name = spec_for(config.cluster.strategy).name
+    gpus = visible_gpus() if gpus is None else gpus
+    comm = communication(config, gpus)
     # Multi-worker strategies must be built before TensorFlow's context starts,
     # so devices are listed only on the single-process branches.
     if name == "one_device":
@@ -102,19 +177,22 @@ def make_strategy(cluster: ClusterConfig, role: Role):
         # is one); unlike OneDeviceStrategy, BackupAndRestore supports it.
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        if tf.config.list_physical_devices("GPU"):
-            return tf.distribute.MirroredStrategy()
-        # Over logical CPU devices TensorFlow picks collective all-reduce, as it
-        # would across GPUs: the rehearsal exercises the same reduction path.
+        # None: TensorFlow's collective all-reduce (NCCL across GPUs; ring over
+        # logical CPU devices, so the rehearsal exercises the same reduction path).
+        ops = getattr(tf.distribute, comm.cross_device_ops)() if comm.cross_device_ops else None
+        if gpus:
+            return tf.distribute.MirroredStrategy(cross_device_ops=ops)
         return tf.distribute.MirroredStrategy(
-            devices=[d.name for d in tf.config.list_logical_devices("CPU")]
+            devices=[d.name for d in tf.config.list_logical_devices("CPU")], cross_device_ops=ops
         )
     if role.cluster is None:
         raise ConfigError(f"{name} needs TF_CONFIG with a cluster; run it through a launcher")
     if name == "multi_worker_mirrored":
+        # Explicit: TensorFlow 2.21 lowers AUTO to the hint "auto", which does not pick NCCL.
+        implementation = tf.distribute.experimental.CommunicationImplementation[comm.implementation]
         return tf.distribute.MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
-                implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
+                implementation=implementation
             )
         )
     resolver = training_cluster_resolver()

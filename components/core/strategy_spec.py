@@ -25,6 +25,17 @@ WORKER = "worker"
 PS = "ps"
 EVALUATOR = "evaluator"
 
+# All-reduce choices (`--all-reduce`). `auto` is resolved per strategy and machine
+# by `StrategySpec.resolve_all_reduce`; the others are what each strategy offers.
+AUTO = "auto"
+NCCL = "nccl"
+RING = "ring"
+HIERARCHICAL_COPY = "hierarchical_copy"
+REDUCTION_TO_ONE_DEVICE = "reduction_to_one_device"
+ALL_REDUCE = (AUTO, NCCL, RING, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE)
+# Choices that run on GPUs only.
+GPU_ONLY_ALL_REDUCE = (NCCL, HIERARCHICAL_COPY)
+
 
 class ClusterShape(Protocol):
     """What the spec reads of a cluster (`config.ClusterConfig` is one)."""
@@ -33,6 +44,7 @@ class ClusterShape(Protocol):
     ps: int
     devices_per_worker: int
     evaluator: bool
+    all_reduce: str
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,18 @@ class StrategySpec:
             worker.
         default_devices: devices per machine when the user gives none (the
             local `mirrored` rehearsal uses two, so its all-reduce really runs).
+        all_reduce_choices: the all-reduce implementations the strategy offers
+            besides `auto` (none: it has no all-reduce to choose).
+        auto_all_reduce: what `auto` means on a machine (with GPUs, without);
+            None: TensorFlow's own default (`MirroredStrategy`'s collective
+            all-reduce, NCCL on GPUs and ring over CPU devices).
+        all_reduce_via: how `tf.distribute` takes the choice:
+            `communication_options` (a `CommunicationImplementation`),
+            `cross_device_ops` (a `CrossDeviceOps`), or None.
+        xla_cpu_rehearsal: `--jit-compile` runs on a machine without GPUs.
+            Only one device does: TensorFlow 2.21's XLA refuses collectives on
+            CPU devices (multi-worker all-reduce) and variables of another
+            device (mirrored replicas, parameter servers).
     """
 
     name: str
@@ -65,6 +89,10 @@ class StrategySpec:
     devices_apply: bool
     cpu_rehearsal: bool
     default_devices: int
+    all_reduce_choices: tuple[str, ...] = ()
+    auto_all_reduce: tuple[str, str] | None = None
+    all_reduce_via: str | None = None
+    xla_cpu_rehearsal: bool = False
 
     # -- the cluster -----------------------------------------------------------
 
@@ -161,6 +189,45 @@ class StrategySpec:
         """Gradients are all-reduced between machines (what Reduction Server speeds up)."""
         return self.multi_machine and not self.uses_ps
 
+    # -- all-reduce -------------------------------------------------------------
+
+    def resolve_all_reduce(self, all_reduce: str, gpus: int) -> str:
+        """The all-reduce that runs on a machine with `gpus` GPUs: `auto` made explicit.
+
+        `multi_worker_mirrored` resolves `auto` to NCCL with GPUs and to ring
+        without: TensorFlow 2.21 lowers its own `AUTO` to the collective hint
+        `auto`, which does not choose NCCL across machines.
+        """
+        if all_reduce != AUTO or self.auto_all_reduce is None:
+            return all_reduce
+        with_gpus, without_gpus = self.auto_all_reduce
+        return with_gpus if gpus else without_gpus
+
+    def machine_errors(self, all_reduce: str, gpus: int, jit_compile: bool) -> list[str]:
+        """What cannot run on machines with `gpus` GPUs each: the all-reduce, XLA."""
+        resolved = self.resolve_all_reduce(all_reduce, gpus)
+        errors = []
+        if not gpus and resolved in GPU_ONLY_ALL_REDUCE:
+            others = [c for c in (AUTO, *self.all_reduce_choices) if c not in GPU_ONLY_ALL_REDUCE]
+            errors.append(
+                f"--all-reduce {resolved} needs GPUs and this machine has none: use "
+                f"{' or '.join(others)} to rehearse {self.name} on CPU (the cloud job with "
+                f"--gpu takes {resolved})"
+            )
+        if jit_compile and not gpus and not self.xla_cpu_rehearsal:
+            errors.append(
+                f"--jit-compile cannot run {self.name} on a machine without GPUs: TensorFlow "
+                "2.21's XLA compiles no collectives on CPU devices, nor variables on other "
+                "devices; rehearse --jit-compile with --strategy one_device (the cloud job "
+                "with --gpu takes it)"
+            )
+        if jit_compile and resolved == RING:
+            errors.append(
+                "--jit-compile compiles only NCCL or auto collectives (XLA), not ring: drop "
+                "--all-reduce ring or --jit-compile"
+            )
+        return errors
+
     # -- the shape a user asks for -----------------------------------------------
 
     def default_workers(self) -> int:
@@ -196,6 +263,18 @@ class StrategySpec:
                 f"{self.name} trains on one device, not {cluster.devices_per_worker}: "
                 "use --devices 1, or choose mirrored for every device of the machine"
             )
+        if cluster.all_reduce not in (AUTO, *self.all_reduce_choices):
+            if self.all_reduce_choices:
+                choices = ", ".join((AUTO, *self.all_reduce_choices))
+                errors.append(
+                    f"--all-reduce {cluster.all_reduce} does not apply to {self.name}: "
+                    f"choose {choices}"
+                )
+            else:
+                errors.append(
+                    f"{self.name} has no all-reduce to choose: drop --all-reduce "
+                    f"{cluster.all_reduce}"
+                )
         return errors
 
 
@@ -210,6 +289,7 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=False,
             cpu_rehearsal=False,
             default_devices=1,
+            xla_cpu_rehearsal=True,
         ),
         StrategySpec(
             "mirrored",
@@ -219,6 +299,8 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=True,
             cpu_rehearsal=True,
             default_devices=2,
+            all_reduce_choices=(NCCL, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE),
+            all_reduce_via="cross_device_ops",
         ),
         StrategySpec(
             "multi_worker_mirrored",
@@ -228,6 +310,9 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=True,
             cpu_rehearsal=False,
             default_devices=1,
+            all_reduce_choices=(NCCL, RING),
+            auto_all_reduce=(NCCL, RING),
+            all_reduce_via="communication_options",
         ),
         StrategySpec(
             "parameter_server",

@@ -31,7 +31,7 @@ from components.core import (
     sidecar,
     strategies,
 )
-from components.core.config import RunConfig
+from components.core.config import RunConfig, validate_for_machine
 from components.core.strategies import Role
 
 METRICS_NAME = "metrics.json"
@@ -269,8 +269,10 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     """
     startup_s = seconds_since_process_start()
     started = time.perf_counter()
+    gpus = strategies.visible_gpus()
+    validate_for_machine(config, gpus)
     strategies.configure_devices(config.cluster)
-    strategy = strategies.make_strategy(config.cluster, role)
+    strategy = strategies.make_strategy(config, role, gpus)
     manifest = datasets.load_manifest(config.data.shards_dir)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
@@ -319,6 +321,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     print(format_phases(phases), flush=True)
     metrics = dataclasses.replace(
         _metrics(config, manifest, batching, replicas, recorder.records, result),
+        all_reduce=strategies.communication(config, gpus).all_reduce,
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
@@ -333,10 +336,15 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
 
 
 def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
-    """The model built and compiled in the strategy's scope, with the scaled learning rate."""
+    """The model built and compiled in the strategy's scope, with the scaled learning rate.
+
+    The precision policy is set first: layers take it when they are built, and
+    `compile` wraps the optimizer in a `LossScaleOptimizer` under `mixed_float16`.
+    """
     import tf_keras as keras
 
     keras.utils.set_random_seed(config.training.seed)
+    keras.mixed_precision.set_global_policy(config.training.precision)
     with strategy.scope():
         model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
         learning_rate = make_learning_rate(
@@ -345,6 +353,7 @@ def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
         model.compile(
             optimizer=keras.optimizers.Adam(learning_rate),
             steps_per_execution=config.training.steps_per_execution,
+            jit_compile=config.training.jit_compile,
             **_loss_and_metrics(),
         )
     return model
@@ -447,6 +456,9 @@ def _metrics(config, manifest, batching, replicas, records, result) -> run_metri
         eval_loss=result.loss,
         confusion_matrix=result.confusion_matrix,
         hardware=run_metrics.detect_hardware(config.cluster, _gpu_names()),
+        precision=config.training.precision,
+        jit_compile=config.training.jit_compile,
+        steps_per_execution=config.training.steps_per_execution,
         run_config=config.to_dict(),
     )
 

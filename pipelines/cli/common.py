@@ -8,6 +8,8 @@ import os
 
 from components.core import models
 from components.core.config import (
+    ALL_REDUCE,
+    PRECISIONS,
     ClusterConfig,
     ConfigError,
     DataConfig,
@@ -103,6 +105,21 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="epochs of linear learning-rate warm-up (default: 1)",
     )
     data.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
+    speed = parser.add_argument_group("speed")
+    speed.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float32",
+        help="Keras mixed-precision policy; logits stay float32, mixed_float16 gets loss "
+        "scaling and needs GPUs (rehearse with mixed_bfloat16 on CPU) (default: float32)",
+    )
+    speed.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
+    speed.add_argument(
+        "--steps-per-execution",
+        type=positive_int,
+        default=1,
+        help="training steps per tf.function call (default: 1)",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,6 +151,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="add an evaluator task that evaluates each epoch's checkpoint on the test split "
         "beside the training (Vertex AI pool 3, TFJob Evaluator; locally one more process)",
     )
+    cluster.add_argument(
+        "--all-reduce",
+        choices=ALL_REDUCE,
+        default="auto",
+        help="gradient all-reduce: multi_worker_mirrored takes nccl or ring (auto: nccl with "
+        "GPUs, ring without); mirrored takes nccl, hierarchical_copy or "
+        "reduction_to_one_device (auto: TensorFlow's collective all-reduce) (default: auto)",
+    )
 
 
 def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -> RunConfig:
@@ -150,6 +175,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         ps=spec.default_ps() if args.ps is None else args.ps,
         devices_per_worker=spec.default_devices if args.devices is None else args.devices,
         evaluator=args.evaluator,
+        all_reduce=args.all_reduce,
     )
     per_replica = args.batch_size
     if args.global_batch_size is not None:
@@ -174,6 +200,9 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             base_learning_rate=args.learning_rate,
             warmup_epochs=args.warmup_epochs,
             seed=args.seed,
+            steps_per_execution=args.steps_per_execution,
+            precision=args.precision,
+            jit_compile=args.jit_compile,
         ),
         cluster=cluster,
         output_dir=os.path.abspath(output_dir),

@@ -94,11 +94,13 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
 
     strategies = parse_strategies(args.strategies)
     clusters = [
-        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator)
+        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator, args.all_reduce)
         for name in strategies
     ]
     # Data, model and batch flags are shared; each strategy gets its own cluster.
-    shared = argparse.Namespace(**{**vars(args), "workers": None, "ps": None, "devices": None})
+    shared = argparse.Namespace(
+        **{**vars(args), "workers": None, "ps": None, "devices": None, "all_reduce": "auto"}
+    )
     base = common.build_run_config(shared, "mirrored", "unused")
     most_pipelines = max(c.spec.input_pipelines(c) for c in clusters)
     base = dataclasses.replace(
@@ -106,8 +108,9 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         data=dataclasses.replace(base.data, num_shards=max(args.num_shards, most_pipelines)),
     )
     for cluster in clusters:
-        validate_run(dataclasses.replace(base, cluster=cluster))
-        check_rehearsal(cluster)
+        run = dataclasses.replace(base, cluster=cluster)
+        validate_run(run)
+        check_rehearsal(run)
     get_gpu(args.gpu)
     datasets.get_builder(args.dataset, args.data_dir)
     return {

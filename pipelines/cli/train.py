@@ -130,7 +130,7 @@ def _run_local(args: argparse.Namespace) -> int:
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output {output} is a file: pass a folder")
     config = common.build_run_config(args, args.strategy, output)
-    check_rehearsal(config.cluster)
+    check_rehearsal(config)
     if args.shards_dir:
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:
@@ -188,6 +188,12 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         ("replicas", metrics.num_replicas),
         ("workers / ps", f"{metrics.workers} / {metrics.ps}"),
         ("global batch", metrics.global_batch_size),
+        (
+            "speed options",
+            f"{metrics.precision}, XLA {'on' if metrics.jit_compile else 'off'}, "
+            f"{metrics.steps_per_execution} step(s) per execution, "
+            f"all-reduce {metrics.all_reduce or 'auto'}",
+        ),
         ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
         ("examples/s", f"{metrics.examples_per_second:.0f} (median after epoch 1)"),
         ("final train accuracy", f"{metrics.history['accuracy'][-1]:.4f}"),

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.config import ConfigError, RunConfig, validate_run
+from components.core.config import ConfigError, RunConfig, validate_for_machine, validate_run
 from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
-from components.core.strategy_spec import EVALUATOR
+from components.core.strategy_spec import EVALUATOR, NCCL
 from components.core.targets import TARGETS
 
 # The command every training process runs, on every backend: one trainer entry point.
@@ -220,6 +220,7 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
         if not cloud.region:
             raise ConfigError("Vertex AI needs a region: pass --region, e.g. us-central1")
     _validate_gpus(run, cloud)
+    validate_for_machine(run, resolved_gpus(run, cloud))
     if cloud.reduction_server:
         if cloud.target != "vertex":
             raise ConfigError(
@@ -235,6 +236,15 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
             raise ConfigError(
                 "Reduction Server works through NCCL on GPU workers: pass --gpu "
                 "or drop --reduction-server"
+            )
+        all_reduce = run.cluster.spec.resolve_all_reduce(
+            run.cluster.all_reduce, resolved_gpus(run, cloud)
+        )
+        if all_reduce != NCCL:
+            raise ConfigError(
+                f"Reduction Server works through NCCL, not the {all_reduce} all-reduce: drop "
+                f"--all-reduce {run.cluster.all_reduce} (auto is NCCL on GPUs) or "
+                "--reduction-server"
             )
         if cloud.reduction_server_replicas < 1:
             raise ConfigError(

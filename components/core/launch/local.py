@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.core import atomic, run_metrics, sidecar
-from components.core.config import ClusterConfig, ConfigError, RunConfig
+from components.core.config import ClusterConfig, ConfigError, RunConfig, validate_for_machine
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_ignored, sigterm_raises
@@ -455,16 +455,41 @@ def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]
     return env
 
 
-def check_rehearsal(cluster: ClusterConfig) -> None:
-    """Refuses a shape this machine cannot rehearse truthfully.
+def machine_gpus() -> int:
+    """NVIDIA GPUs this machine's processes may use, without loading TensorFlow.
+
+    Counts the driver's `/proc/driver/nvidia/gpus` entries, limited by
+    `CUDA_VISIBLE_DEVICES` when it is set (empty or `-1` hides them all).
+    """
+    try:
+        gpus = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return gpus
+    listed = [d for d in visible.split(",") if d.strip()]
+    if not listed or listed[0].strip() == "-1":
+        return 0
+    return min(gpus, len(listed))
+
+
+def check_rehearsal(config: RunConfig, gpus: int | None = None) -> None:
+    """Refuses a run this machine cannot rehearse truthfully.
 
     Logical CPU devices stand in for GPUs only where the strategy replicates
     over them (`mirrored`); a multi-worker strategy's local workers would hold
-    one replica each, fewer than counted.
+    one replica each, fewer than counted. An all-reduce or a precision that
+    needs GPUs is refused on a machine without (`validate_for_machine`).
+
+    Args:
+        config: the run.
+        gpus: GPUs of this machine; None: `machine_gpus()`.
 
     Raises:
         ConfigError: saying which flag to change.
     """
+    cluster = config.cluster
     spec = cluster.spec
     if spec.devices_per_machine(cluster) > 1 and not spec.cpu_rehearsal:
         raise ConfigError(
@@ -472,6 +497,7 @@ def check_rehearsal(cluster: ClusterConfig) -> None:
             f"(on a machine without GPUs {spec.tf_class} gives each worker one CPU device): "
             "pass --devices 1 locally; the cloud job takes GPUs per machine"
         )
+    validate_for_machine(config, machine_gpus() if gpus is None else gpus)
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> RunMetrics:
@@ -480,5 +506,5 @@ def run_local(config: RunConfig, **kwargs: Any) -> RunMetrics:
     Raises:
         ConfigError: a shape this machine cannot rehearse (before anything starts).
     """
-    check_rehearsal(config.cluster)
+    check_rehearsal(config)
     return LocalCluster(config, **kwargs).run()

@@ -57,6 +57,10 @@ STEP_LAUNCH_S = 1e-3
 USABLE_MEMORY_FRACTION = 0.90
 # Adam keeps two values per parameter (first and second moment).
 OPTIMIZER_STATE_FACTOR = 2
+# Bytes of activations kept for back-propagation relative to float32: a mixed
+# policy computes (and keeps) layer outputs in 16 bits; weights, gradients and
+# Adam state stay float32 (Keras keeps float32 variables under a mixed policy).
+ACTIVATION_BYTES_FACTOR = {"fp32": 1.0, "mixed": 0.5}
 # Heterogeneous machines: the slowest runs this much slower than the named GPU,
 # and synchronous strategies wait for it every step.
 HETEROGENEITY_SLOWDOWN = 1.5
@@ -150,28 +154,37 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
     return max(0.0, comm_s - hidden)
 
 
+def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -> float:
+    """Activation bytes one example keeps for back-propagation at `precision`."""
+    return model.activation_bytes_per_example * ACTIVATION_BYTES_FACTOR[precision]
+
+
 def memory_needed_bytes(
-    model: ModelProfile, per_replica_batch: int, replicated_embedding: bool
+    model: ModelProfile, per_replica_batch: int, replicated_embedding: bool, precision: str = "fp32"
 ) -> float:
     """Bytes one GPU needs: weights, gradients, Adam state and activations.
 
     Sparse embedding tables count only when every replica holds them
     (all-reduce strategies); parameter servers keep them off the GPU.
+    Activations take half the bytes under `mixed` precision.
     """
     params = model.params if replicated_embedding else model.dense_params
     static = params * 4 * (1 + 1 + OPTIMIZER_STATE_FACTOR)
-    return static + model.activation_bytes_per_example * per_replica_batch
+    return static + activation_bytes_per_example(model, precision) * per_replica_batch
 
 
-def max_batch_that_fits(model: ModelProfile, memory_gb: float, replicated_embedding: bool) -> int:
+def max_batch_that_fits(
+    model: ModelProfile, memory_gb: float, replicated_embedding: bool, precision: str = "fp32"
+) -> int:
     """Largest per-replica batch that fits one GPU (0 when not even the weights fit)."""
     usable = memory_gb * 1e9 * USABLE_MEMORY_FRACTION
     static = memory_needed_bytes(model, 0, replicated_embedding)
-    if static + model.activation_bytes_per_example > usable:
+    per_example = activation_bytes_per_example(model, precision)
+    if static + per_example > usable:
         return 0
-    if model.activation_bytes_per_example <= 0:
+    if per_example <= 0:
         return 1 << 30
-    return int((usable - static) // model.activation_bytes_per_example)
+    return int((usable - static) // per_example)
 
 
 # ----------------------------------------------------------------------------- per strategy

@@ -180,8 +180,8 @@ def recommend(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
     gpu = get_gpu(topology.gpu)
-    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, replicated_embedding=True)
-    fit_ps = max_batch_that_fits(model, gpu.memory_gb, replicated_embedding=False)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+    fit_ps = max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
         return _model_parallelism(topology, model, batch_size, gpu)
     preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
@@ -219,7 +219,7 @@ def _candidates_that_fit(
     preds = candidates(topology, model, batch)
     if fit_replicated >= batch:
         return preds, batch, []
-    need_gb = memory_needed_bytes(model, batch, True) / 1e9
+    need_gb = memory_needed_bytes(model, batch, True, topology.precision) / 1e9
     if fit_replicated == 0:
         for p in preds:
             if not spec_for(p.strategy).uses_ps:

@@ -12,6 +12,15 @@ from components.core.hardware import get_gpu, interconnect_bandwidth
 PRECISIONS = ("fp32", "mixed")
 
 
+def precision_of_policy(policy: str) -> str:
+    """The selector's precision of a run's tf-keras policy (`training.precision`).
+
+    `float32` is `fp32`; `mixed_float16` and `mixed_bfloat16` are `mixed`
+    (16-bit tensor cores and activations).
+    """
+    return "fp32" if policy == "float32" else "mixed"
+
+
 @dataclass(frozen=True)
 class Topology:
     """The hardware a training job may use.
