@@ -116,3 +116,16 @@ def test_tasks_are_counted_from_the_pipeline_and_its_loop_items():
     assert count_tasks(comparison, {}) == 3 + 2 * len(DEFAULT_CLUSTERS)  # the default
     # A task under a condition may be skipped: no total rather than a wrong one.
     assert count_tasks(build_training_pipeline(), {}) is None
+
+
+def test_verbose_shows_everything_live_as_well():
+    log, console = io.StringIO(), io.StringIO()
+    progress = TaskProgress(console, total=1)
+    stream = _LogStream(log, progress, echo=console)
+    progress.filter(_record("Executing task 'train'"))
+    for line in [*_executor_input(TRAIN_INPUTS), "    " + EPOCHS[1]]:
+        stream.write(line + "\n")
+    progress.filter(_record("Task 'train' finished with status SUCCESS"))
+    shown = console.getvalue()
+    assert "Got executor_input" in shown and "[chief-0] epoch 1/2" in shown
+    assert "[1/1] train parameter_server ... " in shown
