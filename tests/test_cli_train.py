@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from pipelines import cli
 from tests.conftest import trainer_pids
+
+
+def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """The epoch scalars in `log_dir`, read by TensorBoard's own reader."""
+    try:
+        from tensorboard.backend.event_processing import event_accumulator
+        from tensorboard.util import tensor_util
+    except ImportError:
+        pytest.fail("tensorboard is a dependency of Strategist (pyproject.toml): run make install")
+    assert list(log_dir.glob("events.out.tfevents.*")), f"no event file in {log_dir}"
+    reader = event_accumulator.EventAccumulator(str(log_dir))
+    reader.Reload()
+    return {
+        tag: [
+            (e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in reader.Tensors(tag)
+        ]
+        for tag in reader.Tags()["tensors"]
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -90,3 +109,29 @@ def test_train_writes_metrics_and_model(tmp_path, tfds_dir, capsys):
     assert (out / "model" / "saved_model.pb").exists()
     config = json.loads((out / "config.json").read_text())
     assert config["cluster"]["strategy"] == "one_device"
+    # TensorBoard logs under the output: one point per epoch of every scalar.
+    written = scalars(out / "tensorboard" / "train")
+    for tag in ("loss", "accuracy", "learning_rate", "examples_per_second", "seconds"):
+        assert [step for step, _ in written[f"epoch_{tag}"]] == [0, 1, 2, 3], tag
+    assert [value for _, value in written["epoch_accuracy"]] == pytest.approx(
+        metrics["history"]["accuracy"], rel=1e-5
+    )
+    assert [value for _, value in written["epoch_examples_per_second"]] == pytest.approx(
+        metrics["epoch_examples_per_second"], rel=1e-5
+    )
+
+
+@pytest.mark.cluster
+def test_train_writes_tensorboard_logs_where_vertex_ai_asks(tmp_path, tfds_dir, monkeypatch):
+    """`AIP_TENSORBOARD_LOG_DIR` (set by Vertex AI for `--tensorboard`) wins over the output."""
+    out, board = tmp_path / "run", tmp_path / "vertex-tensorboard"
+    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", str(board))
+    code = main(
+        [
+            "train", "--local", "--strategy", "one_device", "--epochs", "2",
+            "--data-dir", str(tfds_dir), "--num-shards", "2", "--output", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    assert len(scalars(board / "train")["epoch_loss"]) == 2
+    assert not (out / "tensorboard").exists()

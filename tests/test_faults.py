@@ -490,7 +490,7 @@ def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
     # A session of its own: the signal reaches the command only, as a scheduler sends it.
     proc, events, reader = start_streaming(command, start_new_session=True)
     try:
-        events.wait_for(r"\] epoch 2/300")
+        events.wait_for(r"multi_worker_mirrored epoch 2/300")
         assert trainer_pids(str(out)), "the train task's cluster should be running"
         proc.send_signal(sig)
         sent = time.monotonic()

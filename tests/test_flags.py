@@ -61,6 +61,7 @@ COMPARE_FLAGS = {
     "--gpu": "target hardware of the recorded recommendation",
     "--machines": "target hardware of the recorded recommendation",
     "--network-gbps": "target hardware of the recorded recommendation",
+    "--verbose": "shows OUTPUT/pipeline.log live (tests/test_local_console.py)",
 }
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 
 import pytest
 
@@ -17,19 +20,22 @@ pytestmark = pytest.mark.cluster
 def comparison_run(tmp_path_factory):
     tfds_dir = tmp_path_factory.mktemp("tfds-pipeline")
     out = tmp_path_factory.mktemp("compare")
-    code = cli.main(
-        [
-            "compare", "--local", "--strategies", "mirrored,parameter_server",
-            "--epochs", "4", "--workers", "2", "--ps", "1", "--num-shards", "2",
-            "--seed", "7", "--warmup-epochs", "0", "--learning-rate", "0.002",
-            "--data-dir", str(tfds_dir), "--output", str(out),
-        ]
-    )  # fmt: skip
-    return code, out
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+        code = cli.main(
+            [
+                "compare", "--local", "--strategies", "mirrored,parameter_server",
+                "--epochs", "4", "--workers", "2", "--ps", "1", "--num-shards", "2",
+                "--seed", "7", "--warmup-epochs", "0", "--learning-rate", "0.002",
+                "--data-dir", str(tfds_dir), "--output", str(out),
+            ]
+        )  # fmt: skip
+    print(console.getvalue())  # shown by pytest when a test fails
+    return code, out, console.getvalue()
 
 
 def test_compare_writes_the_report_files(comparison_run):
-    code, out = comparison_run
+    code, out, _ = comparison_run
     assert code == 0
     for name in ("comparison.json", "report.html", "summary.md", "throughput.png", "timings.json"):
         assert (out / name).stat().st_size > 0, name
@@ -45,7 +51,7 @@ def test_compare_writes_the_report_files(comparison_run):
 
 def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
     """`compare` flags reach the trainer: each record holds the config the trainer ran."""
-    _, out = comparison_run
+    _, out, _ = comparison_run
     report = json.loads((out / "comparison.json").read_text())
     for result in report["results"]:
         ran = RunConfig.from_dict(result["run_config"])
@@ -63,7 +69,7 @@ def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
 
 
 def test_records_state_the_hardware_that_ran(comparison_run):
-    _, out = comparison_run
+    _, out, _ = comparison_run
     report = json.loads((out / "comparison.json").read_text())
     with open("/proc/cpuinfo") as handle:
         cpuinfo = handle.read()
@@ -75,7 +81,7 @@ def test_records_state_the_hardware_that_ran(comparison_run):
 
 
 def test_each_task_wrote_its_artifacts(comparison_run):
-    _, out = comparison_run
+    _, out, _ = comparison_run
     root = out / "pipeline_root"
     files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -92,7 +98,7 @@ def test_each_task_wrote_its_artifacts(comparison_run):
 
 
 def test_task_timings_are_recorded(comparison_run):
-    _, out = comparison_run
+    _, out, _ = comparison_run
     timings = json.loads((out / "timings.json").read_text())
     names = [t["name"] for t in timings["tasks"]]
     assert names.count("train") == 2 and names.count("evaluate") == 2
@@ -103,6 +109,28 @@ def test_task_timings_are_recorded(comparison_run):
     )
 
 
+def test_the_console_shows_tasks_epochs_and_the_table_and_the_log_holds_the_rest(comparison_run):
+    _, out, console = comparison_run
+    lines = console.splitlines()
+    assert len(lines) <= 60, console
+    tasks = [line for line in lines if re.match(r"^\[\d+/7\] ", line)]
+    assert len(tasks) == 7  # shard, select, compare + train and evaluate per strategy
+    trains = [line for line in tasks if " train " in line]
+    assert [line.split()[2] for line in trains] == ["mirrored", "parameter_server"]
+    assert all(re.search(r" \.\.\. \d+\.\d s$", line) for line in tasks)
+    assert sum("parameter_server epoch " in line for line in lines) == 4
+    assert "Strategy" in console and "Eval accuracy" in console  # the closing table
+    log_path = out / "pipeline.log"
+    assert f"full log: {log_path}" in console
+    for noise in ("executor_input", "INFO", "non-Python base image", "have no effect", "E0000"):
+        assert noise not in console, noise
+    log = log_path.read_text()
+    assert log.count("Got executor_input:") == 7  # every task's full executor output
+    assert log.count("[chief-0] epoch ") == 8 and "Wrote executor output file" in log
+    timings = json.loads((out / "timings.json").read_text())
+    assert "train parameter_server" in [t["label"] for t in timings["tasks"]]
+
+
 def test_no_training_process_is_left(comparison_run):
-    _, out = comparison_run
+    _, out, _ = comparison_run
     assert not trainer_pids(str(out))

@@ -7,6 +7,7 @@ install it (`apt-get install chromium` on Debian).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -70,6 +71,23 @@ def record(strategy: str, eps: float, replicas: int, seconds: float, acc: list[f
         "history": {"loss": [1.2 - a for a in acc], "accuracy": acc},
         "eval_accuracy": acc[-1],
         "eval_loss": 1.2 - acc[-1],
+        "schema_version": 2,
+        "hardware": {
+            "platform": "local",
+            "processes": 1 if strategy == "mirrored" else 4,
+            "logical_devices_per_machine": 2 if strategy == "mirrored" else 0,
+            "cpu_model": "AMD EPYC",
+            "cpu_cores": 2,
+            "memory_gb": 23.5,
+        },
+        "phase_seconds": {
+            "startup": 2.5 if strategy == "mirrored" else 9.0,
+            "setup": 0.3,
+            "fit": elapsed[-1] + 0.4,
+            "epochs": elapsed[-1],
+            "export": 0.3,
+            "evaluate": 0.1,
+        },
     }
 
 
@@ -81,7 +99,11 @@ def rendered(tmp_path_factory) -> dict:
         record("multi_worker_mirrored", 1200.0, 2, 1.2, [0.58, 0.84, 0.9, 0.93, 0.945]),
         record("parameter_server", 700.0, 2, 2.0, [0.55, 0.8, 0.88, 0.91, 0.93]),
     ]
-    report = build_report(runs, prices=PRICES, recommendation={"strategy": "mirrored"})
+    recommendation = {
+        "strategy": "mirrored",
+        "inputs": {"topology": {"machines": 1, "gpus_per_machine": 2, "gpu": "t4"}},
+    }
+    report = build_report(runs, prices=PRICES, recommendation=recommendation)
     paths = write_report(report, out)
     page = paths["report.html"]
     profile = tmp_path_factory.mktemp("chromium-profile")
@@ -99,9 +121,15 @@ class DomParser(HTMLParser):
         self.headers = 0
         self.title = ""
         self._in_title = False
+        self.text: list[str] = []  # every text node of the page
+        self.by_id: dict[str, str] = {}  # text inside elements with an id
+        self.cells: dict[str, list[str]] = {}  # table cell texts by data-key
+        self._open: list[tuple[str, str | None, str | None]] = []  # (tag, id, data-key)
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag not in ("img", "meta", "br", "span"):
+            self._open.append((tag, a.get("id"), a.get("data-key") if tag == "td" else None))
         if tag == "tr" and "data-name" in a:
             self.rows.append(a["data-name"])
         elif tag == "th":
@@ -110,9 +138,31 @@ class DomParser(HTMLParser):
             self.images.append(a)
         self._in_title = tag == "title"
 
+    def handle_endtag(self, tag):
+        if tag in ("img", "meta", "br", "span"):
+            return
+        while self._open:
+            if self._open.pop()[0] == tag:
+                break
+
     def handle_data(self, data):
         if self._in_title:
             self.title += data
+        self.text.append(data)
+        for _, element_id, _ in self._open:
+            if element_id:
+                self.by_id[element_id] = self.by_id.get(element_id, "") + data
+        if self._open and self._open[-1][2]:
+            self.cells.setdefault(self._open[-1][2], []).append(data.strip())
+
+
+@pytest.fixture(scope="module")
+def page(rendered) -> DomParser:
+    """The DOM that Chromium rendered, parsed."""
+    assert rendered["dom"].returncode == 0, rendered["dom"].stderr[-2000:]
+    parser = DomParser()
+    parser.feed(rendered["dom"].stdout)
+    return parser
 
 
 def test_chromium_loads_the_page_with_its_table_and_plots(rendered):
@@ -148,3 +198,42 @@ def test_the_screenshot_shows_a_page_with_coloured_plots(rendered):
     top = pixels[: HEIGHT // 3]
     assert float((top.mean(axis=2) < 0.3).mean()) > 0.005, "no text rendered near the top"
     assert np.isfinite(pixels).all()
+
+
+def test_the_page_states_the_hardware_and_that_this_was_a_cpu_rehearsal(page):
+    hardware = page.by_id["hardware"]
+    assert "Measured on local: 1 machine(s), AMD EPYC (2 cores, 23.5 GB), no GPU" in hardware
+    assert "2 logical CPU devices per machine: mirrored" in hardware
+    assert "4 processes: multi_worker_mirrored, parameter_server" in hardware
+    rehearsal = page.by_id["rehearsal"]
+    assert "local CPU rehearsal" in rehearsal and "does not predict GPU throughput" in rehearsal
+    # The recommendation is a t4 prediction: not called an agreement with a CPU measurement.
+    text = " ".join(page.text)
+    assert "Predicted for 2 x t4 on 1 machine(s)" in text
+    assert "Agrees with the measured winner" not in text
+
+
+def test_the_page_shows_where_each_strategys_time_went(page, rendered):
+    import base64
+    import io
+
+    import matplotlib.image
+
+    phases = next(img for img in page.images if img.get("data-plot") == "phases.png")
+    assert "Where each run's time went" in phases["alt"]
+    png = base64.b64decode(phases["src"].split(",", 1)[1])
+    pixels = matplotlib.image.imread(io.BytesIO(png))[..., :3]
+    # Each phase has its own colour: the stacked bars show several of them.
+    colours = {(round(r, 1), round(g, 1), round(b, 1)) for r, g, b in pixels.reshape(-1, 3)}
+    saturated = {c for c in colours if max(c) - min(c) > 0.3}
+    assert len(saturated) >= 4, saturated
+
+
+def test_no_efficiency_above_100_percent_is_shown_without_a_baseline(page, rendered):
+    assert rendered["report"]["baseline"]["kind"] == "none"
+    assert page.cells["scaling_efficiency"] == ["n/a"] * 3
+    assert page.cells["speedup"] == ["n/a"] * 3
+    text = " ".join(page.text)
+    assert "No one_device run" in page.by_id["baseline"] and "n/a" in page.by_id["baseline"]
+    shown = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s?%", text)]
+    assert shown and max(shown) <= 100.0, shown

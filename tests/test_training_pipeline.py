@@ -3,6 +3,7 @@ run promotes its model, the second (held to a margin it cannot beat) keeps the p
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -38,7 +39,8 @@ def two_runs(tmp_path_factory):
             build_training_pipeline(),
             {**arguments, "promotion_margin": margin},
             str(root),
-            log=lambda line: None,
+            log_path=str(root / "pipeline.log"),
+            console=io.StringIO(),
         )
         pointer = json.loads((promotion_root / "promoted.json").read_text())
         runs.append({"result": result, "timings": timings, "root": root, "pointer": pointer})

@@ -57,3 +57,11 @@ def test_input_iterator_outlives_fit_and_still_serves_batches():
     assert len(kept) == 1
     batch_features, _ = next(kept[0])
     assert batch_features.shape == (4, 4)
+
+
+def test_tensorboard_logs_go_under_the_output_or_where_vertex_ai_says(monkeypatch):
+    monkeypatch.delenv(training.TENSORBOARD_ENV, raising=False)
+    assert training.tensorboard_log_dir("/runs/a") == "/runs/a/tensorboard"
+    # Vertex AI gives a gs:// folder; TensorFlow writes it through the job's gcsfuse mount.
+    monkeypatch.setenv(training.TENSORBOARD_ENV, "gs://bucket/logs/run-1")
+    assert training.tensorboard_log_dir("/runs/a") == "/gcs/bucket/logs/run-1"

@@ -29,6 +29,7 @@ from components.core import (
     models,
     run_metrics,
     sidecar,
+    storage_paths,
     strategies,
 )
 from components.core.config import RunConfig, validate_for_machine
@@ -39,6 +40,10 @@ MODEL_DIR_NAME = "model"
 CONFIG_NAME = "config.json"
 # Epoch records survive a restart here, beside the BackupAndRestore checkpoint.
 EPOCH_LOG_NAME = "epochs.json"
+# TensorBoard logs: OUTPUT/tensorboard, or where Vertex AI asks a job with a TensorBoard
+# instance (`--tensorboard`) to write them.
+TENSORBOARD_DIR_NAME = "tensorboard"
+TENSORBOARD_ENV = "AIP_TENSORBOARD_LOG_DIR"
 
 
 @dataclass(frozen=True)
@@ -297,7 +302,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
             flush=True,
         )
     fit_started = time.perf_counter()
-    _fit(model, config, manifest, batching, recorder, backup_dir)
+    _fit(model, config, manifest, batching, recorder, backup_dir, tensorboard_log_dir(output_dir))
     fit_ended = time.perf_counter()
     weights_sha256 = _weights_digest(model)
     _export(model, output_dir)
@@ -384,8 +389,13 @@ def evaluate_beside(config: RunConfig) -> list[dict[str, Any]]:
     return sidecar.evaluate_checkpoints(config, model, datasets.eval_dataset(manifest))
 
 
-def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backup_dir: str):
-    """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`."""
+def _fit(
+    model, config: RunConfig, manifest, batching: Batching, recorder, backup_dir: str, log_dir: str
+):
+    """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`.
+
+    TensorBoard logs go to `log_dir` (`tensorboard_callback`).
+    """
     import tf_keras as keras
 
     dataset = keras.utils.experimental.DatasetCreator(
@@ -403,6 +413,8 @@ def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backu
     callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
+    if board := tensorboard_callback(log_dir, recorder):
+        callbacks.append(board)
     model.fit(
         dataset,
         epochs=config.training.epochs,
@@ -410,6 +422,61 @@ def _fit(model, config: RunConfig, manifest, batching: Batching, recorder, backu
         callbacks=callbacks,
         verbose=0,
     )
+
+
+def tensorboard_log_dir(output_dir: str) -> str:
+    """Where a task writes TensorBoard logs.
+
+    `AIP_TENSORBOARD_LOG_DIR` when Vertex AI sets it (a job with a TensorBoard
+    instance), written through the job's gcsfuse mount (`/gcs/...`) since
+    TensorFlow reads no `gs://` paths without tensorflow-io; otherwise
+    `output_dir/tensorboard`. In a multi-worker cluster Keras lets only the
+    chief keep what it writes there.
+
+    Args:
+        output_dir: this task's output folder (the chief's is the run's).
+    """
+    from_vertex = os.environ.get(TENSORBOARD_ENV)
+    if from_vertex:
+        return storage_paths.to_gcsfuse(from_vertex)
+    return os.path.join(output_dir, TENSORBOARD_DIR_NAME)
+
+
+def tensorboard_callback(log_dir: str, recorder: EpochRecorder):
+    """A Keras TensorBoard callback writing each epoch's scalars to `log_dir`.
+
+    Scalars: loss, accuracy, learning rate, examples per second and seconds of
+    the epoch (the last two from `recorder`, whose callback runs first). No
+    graph and no profile: they would cost every run time.
+
+    Returns:
+        The callback, or None when the tensorboard package (tf.summary's
+        implementation) is missing; a line says so and training goes on.
+    """
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        print(
+            "TensorBoard logs not written: the tensorboard package is not installed "
+            "(make install, or pip install tensorboard)",
+            flush=True,
+        )
+        return None
+    import tf_keras as keras
+
+    class _TensorBoard(keras.callbacks.TensorBoard):
+        def on_epoch_end(self, epoch, logs=None):
+            logs = dict(logs or {})
+            if len(recorder.records) > epoch:
+                record = recorder.records[epoch]
+                logs["examples_per_second"] = record["examples_per_second"]
+                logs["seconds"] = record["seconds"]
+            # A constant rate; a schedule's current value is added by Keras itself.
+            with contextlib.suppress(TypeError, ValueError):
+                logs["learning_rate"] = float(self.model.optimizer.learning_rate)
+            super().on_epoch_end(epoch, logs)
+
+    return _TensorBoard(log_dir, write_graph=False, profile_batch=0, update_freq="epoch")
 
 
 def _finish_task(run_output_dir: str, scratch_dir: str, role: Role, weights_sha256: str) -> None:

@@ -15,6 +15,8 @@ from components.core.strategy_spec import COMPARED_BY_DEFAULT
 from pipelines.cli import common
 
 DEFAULT_STRATEGIES = COMPARED_BY_DEFAULT
+# Everything kfp.local and the tasks print, in the output folder.
+LOG_NAME = "pipeline.log"
 
 
 def add_parser(subparsers) -> None:
@@ -60,6 +62,12 @@ def add_parser(subparsers) -> None:
         help="network between machines, Gbit/s (default: 10)",
     )
     parser.add_argument("--output", help="output folder (default: runs/<timestamp>-compare)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show everything kfp.local and the tasks print (always written to "
+        f"OUTPUT/{LOG_NAME})",
+    )
     parser.set_defaults(run=run)
 
 
@@ -140,17 +148,23 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(output, exist_ok=True)
     config = RunConfig.from_dict(arguments["run_config"])
     names = ", ".join(c["strategy"] for c in arguments["clusters"])
+    log_path = os.path.join(output, LOG_NAME)
     print(
         f"compare: {names} on {config.data.dataset} "
         f"({config.model.name}, {config.training.epochs} epochs) through kfp.local"
     )
+    print(f"full log: {log_path}", flush=True)
     started = time.perf_counter()
     try:
         result, timings = run_locally(
-            build_comparison_pipeline(), arguments, os.path.join(output, "pipeline_root")
+            build_comparison_pipeline(),
+            arguments,
+            os.path.join(output, "pipeline_root"),
+            log_path=log_path,
+            verbose=args.verbose,
         )
     except RuntimeError as err:
-        print(f"strategist compare: error: {err}", file=sys.stderr)
+        print(f"strategist compare: error: {err}; full log: {log_path}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: the running task was stopped
         print(
@@ -173,10 +187,9 @@ def run(args: argparse.Namespace) -> int:
     report = comparison.load_report(os.path.join(output, "comparison.json"))
     print()
     print(comparison.summary_table(report))
-    print(f"\nwinner: {report['winner']} ({report['winner_reason']})")
     print(f"pipeline wall time {wall:.1f}s; {len(timings)} tasks")
     print(f"\noutput: {output}")
-    for name in report_files:
+    for name in [*report_files, "timings.json", LOG_NAME]:
         print(f"  {name}")
     return 0
 

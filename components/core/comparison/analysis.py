@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.core.comparison.errors import ReportError
+from components.core.comparison.measured_on import measured_on, rehearsal_note
 from components.core.comparison.pricing import PriceTable, estimate_cost, load_prices
 from components.core.comparison.values import finite, is_number, pct, round_or_none, usd
 from components.core.config import STRATEGIES, ConfigError
@@ -111,17 +112,18 @@ def _names(records: list[Mapping[str, Any]]) -> list[str]:
 def choose_baseline(results: list[Mapping[str, Any]]) -> dict[str, Any]:
     """The run speed-ups and scaling efficiencies are measured against.
 
-    The `one_device` run when it ran, otherwise the run with the lowest
-    throughput per replica.
+    The `one_device` run when it ran. Without one there is no baseline (`kind`
+    `none`): measuring against another multi-replica run gave "efficiencies"
+    above 100 % that said nothing about scaling.
 
     Args:
         results: records carrying `name`, `strategy`, `num_replicas` and
             `examples_per_second`.
 
     Returns:
-        `name`, `strategy`, `kind` (`one_device` or `slowest_per_replica`),
+        `name`, `strategy`, `kind` (`one_device` or `none`),
         `examples_per_second`, `num_replicas`, `per_replica_examples_per_second`
-        and a `description` in words.
+        (None without a baseline) and a `description` in words.
     """
     single = [r for r in results if spec_for(r["strategy"]).single_device]
     if single:
@@ -131,14 +133,19 @@ def choose_baseline(results: list[Mapping[str, Any]]) -> dict[str, Any]:
             f"({base['name']}, {base['examples_per_second']:,.0f} examples/s)."
         )
     else:
-        base = min(results, key=lambda r: r["examples_per_second"] / r["num_replicas"])
-        kind = "slowest_per_replica"
-        description = (
-            f"No one_device run: speed-up and scaling efficiency are measured against the run "
-            f"with the lowest throughput per replica ({base['name']}, "
-            f"{base['examples_per_second'] / base['num_replicas']:,.0f} examples/s per replica), "
-            "so efficiencies are relative to it, not to a single device."
-        )
+        return {
+            "name": None,
+            "strategy": None,
+            "kind": "none",
+            "examples_per_second": None,
+            "num_replicas": None,
+            "per_replica_examples_per_second": None,
+            "description": (
+                "No one_device run in this comparison, so speed-up and scaling efficiency are "
+                "n/a: both are measured against a single device, and no run here shows what "
+                "one device does. Add one_device to --strategies to measure them."
+            ),
+        }
     return {
         "name": base["name"],
         "strategy": base["strategy"],
@@ -310,7 +317,9 @@ def build_report(
         A JSON-serialisable dict: `results` (each record plus `name`,
         `speedup`, `scaling_efficiency`, `time_to_target_accuracy_s`,
         `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `cost_note`),
-        `baseline`, `winner`, `winner_reason`, `target_accuracy`,
+        `baseline`, `measured_on` (the hardware, in words, and its runs),
+        `rehearsal_note` (None unless a run was a local CPU rehearsal),
+        `winner`, `winner_reason`, `target_accuracy`,
         `equal_quality_tolerance`, `recommendation`, `prices`, `prices_as_of`,
         `dataset`, `model` and `generated_at`.
 
@@ -336,6 +345,8 @@ def build_report(
         "target_accuracy": target_accuracy,
         "equal_quality_tolerance": EQUAL_QUALITY,
         "baseline": baseline,
+        "measured_on": measured_on(records),
+        "rehearsal_note": rehearsal_note(records),
         "winner": winner,
         "winner_reason": reason,
         "recommendation": recommendation,
@@ -371,7 +382,7 @@ def _add_derived(
 ) -> None:
     """Adds speed-up, scaling efficiency, time to target and cost to one record."""
     speedup = efficiency = None
-    if baseline and baseline["examples_per_second"] > 0:
+    if baseline and (baseline["examples_per_second"] or 0) > 0:
         speedup = record["examples_per_second"] / baseline["examples_per_second"]
         efficiency = (record["examples_per_second"] / record["num_replicas"]) / baseline[
             "per_replica_examples_per_second"

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.plots import PLOT_FILES, render_plots, strategy_colors
 from components.core.comparison.summary import TEXT_COLUMNS, notes, recommended, table_rows
 from components.core.comparison.values import pct
@@ -23,11 +24,13 @@ h2 { font-size: 18px; margin: 28px 0 10px; }
 .callouts { display: grid; grid-template-columns: 2fr 1fr; gap: 16px; }
 .card { background: #fff; border: 1px solid #e5e7eb; border-radius: 10px; padding: 16px 20px; }
 .winner { border-left: 6px solid #16a34a; }
-.winner .label, .rec .label { font-size: 12px; letter-spacing: .06em; text-transform: uppercase;
-  color: #4b5563; margin: 0; }
+.winner .label, .rec .label, .rehearsal .label { font-size: 12px; letter-spacing: .06em;
+  text-transform: uppercase; color: #4b5563; margin: 0; }
 .winner .name { font-size: 24px; font-weight: 700; margin: 2px 0 6px; }
 .rec .name { font-size: 20px; font-weight: 600; margin: 2px 0 6px; }
-.agree { color: #166534; } .differ { color: #9a3412; }
+.agree { color: #166534; } .differ { color: #9a3412; } .unlike { color: #4b5563; }
+.rehearsal { border-left: 6px solid #d97706; margin-top: 16px; }
+#hardware { margin: 0 0 6px; padding-left: 20px; color: #374151; }
 .table-wrap { background: #fff; border: 1px solid #e5e7eb; border-radius: 10px; overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { padding: 9px 12px; border-bottom: 1px solid #e5e7eb; white-space: nowrap; }
@@ -50,7 +53,10 @@ ul.notes li { margin-bottom: 6px; }
 """
 
 _CAPTIONS = {
-    "throughput.png": "Examples per second per strategy; speed-up over the baseline in brackets.",
+    "throughput.png": "Examples per second per strategy; speed-up over one_device in brackets "
+    "when it ran.",
+    "phases.png": "Where each run's time went, from its chief's start to its record: start-up, "
+    "set-up, epochs, the rest of fit, export and evaluation (phase_seconds).",
     "accuracy_vs_time.png": "Training accuracy at each epoch end; ★ marks reaching the target.",
     "loss_vs_time.png": "Training loss at each epoch end against wall-clock time.",
     "epoch_times.png": "Seconds per epoch; the first epoch includes graph tracing and warm-up.",
@@ -87,12 +93,14 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
 <main>
 <h1>Strategy comparison</h1>
 <p class="meta">{_meta(report)}</p>
+<ul id="hardware">{"".join(f"<li>{escape(line)}</li>" for line in hardware_lines(report))}</ul>
 <section class="callouts">
 <div class="card winner"><p class="label">Winner</p>
 <p class="name" id="winner">{escape(winner or "none")}</p>
 <p id="winner-reason">{escape(report.get("winner_reason", ""))}</p></div>
 <div class="card rec"><p class="label">strategist select would choose</p>{recommendation}</div>
 </section>
+{_rehearsal(report)}
 <h2>Results</h2>
 <div class="table-wrap">
 <table id="results">
@@ -140,11 +148,8 @@ def _recommendation(report: Mapping[str, Any]) -> str:
         return (
             '<p class="name muted">not given</p><p>No recommendation was passed to the report.</p>'
         )
-    agree = rec == report.get("winner")
-    out = (
-        f'<p class="name">{escape(rec)}</p><p class="{"agree" if agree else "differ"}">'
-        f"{'Agrees with' if agree else 'Differs from'} the measured winner.</p>"
-    )
+    kind, sentence = recommendation_check(report, rec)
+    out = f'<p class="name">{escape(rec)}</p><p class="{kind}">{escape(sentence)}</p>'
     reasons = (report.get("recommendation") or {}).get("reasons") or []
     if isinstance(reasons, list) and reasons:
         out += (
@@ -153,6 +158,17 @@ def _recommendation(report: Mapping[str, Any]) -> str:
             + "</ul>"
         )
     return out
+
+
+def _rehearsal(report: Mapping[str, Any]) -> str:
+    """The local-rehearsal card: what these numbers do and do not predict; empty otherwise."""
+    note = report.get("rehearsal_note")
+    if not note:
+        return ""
+    return (
+        '<div class="card rehearsal" id="rehearsal"><p class="label">Local CPU rehearsal</p>'
+        f"<p>{escape(note)}</p></div>"
+    )
 
 
 def _table_head() -> str:
@@ -222,5 +238,10 @@ def _figures(plots: Mapping[str, bytes]) -> str:
 
 
 def _note_items(report: Mapping[str, Any], baseline: str | None) -> str:
-    """The notes as `<li>` elements, without the baseline (shown under the table)."""
-    return "".join(f"<li>{escape(n)}</li>" for n in notes(report) if n != baseline)
+    """The notes as `<li>` elements, without what the page shows elsewhere.
+
+    The baseline is under the table, the hardware under the title and the
+    rehearsal note in its card.
+    """
+    shown = {baseline, report.get("rehearsal_note"), *hardware_lines(report)}
+    return "".join(f"<li>{escape(n)}</li>" for n in notes(report) if n not in shown)

@@ -1,4 +1,4 @@
-"""The report's PNG plots: throughput, loss and accuracy against time, seconds per epoch.
+"""The report's PNG plots: throughput, where the time went, loss and accuracy, epoch times.
 
 Drawn with matplotlib on an Agg canvas (no pyplot, so no global state or GUI
 backend).
@@ -13,7 +13,23 @@ from typing import Any
 from components.core.comparison.analysis import accuracy_history, epoch_end_times
 from components.core.comparison.values import pct
 
-PLOT_FILES = ("throughput.png", "loss_vs_time.png", "accuracy_vs_time.png", "epoch_times.png")
+PLOT_FILES = (
+    "throughput.png",
+    "phases.png",
+    "loss_vs_time.png",
+    "accuracy_vs_time.png",
+    "epoch_times.png",
+)
+# Where a run's time went, from its `phase_seconds`, in the order the chief spends it.
+# `fit` holds the epochs; its rest is input set-up, checkpoints and teardown.
+PHASES = (
+    ("startup", "start-up (imports, cluster)", "#9ca3af"),
+    ("setup", "set-up (strategy, data, model)", "#60a5fa"),
+    ("epochs", "epochs", "#2563eb"),
+    ("fit_other", "fit outside epochs", "#a78bfa"),
+    ("export", "export", "#f59e0b"),
+    ("evaluate", "evaluation", "#10b981"),
+)
 
 _STRATEGY_COLORS = {
     "one_device": "#6b7280",
@@ -91,7 +107,9 @@ def plot_throughput(report: Mapping[str, Any]) -> bytes:
         _no_data(ax, "throughput")
     ax.grid(False, axis="y")
     ax.set_xlabel("examples per second (median epoch after the first)")
-    ax.set_title("Training throughput (speed-up vs baseline)", loc="left", fontsize=11)
+    baseline = (report.get("baseline") or {}).get("name")
+    title = f"Training throughput (speed-up vs {baseline})" if baseline else "Training throughput"
+    ax.set_title(title, loc="left", fontsize=11)
     return _png(fig)
 
 
@@ -199,10 +217,47 @@ def plot_epoch_times(report: Mapping[str, Any]) -> bytes:
     return _png(fig)
 
 
+def phase_seconds(record: Mapping[str, Any]) -> dict[str, float]:
+    """A record's `phase_seconds` as the stacked segments of `PHASES` (empty when absent)."""
+    phases = record.get("phase_seconds") or {}
+    if not phases:
+        return {}
+    seconds = {key: float(phases.get(key) or 0.0) for key, _, _ in PHASES if key in phases}
+    if "fit" in phases:
+        seconds["fit_other"] = max(0.0, float(phases["fit"]) - seconds.get("epochs", 0.0))
+    return seconds
+
+
+def plot_phases(report: Mapping[str, Any]) -> bytes:
+    """Stacked horizontal bars of where each run's time went (the chief's phases); PNG bytes."""
+    results = [r for r in report.get("results", []) if phase_seconds(r)]
+    fig, ax = _figure(max(3.0, 1.6 + 0.55 * len(results)))
+    if results:
+        names = [r["name"] for r in results][::-1]
+        left = [0.0] * len(names)
+        for key, label, color in PHASES:
+            widths = [phase_seconds(r).get(key, 0.0) for r in results][::-1]
+            ax.barh(names, widths, left=left, color=color, height=0.6, label=label)
+            left = [a + b for a, b in zip(left, widths, strict=True)]
+        for y, total in enumerate(left):
+            ax.text(total * 1.01, y, f"{total:.1f} s", va="center", fontsize=9)
+        ax.set_xlim(0, max(left) * 1.18 or 1.0)
+        ax.legend(
+            fontsize=8, frameon=False, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18)
+        )
+    else:
+        _no_data(ax, "phase times")
+    ax.grid(False, axis="y")
+    ax.set_xlabel("seconds of the chief process, from its start to its record")
+    ax.set_title("Where the time went", loc="left", fontsize=11)
+    return _png(fig)
+
+
 def render_plots(report: Mapping[str, Any]) -> dict[str, bytes]:
     """All plots of a report, file name -> PNG bytes (names in `PLOT_FILES`)."""
     return {
         "throughput.png": plot_throughput(report),
+        "phases.png": plot_phases(report),
         "loss_vs_time.png": plot_loss_vs_time(report),
         "accuracy_vs_time.png": plot_accuracy_vs_time(report),
         "epoch_times.png": plot_epoch_times(report),

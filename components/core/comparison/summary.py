@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.values import pct, usd
 
 # The columns of every results table: record key, heading, cell format.
@@ -35,11 +36,19 @@ DISPLAY_PRECISION = {
 }
 
 
+# What a missing value means, where it is not simply unknown.
+_MISSING = {
+    "time_to_target_accuracy_s": "not reached",
+    "speedup": "n/a",  # no one_device baseline: see the baseline's description
+    "scaling_efficiency": "n/a",
+}
+
+
 def _cell(record: Mapping[str, Any], key: str, fmt: Callable[[Any], str]) -> str:
     """One formatted cell; a dash (or `not reached`) for a missing value."""
     value = record.get(key)
     if value is None:
-        return "not reached" if key == "time_to_target_accuracy_s" else "–"
+        return _MISSING.get(key, "–")
     return fmt(value)
 
 
@@ -72,9 +81,14 @@ def summary_table(report: Mapping[str, Any]) -> str:
     lines.append(f"Winner: {report.get('winner') or '–'}. {report.get('winner_reason', '')}")
     if report.get("baseline"):
         lines.append(report["baseline"]["description"])
+    lines.extend(hardware_lines(report))
+    if report.get("rehearsal_note"):
+        lines.append(report["rehearsal_note"])
     rec = recommended(report)
     if rec:
-        lines.append(f"`strategist select` would have chosen: {rec}.")
+        lines.append(
+            f"`strategist select` would have chosen: {rec}. {recommendation_check(report, rec)[1]}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -121,7 +135,7 @@ def recommended(report: Mapping[str, Any]) -> str | None:
 
 
 def notes(report: Mapping[str, Any]) -> list[str]:
-    """The notes under a report: baseline, definitions, prices, unpriced runs, recommendation.
+    """The notes under a report: baseline, hardware, definitions, prices, recommendation.
 
     Args:
         report: `build_report` output.
@@ -132,6 +146,9 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     out = []
     if report.get("baseline"):
         out.append(report["baseline"]["description"])
+    out.extend(hardware_lines(report))
+    if report.get("rehearsal_note"):
+        out.append(report["rehearsal_note"])
     out.append(
         f"Time to target: wall-clock seconds from the start of fit to the end of the first "
         f"epoch whose training accuracy reached {pct(report.get('target_accuracy', 0))} "
@@ -151,8 +168,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
             out.append(f"{r['name']}: cost not estimated: {r['cost_note']}.")
     rec = recommended(report)
     if rec:
-        agree = "agrees with" if rec == report.get("winner") else "differs from"
         out.append(
-            f"`strategist select` would have chosen {rec}, which {agree} the measured winner."
+            f"`strategist select` would have chosen {rec}. {recommendation_check(report, rec)[1]}"
         )
     return out
