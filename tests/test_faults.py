@@ -512,6 +512,53 @@ def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
     report(f"{signal.Signals(sig).name} to strategist compare", stop=stopped_s)
 
 
+@pytest.mark.cluster
+def test_sigkill_of_strategist_train_leaves_no_task_behind(digits_shards, tmp_path):
+    """A SIGKILLed launcher cannot stop its tasks; they die with it (parent-death signal).
+
+    Before, a parameter-server cluster's workers and PS served on in `server.join()`.
+    """
+    out = tmp_path / "train"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "parameter_server",
+        "--epochs", "300", "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command, start_new_session=True)
+    try:
+        events.wait_for(r"^\[chief-0\] epoch 2/300")
+        assert len(trainer_pids(str(out))) == 4  # chief, 2 workers, 1 PS
+        proc.kill()  # SIGKILL to the command alone: no handler runs
+        killed = time.monotonic()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(timeout=10)
+    deadline = time.monotonic() + 10
+    while trainer_pids(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gone_s = time.monotonic() - killed
+    assert not trainer_pids(str(out)), "a task outlived its SIGKILLed launcher"
+    report("SIGKILL to strategist train (parameter_server)", tasks_gone=gone_s)
+
+
+@pytest.mark.cluster
+def test_the_working_directory_cannot_inject_modules_into_trainers(digits_shards, tmp_path):
+    """Trainers start isolated (`python -I`): a stray `tf_keras.py` where the user stands
+    is not imported by them."""
+    stray = tmp_path / "tf_keras.py"
+    marker = tmp_path / "imported"
+    stray.write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(3)\n")
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "one_device", "--epochs", "1",
+        "--shards-dir", digits_shards, "--output", str(tmp_path / "out"),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert not marker.exists()
+
+
 # -- safety -----------------------------------------------------------------------------
 
 

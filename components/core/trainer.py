@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from components.core import datasets, strategies, training
@@ -20,6 +21,9 @@ from components.core.strategy_spec import EVALUATOR
 
 # Set by the local launcher when it restarts a cluster, so metrics count restarts.
 RESTARTS_ENV = "STRATEGIST_RESTARTS"
+# Set by the local launcher to its own PID: its tasks die with it (see die_with_launcher).
+LAUNCHER_PID_ENV = "STRATEGIST_LAUNCHER_PID"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # Exit code of a task that found its input unusable: launchers do not restart it,
 # since a restart would fail the same way.
 CONFIG_ERROR_EXIT = 2
@@ -36,8 +40,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def die_with_launcher() -> None:
+    """Asks Linux to SIGKILL this task when the local launcher that started it dies.
+
+    A parameter-server worker or PS otherwise serves forever in `server.join()`
+    after its launcher was SIGKILLed. The parent-death signal is set here, in
+    the child, rather than in a `preexec_fn` (unsafe in a launcher that runs
+    reader threads); a launcher that died before this line is caught by the
+    parent-PID check. Cloud tasks (no `LAUNCHER_PID_ENV`) are left alone.
+    """
+    launcher = os.environ.get(LAUNCHER_PID_ENV)
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(launcher):
+        os._exit(128 + signal.SIGKILL)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs this process's task; returns its exit code (`CONFIG_ERROR_EXIT` on bad input)."""
+    die_with_launcher()
     args = parse_args(argv)
     try:
         if args.config:

@@ -43,7 +43,7 @@ from components.core.config import ClusterConfig, ConfigError, RunConfig, valida
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_ignored, sigterm_raises
-from components.core.trainer import CONFIG_ERROR_EXIT, RESTARTS_ENV
+from components.core.trainer import CONFIG_ERROR_EXIT, LAUNCHER_PID_ENV, RESTARTS_ENV
 from components.core.training import METRICS_NAME, MODEL_DIR_NAME
 
 HOST = "127.0.0.1"  # local clusters never listen beyond this machine
@@ -375,6 +375,7 @@ class LocalCluster:
         env = task_environment(task.tf_config, self.cluster_restarts)
         command = [
             sys.executable,
+            "-I",  # isolated: the working directory cannot shadow a module of the trainer
             "-m",
             "components.core.trainer",
             "--config-json",
@@ -452,6 +453,7 @@ def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]
     env["PYTHONUNBUFFERED"] = "1"
     env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
     env[RESTARTS_ENV] = str(restarts)
+    env[LAUNCHER_PID_ENV] = str(os.getpid())  # the task dies with this launcher
     return env
 
 
