@@ -274,7 +274,8 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     """
     startup_s = seconds_since_process_start()
     started = time.perf_counter()
-    gpus = strategies.visible_gpus()
+    gpu_names = _gpu_names()
+    gpus = len(gpu_names)
     validate_for_machine(config, gpus)
     strategies.configure_devices(config.cluster)
     strategy = strategies.make_strategy(config, role, gpus)
@@ -325,7 +326,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     }
     print(format_phases(phases), flush=True)
     metrics = dataclasses.replace(
-        _metrics(config, manifest, batching, replicas, recorder.records, result),
+        _metrics(config, manifest, batching, replicas, recorder.records, result, gpu_names),
         all_reduce=strategies.communication(config, gpus).all_reduce,
         phase_seconds=phases,
         restarts=restarts,
@@ -413,8 +414,7 @@ def _fit(
     callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
-    if board := tensorboard_callback(log_dir, recorder):
-        callbacks.append(board)
+    callbacks.append(tensorboard_callback(log_dir, recorder))
     model.fit(
         dataset,
         epochs=config.training.epochs,
@@ -428,10 +428,9 @@ def tensorboard_log_dir(output_dir: str) -> str:
     """Where a task writes TensorBoard logs.
 
     `AIP_TENSORBOARD_LOG_DIR` when Vertex AI sets it (a job with a TensorBoard
-    instance), written through the job's gcsfuse mount (`/gcs/...`) since
-    TensorFlow reads no `gs://` paths without tensorflow-io; otherwise
-    `output_dir/tensorboard`. In a multi-worker cluster Keras lets only the
-    chief keep what it writes there.
+    instance), written through the job's gcsfuse mount (`/gcs/...`) like every
+    other path of a Vertex AI run; otherwise `output_dir/tensorboard`. In a
+    multi-worker cluster Keras lets only the chief keep what it writes there.
 
     Args:
         output_dir: this task's output folder (the chief's is the run's).
@@ -449,19 +448,7 @@ def tensorboard_callback(log_dir: str, recorder: EpochRecorder):
     the epoch (the last two from `recorder`, whose callback runs first). No
     graph and no profile: they would cost every run time.
 
-    Returns:
-        The callback, or None when the tensorboard package (tf.summary's
-        implementation) is missing; a line says so and training goes on.
     """
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        print(
-            "TensorBoard logs not written: the tensorboard package is not installed "
-            "(make install, or pip install tensorboard)",
-            flush=True,
-        )
-        return None
     import tf_keras as keras
 
     class _TensorBoard(keras.callbacks.TensorBoard):
@@ -487,7 +474,9 @@ def _finish_task(run_output_dir: str, scratch_dir: str, role: Role, weights_sha2
         os.rmdir(os.path.dirname(scratch_dir))
 
 
-def _metrics(config, manifest, batching, replicas, records, result) -> run_metrics.RunMetrics:
+def _metrics(
+    config, manifest, batching, replicas, records, result, gpu_names
+) -> run_metrics.RunMetrics:
     """The run's record from its plan, its epochs and its evaluation."""
     seconds = [r["seconds"] for r in records]
     throughput = [r["examples_per_second"] for r in records]
@@ -522,7 +511,7 @@ def _metrics(config, manifest, batching, replicas, records, result) -> run_metri
         eval_accuracy=result.accuracy,
         eval_loss=result.loss,
         confusion_matrix=result.confusion_matrix,
-        hardware=run_metrics.detect_hardware(config.cluster, _gpu_names()),
+        hardware=run_metrics.detect_hardware(config.cluster, gpu_names),
         precision=config.training.precision,
         jit_compile=config.training.jit_compile,
         steps_per_execution=config.training.steps_per_execution,
