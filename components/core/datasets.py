@@ -23,6 +23,7 @@ from typing import Any
 
 from components.core import atomic
 from components.core.config import ConfigError
+from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "test")
@@ -112,6 +113,14 @@ class Manifest:
                 f"{root}/{MANIFEST_NAME} is not a Strategist manifest ({err!r}); "
                 "delete the folder and shard the dataset again"
             ) from None
+
+    @property
+    def input_spec(self) -> InputSpec:
+        """The examples these shards hold, as models see them after parsing."""
+        return InputSpec(
+            features={"image": FeatureSpec(shape=tuple(self.image_shape), dtype="float32")},
+            label=LabelSpec(name="label", dtype="int64", num_classes=self.num_classes),
+        )
 
     def file_paths(self, split: str) -> list[str]:
         return [os.path.join(self.root, f.path) for f in self.split(split).files]
