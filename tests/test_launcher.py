@@ -91,6 +91,7 @@ class FakeJobService:
 
     def get_custom_job(self, request=None, *, name=None, retry=None, timeout=None, metadata=()):
         self.calls.append("get")
+        assert len(self.calls) < 100, "the launcher polls a job that never changes"
         outcome = self.get_script.pop(0) if self.get_script else None
         if isinstance(outcome, Exception):
             raise outcome
@@ -330,6 +331,7 @@ class FakeCustomObjectsApi:
 
     def get_namespaced_custom_object(self, group, version, namespace, plural, name, **kwargs):
         self.calls.append("get")
+        assert len(self.calls) < 100, "the launcher polls a job that never changes"
         outcome = self.get_script.pop(0) if self.get_script else None
         if isinstance(outcome, Exception):
             return _Thread(outcome)
