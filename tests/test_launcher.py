@@ -491,3 +491,99 @@ def test_train_step_records_the_job_before_it_ends(tmp_path, monkeypatch):
             gcp_resources_path=str(path),
         )
     assert recorded(path)["resources"][0]["resourceUri"].endswith("customJobs/1000")
+
+
+# -- pre-launch checks: the local ones, before any request ----------------------------
+
+CLOUD_ARGS = {
+    "vertex": ["--target", "vertex", "--project", "proj", "--region", "us-central1"],
+    "kubeflow": ["--target", "kubeflow", "--namespace", "ml"],
+}
+
+
+@pytest.fixture
+def no_requests(monkeypatch):
+    """Both backends' clients: fakes that record any call (none may come)."""
+    from components.core.launch import cloud as cloudlib
+
+    vertex_fake, api = FakeJobService(), FakeCustomObjectsApi()
+    monkeypatch.setattr(cloudlib, "google_credentials", lambda: None)
+    monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: vertex_fake)
+    monkeypatch.setattr(kubeflow, "load_credentials", lambda cloud: k8s.Configuration())
+    monkeypatch.setattr(kubeflow, "make_client", lambda cloud, conf=None: training_client(api))
+    yield
+    assert vertex_fake.calls == [] and api.calls == []
+
+
+def cloud_train(target: str, *flags: str) -> list[str]:
+    return [
+        "train", *CLOUD_ARGS[target], "--image", "registry/strategist-trainer:1",
+        "--base-output-dir", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/shards/digits",
+        *flags,
+    ]  # fmt: skip
+
+
+def exit_and_error(argv, capsys) -> tuple[int, str]:
+    from pipelines import cli
+
+    code = cli.main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_too_few_shards_refused_as_locally_before_any_request(
+    target, digits_shards, tmp_path, monkeypatch, capsys, no_requests
+):
+    from components.core.launch import cloud as cloudlib
+
+    # The job's gs:// shards, readable from here (as on a pipeline step's gcsfuse mount).
+    monkeypatch.setattr(
+        cloudlib, "readable_shards",
+        lambda uri: digits_shards if uri == "gs://bucket/shards/digits" else None,
+    )  # fmt: skip
+    shape = ("--strategy", "multi_worker_mirrored", "--workers", "5")  # 4 shard files
+    local = exit_and_error(
+        ["train", "--local", "--shards-dir", digits_shards, "--output", str(tmp_path), *shape],
+        capsys,
+    )
+    assert local[0] == 2 and "too few for 5 workers" in local[1]
+    assert exit_and_error(cloud_train(target, *shape, "--dry-run"), capsys) == local
+    assert exit_and_error(cloud_train(target, *shape), capsys) == local
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_indivisible_global_batch_refused_as_locally_before_any_request(
+    target, capsys, no_requests
+):
+    shape = ("--strategy", "multi_worker_mirrored", "--workers", "3", "--global-batch-size", "100")
+    expected = (
+        "strategist train: error: --global-batch-size 100 does not divide across 3 replicas "
+        "of multi_worker_mirrored: use a multiple of 3\n"
+    )
+    assert exit_and_error(cloud_train(target, *shape, "--dry-run"), capsys) == (2, expected)
+    assert exit_and_error(cloud_train(target, *shape), capsys) == (2, expected)
+
+
+def test_global_batch_is_checked_against_the_jobs_gpus(tmp_path, capsys, no_requests):
+    """The job's replicas are its GPUs: 6 divides over 2 --devices, not over 4 GPUs."""
+    mirrored = ("--strategy", "mirrored", "--global-batch-size", "6")
+    local = exit_and_error(
+        ["train", "--local", "--devices", "4", "--output", str(tmp_path), *mirrored], capsys
+    )
+    assert local[0] == 2 and "does not divide across 4 replicas" in local[1]
+    cloud = ("--devices", "2", "--gpu", "t4", "--gpus-per-machine", "4", *mirrored)
+    assert exit_and_error(cloud_train("vertex", *cloud), capsys) == local
+    code, error = exit_and_error(
+        cloud_train("vertex", "--devices", "2", "--gpu", "t4", "--gpus-per-machine", "4",
+                    "--strategy", "mirrored", "--global-batch-size", "8"),
+        capsys,
+    )  # fmt: skip
+    assert code == 2 and "the job holds 4 (4 GPUs per machine): pass --devices 4" in error
+
+
+def test_evaluator_and_ps_shape_errors_refused_as_locally(tmp_path, capsys, no_requests):
+    for shape in (("--strategy", "parameter_server", "--workers", "2", "--ps", "0"),
+                  ("--strategy", "mirrored", "--ps", "1")):  # fmt: skip
+        local = exit_and_error(["train", "--local", "--output", str(tmp_path), *shape], capsys)
+        assert local[0] == 2
+        assert exit_and_error(cloud_train("kubeflow", *shape, "--dry-run"), capsys) == local

@@ -180,6 +180,10 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     if not args.target:
         raise ConfigError("no cloud target: pass --target vertex or --target kubeflow")
     cloud = cloud_config(args)
+    if args.global_batch_size is not None:
+        from components.core.launch.cloud import validate_global_batch
+
+        validate_global_batch(args.global_batch_size, run, cloud)
     job = build_cloud_job(run, cloud)  # validates, once
     if args.dry_run:
         _print_dry_run(job, cloud)
