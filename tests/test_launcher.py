@@ -194,8 +194,12 @@ def test_vertex_create_whose_reply_was_lost_is_found_not_made_twice(tmp_path):
 def test_vertex_restart_in_the_middle_re_attaches_without_a_second_create(tmp_path):
     path = tmp_path / "gcp_resources"
     fake = FakeJobService(
-        get=[State.JOB_STATE_PENDING, State.JOB_STATE_RUNNING, State.JOB_STATE_RUNNING,
-             State.JOB_STATE_SUCCEEDED]  # fmt: skip
+        get=[
+            State.JOB_STATE_PENDING,
+            State.JOB_STATE_RUNNING,
+            State.JOB_STATE_RUNNING,
+            State.JOB_STATE_SUCCEEDED,
+        ]  # fmt: skip
     )
     with pytest.raises(PodKilled):  # the first pod dies while the job runs
         run_vertex(fake, path, Clock(kill_after=3))
@@ -225,7 +229,9 @@ def test_vertex_restart_after_a_failed_job_launches_a_new_one(tmp_path):
     fake.get_script = [None, State.JOB_STATE_SUCCEEDED]  # the old job is read once, still failed
     run_vertex(fake, path)
     assert fake.calls.count("create") == 2 and len(fake.jobs) == 2
-    assert recorded(path) != first and recorded(path)["resources"][0]["resourceUri"].endswith("1001")
+    assert recorded(path) != first and recorded(path)["resources"][0]["resourceUri"].endswith(
+        "1001"
+    )
 
 
 def test_vertex_sigterm_cancels_the_job_and_retries_the_cancel(tmp_path):
@@ -341,9 +347,13 @@ class FakeCustomObjectsApi:
         if outcome:
             job["status"] = {
                 "conditions": [
-                    {"type": outcome, "status": "True", "reason": f"TFJob{outcome}",
-                     "message": f"TFJob {namespace}/{name} is {outcome.lower()}.",
-                     "lastTransitionTime": "2026-11-24T00:00:00Z"}
+                    {
+                        "type": outcome,
+                        "status": "True",
+                        "reason": f"TFJob{outcome}",
+                        "message": f"TFJob {namespace}/{name} is {outcome.lower()}.",
+                        "lastTransitionTime": "2026-11-24T00:00:00Z",
+                    }
                 ],  # fmt: skip
                 "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2}},
             }

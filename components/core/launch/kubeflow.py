@@ -145,8 +145,9 @@ def make_client(cloud: CloudConfig, configuration: k8s.Configuration | None = No
 
 def resource_uri(client: Any, namespace: str, name: str) -> str:
     """The TFJob's REST URI on the cluster's API server, for `gcp_resources`."""
-    configuration = getattr(getattr(getattr(client, "custom_api", None), "api_client", None),
-                            "configuration", None)
+    configuration = getattr(
+        getattr(getattr(client, "custom_api", None), "api_client", None), "configuration", None
+    )
     host = getattr(configuration, "host", None) or "https://kubernetes.default.svc"
     return f"{host.rstrip('/')}/apis/{GROUP_VERSION}/namespaces/{namespace}/tfjobs/{name}"
 
@@ -162,7 +163,7 @@ def submit_and_wait(
     log: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
     gcp_resources: str | None = None,
-    backoff: remote.Backoff = remote.Backoff(),
+    backoff: remote.Backoff = remote.DEFAULT_BACKOFF,
 ) -> str:
     """Creates the TFJob (or re-attaches to it), prints its status changes, waits.
 

@@ -114,6 +114,9 @@ class Backoff:
             delay = min(delay * self.multiplier, self.maximum_s)
 
 
+DEFAULT_BACKOFF = Backoff()
+
+
 def call_with_retries(
     call: Callable[[], T],
     what: str,
@@ -143,7 +146,9 @@ def call_with_retries(
             sleep(delay)
 
 
-def cancel(call: Callable[[], Any], retrying: Callable[..., Any], log: Callable[[str], None]) -> None:
+def cancel(
+    call: Callable[[], Any], retrying: Callable[..., Any], log: Callable[[str], None]
+) -> None:
     """Cancels (or deletes) a job on an interrupt: retried, and not cut short by a
     second signal; a failure is logged, so the interrupt itself still ends the step."""
     from components.core.signals import signals_ignored
@@ -215,4 +220,3 @@ def describe(error: BaseException) -> str:
     root = list(_chain(error))[-1]
     text = " ".join(str(root).split())[:300]
     return f"{type(root).__name__}: {text}" if text else type(root).__name__
-

@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from google.cloud import aiplatform_v1
-
 from google.api_core.exceptions import NotFound
+from google.cloud import aiplatform_v1
 
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
@@ -159,7 +158,7 @@ def submit_and_wait(
     log: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
     gcp_resources: str | None = None,
-    backoff: remote.Backoff = remote.Backoff(),
+    backoff: remote.Backoff = remote.DEFAULT_BACKOFF,
 ) -> aiplatform_v1.CustomJob:
     """Creates the job (or re-attaches to it), prints its link and state changes, waits.
 
@@ -204,7 +203,8 @@ def submit_and_wait(
             if current is None:
                 current = _create(client, job, cloud, retrying, log)
                 remote.write_gcp_resources(
-                    gcp_resources, remote.JobRecord(RESOURCE_TYPE, resource_uri(current.name, cloud))
+                    gcp_resources,
+                    remote.JobRecord(RESOURCE_TYPE, resource_uri(current.name, cloud)),
                 )
             name = current.name
             log(f"vertex: console {console_url(name, cloud)}")
