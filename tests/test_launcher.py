@@ -597,3 +597,22 @@ def test_evaluator_and_ps_shape_errors_refused_as_locally(tmp_path, capsys, no_r
         local = exit_and_error(["train", "--local", "--output", str(tmp_path), *shape], capsys)
         assert local[0] == 2
         assert exit_and_error(cloud_train("kubeflow", *shape, "--dry-run"), capsys) == local
+
+
+def test_a_recorded_job_that_no_longer_exists_is_replaced(tmp_path):
+    path = tmp_path / "gcp_resources"
+    fake = FakeJobService(get=[State.JOB_STATE_SUCCEEDED])
+    run_vertex(fake, path)
+    fake.jobs.clear()  # deleted since
+    fake.get_script = [None, State.JOB_STATE_SUCCEEDED]
+    run_vertex(fake, path)
+    assert fake.calls.count("create") == 2
+
+    api = FakeCustomObjectsApi(get=["Succeeded"])
+    run_tfjob(api, path.with_name("tfjob"))
+    api.jobs.clear()  # deleted since (ttlSecondsAfterFinished)
+    api.get_script = [None, "Succeeded"]  # the first get finds nothing
+    lines = []
+    assert run_tfjob(api, path.with_name("tfjob"), lines=lines) == "Succeeded"
+    assert api.calls.count("create") == 2
+    assert "kubeflow: the recorded TFJob ml/run-1 no longer exists; creating a new one" in lines
