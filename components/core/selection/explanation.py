@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from components.core.hardware import get_gpu, interconnect_bandwidth
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     PREEMPTIONS_PER_MACHINE_HOUR,
     RESTART_COST_S,
     achievable_tflops,
+    link_bandwidth_gbps,
 )
 from components.core.selection.prediction import Prediction
-from components.core.selection.topology import Topology
+from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
 
@@ -55,7 +55,7 @@ def _compute_sentence(
     chosen: Prediction, topology: Topology, model: ModelProfile, batch: int
 ) -> str:
     """The model's size and FLOPs, and how long one GPU takes for a step."""
-    gpu = get_gpu(topology.gpu)
+    gpu = device(topology.gpu)
     tflops = achievable_tflops(topology.gpu, topology.precision)
     return (
         f"{model.name}: {model.params:,} parameters ({model.gradient_bytes / 1e6:,.1f} MB of dense "
@@ -81,7 +81,7 @@ def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfi
     return (
         f"One machine with {topology.gpus_per_machine} GPUs: mirrored all-reduces "
         f"{model.gradient_bytes / 1e6:,.1f} MB over {topology.link} "
-        f"({interconnect_bandwidth(topology.link):g} GB/s) "
+        f"({link_bandwidth_gbps(topology):g} GB/s nominal) "
         f"in {chosen.raw_communication_s * 1e3:,.1f} ms, "
         f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation: "
         f"{pct(chosen.scaling_efficiency)} scaling efficiency."

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import ConfigError
-from components.core.hardware import Gpu, get_gpu
+from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     USABLE_MEMORY_FRACTION,
@@ -19,7 +19,7 @@ from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.rules import apply_rules, prefer_simpler
-from components.core.selection.topology import Layout, Topology
+from components.core.selection.topology import Layout, Topology, device
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
@@ -179,7 +179,7 @@ def recommend(
     topology.validate()
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
-    gpu = get_gpu(topology.gpu)
+    gpu = device(topology.gpu)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     fit_ps = max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
