@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -311,6 +312,8 @@ def _comparison(tmp_path: Path, name: str, results: list[tuple[str, float]], gpu
                 "examples_per_second": eps,
                 "workers": 4,
                 "ps": 4 if s == "parameter_server" else 0,
+                "devices_per_worker": 8,
+                "per_replica_batch_size": 64,
                 "num_replicas": 32,
                 "eval_accuracy": 0.76,
                 "model": "resnet101",
@@ -336,7 +339,8 @@ def test_history_measurement_outranks_prediction(tmp_path):
     rec = recommend(topology, RESNET101, history=selection.load_history([path]))
     assert rec.strategy == "parameter_server"
     assert rec.to_dict()["measured"]["examples_per_second"] == 6000.0
-    assert any("Measured" in r and "6,000" in r and "outranks" in r for r in rec.reasons)
+    assert any("Measured" in r and "6,000" in r and "replaces" in r and path in r
+               for r in rec.reasons)  # fmt: skip
 
 
 def test_history_confirming_the_choice_is_reported(tmp_path):
@@ -345,8 +349,10 @@ def test_history_confirming_the_choice_is_reported(tmp_path):
     rec = recommend(topology, RESNET101, history=selection.load_history([path]))
     assert rec.strategy == "multi_worker_mirrored"
     assert any("Measured" in r and "5,000" in r for r in rec.reasons)
-    # unmeasured candidates are rescaled by the measured/predicted ratio
-    assert any("median measured/predicted ratio" in r for r in rec.reasons)
+    # the unmeasured candidates keep their own predictions
+    ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
+    assert ps.measured_examples_per_second is None
+    assert ps.rank_examples_per_second == ps.examples_per_second
 
 
 def test_history_on_other_hardware_is_ignored(tmp_path):
@@ -357,7 +363,8 @@ def test_history_on_other_hardware_is_ignored(tmp_path):
         history=selection.load_history([path]),
     )
     assert rec.strategy == "multi_worker_mirrored"
-    assert any("None of the 1 history records matches" in r for r in rec.reasons)
+    assert any("None of the 1 history records matches" in r and "device t4" in r
+               for r in rec.reasons)  # fmt: skip
 
 
 # ------------------------------------------------------------------ CLI
@@ -422,6 +429,16 @@ def test_cli_history_and_text(tmp_path, capsys):
         (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
           "/nonexistent/comparison.json"], "--history"),
+        (["--machines", "1", "--gpus-per-machine", "32", "--gpu", "a100", "--params", "10"],
+         "no machine holds more than 16 a100"),
+        (["--machines", "2", "--gpus-per-machine", "4", "--gpu", "t4", "--interconnect",
+          "nvlink", "--params", "10"], "t4 GPUs have no NVLink"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--network-gbps", "100000",
+          "--params", "10"], "--nics"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--nics", "0", "--params", "10"],
+         "--nics"),
+        (["--machines", "2", "--gpus-per-machine", "8", "--params", "10",
+          "--activation-bytes-per-example", "-1"], "--activation-bytes-per-example"),
     ],
 )  # fmt: skip
 def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
@@ -467,3 +484,149 @@ def test_the_pipelines_select_step_takes_the_runs_precision():
 
     assert "TFLOP/s sustained, mixed" in choice("mixed_bfloat16").markdown
     assert "TFLOP/s sustained, fp32" in choice("float32").markdown
+
+
+# ------------------------------------------------------------------ the issue's edge answers
+
+
+def test_slow_network_recommends_fewer_machines_and_says_how_many():
+    """16 x 8 V100 on 1 Gbps: not 128 GPUs at 9 %, but the machines that still pay."""
+    rec = recommend(Topology(16, 8, "v100", network_gbps=1), RESNET101)
+    assert rec.chosen.scaling_efficiency >= 0.5
+    assert rec.layout.workers < 16
+    assert [m for m, *_ in rec.machine_options] == [1, 2, 4, 8, 16]
+    full = rec.machine_options[-1]
+    assert full[3] < 0.5  # the whole cluster scales below the floor
+    reason = rec.reasons[0]
+    assert reason.startswith("Adding machines buys little here: on all 16 machines (128 v100)")
+    assert f"Use {rec.layout.workers} machine" in reason
+    assert "Predicted speed-up by machine count: 1 machine (mirrored)" in reason
+    doc = rec.to_dict()
+    assert [o["machines"] for o in doc["machine_options"]] == [1, 2, 4, 8, 16]
+
+
+def test_a_fast_network_keeps_every_machine():
+    rec = recommend(Topology(16, 8, "v100", network_gbps=100), RESNET101)
+    assert rec.layout.workers == 16 and rec.machine_options == []
+
+
+def test_params_model_without_flops_is_estimated_and_shows_both_ends():
+    """A 44.5M-parameter model without FLOPs: say it is a guess and show both answers."""
+    model = from_params(44_549_160)
+    rec = recommend(Topology(16, 4, "v100", network_gbps=25), model)
+    reason = next(r for r in rec.reasons if "FLOPs per example were not given" in r)
+    assert "MLP-like (2 FLOPs per parameter)" in reason
+    assert "CNN-like (480 FLOPs per parameter)" in reason
+    assert "Give --gflops-per-example" in reason
+    assert any("Activation memory was not given" in r for r in rec.reasons)
+    given = from_params(44_549_160, 15.7e9, 1.7e8)
+    assert not any("not given" in r for r in recommend(Topology(16, 4, "v100"), given).reasons)
+
+
+def test_params_model_counts_activation_memory():
+    """0.9B parameters at batch 100,000 no longer passes the memory check."""
+    rec = recommend(Topology(1, 8, "a100"), from_params(900_000_000), batch_size=100_000)
+    assert rec.batch_size < 100_000
+    assert any("A per-GPU batch of 100000 needs" in r for r in rec.reasons)
+    small = from_params(900_000_000, 1.8e9, activation_bytes_per_example=1000.0)
+    assert recommend(Topology(1, 8, "a100"), small, batch_size=100_000).batch_size == 100_000
+
+
+def test_nics_multiply_the_machine_bandwidth():
+    one = Topology(4, 8, "v100", network_gbps=25)
+    four = Topology(4, 8, "v100", network_gbps=25, nics=4)
+    assert four.machine_network_gbps == 100
+    assert "100 Gbps network (4 x 25)" in four.describe()
+    slow = recommend(one, RESNET101).chosen
+    fast = recommend(four, RESNET101).chosen
+    assert fast.raw_communication_s < slow.raw_communication_s
+
+
+def test_infeasible_rows_are_marked():
+    model = PUBLISHED_PROFILES["resnet50"].with_sparse_embedding(2_000_000_000)
+    rec = recommend(Topology(4, 8, "v100", network_gbps=100), model)
+    text = rec.to_text()
+    assert "(infeasible: sparse embedding table does not fit one GPU)" in text
+    assert "(infeasible:" in rec.to_markdown()
+
+
+def test_many_small_tensors_cost_more_than_few_big_ones():
+    """SE-ResNeXt (446 tensors) pays more per step than a model of equal bytes in 4 tensors."""
+    se = PUBLISHED_PROFILES["se_resnext101_32x4d"]
+    few = dataclasses.replace(se, tensors=4)
+    topo = Topology(4, 8, "v100", network_gbps=100)
+    many_comm = selection.predict_allreduce(topo, se, 64, 4, 8)[2]
+    few_comm = selection.predict_allreduce(topo, few, 64, 4, 8)[2]
+    assert many_comm - few_comm == pytest.approx(442 * selection.FITTED.tensor_latency_s)
+
+
+def test_link_speed_follows_the_gpu_generation():
+    from components.core.selection.cost_model import link_bandwidth_gbps
+
+    assert link_bandwidth_gbps(Topology(1, 8, "p100", "nvlink")) == 80
+    assert link_bandwidth_gbps(Topology(1, 8, "v100")) == 150
+    assert link_bandwidth_gbps(Topology(1, 8, "a100")) == 300
+    assert link_bandwidth_gbps(Topology(1, 8, "h100")) == 450
+    assert link_bandwidth_gbps(Topology(1, 4, "t4")) == pytest.approx(15.8)
+    assert link_bandwidth_gbps(Topology(1, 4, "h100", "pcie")) == 63
+
+
+# ------------------------------------------------------------------ history on a CPU
+
+
+def _cpu_records(tmp_path: Path, measured: dict[str, float]) -> str:
+    """A comparison.json as a local compare on this CPU writes it (RunMetrics v2)."""
+    from components.core.config import ClusterConfig
+    from components.core.run_metrics import RunMetrics, detect_hardware
+
+    results = []
+    for strategy, eps in measured.items():
+        workers = 2 if strategy in ("multi_worker_mirrored", "parameter_server") else 1
+        cluster = ClusterConfig(strategy=strategy, workers=workers,
+                                ps=1 if strategy == "parameter_server" else 0)  # fmt: skip
+        hardware = detect_hardware(cluster, [])  # the real hardware of this machine
+        record = RunMetrics(
+            strategy=strategy, num_replicas=workers, examples_per_second=eps,
+            eval_accuracy=0.9, model="mlp", workers=workers,
+            ps=1 if strategy == "parameter_server" else 0,
+            per_replica_batch_size=64, hardware=hardware,
+        )  # fmt: skip
+        results.append(record.to_dict())
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": results}))
+    return str(path)
+
+
+def test_select_on_cpu_takes_strategists_own_records_and_a_measurement_flips_the_ranking(
+    tmp_path, capsys
+):
+    argv = ["select", "--gpu", "cpu", "--machines", "2", "--gpus-per-machine", "1",
+            "--model", "mlp", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    assert predicted["strategy"] == "multi_worker_mirrored"  # two CPUs beat one, on paper
+    # on this 2-core machine two local workers ran slower than one device
+    path = _cpu_records(
+        tmp_path,
+        {"one_device": 9000.0, "multi_worker_mirrored": 4000.0, "parameter_server": 3000.0},
+    )
+    assert main(argv + ["--history", path]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["strategy"] == "one_device"
+    assert measured["measured"] == {"examples_per_second": 9000.0, "source": path}
+    assert any(r.startswith("Measured: one_device") and path in r for r in measured["reasons"])
+    assert not any("None of the" in r for r in measured["reasons"])
+
+
+def test_history_of_another_model_batch_or_precision_does_not_match(tmp_path):
+    path = _cpu_records(tmp_path, {"one_device": 9000.0})
+    records = selection.load_history([path])
+    topo = Topology(2, 1, "cpu")
+    mlp = model_profile.profile_model("mlp")
+    assert selection.history.mismatch(records[0], topo, mlp, 64) is None
+    assert "batch 64" in selection.history.mismatch(records[0], topo, mlp, 32)
+    assert "precision fp32" in selection.history.mismatch(
+        records[0], Topology(2, 1, "cpu", precision="mixed"), mlp, 64
+    )
+    assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 64)
+    assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 64)

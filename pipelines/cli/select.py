@@ -32,7 +32,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw = parser.add_argument_group("hardware")
     hw.add_argument("--machines", type=int, required=True, help="machines with GPUs")
     hw.add_argument("--gpus-per-machine", type=int, required=True, help="GPUs in each machine")
-    hw.add_argument("--gpu", default="v100", help=f"GPU type: {', '.join(GPUS)} (default: v100)")
+    hw.add_argument(
+        "--gpu",
+        default="v100",
+        help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
+        "(then --gpus-per-machine counts CPU devices) (default: v100)",
+    )
     hw.add_argument(
         "--interconnect",
         help=f"link between GPUs of a machine: {', '.join(INTERCONNECT_GBPS)} "
@@ -42,7 +47,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--network-gbps",
         type=float,
         default=10.0,
-        help="network bandwidth between machines, Gbit/s (default: 10)",
+        help="bandwidth of one NIC between machines, Gbit/s (default: 10)",
+    )
+    hw.add_argument(
+        "--nics",
+        type=int,
+        default=1,
+        help="NICs per machine carrying training traffic; a machine moves "
+        "--network-gbps x --nics (default: 1)",
     )
     hw.add_argument(
         "--precision",
@@ -66,7 +78,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--gflops-per-example",
         type=float,
-        help="forward GFLOPs per example with --params (default: 2 x params, as for an MLP)",
+        help="forward GFLOPs per example with --params (default: estimated, and the "
+        "answer is shown for an MLP-like and a CNN-like model)",
+    )
+    model.add_argument(
+        "--activation-bytes-per-example",
+        type=float,
+        help="activation bytes one example keeps for back-propagation with --params "
+        "(default: estimated from the FLOPs, and said so)",
     )
     model.add_argument(
         "--classes", type=common.positive_int, default=10, help="classes of a registry model"
@@ -126,7 +145,12 @@ def build_profile(args: argparse.Namespace):
                     f"--gflops-per-example must be positive, got {args.gflops_per_example}"
                 )
             flops = args.gflops_per_example * 1e9
-        profile = model_profile.from_params(args.params, flops)
+        activations = args.activation_bytes_per_example
+        if activations is not None and not activations >= 0:
+            raise ConfigError(
+                f"--activation-bytes-per-example must be 0 or more, got {activations}"
+            )
+        profile = model_profile.from_params(args.params, flops, activations)
     elif args.model in MODELS:
         profile = model_profile.profile_model(args.model, num_classes=args.classes)
     elif args.model in model_profile.PUBLISHED_PROFILES:
@@ -154,6 +178,7 @@ def run_select(args: argparse.Namespace) -> int:
         precision=args.precision,
         preemptible=args.preemptible,
         heterogeneous=args.heterogeneous,
+        nics=args.nics,
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:

@@ -41,7 +41,6 @@ class Prediction:
         note: why it cannot run, when it cannot.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
-        adjusted_examples_per_second: the prediction rescaled by other measurements.
     """
 
     strategy: str
@@ -57,7 +56,6 @@ class Prediction:
     note: str = ""
     measured_examples_per_second: float | None = None
     measured_source: str | None = None
-    adjusted_examples_per_second: float | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -78,11 +76,9 @@ class Prediction:
 
     @property
     def rank_examples_per_second(self) -> float:
-        """What ranking uses: measured, else the prediction rescaled by measurements."""
+        """What ranking uses: the measurement when there is one, else the prediction."""
         if self.measured_examples_per_second is not None:
             return self.measured_examples_per_second
-        if self.adjusted_examples_per_second is not None:
-            return self.adjusted_examples_per_second
         return self.examples_per_second
 
     def to_dict(self) -> dict[str, Any]:

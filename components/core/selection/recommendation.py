@@ -23,6 +23,9 @@ from components.core.selection.topology import Layout, Topology, device
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
+# Below this scaling efficiency, extra machines buy too little to be worth
+# paying for: the selector recommends the most machines that stay above it.
+EFFICIENCY_FLOOR = 0.50
 
 
 @dataclass
@@ -39,6 +42,9 @@ class Recommendation:
         topology: the hardware asked about.
         model: the model asked about.
         batch_size: the per-replica batch the predictions use.
+        machine_options: (machines, strategy, predicted speed-up over one
+            device, scaling efficiency) for each machine count considered
+            when the full cluster scales below `EFFICIENCY_FLOOR`.
     """
 
     strategy: str
@@ -50,6 +56,7 @@ class Recommendation:
     topology: Topology
     model: ModelProfile
     batch_size: int = 64
+    machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
@@ -62,6 +69,10 @@ class Recommendation:
             "measured": chosen.get("measured") if chosen else None,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
+            "machine_options": [
+                {"machines": m, "strategy": st, "speedup": round(x, 3), "efficiency": round(e, 4)}
+                for m, st, x, e in self.machine_options
+            ],
             "inputs": {
                 "topology": dataclasses.asdict(self.topology),
                 "model": self.model.to_dict(),
@@ -77,9 +88,10 @@ class Recommendation:
             measured = (
                 f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
             )
+            mark = "> " if i == 0 and self.supported else ""
             rows.append(
                 [
-                    ("> " if i == 0 and self.supported else "") + p.strategy,
+                    mark + p.strategy + ("" if p.feasible else f" (infeasible: {p.note})"),
                     f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
@@ -186,8 +198,49 @@ def recommend(
         return _model_parallelism(topology, model, batch_size, gpu)
     preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
     if history:
-        reasons.extend(apply_history(preds, history, topology, model))
-    return _choose(preds, topology, model, batch, async_ok, reasons)
+        reasons.extend(apply_history(preds, history, topology, model, batch))
+    rec = _choose(preds, topology, model, batch, async_ok, reasons)
+    rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok))
+    return rec
+
+
+def unknown_input_reasons(
+    topology: Topology, model: ModelProfile, batch_size: int = 64, async_ok: bool = False
+) -> list[str]:
+    """What was estimated about `model`, and the answer at the ends of the estimate.
+
+    A `--params` model without FLOPs gets `FLOPS_PER_PARAM_ESTIMATE` per
+    parameter; the recommendation can flip between an MLP-like model (2 per
+    parameter) and a CNN-like one (`FLOPS_PER_PARAM_HIGH`), so both are shown.
+    """
+    from components.core import model_profile as mp
+
+    reasons = []
+    if "flops" in model.estimated:
+        answers = []
+        for label, per_param in (("MLP-like", mp.FLOPS_PER_PARAM_LOW),
+                                 ("CNN-like", mp.FLOPS_PER_PARAM_HIGH)):  # fmt: skip
+            variant = dataclasses.replace(
+                model, flops_per_example=per_param * model.params, estimated=()
+            )
+            rec = recommend(topology, variant, batch_size=batch_size, async_ok=async_ok)
+            layout = f"{rec.layout.workers} worker(s)" if rec.layout else "no layout"
+            answers.append(f"{label} ({per_param:g} FLOPs per parameter): {rec.strategy}, {layout}")
+        reasons.append(
+            "The FLOPs per example were not given (--gflops-per-example), so they are an "
+            f"estimate: {model.flops_per_example / 1e9:,.3g} GFLOPs "
+            f"({mp.FLOPS_PER_PARAM_ESTIMATE:.0f} per parameter, between an MLP and a CNN). "
+            f"The answer depends on it: {'; '.join(answers)}. Give --gflops-per-example "
+            "for one answer."
+        )
+    if "activations" in model.estimated:
+        reasons.append(
+            "Activation memory was not given (--activation-bytes-per-example): estimated at "
+            f"{model.activation_bytes_per_example / 1e6:,.3g} MB per example "
+            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of "
+            "the published CNNs)."
+        )
+    return reasons
 
 
 def _model_parallelism(
@@ -257,7 +310,68 @@ def _choose(
     best = prefer_simpler(feasible)
     chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
     reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
-    alternatives = [p for p in feasible if p is not chosen] + [p for p in preds if not p.feasible]
+    options: list[tuple[int, str, float, float]] = []
+    if chosen.layout.workers > 1 and chosen.scaling_efficiency < EFFICIENCY_FLOOR:
+        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch, async_ok)
+        reasons = fewer + reasons
+    alternatives = [p for p in preds if p is not chosen and p.feasible]
+    alternatives.sort(key=lambda p: -p.rank_examples_per_second)
+    alternatives += [p for p in preds if not p.feasible]
     return Recommendation(
-        chosen.strategy, True, chosen.layout, chosen, alternatives, reasons, topology, model, batch
+        chosen.strategy,
+        True,
+        chosen.layout,
+        chosen,
+        alternatives,
+        reasons,
+        topology,
+        model,
+        batch,
+        options,
     )
+
+
+def _machine_counts(machines: int) -> list[int]:
+    """1, 2, 4, ... up to `machines`, and `machines` itself."""
+    counts = []
+    k = 1
+    while k < machines:
+        counts.append(k)
+        k *= 2
+    return counts + [machines]
+
+
+def _fewer_machines(
+    full: Prediction, topology: Topology, model: ModelProfile, batch: int, async_ok: bool
+) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
+    """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
+
+    Returns:
+        That candidate, every machine count's (machines, strategy, speed-up,
+        efficiency), and the sentences that say so.
+    """
+    options = []
+    best_on: dict[int, Prediction] = {}
+    for k in _machine_counts(topology.machines):
+        preds = candidates(dataclasses.replace(topology, machines=k), model, batch)
+        on_k = [p for p in preds if p.layout.workers == k and p.replicas > 1] or preds
+        pick = max(on_k, key=lambda p: p.examples_per_second) if k < topology.machines else full
+        best_on[k] = pick
+        speedup = pick.examples_per_second / (pick.per_replica_batch / pick.single_gpu_step_s)
+        options.append((k, pick.strategy, speedup, pick.scaling_efficiency))
+    good = [k for k, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1]
+    k = max(good)
+    chosen = best_on[k]
+    listing = "; ".join(
+        f"{m} machine{'s' if m > 1 else ''} ({st}): {x:,.1f}x one {topology.gpu}, {e:.0%}"
+        for m, st, x, e in options
+    )
+    gpus = topology.machines * topology.gpus_per_machine
+    sentence = (
+        f"Adding machines buys little here: on all {topology.machines} machines ({gpus} "
+        f"{topology.gpu}) {full.strategy} is predicted at {full.scaling_efficiency:.0%} "
+        f"scaling efficiency, below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
+        f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
+        f"Predicted speed-up by machine count: {listing}."
+    )
+    return chosen, options, [sentence]
