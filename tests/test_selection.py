@@ -630,3 +630,92 @@ def test_history_of_another_model_batch_or_precision_does_not_match(tmp_path):
     )
     assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 64)
     assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 64)
+
+
+# ------------------------------------------------------------------ embeddings, mixes, preemption
+
+
+def _recsys(params=10_000_000_000):
+    return from_params(100_000_000, 0.2e9, 100_000.0).with_sparse_embedding(params, 64, 26)
+
+
+def test_embedding_model_on_one_machine_uses_same_machine_servers_and_names_sharding():
+    """10B embedding parameters on one 8 x A100: no network in the answer, sharding named."""
+    topo = Topology(1, 8, "a100", network_gbps=10)
+    rec = recommend(topo, _recsys(), batch_size=512)
+    assert rec.strategy == "parameter_server" and rec.layout.workers == 1
+    one = next(a for a in rec.alternatives if a.strategy == "one_device")
+    assert not one.feasible
+    assert rec.chosen.examples_per_second > one.examples_per_second  # faster than one GPU
+    # the servers share the machine: the network speed does not matter
+    other = recommend(dataclasses.replace(topo, network_gbps=1), _recsys(), batch_size=512)
+    assert other.chosen.step_time_s == pytest.approx(rec.chosen.step_time_s)
+    assert any(r.startswith("Beyond these three strategies: the table (160 GB") and
+               "fits the 8 GPUs' 288 GB" in r for r in rec.reasons)  # fmt: skip
+    # a table too big for all the GPUs together gets no such advice
+    huge = recommend(topo, _recsys(40_000_000_000), batch_size=512)
+    assert not any(r.startswith("Beyond these three") for r in huge.reasons)
+
+
+def test_more_lookups_per_example_cost_more_parameter_server_traffic():
+    topo = Topology(4, 8, "a100", network_gbps=25)
+    few = from_params(100_000_000, 0.2e9, 1e5).with_sparse_embedding(10**10, 64, 1)
+    many = from_params(100_000_000, 0.2e9, 1e5).with_sparse_embedding(10**10, 64, 100)
+    ps = [next(p for p in selection.candidates(topo, m, 512) if p.strategy == "parameter_server")
+          for m in (few, many)]  # fmt: skip
+    assert ps[1].raw_communication_s > ps[0].raw_communication_s
+
+
+def test_a_gpu_mix_slows_synchronous_steps_to_the_slowest_and_ps_workers_to_their_own():
+    mix = Topology(8, 1, "a100", network_gbps=100, gpu_mix=(("a100", 2), ("t4", 6)))
+    mix.validate()
+    assert mix.heterogeneous
+    slow = selection.cost_model.machine_slowdowns(mix, 8)
+    ratio = selection.achievable_tflops("a100") / selection.achievable_tflops("t4")
+    assert slow == [1.0, 1.0] + [pytest.approx(ratio)] * 6
+    same = Topology(8, 1, "a100", network_gbps=100)
+    sync_mix = selection.predict_allreduce(mix, RESNET101, 64, 8, 1)[0]
+    sync_same = selection.predict_allreduce(same, RESNET101, 64, 8, 1)[0]
+    assert sync_mix == pytest.approx(sync_same * max(slow))
+    ps_mix = selection.predict_parameter_server(mix, RESNET101, 64, 8, 2, 1)[0]
+    ps_same = selection.predict_parameter_server(same, RESNET101, 64, 8, 2, 1)[0]
+    assert ps_same < ps_mix < sync_mix  # slowed too, but by the harmonic mean only
+
+
+def test_heterogeneous_flag_alone_slows_parameter_server_workers_too():
+    flagged = Topology(4, 8, "v100", network_gbps=100, heterogeneous=True)
+    plain = Topology(4, 8, "v100", network_gbps=100)
+    for predict in (selection.predict_parameter_server,):
+        assert predict(flagged, RESNET101, 64, 4, 2, 8)[0] > predict(plain, RESNET101, 64, 4, 2, 8)[0]
+
+
+def test_cli_gpu_mix_and_preemption_rate(capsys):
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
+            "--network-gbps", "100", "--model", "resnet101", "--preemptible",
+            "--preemptions-per-machine-hour", "0.5", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["inputs"]["topology"]["gpu_mix"] == [["a100", 2], ["t4", 6]]
+    assert doc["inputs"]["topology"]["preemptions_per_machine_hour"] == 0.5
+    assert any("0.500 (given) preemptions per machine-hour" in r for r in doc["reasons"])
+    assert main(argv[:-3] + ["--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert any("(default: one a day)" in r for r in default["reasons"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gpu", "a100:2,t4:5"], "names 7 machines but --machines is 8"),
+        (["--gpu", "a100:two"], "NAME:MACHINES"),
+        (["--gpu", "a100:2,x9:6"], "unknown GPU"),
+        (["--preemptible", "--preemptions-per-machine-hour", "-1"], "between 0 and 60"),
+        (["--sparse-embedding-params", "1000", "--embedding-lookups-per-example", "0"],
+         "--embedding-lookups-per-example"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_bad_mixes_and_rates(argv, message, capsys):
+    base = ["select", "--machines", "8", "--gpus-per-machine", "1", "--params", "1000"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -120,6 +120,8 @@ class ModelProfile:
             raise ConfigError(f"--sparse-embedding-params must be 0 or more, got {params}")
         if dim < 1:
             raise ConfigError(f"--embedding-dim must be at least 1, got {dim}")
+        if lookups < 1:
+            raise ConfigError(f"--embedding-lookups-per-example must be at least 1, got {lookups}")
         if not params:
             return self
         return dataclasses.replace(

@@ -36,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--gpu",
         default="v100",
         help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
-        "(then --gpus-per-machine counts CPU devices) (default: v100)",
+        "(then --gpus-per-machine counts CPU devices), or a mix of machines per type, "
+        "e.g. a100:2,t4:6 (default: v100)",
     )
     hw.add_argument(
         "--interconnect",
@@ -63,7 +64,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     hw.add_argument("--preemptible", action="store_true", help="Spot/preemptible machines")
     hw.add_argument(
-        "--heterogeneous", action="store_true", help="machines differ in speed (mixed GPU types)"
+        "--preemptions-per-machine-hour",
+        type=float,
+        help="expected preemptions of one preemptible machine per hour (default: 1/24, "
+        "Compute Engine ends preemptible VMs within 24 h)",
+    )
+    hw.add_argument(
+        "--heterogeneous",
+        action="store_true",
+        help="machines differ in speed (without a --gpu mix, half are assumed 1.5x slower)",
     )
     model = parser.add_argument_group("model")
     which = model.add_mutually_exclusive_group(required=True)
@@ -98,6 +107,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     model.add_argument(
         "--embedding-dim", type=int, default=64, help="embedding row width (default: 64)"
+    )
+    model.add_argument(
+        "--embedding-lookups-per-example",
+        type=int,
+        default=1,
+        help="embedding rows one example reads (default: 1)",
     )
     run = parser.add_argument_group("training")
     run.add_argument(
@@ -158,7 +173,31 @@ def build_profile(args: argparse.Namespace):
     else:
         known = list(MODELS) + [m for m in model_profile.PUBLISHED_PROFILES if m not in MODELS]
         raise ConfigError(f"unknown model {args.model!r}; choose one of {', '.join(known)}")
-    return profile.with_sparse_embedding(args.sparse_embedding_params, args.embedding_dim)
+    return profile.with_sparse_embedding(
+        args.sparse_embedding_params, args.embedding_dim, args.embedding_lookups_per_example
+    )
+
+
+def parse_gpu(value: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (fastest-first name, mix).
+
+    Raises:
+        ConfigError: for a mix entry that is not `NAME:MACHINES`.
+    """
+    if ":" not in value:
+        return value, ()
+    mix = []
+    for part in value.split(","):
+        name, _, count = part.partition(":")
+        if not name or not count.strip().isdigit():
+            raise ConfigError(
+                f"--gpu {value!r}: write a mix as NAME:MACHINES,..., e.g. a100:2,t4:6"
+            )
+        mix.append((name.strip().lower(), int(count)))
+    from components.core.selection.cost_model import achievable_tflops
+
+    fastest = max(mix, key=lambda gc: achievable_tflops(gc[0]))[0]
+    return fastest, tuple(mix)
 
 
 def run_select(args: argparse.Namespace) -> int:
@@ -169,10 +208,13 @@ def run_select(args: argparse.Namespace) -> int:
     """
     from components.core import selection
 
+    gpu, mix = parse_gpu(args.gpu)
     topology = selection.Topology(
         machines=args.machines,
         gpus_per_machine=args.gpus_per_machine,
-        gpu=args.gpu,
+        gpu=gpu,
+        gpu_mix=mix,
+        preemptions_per_machine_hour=args.preemptions_per_machine_hour,
         interconnect=args.interconnect,
         network_gbps=args.network_gbps,
         precision=args.precision,

@@ -112,15 +112,47 @@ ACTIVATION_BYTES_FACTOR = {"fp32": 1.0, "mixed": 0.5}
 # Gradient bytes per parameter on the wire: float32 (Keras all-reduces the
 # float32 gradients of its float32 variables, mixed policy or not).
 GRADIENT_BYTES_FACTOR = {"fp32": 1.0, "mixed": 1.0}
-# Heterogeneous machines: the slowest runs this much slower than the named GPU,
-# and synchronous strategies wait for it every step.
+# Heterogeneous machines without a stated mix (`--heterogeneous` alone): half of
+# them run this much slower than the named GPU. Synchronous strategies wait for
+# the slowest every step; parameter-server workers each run at their own speed.
 HETEROGENEITY_SLOWDOWN = 1.5
 # Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
-# most 24 h, so each machine is preempted at least once a day; a restart of a
+# most 24 h, so each machine is preempted at least once a day (the default of
+# `--preemptions-per-machine-hour`); a restart of a
 # synchronous cluster (relaunch, restore the last checkpoint, redo lost steps)
 # costs about this long.
 PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
 RESTART_COST_S = 600.0
+
+
+def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
+    """How much slower than `topology.gpu` each of the first `machines` machines computes.
+
+    With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
+    fastest type first); with `heterogeneous` alone, half the machines run
+    `HETEROGENEITY_SLOWDOWN` times slower; else all run at 1.
+    """
+    if topology.gpu_mix:
+        ref = achievable_tflops(topology.gpu, topology.precision)
+        per_machine = [
+            ref / achievable_tflops(name, topology.precision)
+            for name, count in sorted(
+                topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision)
+            )
+            for _ in range(count)
+        ]
+        return per_machine[:machines]
+    if topology.heterogeneous and machines > 1:
+        return [1.0] * (machines - machines // 2) + [HETEROGENEITY_SLOWDOWN] * (machines // 2)
+    return [1.0] * machines
+
+
+def preemption_rate(topology: Topology) -> float:
+    """Expected preemptions per machine-hour of `topology` (0 when not preemptible)."""
+    if not topology.preemptible:
+        return 0.0
+    rate = topology.preemptions_per_machine_hour
+    return PREEMPTIONS_PER_MACHINE_HOUR if rate is None else rate
 
 
 def link_bandwidth_gbps(topology: Topology) -> float:
@@ -319,8 +351,8 @@ def predict_allreduce(
         comm += (replicas - 1) * rows / slowest
     if replicas > 1:
         compute *= 1 + c.sync_overhead * math.log2(replicas)
-    if topology.heterogeneous and replicas > 1:
-        compute *= HETEROGENEITY_SLOWDOWN
+    if replicas > 1:
+        compute *= max(machine_slowdowns(topology, machines))  # every step waits for the slowest
     return compute, exposed_communication(comm, compute, c.allreduce_overlap), comm
 
 
@@ -334,13 +366,22 @@ def predict_parameter_server(
     streams_per_worker: int = 1,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step for one worker.
+    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average worker.
 
-    Each worker first reduces its GPUs' gradients over the machine's link.
+    Each worker first reduces its GPUs' gradients over the machine's link. With
+    one machine, the servers share it: traffic crosses host memory over PCIe,
+    not the network. Workers of different speeds each run at their own pace,
+    so the cluster's throughput is the sum of theirs (compute is scaled by the
+    harmonic mean of the slowdowns).
     """
     c = constants or FITTED
     hw = _hw(topology, c)
+    if topology.machines == 1:
+        host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
+        hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     compute = step_compute_time(model, batch, hw.tflops)
+    slowdowns = machine_slowdowns(topology, workers)
+    compute *= len(slowdowns) / sum(1 / s for s in slowdowns)
     nbytes = _gradient_bytes(model, topology.precision)
     local = (
         ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
-    PREEMPTIONS_PER_MACHINE_HOUR,
     RESTART_COST_S,
     achievable_tflops,
     link_bandwidth_gbps,
+    preemption_rate,
 )
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology, device
@@ -46,7 +46,7 @@ def explain(
         ),
     ]
     if chosen.overhead_fraction:
-        reasons.append(_preemption_sentence(chosen))
+        reasons.append(_preemption_sentence(chosen, topology))
     reasons.extend(_alternative_sentences(chosen, ranked))
     return reasons
 
@@ -131,10 +131,12 @@ _STRATEGY_SENTENCES = {
 }
 
 
-def _preemption_sentence(chosen: Prediction) -> str:
+def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
     """The share of throughput expected preemptions take off the chosen strategy."""
+    rate = preemption_rate(topology)
+    given = "given" if topology.preemptions_per_machine_hour is not None else "default: one a day"
     return (
-        f"Expected preemption losses ({PREEMPTIONS_PER_MACHINE_HOUR:.3f} "
+        f"Expected preemption losses ({rate:.3f} ({given}) "
         "preemptions per machine-hour x "
         f"{RESTART_COST_S:.0f} s per restart) take "
         f"{pct(chosen.overhead_fraction)} off {chosen.strategy}."

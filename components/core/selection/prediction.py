@@ -9,9 +9,9 @@ from typing import Any
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
-    PREEMPTIONS_PER_MACHINE_HOUR,
     RESTART_COST_S,
     achievable_tflops,
+    preemption_rate,
     predict_allreduce,
     predict_parameter_server,
     step_compute_time,
@@ -169,11 +169,11 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
             )
         )
     if topology.preemptible:
-        _charge_preemptions(out)
+        _charge_preemptions(out, preemption_rate(topology))
     return out
 
 
-def _charge_preemptions(preds: list[Prediction]) -> None:
+def _charge_preemptions(preds: list[Prediction], rate: float) -> None:
     """Sets each candidate's expected share of time lost to preemption restarts.
 
     A synchronous strategy restarts when any of its machines is preempted;
@@ -182,6 +182,4 @@ def _charge_preemptions(preds: list[Prediction]) -> None:
     """
     for c in preds:
         machines = 1 if spec_for(c.strategy).uses_ps else c.layout.workers
-        c.overhead_fraction = min(
-            0.9, machines * PREEMPTIONS_PER_MACHINE_HOUR * RESTART_COST_S / 3600
-        )
+        c.overhead_fraction = min(0.9, machines * rate * RESTART_COST_S / 3600)

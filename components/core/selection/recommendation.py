@@ -11,6 +11,7 @@ from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
+    OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
     max_batch_that_fits,
     memory_needed_bytes,
@@ -283,7 +284,7 @@ def _candidates_that_fit(
             f"gradients and Adam state ({need_gb:,.1f} GB) does not fit one {gpu.name}; "
             "parameter servers hold it in host memory and send only the rows a step touches."
         )
-        return preds, batch, [reason]
+        return preds, batch, [reason] + _sharded_embedding_reasons(topology, model, gpu)
     usable = fit_replicated
     reason = (
         f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
@@ -339,6 +340,22 @@ def _machine_counts(machines: int) -> list[int]:
         counts.append(k)
         k *= 2
     return counts + [machines]
+
+
+def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
+    """The GPU-sharded embedding alternative, when the table fits all the GPUs' memory."""
+    table_gb = model.sparse_embedding_params * 4 * (2 + OPTIMIZER_STATE_FACTOR) / 1e9
+    usable_gb = topology.total_gpus * gpu.memory_gb * USABLE_MEMORY_FRACTION
+    if table_gb > usable_gb * 0.8:  # leave a fifth for the dense model and activations
+        return []
+    return [
+        f"Beyond these three strategies: the table ({table_gb:,.0f} GB with gradients and "
+        f"Adam state) fits the {topology.total_gpus} GPUs' {usable_gb:,.0f} GB together, so "
+        "sharding it across GPU memory (each GPU holds a slice; looked-up rows travel "
+        "all-to-all, as in TensorFlow Recommenders' sharded embeddings, DTensor or NVIDIA's "
+        "HugeCTR/SOK) avoids parameter-server round trips. Strategist does not run it, as "
+        "it does not run model parallelism."
+    ]
 
 
 def _fewer_machines(

@@ -69,6 +69,11 @@ class Topology:
         network_gbps: network bandwidth of one NIC, Gbit/s.
         nics: NICs each machine uses for training traffic; a machine's
             bandwidth is `network_gbps x nics`.
+        gpu_mix: machines per GPU type when they differ, e.g.
+            `(("a100", 2), ("t4", 6))` (`--gpu a100:2,t4:6`); `gpu` is then the
+            fastest of them and `heterogeneous` is set.
+        preemptions_per_machine_hour: expected preemptions of one preemptible
+            machine per hour (None: `cost_model.PREEMPTIONS_PER_MACHINE_HOUR`).
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
@@ -83,10 +88,15 @@ class Topology:
     preemptible: bool = False
     heterogeneous: bool = False
     nics: int = 1
+    gpu_mix: tuple[tuple[str, int], ...] = ()
+    preemptions_per_machine_hour: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
             object.__setattr__(self, "gpu", "cpu")
+        if self.gpu_mix:
+            object.__setattr__(self, "gpu_mix", tuple((g.lower(), n) for g, n in self.gpu_mix))
+            object.__setattr__(self, "heterogeneous", True)
 
     def validate(self) -> None:
         """Refuses hardware the cost model cannot describe.
@@ -114,7 +124,32 @@ class Topology:
             raise ConfigError(
                 f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
             )
+        self._check_mix()
+        rate = self.preemptions_per_machine_hour
+        if rate is not None and not (isinstance(rate, (int, float)) and 0 <= rate <= 60):
+            raise ConfigError(
+                f"--preemptions-per-machine-hour must be between 0 and 60, got {rate!r}"
+            )
         self._check_plausible()
+
+    def _check_mix(self) -> None:
+        """Refuses a GPU mix whose machines do not add up or whose GPUs are unknown.
+
+        Raises:
+            ConfigError: naming the flag to change.
+        """
+        if not self.gpu_mix:
+            return
+        for name, count in self.gpu_mix:
+            get_gpu(name)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"--gpu {name}:{count}: give a whole number of machines")
+        total = sum(n for _, n in self.gpu_mix)
+        if total != self.machines:
+            raise ConfigError(
+                f"--gpu mix names {total} machines but --machines is {self.machines}; "
+                "make them agree"
+            )
 
     def _check_plausible(self) -> None:
         """Refuses hardware no one sells: too many GPUs, NVLink without it, absurd networks.
