@@ -719,3 +719,41 @@ def test_cli_refuses_bad_mixes_and_rates(argv, message, capsys):
     assert main(base + argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ cost
+
+
+def test_prices_price_every_candidate_and_name_the_cheapest():
+    from components.core.comparison.pricing import load_prices
+
+    prices = load_prices()
+    topo = Topology(4, 8, "v100", network_gbps=25)
+    rec = recommend(topo, RESNET101, prices=prices)
+    assert rec.strategy == "multi_worker_mirrored"
+    # 4 x (n1-standard-64 + 8 x V100) an hour, for the predicted examples
+    hourly = 4 * (prices.machine_types["n1-standard-64"] + 8 * prices.accelerators["v100"])
+    expected = hourly / (rec.chosen.examples_per_second * 3600) * 1e6
+    assert rec.chosen.usd_per_million_examples == pytest.approx(expected)
+    assert all(p.usd_per_million_examples is not None for p in rec.alternatives)
+    assert any(r.startswith("At list prices (2026-11-22), multi_worker_mirrored costs")
+               for r in rec.reasons)  # fmt: skip
+    assert "USD/1M examples" in rec.to_text()
+    cheap = recommend(topo, RESNET101, prices=prices, objective="cost")
+    costs = [cheap.chosen.usd_per_million_examples] + [
+        a.usd_per_million_examples for a in cheap.alternatives
+    ]
+    assert costs[0] == min(costs)
+    assert cheap.reasons[0].startswith(f"Objective cost: {cheap.strategy} is the cheapest")
+    assert not any("Communication would cost more" in r for r in cheap.reasons)
+
+
+def test_cli_objective_cost_uses_the_bundled_prices_and_refuses_unpriced_hardware(capsys):
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "8", "--gpu", "a100",
+            "--network-gbps", "100", "--model", "resnet50", "--objective", "cost", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reasons"][0].startswith("Objective cost:")
+    assert main(["select", "--machines", "2", "--gpus-per-machine", "1", "--gpu", "cpu",
+                 "--params", "1000", "--objective", "cost"]) == 2  # fmt: skip
+    assert "--objective cost" in capsys.readouterr().err

@@ -127,6 +127,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="asynchronous updates are acceptable (parameter_server in TF2 is asynchronous)",
     )
     run.add_argument(
+        "--objective",
+        default="time",
+        choices=("time", "cost"),
+        help="time: fastest at a 50%% scaling-efficiency floor (fewer machines below it); "
+        "cost: cheapest per example at list prices (default: time)",
+    )
+    run.add_argument(
+        "--prices",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="price each candidate per million examples (a table in the layout of "
+        "components/core/data/prices.json; the bundled one without FILE)",
+    )
+    run.add_argument(
         "--history",
         nargs="+",
         default=[],
@@ -200,6 +215,23 @@ def parse_gpu(value: str) -> tuple[str, tuple[tuple[str, int], ...]]:
     return fastest, tuple(mix)
 
 
+def _load_prices(args: argparse.Namespace):
+    """The price table `--prices`/`--objective cost` ask for, else None.
+
+    Raises:
+        ConfigError: when the table cannot be read.
+    """
+    if args.prices is None and args.objective != "cost":
+        return None
+    from components.core.comparison.errors import ReportError
+    from components.core.comparison.pricing import load_prices
+
+    try:
+        return load_prices(args.prices or None)
+    except ReportError as err:
+        raise ConfigError(f"--prices: {err}") from None
+
+
 def run_select(args: argparse.Namespace) -> int:
     """Prints the recommendation; returns 0.
 
@@ -226,9 +258,16 @@ def run_select(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
     history = selection.load_history(args.history)
+    prices = _load_prices(args)
     profile = build_profile(args)
     rec = selection.recommend(
-        topology, profile, batch_size=args.batch_size, async_ok=args.async_ok, history=history
+        topology,
+        profile,
+        batch_size=args.batch_size,
+        async_ok=args.async_ok,
+        history=history,
+        prices=prices,
+        objective=args.objective,
     )
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))

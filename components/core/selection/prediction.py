@@ -41,6 +41,7 @@ class Prediction:
         note: why it cannot run, when it cannot.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
+        usd_per_million_examples: list price of a million examples, when priced.
     """
 
     strategy: str
@@ -56,6 +57,7 @@ class Prediction:
     note: str = ""
     measured_examples_per_second: float | None = None
     measured_source: str | None = None
+    usd_per_million_examples: float | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -99,6 +101,10 @@ class Prediction:
                 "examples_per_second": _r(self.measured_examples_per_second),
                 "source": self.measured_source,
             }
+        if self.usd_per_million_examples is not None:
+            out["usd_per_million_examples"] = _r(self.usd_per_million_examples)
+        if not self.feasible:
+            out["feasible"] = False
         if self.note:
             out["note"] = self.note
         return out

@@ -27,6 +27,7 @@ MODEL_PARALLELISM = "model_parallelism"
 # Below this scaling efficiency, extra machines buy too little to be worth
 # paying for: the selector recommends the most machines that stay above it.
 EFFICIENCY_FLOOR = 0.50
+OBJECTIVES = ("time", "cost")
 
 
 @dataclass
@@ -90,6 +91,7 @@ class Recommendation:
                 f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
             )
             mark = "> " if i == 0 and self.supported else ""
+            cost = p.usd_per_million_examples
             rows.append(
                 [
                     mark + p.strategy + ("" if p.feasible else f" (infeasible: {p.note})"),
@@ -100,6 +102,7 @@ class Recommendation:
                     f"{p.examples_per_second:,.0f}",
                     f"{p.scaling_efficiency:.0%}",
                     measured,
+                    "-" if cost is None else f"{cost:,.2f}",
                 ]
             )
         return rows
@@ -113,6 +116,7 @@ class Recommendation:
         "examples/s",
         "efficiency",
         "measured/s",
+        "USD/1M examples",
     ]
 
     def to_markdown(self) -> str:
@@ -171,6 +175,8 @@ def recommend(
     batch_size: int = 64,
     async_ok: bool = False,
     history: Sequence[Mapping[str, Any]] = (),
+    prices: Any = None,
+    objective: str = "time",
 ) -> Recommendation:
     """Chooses a strategy and layout for `model` on `topology`.
 
@@ -181,6 +187,10 @@ def recommend(
         async_ok: asynchronous updates (parameter_server in TF2) are acceptable.
         history: `comparison.json` result records (`load_history`); measured
             throughput on matching hardware outranks the prediction.
+        prices: a `comparison.pricing.PriceTable`; each candidate is then
+            priced per million examples.
+        objective: `time` (fastest at an efficiency floor of
+            `EFFICIENCY_FLOOR`) or `cost` (cheapest per example; needs `prices`).
 
     Returns:
         The recommendation; `model_parallelism` with `supported` False when the
@@ -190,6 +200,10 @@ def recommend(
         ConfigError: for invalid hardware or batch size.
     """
     topology.validate()
+    if objective not in OBJECTIVES or (objective == "cost" and prices is None):
+        raise ConfigError(
+            f"--objective {objective!r}: choose time, or cost with a price table"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
     gpu = device(topology.gpu)
@@ -200,7 +214,14 @@ def recommend(
     preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
     if history:
         reasons.extend(apply_history(preds, history, topology, model, batch))
-    rec = _choose(preds, topology, model, batch, async_ok, reasons)
+    if prices is not None:
+        _price(preds, topology, prices)
+    if objective == "cost":
+        rec = _cheapest(preds, topology, model, batch, reasons, prices)
+    else:
+        rec = _choose(preds, topology, model, batch, async_ok, reasons)
+        if prices is not None and rec.chosen is not None:
+            rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
     rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok))
     return rec
 
@@ -340,6 +361,64 @@ def _machine_counts(machines: int) -> list[int]:
         counts.append(k)
         k *= 2
     return counts + [machines]
+
+
+def _price(preds: list[Prediction], topology: Topology, prices: Any) -> None:
+    """Sets each candidate's list price per million examples."""
+    from components.core.selection.cost import usd_per_million_examples
+
+    for p in preds:
+        p.usd_per_million_examples = usd_per_million_examples(p, topology, prices)
+
+
+def _cost_sentences(chosen: Prediction, preds: list[Prediction], prices: Any) -> list[str]:
+    """What the choice costs, and the cheapest feasible candidate when it is another."""
+    if chosen.usd_per_million_examples is None:
+        return [f"No list price for this hardware in the price table ({prices.as_of})."]
+    out = [
+        f"At list prices ({prices.as_of}), {chosen.strategy} costs "
+        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
+    ]
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    cheapest = min(priced, key=lambda p: p.usd_per_million_examples)
+    if cheapest is not chosen:
+        slower = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
+        out.append(
+            f"The cheapest is {cheapest.strategy} at {cheapest.usd_per_million_examples:,.2f} "
+            f"USD per million examples, {slower:,.1f}x slower (--objective cost picks it)."
+        )
+    return out
+
+
+def _cheapest(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    reasons: list[str],
+    prices: Any,
+) -> Recommendation:
+    """The feasible candidate with the lowest price per example (ties: the faster)."""
+    feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    if not feasible:
+        raise ConfigError(
+            f"--objective cost: the price table ({prices.as_of}) has no price for "
+            f"{topology.describe()}; use --objective time"
+        )
+    feasible.sort(key=lambda p: (p.usd_per_million_examples, -p.rank_examples_per_second))
+    chosen = feasible[0]
+    lead = (
+        f"Objective cost: {chosen.strategy} is the cheapest per example at list prices "
+        f"({prices.as_of}): {chosen.usd_per_million_examples:,.2f} USD per million examples."
+    )
+    explained = explain(chosen, feasible, topology, model, batch)
+    if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
+        explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
+    reasons = [lead] + explained + reasons
+    alternatives = feasible[1:] + [p for p in preds if p not in feasible]
+    return Recommendation(
+        chosen.strategy, True, chosen.layout, chosen, alternatives, reasons, topology, model, batch
+    )
 
 
 def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
