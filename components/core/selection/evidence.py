@@ -257,6 +257,7 @@ def evidence_table_markdown() -> str:
     lines = (
         _intro_lines(train, held, guess, choices)
         + _case_table_lines(choices)
+        + _answer_lines()
         + _sources_lines(rows)
         + _weakest_lines(rows)
         + _constants_lines()
@@ -344,6 +345,48 @@ def _case_table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"| {r['chosen']}{'' if r['right'] else ' (wrong)'} |"
         )
     return lines
+
+
+def _answer_lines() -> list[str]:
+    """How `select` turns predictions into an answer (what the table does not show)."""
+    from components.core import model_profile as mp
+    from components.core.selection.cost_model import HETEROGENEITY_SLOWDOWN
+    from components.core.selection.recommendation import EFFICIENCY_FLOOR
+
+    return [
+        "",
+        "## From predictions to an answer",
+        "",
+        f"- **Efficiency floor.** When the whole cluster is predicted below "
+        f"{EFFICIENCY_FLOOR:.0%} scaling efficiency, `select` recommends the most machines "
+        "that stay above it and lists the predicted speed-up of 1, 2, 4, ... machines "
+        "(`machine_options` in `--json`): ResNet-101 on 16 x 8 V100 on 1 Gbps gets one "
+        "machine, not all 128 GPUs.",
+        "- **Cost.** `--prices [FILE]` prices every candidate per million examples at list "
+        "prices (the table `compare` uses); `--objective cost` picks the cheapest.",
+        "- **Estimates, said out loud.** A `--params` model without `--gflops-per-example` "
+        f"is costed at {mp.FLOPS_PER_PARAM_ESTIMATE:.0f} FLOPs per parameter (between an MLP's "
+        f"{mp.FLOPS_PER_PARAM_LOW:g} and a CNN's {mp.FLOPS_PER_PARAM_HIGH:g}); the reasons say so "
+        "and give the answer at both ends. Without `--activation-bytes-per-example`, "
+        f"activations are {mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP (the high end "
+        "of the published CNNs), so the memory check errs safe.",
+        "- **Network.** `--network-gbps` is one NIC; `--nics` NICs per machine multiply it.",
+        "- **Plausibility.** More GPUs per machine than any machine of that GPU holds, "
+        "NVLink on T4/L4, or a NIC faster than 800 Gbit/s exit 2 with what to write instead.",
+        "- **Embeddings.** Parameter servers on the workers' own machine move rows over "
+        "PCIe, not the network; a table that fits all the GPUs' memory together is named "
+        "as a GPU-sharded alternative beyond the three strategies.",
+        f"- **Mixed and preemptible machines.** `--gpu a100:2,t4:6` rates each machine by its "
+        "GPU: synchronous steps wait for the slowest, parameter-server workers run at their "
+        f"own speed. `--heterogeneous` alone assumes half the machines "
+        f"{HETEROGENEITY_SLOWDOWN:g}x slower. `--preemptions-per-machine-hour` (default one "
+        "a day) sets the expected restart losses.",
+        "- **History.** `--history comparison.json` records (Strategist's own, CPU runs "
+        "included with `--gpu cpu`) decide a candidate when device, model, per-replica "
+        "batch, precision, strategy and cluster shape all match; the measurement replaces "
+        "that candidate's prediction alone, so it can flip the ranking, and the reasons "
+        "name the file.",
+    ]
 
 
 def _sources_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
