@@ -95,9 +95,7 @@ def test_from_params_refuses_bad_counts():
     assert from_params(1000, 2000.0, 10.0).estimated == ()
     guessed = from_params(1000)
     assert guessed.estimated == ("flops", "activations")
-    assert guessed.flops_per_example == pytest.approx(
-        1000 * model_profile.FLOPS_PER_PARAM_ESTIMATE
-    )
+    assert guessed.flops_per_example == pytest.approx(1000 * model_profile.FLOPS_PER_PARAM_ESTIMATE)
     assert guessed.activation_bytes_per_example > 0
     for bad in (0, -5, 2.5, True):
         with pytest.raises(ConfigError):
@@ -685,8 +683,8 @@ def test_a_gpu_mix_slows_synchronous_steps_to_the_slowest_and_ps_workers_to_thei
 def test_heterogeneous_flag_alone_slows_parameter_server_workers_too():
     flagged = Topology(4, 8, "v100", network_gbps=100, heterogeneous=True)
     plain = Topology(4, 8, "v100", network_gbps=100)
-    for predict in (selection.predict_parameter_server,):
-        assert predict(flagged, RESNET101, 64, 4, 2, 8)[0] > predict(plain, RESNET101, 64, 4, 2, 8)[0]
+    predict = selection.predict_parameter_server
+    assert predict(flagged, RESNET101, 64, 4, 2, 8)[0] > predict(plain, RESNET101, 64, 4, 2, 8)[0]
 
 
 def test_cli_gpu_mix_and_preemption_rate(capsys):
@@ -749,11 +747,60 @@ def test_prices_price_every_candidate_and_name_the_cheapest():
 
 
 def test_cli_objective_cost_uses_the_bundled_prices_and_refuses_unpriced_hardware(capsys):
-    argv = ["select", "--machines", "2", "--gpus-per-machine", "8", "--gpu", "a100",
-            "--network-gbps", "100", "--model", "resnet50", "--objective", "cost", "--json"]
+    argv = [
+        "select",
+        "--machines",
+        "2",
+        "--gpus-per-machine",
+        "8",
+        "--gpu",
+        "a100",
+        "--network-gbps",
+        "100",
+        "--model",
+        "resnet50",
+        "--objective",
+        "cost",
+        "--json",
+    ]
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["reasons"][0].startswith("Objective cost:")
     assert main(["select", "--machines", "2", "--gpus-per-machine", "1", "--gpu", "cpu",
                  "--params", "1000", "--objective", "cost"]) == 2  # fmt: skip
     assert "--objective cost" in capsys.readouterr().err
+
+
+@pytest.mark.cluster
+def test_a_real_local_compare_then_select_history_on_this_cpu(tmp_path, capsys):
+    """Strategist's own records from real localhost clusters decide `select` on this CPU."""
+    out = tmp_path / "compare"
+    tfds = tmp_path / "tfds"
+    tfds.mkdir()
+    strategies = "one_device,multi_worker_mirrored,parameter_server"
+    code = main(["compare", "--local", "--strategies", strategies, "--workers", "2",
+                 "--ps", "1", "--epochs", "2", "--num-shards", "2", "--seed", "7",
+                 "--warmup-epochs", "0", "--data-dir", str(tfds),
+                 "--output", str(out)])  # fmt: skip
+    assert code == 0
+    capsys.readouterr()
+    results = json.loads((out / "comparison.json").read_text())["results"]
+    assert {r["hardware"]["gpu"] for r in results} == {None}  # a CPU machine, as detected
+    measured = {r["strategy"]: r["examples_per_second"] for r in results}
+    batch = results[0]["per_replica_batch_size"]
+    argv = ["select", "--gpu", "cpu", "--machines", "2", "--gpus-per-machine", "1",
+            "--model", results[0]["model"], "--batch-size", str(batch), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--history", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    winner = max(measured, key=measured.get)
+    assert doc["strategy"] == winner  # the measured winner outranks every prediction
+    assert doc["measured"]["examples_per_second"] == pytest.approx(measured[winner], rel=1e-4)
+    for other in doc["alternatives"]:
+        expected = pytest.approx(measured[other["strategy"]], rel=1e-4)  # JSON keeps 6 digits
+        assert other["measured"]["examples_per_second"] == expected
+    for strategy in measured:
+        assert any(r.startswith(f"Measured: {strategy}") and str(out) in r
+                   for r in doc["reasons"])  # fmt: skip
+    print("predicted:", predicted["strategy"], "measured:", measured)

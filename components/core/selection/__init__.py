@@ -52,15 +52,15 @@ from components.core.selection.cost_model import (
 )
 from components.core.selection.evidence import (
     DATA_DIR,
-    choice_rows,
-    split_summaries,
     EVIDENCE_PATH,
+    choice_rows,
     evidence_rows,
     evidence_table_markdown,
     load_evidence,
     main,
     median_absolute_error_pp,
     predict_case,
+    split_summaries,
 )
 from components.core.selection.history import apply_history, load_history
 from components.core.selection.prediction import Prediction, candidates

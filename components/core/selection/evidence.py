@@ -119,7 +119,12 @@ def evidence_rows(
         predicted = predict_case(case, constants)
         signed = (predicted - case["published_efficiency"]) * 100
         rows.append(
-            {**case, "predicted_efficiency": predicted, "signed_pp": signed, "error_pp": abs(signed)}
+            {
+                **case,
+                "predicted_efficiency": predicted,
+                "signed_pp": signed,
+                "error_pp": abs(signed),
+            }
         )
     return rows
 
@@ -204,7 +209,8 @@ def split_summaries(
 
 def _family(strategy: str) -> str:
     """`allreduce` for the synchronous all-reduce strategies, else the name."""
-    return "allreduce" if strategy in ("allreduce", "mirrored", "multi_worker_mirrored") else strategy
+    synchronous = ("allreduce", "mirrored", "multi_worker_mirrored")
+    return "allreduce" if strategy in synchronous else strategy
 
 
 def choice_rows(rows: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:

@@ -70,6 +70,11 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
     """Why one GPU: there is only one, or communication costs more than more GPUs give."""
     if topology.total_gpus == 1:
         return "One GPU: one_device, no communication at all."
+    if chosen.measured_examples_per_second is not None:
+        return (
+            f"Measured fastest: one_device ran at {chosen.measured_examples_per_second:,.0f} "
+            "examples/s on this hardware, more than the other candidates gave."
+        )
     return (
         f"Communication would cost more than the extra GPUs give: one_device runs at "
         f"{chosen.examples_per_second:,.0f} examples/s."

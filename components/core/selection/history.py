@@ -21,6 +21,7 @@ from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology, precision_of_policy
+from components.core.strategy_spec import spec_for
 
 
 def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -91,12 +92,25 @@ def mismatch(
     return None
 
 
+def _devices_per_worker(record: Mapping[str, Any]) -> int:
+    """Devices each worker of the record computed on.
+
+    One for single-device strategies; else the larger of the configured
+    devices and the GPUs the run detected on each machine (a worker uses every
+    GPU it sees).
+    """
+    if spec_for(str(record.get("strategy"))).single_device:
+        return 1
+    hw = record.get("hardware") or {}
+    return max(int(record.get("devices_per_worker") or 1), int(hw.get("gpus_per_machine") or 0))
+
+
 def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
     """Whether the record ran the candidate's strategy on its cluster shape."""
     return (
         record.get("strategy") == candidate.strategy
         and int(record.get("workers") or 1) == candidate.layout.workers
-        and int(record.get("devices_per_worker") or 1) == candidate.layout.gpus_per_machine
+        and _devices_per_worker(record) == candidate.layout.gpus_per_machine
     )
 
 
@@ -131,7 +145,9 @@ def apply_history(
             f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
         )
     if records and not used:
-        why = {mismatch(r, topology, model, batch) or "cluster shape of no candidate" for r in records}
+        why = {
+            mismatch(r, topology, model, batch) or "cluster shape of no candidate" for r in records
+        }
         reasons.append(
             f"None of the {len(records)} history records matches a candidate here "
             f"({'; '.join(sorted(why))}); the choice rests on the cost model."

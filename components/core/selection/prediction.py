@@ -11,9 +11,9 @@ from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     RESTART_COST_S,
     achievable_tflops,
-    preemption_rate,
     predict_allreduce,
     predict_parameter_server,
+    preemption_rate,
     step_compute_time,
 )
 from components.core.selection.topology import Layout, Topology

@@ -201,9 +201,7 @@ def recommend(
     """
     topology.validate()
     if objective not in OBJECTIVES or (objective == "cost" and prices is None):
-        raise ConfigError(
-            f"--objective {objective!r}: choose time, or cost with a price table"
-        )
+        raise ConfigError(f"--objective {objective!r}: choose time, or cost with a price table")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
     gpu = device(topology.gpu)
@@ -223,7 +221,24 @@ def recommend(
         if prices is not None and rec.chosen is not None:
             rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
     rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok))
+    rec.reasons.extend(_unmeasured_choice_reasons(rec, preds))
     return rec
+
+
+def _unmeasured_choice_reasons(rec: Recommendation, preds: list[Prediction]) -> list[str]:
+    """A warning when the choice is unmeasured while the measured fell short of predictions."""
+    chosen = rec.chosen
+    measured = [p for p in preds if p.measured_examples_per_second is not None]
+    if chosen is None or chosen.measured_examples_per_second is not None or not measured:
+        return []
+    ratios = [p.measured_examples_per_second / p.examples_per_second for p in measured]
+    if min(ratios) >= 0.9:
+        return []
+    return [
+        f"{chosen.strategy} is chosen on its prediction alone, while the measured candidates "
+        f"here ran at {min(ratios):.0%}-{max(ratios):.0%} of their predictions: measure it "
+        f"(strategist compare --strategies {chosen.strategy},...) before relying on it."
+    ]
 
 
 def unknown_input_reasons(
