@@ -277,6 +277,20 @@ PUBLISHED_PROFILES: dict[str, ModelProfile] = {
             "activations estimated as ResNeXt-101's",
             tensors=446,
         ),
+        # BERT-large fine-tuned on SQuAD at 384 tokens: forward FLOPs are 2 x the
+        # 302M non-embedding weights x 384 tokens plus attention (24 layers x
+        # 4 x 384^2 x 1024); activations per layer are s h (34 + 5 a s / h) bytes
+        # in 16 bits (Korthikanti et al. 2022, eq. 1; s 384, h 1024, a 16 heads),
+        # doubled for float32; tensors are 16 per layer, 5 embedding, 2 head.
+        ModelProfile(
+            "bert_large_squad",
+            340_000_000,
+            2.46e11,
+            1.2e9,
+            31_254_528,
+            source="Devlin et al. 2019 (340M parameters); FLOPs and activations computed",
+            tensors=391,
+        ),
     )
 }
 

@@ -47,7 +47,12 @@ def load_evidence(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read evidence file {path}: {err}") from None
-    return [{**c, "split": case_split(c)} for c in data["cases"]]
+    return [{**c, "split": case_split(c)} for c in data["cases"] if not c.get("excluded")]
+
+
+def excluded_cases(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
+    """Cases kept for the record but left out, each with its `excluded` reason."""
+    return [c for c in json.loads(Path(path).read_text())["cases"] if c.get("excluded")]
 
 
 def case_split(case: Mapping[str, Any]) -> str:
@@ -396,9 +401,16 @@ def _answer_lines() -> list[str]:
 
 
 def _sources_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Each source once, with its reference."""
+    """Each source once, with its reference, and the cases left out and why."""
     refs = {r["source"]: r.get("reference", "") for r in rows}
-    return ["", "## Sources", ""] + [f"- **{name}**: {ref}" for name, ref in refs.items()]
+    lines = ["", "## Sources", ""] + [f"- **{name}**: {ref}" for name, ref in refs.items()]
+    left_out = excluded_cases()
+    if left_out:
+        lines += ["", "Left out (kept in the file with the reason):", ""]
+        lines += [
+            f"- {c['source']}, {c['model']}, {c['detail']}: {c['excluded']}." for c in left_out
+        ]
+    return lines
 
 
 def _weakest_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
