@@ -773,32 +773,32 @@ def test_cli_objective_cost_uses_the_bundled_prices_and_refuses_unpriced_hardwar
 
 @pytest.mark.cluster
 def test_a_real_local_compare_then_select_history_on_this_cpu(tmp_path, capsys):
-    """Strategist's own records from real localhost clusters decide `select` on this CPU."""
+    """Strategist's own records from a real local compare decide `select` on this CPU."""
     out = tmp_path / "compare"
     tfds = tmp_path / "tfds"
     tfds.mkdir()
-    strategies = "one_device,multi_worker_mirrored,parameter_server"
-    code = main(["compare", "--local", "--strategies", strategies, "--workers", "2",
-                 "--ps", "1", "--epochs", "2", "--num-shards", "2", "--seed", "7",
-                 "--warmup-epochs", "0", "--data-dir", str(tfds),
-                 "--output", str(out)])  # fmt: skip
+    code = main(["compare", "--local", "--strategies", "one_device,mirrored", "--devices", "2",
+                 "--epochs", "2", "--num-shards", "2", "--seed", "7", "--warmup-epochs", "0",
+                 "--data-dir", str(tfds), "--output", str(out)])  # fmt: skip
     assert code == 0
     capsys.readouterr()
     results = json.loads((out / "comparison.json").read_text())["results"]
     assert {r["hardware"]["gpu"] for r in results} == {None}  # a CPU machine, as detected
     measured = {r["strategy"]: r["examples_per_second"] for r in results}
-    batch = results[0]["per_replica_batch_size"]
-    argv = ["select", "--gpu", "cpu", "--machines", "2", "--gpus-per-machine", "1",
-            "--model", results[0]["model"], "--batch-size", str(batch), "--json"]  # fmt: skip
+    argv = ["select", "--gpu", "cpu", "--machines", "1", "--gpus-per-machine", "2",
+            "--model", results[0]["model"], "--batch-size",
+            str(results[0]["per_replica_batch_size"]), "--json"]  # fmt: skip
     assert main(argv) == 0
     predicted = json.loads(capsys.readouterr().out)
+    assert predicted["measured"] is None
     assert main(argv + ["--history", str(out)]) == 0
     doc = json.loads(capsys.readouterr().out)
     winner = max(measured, key=measured.get)
-    assert doc["strategy"] == winner  # the measured winner outranks every prediction
+    assert doc["strategy"] == winner  # the measured winner outranks the predictions
+    # JSON keeps six significant digits
     assert doc["measured"]["examples_per_second"] == pytest.approx(measured[winner], rel=1e-4)
     for other in doc["alternatives"]:
-        expected = pytest.approx(measured[other["strategy"]], rel=1e-4)  # JSON keeps 6 digits
+        expected = pytest.approx(measured[other["strategy"]], rel=1e-4)
         assert other["measured"]["examples_per_second"] == expected
     for strategy in measured:
         assert any(r.startswith(f"Measured: {strategy}") and str(out) in r
