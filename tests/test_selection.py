@@ -513,9 +513,14 @@ def test_params_model_without_flops_is_estimated_and_shows_both_ends():
     model = from_params(44_549_160)
     rec = recommend(Topology(16, 4, "v100", network_gbps=25), model)
     reason = next(r for r in rec.reasons if "FLOPs per example were not given" in r)
-    assert "MLP-like (2 FLOPs per parameter)" in reason
-    assert "CNN-like (480 FLOPs per parameter)" in reason
+    # the answer flips with the FLOPs: one machine for an MLP, all 16 for a CNN
+    assert "MLP-like (2 FLOPs per parameter): mirrored, 1 worker(s)" in reason
+    assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored, 16 worker(s)" in reason
     assert "Give --gflops-per-example" in reason
+    spot = recommend(Topology(20, 1, "t4", network_gbps=10, preemptible=True), model)
+    reason = next(r for r in spot.reasons if "FLOPs per example were not given" in r)
+    assert "MLP-like (2 FLOPs per parameter): one_device, 1 worker(s)" in reason
+    assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored, 20 worker(s)" in reason
     assert any("Activation memory was not given" in r for r in rec.reasons)
     given = from_params(44_549_160, 15.7e9, 1.7e8)
     assert not any("not given" in r for r in recommend(Topology(16, 4, "v100"), given).reasons)
