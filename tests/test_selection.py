@@ -496,7 +496,7 @@ def test_slow_network_recommends_fewer_machines_and_says_how_many():
     full = rec.machine_options[-1]
     assert full[3] < 0.5  # the whole cluster scales below the floor
     reason = rec.reasons[0]
-    assert reason.startswith("Adding machines buys little here: on all 16 machines (128 v100)")
+    assert reason.startswith("Adding machines buys little here: all 16 machines (128 v100")
     assert f"Use {rec.layout.workers} machine" in reason
     assert "Predicted speed-up by machine count: 1 machine (mirrored)" in reason
     doc = rec.to_dict()
@@ -809,3 +809,17 @@ def test_a_real_local_compare_then_select_history_on_this_cpu(tmp_path, capsys):
         assert any(r.startswith(f"Measured: {strategy}") and str(out) in r
                    for r in doc["reasons"])  # fmt: skip
     print("predicted:", predicted["strategy"], "measured:", measured)
+
+
+def test_an_input_pipeline_limit_caps_each_machine_and_is_named():
+    topo = Topology(2, 8, "a100", network_gbps=100, input_examples_per_second=3000.0)
+    rec = recommend(topo, PUBLISHED_PROFILES["resnet50"], batch_size=256)
+    assert rec.chosen.examples_per_second == pytest.approx(6000.0)
+    assert rec.chosen.input_bound
+    assert any(r.startswith(f"The input pipelines limit {rec.strategy} to 6,000 examples/s")
+               for r in rec.reasons)  # fmt: skip
+    free = recommend(dataclasses.replace(topo, input_examples_per_second=None),
+                     PUBLISHED_PROFILES["resnet50"], batch_size=256)  # fmt: skip
+    assert free.chosen.examples_per_second > 6000.0
+    assert main(["select", "--machines", "2", "--gpus-per-machine", "8", "--params", "10",
+                 "--input-examples-per-second", "0"]) == 2  # fmt: skip

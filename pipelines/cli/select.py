@@ -70,6 +70,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "Compute Engine ends preemptible VMs within 24 h)",
     )
     hw.add_argument(
+        "--input-examples-per-second",
+        type=float,
+        help="examples/s one machine's input pipeline can deliver (default: unlimited)",
+    )
+    hw.add_argument(
         "--heterogeneous",
         action="store_true",
         help="machines differ in speed (without a --gpu mix, half are assumed 1.5x slower)",
@@ -247,6 +252,7 @@ def run_select(args: argparse.Namespace) -> int:
         gpu=gpu,
         gpu_mix=mix,
         preemptions_per_machine_hour=args.preemptions_per_machine_hour,
+        input_examples_per_second=args.input_examples_per_second,
         interconnect=args.interconnect,
         network_gbps=args.network_gbps,
         precision=args.precision,

@@ -369,8 +369,9 @@ def _answer_lines() -> list[str]:
         "## From predictions to an answer",
         "",
         f"- **Efficiency floor.** When the whole cluster is predicted below "
-        f"{EFFICIENCY_FLOOR:.0%} scaling efficiency, `select` recommends the most machines "
-        "that stay above it and lists the predicted speed-up of 1, 2, 4, ... machines "
+        f"{EFFICIENCY_FLOOR:.0%} machine scaling efficiency (its throughput over the machine "
+        "count times one machine's), `select` recommends the most machines that stay above "
+        "it and lists the predicted speed-up of 1, 2, 4, ... machines "
         "(`machine_options` in `--json`): ResNet-101 on 16 x 8 V100 on 1 Gbps gets one "
         "machine, not all 128 GPUs.",
         "- **Cost.** `--prices [FILE]` prices every candidate per million examples at list "
@@ -381,7 +382,9 @@ def _answer_lines() -> list[str]:
         "and give the answer at both ends. Without `--activation-bytes-per-example`, "
         f"activations are {mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP (the high end "
         "of the published CNNs), so the memory check errs safe.",
-        "- **Network.** `--network-gbps` is one NIC; `--nics` NICs per machine multiply it.",
+        "- **Network and input.** `--network-gbps` is one NIC; `--nics` NICs per machine "
+        "multiply it. `--input-examples-per-second` caps what each machine's input pipeline "
+        "feeds its GPUs; an input-bound choice says so.",
         "- **Plausibility.** More GPUs per machine than any machine of that GPU holds, "
         "NVLink on T4/L4, or a NIC faster than 800 Gbit/s exit 2 with what to write instead.",
         "- **Embeddings.** Parameter servers on the workers' own machine move rows over "

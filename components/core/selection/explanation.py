@@ -47,6 +47,13 @@ def explain(
     ]
     if chosen.overhead_fraction:
         reasons.append(_preemption_sentence(chosen, topology))
+    if chosen.input_bound:
+        reasons.append(
+            f"The input pipelines limit {chosen.strategy} to {chosen.input_limit:,.0f} "
+            f"examples/s ({topology.input_examples_per_second:,.0f} per machine x "
+            f"{chosen.layout.workers}): the GPUs could take more, so faster input (more CPU "
+            "cores, cached or pre-processed data) pays before more GPUs do."
+        )
     reasons.extend(_alternative_sentences(chosen, ranked))
     return reasons
 

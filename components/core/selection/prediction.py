@@ -42,6 +42,8 @@ class Prediction:
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
         usd_per_million_examples: list price of a million examples, when priced.
+        input_limit: examples/s the input pipelines of its machines can feed
+            (None: unlimited).
     """
 
     strategy: str
@@ -58,6 +60,7 @@ class Prediction:
     measured_examples_per_second: float | None = None
     measured_source: str | None = None
     usd_per_million_examples: float | None = None
+    input_limit: float | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -66,9 +69,18 @@ class Prediction:
 
     @property
     def examples_per_second(self) -> float:
-        """Predicted examples/s, after expected preemption losses."""
+        """Predicted examples/s, at most what the input pipelines feed, after preemption losses."""
         raw = self.replicas * self.per_replica_batch / self.step_time_s
+        if self.input_limit is not None:
+            raw = min(raw, self.input_limit)
         return raw * (1 - self.overhead_fraction)
+
+    @property
+    def input_bound(self) -> bool:
+        """Whether the input pipelines, not the GPUs, set the throughput."""
+        if self.input_limit is None:
+            return False
+        return self.replicas * self.per_replica_batch / self.step_time_s > self.input_limit
 
     @property
     def scaling_efficiency(self) -> float:
@@ -174,6 +186,9 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
                 single,
             )
         )
+    if topology.input_examples_per_second is not None:
+        for c in out:  # every machine's CPUs feed only its own GPUs
+            c.input_limit = c.layout.workers * topology.input_examples_per_second
     if topology.preemptible:
         _charge_preemptions(out, preemption_rate(topology))
     return out

@@ -24,8 +24,9 @@ from components.core.selection.topology import Layout, Topology, device
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
-# Below this scaling efficiency, extra machines buy too little to be worth
-# paying for: the selector recommends the most machines that stay above it.
+# Below this machine scaling efficiency (throughput on k machines over k x one
+# machine's), extra machines buy too little to be worth paying for: the
+# selector recommends the most machines that stay above it.
 EFFICIENCY_FLOOR = 0.50
 OBJECTIVES = ("time", "cost")
 
@@ -45,8 +46,8 @@ class Recommendation:
         model: the model asked about.
         batch_size: the per-replica batch the predictions use.
         machine_options: (machines, strategy, predicted speed-up over one
-            device, scaling efficiency) for each machine count considered
-            when the full cluster scales below `EFFICIENCY_FLOOR`.
+            device, machine scaling efficiency) for each machine count
+            considered when the full cluster scales below `EFFICIENCY_FLOOR`.
     """
 
     strategy: str
@@ -72,7 +73,12 @@ class Recommendation:
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
             "machine_options": [
-                {"machines": m, "strategy": st, "speedup": round(x, 3), "efficiency": round(e, 4)}
+                {
+                    "machines": m,
+                    "strategy": st,
+                    "speedup": round(x, 3),
+                    "machine_efficiency": round(e, 4),
+                }
                 for m, st, x, e in self.machine_options
             ],
             "inputs": {
@@ -189,7 +195,7 @@ def recommend(
             throughput on matching hardware outranks the prediction.
         prices: a `comparison.pricing.PriceTable`; each candidate is then
             priced per million examples.
-        objective: `time` (fastest at an efficiency floor of
+        objective: `time` (fastest at a machine scaling efficiency floor of
             `EFFICIENCY_FLOOR`) or `cost` (cheapest per example; needs `prices`).
 
     Returns:
@@ -348,8 +354,8 @@ def _choose(
     chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
     reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
     options: list[tuple[int, str, float, float]] = []
-    if chosen.layout.workers > 1 and chosen.scaling_efficiency < EFFICIENCY_FLOOR:
-        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch, async_ok)
+    if chosen.layout.workers > 1 and _machine_efficiency(chosen, feasible) < EFFICIENCY_FLOOR:
+        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch)
         reasons = fewer + reasons
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
@@ -366,6 +372,14 @@ def _choose(
         batch,
         options,
     )
+
+
+def _machine_efficiency(chosen: Prediction, feasible: list[Prediction]) -> float:
+    """Throughput of `chosen` over its machine count times the best one machine gives."""
+    one = [p.rank_examples_per_second for p in feasible if p.layout.workers == 1]
+    if not one:
+        return 1.0
+    return chosen.rank_examples_per_second / (chosen.layout.workers * max(one))
 
 
 def _machine_counts(machines: int) -> list[int]:
@@ -453,36 +467,48 @@ def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu
 
 
 def _fewer_machines(
-    full: Prediction, topology: Topology, model: ModelProfile, batch: int, async_ok: bool
+    full: Prediction, topology: Topology, model: ModelProfile, batch: int
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
     """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
 
+    Machine scaling efficiency is throughput on k machines over k times the
+    best throughput of one machine: what each added machine is worth.
+
     Returns:
-        That candidate, every machine count's (machines, strategy, speed-up,
-        efficiency), and the sentences that say so.
+        That candidate, every machine count's (machines, strategy, speed-up
+        over one device, machine scaling efficiency), and the sentences that
+        say so.
     """
-    options = []
     best_on: dict[int, Prediction] = {}
     for k in _machine_counts(topology.machines):
         preds = candidates(dataclasses.replace(topology, machines=k), model, batch)
         on_k = [p for p in preds if p.layout.workers == k and p.replicas > 1] or preds
-        pick = max(on_k, key=lambda p: p.examples_per_second) if k < topology.machines else full
-        best_on[k] = pick
-        speedup = pick.examples_per_second / (pick.per_replica_batch / pick.single_gpu_step_s)
-        options.append((k, pick.strategy, speedup, pick.scaling_efficiency))
-    good = [k for k, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1]
-    k = max(good)
+        best_on[k] = max(on_k, key=lambda p: p.examples_per_second)
+    best_on[topology.machines] = full
+    one_machine = best_on[1].examples_per_second
+    options = [
+        (
+            k,
+            p.strategy,
+            p.examples_per_second / (p.per_replica_batch / p.single_gpu_step_s),
+            p.examples_per_second / (k * one_machine),
+        )
+        for k, p in best_on.items()
+    ]
+    k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
     chosen = best_on[k]
     listing = "; ".join(
-        f"{m} machine{'s' if m > 1 else ''} ({st}): {x:,.1f}x one {topology.gpu}, {e:.0%}"
+        f"{m} machine{'s' if m > 1 else ''} ({st}): {x:,.1f}x one {topology.gpu}, "
+        f"{e:.0%} machine efficiency"
         for m, st, x, e in options
     )
     gpus = topology.machines * topology.gpus_per_machine
     sentence = (
-        f"Adding machines buys little here: on all {topology.machines} machines ({gpus} "
-        f"{topology.gpu}) {full.strategy} is predicted at {full.scaling_efficiency:.0%} "
-        f"scaling efficiency, below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
-        f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
-        f"Predicted speed-up by machine count: {listing}."
+        f"Adding machines buys little here: all {topology.machines} machines ({gpus} "
+        f"{topology.gpu}, {full.strategy}) are predicted at {options[-1][3]:.0%} machine "
+        f"scaling efficiency (throughput over {topology.machines} x one machine's), below the "
+        f"{EFFICIENCY_FLOOR:.0%} floor. Use {k} machine{'s' if k > 1 else ''} "
+        f"({chosen.strategy}) and leave the rest free. Predicted speed-up by machine count: "
+        f"{listing}."
     )
     return chosen, options, [sentence]

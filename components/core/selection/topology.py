@@ -74,6 +74,9 @@ class Topology:
             fastest of them and `heterogeneous` is set.
         preemptions_per_machine_hour: expected preemptions of one preemptible
             machine per hour (None: `cost_model.PREEMPTIONS_PER_MACHINE_HOUR`).
+        input_examples_per_second: examples/s one machine's input pipeline
+            (reading, decoding, augmenting on its CPUs) can deliver; None when
+            it keeps up with any number of GPUs.
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
@@ -90,6 +93,7 @@ class Topology:
     nics: int = 1
     gpu_mix: tuple[tuple[str, int], ...] = ()
     preemptions_per_machine_hour: float | None = None
+    input_examples_per_second: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
@@ -129,6 +133,13 @@ class Topology:
         if rate is not None and not (isinstance(rate, (int, float)) and 0 <= rate <= 60):
             raise ConfigError(
                 f"--preemptions-per-machine-hour must be between 0 and 60, got {rate!r}"
+            )
+        feed = self.input_examples_per_second
+        if feed is not None and not (
+            isinstance(feed, (int, float)) and math.isfinite(feed) and feed > 0
+        ):
+            raise ConfigError(
+                f"--input-examples-per-second must be a positive number, got {feed!r}"
             )
         self._check_plausible()
 
