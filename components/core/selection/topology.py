@@ -27,8 +27,8 @@ MAX_GPUS_PER_MACHINE = {
     "a100-80gb": 16,
     "h100": 8,
 }
-# GPUs sold without NVLink (T4 and L4 are PCIe-only cards).
-NO_NVLINK = frozenset({"t4", "l4"})
+# Devices without NVLink (T4 and L4 are PCIe-only cards; a CPU has none).
+NO_NVLINK = frozenset({"t4", "l4", "cpu"})
 # The fastest NIC on sale is 800 Gbit/s; machines carry at most 16 of them.
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
