@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.core import model_profile, selection
+from components.core import hardware, model_profile, selection
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
-from components.core.selection import Topology, recommend
+from components.core.selection import Topology, evidence, recommend
 from pipelines.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,10 +51,14 @@ def test_compute_overlap_and_memory_formulas():
     # at most the backward time (2/3 of 0.3 s) hides
     assert selection.exposed_communication(1.0, 0.3, 0.5) == pytest.approx(0.8)
     model = model_profile.ModelProfile("m", 1_000_000, 1e6, activation_bytes_per_example=1000)
-    # weights + gradients + 2 Adam moments = 16 bytes/param, plus 10 x 1 kB activations
-    assert selection.memory_needed_bytes(model, 10, True) == pytest.approx(16.01e6)
+    # weights + gradients + 2 Adam moments = 16 bytes/param, plus 10 x 1 kB activations,
+    # of which back-propagation keeps the calibrated share
+    kept = selection.cost_model.KEPT_ACTIVATION_FRACTION
+    assert selection.memory_needed_bytes(model, 10, True) == pytest.approx(16e6 + 10e3 * kept)
     # mixed precision keeps 16-bit activations; weights, gradients and Adam stay float32
-    assert selection.memory_needed_bytes(model, 10, True, "mixed") == pytest.approx(16.005e6)
+    assert selection.memory_needed_bytes(model, 10, True, "mixed") == pytest.approx(
+        16e6 + 5e3 * kept
+    )
     fitted = selection.FITTED
     assert selection.achievable_tflops("v100") == pytest.approx(
         15.7 * fitted.achievable_fraction_cuda_cores
@@ -463,6 +467,30 @@ def test_mixed_precision_fits_twice_the_activations_per_gpu():
     rec = selection.recommend(topology, model, batch_size=fp32 + 50)
     assert rec.batch_size == fp32 + 50  # no "use at most" reduction
     assert not any("use at most" in reason for reason in rec.reasons)
+
+
+@pytest.mark.parametrize("model_name", ["resnet50", "registry"])
+def test_nvidias_published_resnet50_batches_fit_and_twice_fp32_does_not(model_name):
+    """DeepLearningExamples' TensorFlow ResNet-50 v1.5 batches (the published set) get a yes."""
+    model = (
+        model_profile.profile_model("resnet50")
+        if model_name == "registry"
+        else PUBLISHED_PROFILES["resnet50"]
+    )
+    published = [
+        c
+        for c in evidence.load_evidence()
+        if c["model"] == "resnet50" and c["source"] == "NVIDIA DeepLearningExamples"
+    ]
+    assert {(c["gpu"], c["precision"], c["batch_size"]) for c in published} >= {
+        ("v100", "fp32", 128),
+        ("v100", "mixed", 256),
+    }
+    for case in published:
+        memory_gb = 16 if case["gpu"] == "v100" else hardware.get_gpu(case["gpu"]).memory_gb
+        fits = selection.max_batch_that_fits(model, memory_gb, True, case["precision"])
+        assert fits >= case["batch_size"], case["detail"]
+    assert selection.max_batch_that_fits(model, 16, True, "fp32") < 256
 
 
 def test_the_pipelines_select_step_takes_the_runs_precision():
