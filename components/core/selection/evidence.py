@@ -18,6 +18,7 @@ from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import (
     FITTED,
+    KEPT_ACTIVATION_FRACTION,
     NVLINK_GBPS,
     PCIE3_GBPS,
     PCIE_GBPS,
@@ -382,6 +383,13 @@ def _answer_lines() -> list[str]:
         "and give the answer at both ends. Without `--activation-bytes-per-example`, "
         f"activations are {mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP (the high end "
         "of the published CNNs), so the memory check errs safe.",
+        "- **Memory per precision.** A GPU holds weights, gradients and Adam's two moments "
+        "in float32, plus the activations back-propagation keeps: 16-bit under `--precision "
+        f"mixed`, and {KEPT_ACTIVATION_FRACTION:g} of the summed layer outputs, the share "
+        "calibrated on NVIDIA's published TensorFlow ResNet-50 batches (128 FP32 and 256 AMP "
+        "per 16 GB V100, 256 TF32 per 40 GB A100 all fit; 256 FP32 per 16 GB V100 does not). "
+        "`tests/test_selection.py::test_nvidias_published_resnet50_batches_fit_and_twice_fp32"
+        "_does_not`.",
         "- **Network and input.** `--network-gbps` is one NIC; `--nics` NICs per machine "
         "multiply it. `--input-examples-per-second` caps what each machine's input pipeline "
         "feeds its GPUs; an input-bound choice says so.",
