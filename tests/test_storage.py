@@ -11,6 +11,7 @@ calls that bypass the storage layer.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import socket
 import subprocess
@@ -401,3 +402,38 @@ def test_join_keeps_gs_uris_and_local_paths_in_their_own_form():
     assert storage.join("gs://b/x", "y") == "gs://b/x/y"
     assert storage.join("gs://b/x/", "y", "z") == "gs://b/x/y/z"
     assert storage.join("/tmp/x", "y") == os.path.join("/tmp/x", "y")
+
+
+# -- TensorFlow's own gs:// filesystem -----------------------------------------------
+
+
+def test_tensorflow_reads_and_writes_gs_through_its_own_filesystem(tmp_path, tfds_dir):
+    """TensorFlow's GCS filesystem and the storage layer agree on one emulated bucket.
+
+    TensorFlow has no endpoint setting, so the emulator takes Google's host names
+    inside private namespaces (see tests/tensorflow_gcs_check.py).
+    """
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost www.googleapis.com storage.googleapis.com\n")
+    script = Path(__file__).with_name("tensorflow_gcs_check.py")
+    inside = (
+        f"ip link set lo up && mount --bind {hosts} /etc/hosts && "
+        f"exec {sys.executable} {script} {tmp_path} {tfds_dir}"
+    )
+    env = {**os.environ, "PYTHONPATH": str(CORE.parents[1]), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--net", "--mount", "sh", "-c", inside],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["tf_listdir"] == result["storage_listdir"]
+    assert "manifest.json" in result["tf_listdir"] and result["tf_exists_manifest"]
+    assert result["test_examples_read_by_tf"] == result["test_examples_in_manifest"] > 0
+    assert result["tf_written_size_seen_by_storage"] == result["tf_written_size_seen_by_tf"]
+    assert result["tf_records_read_back"] == ["record 0", "record 1", "record 2"]
