@@ -36,9 +36,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def emulator() -> str:
+def emulator(tmp_path_factory) -> str:
     """A Cloud Storage emulator process on 127.0.0.1 with one bucket; its address."""
     port = _free_port()
+    log = open(tmp_path_factory.mktemp("emulator") / "emulator.log", "w+")  # noqa: SIM115
     process = subprocess.Popen(
         [
             sys.executable,
@@ -54,8 +55,8 @@ def emulator() -> str:
             BUCKET,
             "--quiet",
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
     try:
@@ -65,14 +66,16 @@ def emulator() -> str:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
                     raise RuntimeError(
-                        f"the storage emulator did not start: {process.stderr.read()!r}"
+                        f"the storage emulator did not start: {log.read()}"
                     ) from None
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=10)
+        log.close()
 
 
 @pytest.fixture
