@@ -402,6 +402,8 @@ _ALLOWED = {
     ("run_metrics.py", "open", '"/proc/cpuinfo"'),
     ("run_metrics.py", "open", '"/proc/meminfo"'),
     ("launch/local.py", "os.listdir", '"/proc/driver/nvidia/gpus"'),
+    # A program on PATH (dpkg-query), not a file of the user's.
+    ("reduction_server.py", "shutil.which", '"dpkg-query"'),
     # Whether this process runs inside a Vertex AI task (its gcsfuse mount point).
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
     # The published scaling cases bundled with the package (components/core/data/).
