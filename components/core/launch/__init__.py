@@ -179,10 +179,13 @@ def submit_cloud(
 def _copy_model(source: str, destination: str) -> None:
     """Copies an exported model (local path or `gs://` URI) to the local artifact path.
 
+    A local export is renamed into place whole; one in Cloud Storage (or gcsfuse)
+    is uploaded file by file, so it counts only with its marker, written last.
+
     Raises:
-        RuntimeError: when the export is incomplete (its marker, written last, is missing).
+        RuntimeError: when a Cloud Storage export is incomplete (no marker).
     """
-    if not storage.is_complete(source):
+    if storage.is_object_store(source) and not storage.is_complete(source):
         raise RuntimeError(f"the model export in {source} is incomplete: the run did not finish")
     storage.download_tree(source, destination)
 
