@@ -286,6 +286,9 @@ def test_a_rehearsed_export_is_published_file_by_file_as_in_the_cloud(monkeypatc
     exported = tmp_path / "b" / "run" / training.MODEL_DIR_NAME
     assert (exported / storage.TREE_MARKER).is_file()
     assert keras.models.load_model(str(exported), compile=False) is not None
+    # Vertex AI's gcsfuse form of the same bucket: no folder rename either.
+    training._export(model, "/gcs/b/vertex-run")
+    assert (tmp_path / "b" / "vertex-run" / training.MODEL_DIR_NAME / storage.TREE_MARKER).is_file()
 
 
 def test_a_trainer_given_gs_paths_trains_under_a_rehearsal(tmp_path, tfds_dir):
