@@ -12,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import reduction_server
+from components.core import reduction_server, storage
 from components.core.config import (
     ConfigError,
     RunConfig,
@@ -274,12 +273,13 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
 def readable_shards(uri: str) -> str | None:
     """Where this machine reads the job's `gs://` shards folder, or None when it cannot.
 
-    A Vertex AI Pipelines step sees every bucket at its gcsfuse mount (`/gcs/`).
-    The one place that decides, so it can read `gs://` itself once the storage
-    layer (`components/core/storage.py`) does.
+    A Vertex AI Pipelines step sees every bucket at its gcsfuse mount (`/gcs/`);
+    under a rehearsal (`STRATEGIST_GCS_LOCAL_ROOT`) the storage layer serves it
+    from the mapped folder. `gs://` itself is not tried: without credentials
+    here, Google's auth chain and retries would stall every dry run.
     """
     local = to_gcsfuse(uri)
-    return local if os.path.isdir(local) else None
+    return local if storage.isdir(local) else None
 
 
 def _validate_shards(run: RunConfig, cloud: CloudConfig) -> None:

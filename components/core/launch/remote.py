@@ -16,12 +16,11 @@ retried step launches a new one.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from components.core import atomic
+from components.core import storage
 from components.core.config import ConfigError
 
 T = TypeVar("T")
@@ -48,7 +47,7 @@ class JobRecord:
 def write_gcp_resources(path: str | None, record: JobRecord) -> None:
     """Writes `record` as the step's `gcp_resources` output (nothing when `path` is None)."""
     if path:
-        atomic.write_text(path, gcp_resources_json([record]))
+        storage.write_text(path, gcp_resources_json([record]))
 
 
 def gcp_resources_json(records: list[JobRecord]) -> str:
@@ -64,10 +63,9 @@ def read_gcp_resources(path: str | None, resource_type: str) -> JobRecord | None
         ConfigError: the file holds something else than one job of `resource_type`;
             it names the file to delete so that a new job is launched.
     """
-    if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
+    if not path or not storage.exists(path) or storage.size(path) == 0:
         return None
-    with open(path) as handle:
-        text = handle.read()
+    text = storage.read_text(path)
     try:
         resources = json.loads(text)[_RESOURCES]
         records = [JobRecord(r[_TYPE], r[_URI]) for r in resources]

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.core import storage
 from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.selection.topology import PRECISIONS, Topology, device
@@ -75,7 +76,7 @@ class FittedConstants:
 def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
     """The fitted constants from `path` (the defaults when it does not exist)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(storage.read_text(path))
     except OSError:
         return FittedConstants()
     except ValueError as err:

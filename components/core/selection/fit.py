@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from components.core import storage
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
@@ -116,7 +117,7 @@ def write(constants: FittedConstants, path: str | Path = FIT_PATH) -> None:
         "fitted_on": "the training part of components/core/data/published_scaling.json",
         "constants": dataclasses.asdict(constants),
     }
-    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    storage.write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
 def report_lines(constants: FittedConstants | None = None) -> list[str]:
