@@ -383,3 +383,87 @@ def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsy
         assert evaluations[-1]["accuracy"] >= 0.85
     assert (gcs_root / "rehearsal-bucket" / "shards" / "digits" / "manifest.json").exists()
     assert not trainer_pids(f"rehearsal-bucket/runs/{case}")
+
+
+# -- the pipeline's train step -------------------------------------------------------------
+
+
+def test_the_train_step_refuses_to_rehearse_the_local_backend(tmp_path):
+    from components.core.config import ConfigError
+    from components.core.launch import train_to_artifacts
+
+    with pytest.raises(ConfigError, match="use backend vertex or kubeflow"):
+        train_to_artifacts(
+            run_config={},
+            cluster={"strategy": "mirrored"},
+            shards_dir=str(tmp_path),
+            model_dir=str(tmp_path / "model"),
+            metrics_path=str(tmp_path / "metrics.json"),
+            backend="local",
+            rehearse=True,
+        )
+
+
+def test_the_compiled_pipelines_pass_the_switch_to_the_train_step(tmp_path):
+    from kfp import compiler
+
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.training import build_training_pipeline
+
+    for build in (build_comparison_pipeline, build_training_pipeline):
+        path = tmp_path / f"{build.__name__}.json"
+        compiler.Compiler().compile(build(), str(path))
+        spec = json.loads(path.read_text())
+        root = spec["root"]["inputDefinitions"]["parameters"]["rehearse"]
+        assert root["defaultValue"] is False and root["parameterType"] == "BOOLEAN"
+        train = spec["components"]["comp-train"]["inputDefinitions"]["parameters"]["rehearse"]
+        assert train["defaultValue"] is False
+        assert '"rehearse"' in json.dumps(spec["root"]["dag"])  # wired from the root
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp_path, monkeypatch):
+    import io
+
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.local_run import run_locally
+
+    monkeypatch.setenv(GCS_ROOT_ENV, str(tmp_path / "gcs"))
+    (tmp_path / "tfds").mkdir()
+    run_config = RunConfig(
+        data=DataConfig(data_dir=str(tmp_path / "tfds"), num_shards=2),
+        training=TrainingConfig(epochs=EPOCHS),
+    ).to_pipeline_parameter()
+    cloud = {
+        "image": "IMAGE",
+        "project": "p",
+        "region": "us-central1",
+        "base_output_dir": f"{BUCKET}/runs/pipeline",
+        "shards_dir": SHARDS,
+    }
+    run_locally(
+        build_comparison_pipeline(),
+        {
+            "run_config": run_config,
+            "clusters": [dataclasses.asdict(ClusterConfig("mirrored", devices_per_worker=2))],
+            "backend": "vertex",
+            "cloud_config_json": json.dumps(cloud),
+            "rehearse": True,
+        },
+        str(tmp_path / "root"),
+        log_path=str(tmp_path / "pipeline.log"),
+        console=io.StringIO(),
+    )
+    log = (tmp_path / "pipeline.log").read_text()
+    assert "rehearsal of vertex: 1 replica(s) (chief-0)" in log
+    metrics = json.loads(next((tmp_path / "root").rglob("metrics_json")).read_text())
+    assert metrics["hardware"]["platform"] == "rehearsal of vertex"
+    assert metrics["eval_accuracy"] >= 0.85 and metrics["num_replicas"] == 2
+    local = tmp_path / "gcs" / "rehearsal-bucket"
+    assert (local / "runs" / "pipeline" / "metrics.json").exists()
+    assert (local / "shards" / "digits" / "manifest.json").exists()  # prepared there
+    compared = [p for p in (tmp_path / "root").rglob("comparison") if p.is_file()]
+    report = json.loads(compared[0].read_text())
+    assert [r["strategy"] for r in report["results"]] == ["mirrored"]
+    assert not trainer_pids("rehearsal-bucket/runs/pipeline")

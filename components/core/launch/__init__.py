@@ -29,6 +29,7 @@ def train_to_artifacts(
     metrics_path: str,
     backend: str = "local",
     cloud_config_json: str = "{}",
+    rehearse: bool = False,
 ) -> RunMetrics:
     """Trains on `backend` and places the SavedModel and metrics.json at the given paths.
 
@@ -41,19 +42,23 @@ def train_to_artifacts(
         metrics_path: where the run's record goes.
         backend: local, vertex or kubeflow (kfp is another name for it).
         cloud_config_json: the CloudConfig of the cloud backends.
+        rehearse: with a cloud backend, run every replica of the job it would
+            submit on this machine instead (`launch.rehearsal`); nothing is sent.
 
     Returns:
         The run's record.
 
     Raises:
-        ConfigError: for an unknown backend or a configuration the strategy
-            cannot run.
+        ConfigError: for an unknown backend, `rehearse` without a cloud
+            backend, or a configuration the strategy cannot run.
     """
     from components.core import models
 
     backend = canonical(backend)  # `kfp` is another name for `kubeflow`
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if rehearse and backend == "local":
+        raise ConfigError("rehearse runs a cloud job here: use backend vertex or kubeflow")
     workdir = tempfile.mkdtemp(prefix="strategist-train-")
     try:
         config = RunConfig.from_dict({**run_config, "cluster": cluster})
@@ -69,6 +74,14 @@ def train_to_artifacts(
 
             metrics = run_local(config)
             source = workdir
+        elif rehearse:
+            from components.core.launch.rehearsal import rehearse as rehearse_job
+
+            run, cloud = _cloud_run(config, backend, cloud_config_json)
+            metrics, local = rehearse_job(
+                build_cloud_job(run, cloud), cloud.target, data_dir=run.data.data_dir
+            )
+            source = local.output_dir
         else:
             source = submit_cloud(*_cloud_run(config, backend, cloud_config_json))
             metrics = RunMetrics.from_json(_read_remote(f"{source}/metrics.json"), source)
