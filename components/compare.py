@@ -31,10 +31,9 @@ def compare_strategies(
         target_accuracy: the accuracy "time to accuracy" is measured to.
     """
     import json
-    import os
 
-    from components.core import atomic
     from components.core import comparison as core
+    from components.core import storage
 
     built = core.build_report(
         core.load_metrics(run.path for run in runs),
@@ -47,4 +46,4 @@ def compare_strategies(
         core.SUMMARY_MD: summary.path,
     }
     for name, data in core.render_files(built).items():
-        atomic.write_bytes(destinations.get(name) or os.path.join(plots.path, name), data)
+        storage.write_bytes(destinations.get(name) or storage.join(plots.path, name), data)

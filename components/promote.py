@@ -43,7 +43,7 @@ def promote(
     """
     import json
 
-    from components.core import atomic, promotion
+    from components.core import promotion, storage
 
     store = promotion.pipeline_store(
         promotion_target,
@@ -63,7 +63,7 @@ def promote(
         promoted_at=promotion.now_iso(),
     )
     where = store.promote(record)
-    atomic.write_text(promoted.path, json.dumps({**record.to_dict(), "where": where}, indent=2))
+    storage.write_text(promoted.path, json.dumps({**record.to_dict(), "where": where}, indent=2))
     promoted.metadata.update({"where": where, **record.to_dict()})
     print(f"promote: {record.metric}={record.value:.4f} recorded at {where}")
     return where

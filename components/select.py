@@ -51,8 +51,9 @@ def select_strategy(
         network_gbps=network_gbps,
         preemptible=preemptible,
     )
-    with open(reasons.path, "w") as handle:
-        handle.write(choice.markdown)
+    from components.core import storage
+
+    storage.write_text(reasons.path, choice.markdown)
     Choice = namedtuple("Choice", ["strategy", "cluster", "recommendation_json"])
     return Choice(
         choice.cluster.strategy, dataclasses.asdict(choice.cluster), choice.recommendation_json

@@ -423,9 +423,9 @@ def test_numbers_in_the_html_table_equal_those_in_the_json(tmp_path):
     runs[3]["hardware"]["machine_type"] = "unknown-1"  # one cost shown as missing
     report = build_report(runs, target_accuracy=0.93, prices=PRICES)
     paths = write_report(report, tmp_path)
-    saved = json.loads(paths["comparison.json"].read_text())
+    saved = json.loads(Path(paths["comparison.json"]).read_text())
     parser = TableParser()
-    parser.feed(paths["report.html"].read_text())
+    parser.feed(Path(paths["report.html"]).read_text())
     assert set(parser.rows) == {r["name"] for r in saved["results"]}
     checked = 0
     for r in saved["results"]:
@@ -442,7 +442,7 @@ def test_numbers_in_the_html_table_equal_those_in_the_json(tmp_path):
 
 def test_numbers_in_the_markdown_summary_equal_those_in_the_json(tmp_path):
     report = build_report(four_runs(), prices=PRICES)
-    text = write_report(report, tmp_path)["summary.md"].read_text()
+    text = Path(write_report(report, tmp_path)["summary.md"]).read_text()
     rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
     keys = [key for key, _, _ in comparison._TEXT_COLUMNS]
     assert len(rows) == len(report["results"])
@@ -455,7 +455,7 @@ def test_numbers_in_the_markdown_summary_equal_those_in_the_json(tmp_path):
 
 def test_the_page_is_self_contained(tmp_path):
     report = build_report(four_runs(), prices=PRICES)
-    page = write_report(report, tmp_path)["report.html"].read_text()
+    page = Path(write_report(report, tmp_path)["report.html"]).read_text()
     parser = TableParser()
     parser.feed(page)
     assert [img["data-plot"] for img in parser.images] == list(PLOT_FILES)
@@ -471,7 +471,7 @@ def test_write_report_writes_every_file_and_no_temporaries(tmp_path):
     expected = {"comparison.json", "report.html", "summary.md", *PLOT_FILES}
     assert set(paths) == expected
     assert sorted(os.listdir(out)) == sorted(expected)
-    assert json.loads(paths["comparison.json"].read_text()) == report
+    assert json.loads(Path(paths["comparison.json"]).read_text()) == report
     for name in PLOT_FILES:
         import matplotlib.image
 

@@ -105,7 +105,7 @@ def rendered(tmp_path_factory) -> dict:
     }
     report = build_report(runs, prices=PRICES, recommendation=recommendation)
     paths = write_report(report, out)
-    page = paths["report.html"]
+    page = Path(paths["report.html"])
     profile = tmp_path_factory.mktemp("chromium-profile")
     dom = run_chromium(page, profile, "--dump-dom")
     shot = out / "screenshot.png"

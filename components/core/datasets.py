@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import atomic
+from components.core import storage
 from components.core.config import ConfigError
 from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
@@ -123,7 +123,7 @@ class Manifest:
         )
 
     def file_paths(self, split: str) -> list[str]:
-        return [os.path.join(self.root, f.path) for f in self.split(split).files]
+        return [storage.join(self.root, f.path) for f in self.split(split).files]
 
     def split(self, name: str) -> SplitInfo:
         try:
@@ -148,7 +148,7 @@ def get_builder(name: str, data_dir: str | None = None):
     import tensorflow_datasets as tfds
 
     _register_builders()
-    if data_dir is not None and not os.path.isdir(data_dir):
+    if data_dir is not None and not storage.isdir(data_dir):
         raise ConfigError(f"--data-dir {data_dir} does not exist: create it or pass another folder")
     known = tfds.list_builders(with_community_datasets=False)
     if name not in known:
@@ -217,8 +217,8 @@ def prepare(builder, *, probe_timeout_s: float = 3.0) -> None:
 
 
 def _is_prepared(builder) -> bool:
-    return os.path.isdir(builder.data_dir) and any(
-        p.endswith(".json") for p in os.listdir(builder.data_dir)
+    return storage.isdir(builder.data_dir) and any(
+        p.endswith(".json") for p in storage.listdir(builder.data_dir)
     )
 
 
@@ -232,7 +232,7 @@ def _reachable(address: tuple[str, int], timeout_s: float) -> bool:
 
 def default_shards_dir(data_dir: str | None, dataset: str, num_shards: int) -> str:
     root = data_dir or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
-    return os.path.join(root, "strategist_shards", dataset, f"{num_shards}-shards")
+    return storage.join(root, "strategist_shards", dataset, f"{num_shards}-shards")
 
 
 def shard_dataset(
@@ -246,8 +246,10 @@ def shard_dataset(
     """Writes a TFDS dataset as TFRecord shards plus `manifest.json`.
 
     Examples are dealt round-robin to `num_shards` files per split, so files
-    differ in size by at most one example. The folder is built beside its final
-    place and renamed into it, so a crash never leaves a complete-looking one.
+    differ in size by at most one example. The folder is published by
+    `storage.staged_tree` with the manifest as its commit file (renamed into
+    place locally; uploaded file by file, manifest last, on Cloud Storage), so
+    a crash never leaves a complete-looking one.
     An existing, valid shards folder for the same dataset is reused.
 
     Args:
@@ -280,7 +282,7 @@ def shard_dataset(
     num_classes = builder.info.features[label_key].num_classes
 
     splits: dict[str, SplitInfo] = {}
-    with atomic.staged_dir(shards_dir) as staging:
+    with storage.staged_tree(shards_dir, commit_file=MANIFEST_NAME) as staging:
         for split in SPLITS:
             if split not in builder.info.splits:
                 raise ConfigError(f"dataset {dataset!r} has no {split!r} split")
@@ -295,7 +297,7 @@ def shard_dataset(
             root=shards_dir,
         )
         # Written last: a folder with a manifest is a finished folder.
-        atomic.write_json(os.path.join(staging, MANIFEST_NAME), manifest.to_dict())
+        storage.write_json(os.path.join(staging, MANIFEST_NAME), manifest.to_dict())
     log(f"shards: wrote {shards_dir} in {time.perf_counter() - started:.1f}s")
     return manifest
 
@@ -325,7 +327,7 @@ def write_shards(
 
     names = [f"{split}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
     counts = [0] * num_shards
-    writers = [tf.io.TFRecordWriter(os.path.join(folder, n)) for n in names]
+    writers = [tf.io.TFRecordWriter(storage.local_view(storage.join(folder, n))) for n in names]
     try:
         for index, (image, label) in enumerate(examples):
             shard = index % num_shards
@@ -335,7 +337,7 @@ def write_shards(
         for writer in writers:
             writer.close()
     files = tuple(
-        ShardFile(n, c, os.path.getsize(os.path.join(folder, n)))
+        ShardFile(n, c, storage.size(storage.join(folder, n)))
         for n, c in zip(names, counts, strict=True)
     )
     return SplitInfo(sum(counts), files)
@@ -349,7 +351,7 @@ def _describe(manifest: Manifest) -> str:
 
 
 def _reusable_manifest(shards_dir: str, dataset: str, num_shards: int) -> Manifest | None:
-    if not os.path.exists(os.path.join(shards_dir, MANIFEST_NAME)):
+    if not storage.exists(storage.join(shards_dir, MANIFEST_NAME)):
         return None
     try:
         manifest = load_manifest(shards_dir)
@@ -382,12 +384,11 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
         ConfigError: missing folder or manifest, missing, truncated or corrupted
             shard files, counts that do not match — with what to do.
     """
-    path = os.path.join(shards_dir, MANIFEST_NAME)
-    if not os.path.isdir(shards_dir):
+    path = storage.join(shards_dir, MANIFEST_NAME)
+    if not storage.isdir(shards_dir):
         raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
     try:
-        with open(path) as handle:
-            raw = json.load(handle)
+        raw = storage.read_json(path)
     except FileNotFoundError:
         raise ConfigError(
             f"{shards_dir} has no {MANIFEST_NAME}: it is not a finished shards folder; "
@@ -404,9 +405,9 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
                 f"{split.num_examples}; {remedy}"
             )
         for shard in split.files:
-            file_path = os.path.join(shards_dir, shard.path)
+            file_path = storage.join(shards_dir, shard.path)
             try:
-                size = os.path.getsize(file_path)
+                size = storage.size(file_path)
             except OSError:
                 raise ConfigError(f"shard file {file_path} is missing; {remedy}") from None
             if size != shard.num_bytes:
@@ -423,7 +424,7 @@ def _verify_records(file_path: str, expected: int, remedy: str) -> None:
     import tensorflow as tf
 
     try:
-        count = sum(1 for _ in tf.data.TFRecordDataset(file_path))
+        count = sum(1 for _ in tf.data.TFRecordDataset(storage.local_view(file_path)))
     except tf.errors.DataLossError as err:
         raise ConfigError(
             f"shard file {file_path} is corrupted ({err.message}); {remedy}"
@@ -483,7 +484,8 @@ def make_dataset_fn(
     """
     import tensorflow as tf
 
-    files = manifest.file_paths(split)
+    # TensorFlow opens the files itself: through `local_view` under a rehearsal.
+    files = [storage.local_view(path) for path in manifest.file_paths(split)]
     info = manifest.split(split)
     total_bytes = sum(f.num_bytes for f in info.files)
     parse = parse_fn(manifest)

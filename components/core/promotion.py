@@ -6,7 +6,7 @@ losses and errors, where lower is better); the first model, with nothing promote
 is blessed. Where the promoted model is recorded is a *store*:
 
 - `PointerStore`: a `promoted.json` pointer in a folder (local runs), a `/gcs/` path
-  (Vertex AI's gcsfuse mount) or a `gs://` folder, written atomically;
+  (Vertex AI's gcsfuse mount) or a `gs://` folder, written atomically by `storage`;
 - `VertexModelRegistry`: the Vertex AI Model Registry; the promoted model is the
   default version of the model with a display name, its metric kept in labels.
 
@@ -23,8 +23,12 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from components.core import storage
 from components.core.config import ConfigError
 from components.core.storage_paths import to_gcsfuse
+
+# Where Vertex AI mounts Cloud Storage (gcsfuse) in its tasks.
+GCSFUSE_MOUNT = "/gcs"
 
 TARGETS = ("pointer", "vertex", "none")
 METRICS = ("test_accuracy", "test_loss")
@@ -167,8 +171,8 @@ def now_iso() -> str:
 class PointerStore:
     """A `promoted.json` pointer under a root folder (local, `/gcs/...` or `gs://...`).
 
-    Local and gcsfuse paths are written with `atomic.write_json` (temporary file,
-    then rename); a `gs://` object is written in one upload, which Cloud Storage
+    Written by `storage.write_text`: local and gcsfuse paths as a temporary file
+    renamed over the pointer; a `gs://` object in one upload, which Cloud Storage
     makes visible all at once.
     """
 
@@ -185,29 +189,14 @@ class PointerStore:
 
     def promote(self, record: Promoted) -> str:
         """Writes `record` as the new pointer; returns the pointer's path."""
-        text = json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n"
-        if self.path.startswith("gs://"):
-            self._blob().upload_from_string(text, content_type="application/json")
-        else:
-            from components.core import atomic
-
-            atomic.write_text(self.path, text)
+        storage.write_json(self.path, record.to_dict())
         return self.path
 
     def _read(self) -> str | None:
-        if self.path.startswith("gs://"):
-            blob = self._blob()
-            return blob.download_as_text() if blob.exists() else None
-        if not os.path.exists(self.path):
+        try:
+            return storage.read_text(self.path)
+        except FileNotFoundError:
             return None
-        with open(self.path, encoding="utf-8") as handle:
-            return handle.read()
-
-    def _blob(self):
-        from google.cloud import storage
-
-        bucket, _, name = self.path[len("gs://") :].partition("/")
-        return storage.Client().bucket(bucket).blob(name)
 
 
 def encode_label_value(value: float) -> str:
@@ -374,7 +363,7 @@ def default_root(pipeline_root: str) -> str:
     A `gs://` pipeline root inside a Vertex AI task is read through gcsfuse (`/gcs/`).
     """
     root = pipeline_root.rstrip("/")
-    if os.path.isdir("/gcs"):
+    if os.path.isdir(GCSFUSE_MOUNT):  # inside a Vertex AI task
         root = to_gcsfuse(root)
     return f"{root}/strategist-promotion"
 

@@ -262,19 +262,20 @@ def read(path: str) -> RunMetrics:
     Raises:
         ConfigError: unreadable, or not a run record this version knows.
     """
+    from components.core import storage
+
     try:
-        with open(path) as handle:
-            text = handle.read()
+        text = storage.read_text(path)
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read it ({err.strerror})") from None
+        raise ConfigError(f"{path}: cannot read it ({err.strerror or err})") from None
     return RunMetrics.from_json(text, path)
 
 
 def write(path: str, metrics: RunMetrics) -> None:
     """Writes `metrics.json` atomically (the only writer)."""
-    from components.core import atomic
+    from components.core import storage
 
-    atomic.write_json(path, metrics.to_dict())
+    storage.write_json(path, metrics.to_dict())
 
 
 # -- detection -------------------------------------------------------------------

@@ -17,29 +17,30 @@ none.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
 
-from components.core import atomic
+from components.core import storage
 
 CHECKPOINTS_DIR = "checkpoints"
-EVALUATIONS_PATH = os.path.join("evaluator", "evaluations.json")
+EVALUATIONS_PATH = "evaluator/evaluations.json"
 _CHECKPOINT = "ckpt-{epoch}"
 
 
 def checkpoint_dir(output_dir: str) -> str:
     """Where the chief saves each epoch's weights for the evaluator."""
-    return os.path.join(output_dir, CHECKPOINTS_DIR)
+    return storage.join(output_dir, CHECKPOINTS_DIR)
 
 
 def checkpoint_callback(output_dir: str):
     """The chief's callback that saves the weights after every epoch (`ckpt-<epoch>`)."""
     import tf_keras as keras
 
+    # TensorFlow writes the checkpoint itself: through `local_view` under a rehearsal.
     return keras.callbacks.ModelCheckpoint(
-        os.path.join(checkpoint_dir(output_dir), _CHECKPOINT), save_weights_only=True
+        storage.local_view(storage.join(checkpoint_dir(output_dir), _CHECKPOINT)),
+        save_weights_only=True,
     )
 
 
@@ -65,8 +66,9 @@ def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
     import tensorflow as tf
 
     results: list[dict[str, Any]] = []
-    path = os.path.join(config.output_dir, EVALUATIONS_PATH)
-    for checkpoint in tf.train.checkpoints_iterator(checkpoint_dir(config.output_dir)):
+    path = storage.join(config.output_dir, EVALUATIONS_PATH)
+    watched = storage.local_view(checkpoint_dir(config.output_dir))
+    for checkpoint in tf.train.checkpoints_iterator(watched):
         epoch = _epoch_of(checkpoint)
         try:
             model.load_weights(checkpoint).expect_partial()
@@ -77,7 +79,7 @@ def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
         entry = {"checkpoint": os.path.basename(checkpoint), "epoch": epoch}
         entry.update({name: float(value) for name, value in logs.items()})
         results.append(entry)
-        atomic.write_json(path, results)
+        storage.write_json(path, results)
         print(
             f"evaluator: epoch {epoch}/{config.training.epochs} checkpoint: loss "
             f"{entry.get('loss', float('nan')):.4f}  accuracy "
@@ -92,8 +94,7 @@ def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
 def read_evaluations(output_dir: str) -> list[dict[str, Any]]:
     """The evaluator's results of a run (empty when it had no evaluator)."""
     try:
-        with open(os.path.join(output_dir, EVALUATIONS_PATH)) as handle:
-            return json.load(handle)
+        return storage.read_json(storage.join(output_dir, EVALUATIONS_PATH))
     except (OSError, ValueError):
         return []
 

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from components.core import datasets, strategies, training
+from components.core import datasets, storage, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.strategy_spec import EVALUATOR
 
@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         if args.config:
-            with open(args.config) as handle:
-                config = RunConfig.from_json(handle.read())
+            config = RunConfig.from_json(storage.read_text(args.config))
         else:
             config = RunConfig.from_json(args.config_json)
         validate_run(config)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import json
 import os
-import shutil
 import statistics
 import time
 from collections import Counter
@@ -23,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core import (
-    atomic,
     datasets,
     evaluation,
     models,
     run_metrics,
     sidecar,
+    storage,
     storage_paths,
     strategies,
 )
@@ -227,9 +225,8 @@ class EpochRecorder:
         self._epoch_started = time.perf_counter()
 
     def _load(self) -> list[dict[str, float]]:
-        if self.log_path and os.path.exists(self.log_path):
-            with open(self.log_path) as handle:
-                return json.load(handle)
+        if self.log_path and storage.exists(self.log_path):
+            return storage.read_json(self.log_path)
         return []
 
     def record(self, epoch: int, logs: dict[str, Any]) -> None:
@@ -249,7 +246,7 @@ class EpochRecorder:
             }
         )
         if self.log_path:
-            atomic.write_json(self.log_path, self.records)
+            storage.write_json(self.log_path, self.records)
         if self.verbose:
             r = self.records[-1]
             print(
@@ -284,12 +281,12 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     check_replicas(config, replicas)
     batching = plan_batching(config, replicas, manifest.split("train").num_examples)
     output_dir = config.output_dir if role.is_chief else _scratch_dir(config.output_dir, role)
-    backup_dir = config.backup_dir or os.path.join(config.output_dir, "backup")
-    os.makedirs(output_dir, exist_ok=True)
+    backup_dir = config.backup_dir or storage.join(config.output_dir, "backup")
+    storage.makedirs(output_dir)
 
     model = _compiled_model(config, manifest, batching, strategy)
     recorder = EpochRecorder(
-        os.path.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
+        storage.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
         batching.examples_per_epoch,
         config.training.epochs,
         verbose=role.is_chief,
@@ -334,10 +331,10 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         variable_placement=_variable_placement(model),
         parameters=int(model.count_params()),
     )
-    atomic.write_json(os.path.join(config.output_dir, CONFIG_NAME), config.to_dict())
-    run_metrics.write(os.path.join(config.output_dir, METRICS_NAME), metrics)
+    storage.write_json(storage.join(config.output_dir, CONFIG_NAME), config.to_dict())
+    run_metrics.write(storage.join(config.output_dir, METRICS_NAME), metrics)
     _write_task_summary(config.output_dir, role, weights_sha256)
-    shutil.rmtree(backup_dir, ignore_errors=True)  # finished: nothing to resume
+    storage.remove_tree(backup_dir)  # finished: nothing to resume
     return metrics
 
 
@@ -408,13 +405,17 @@ def _fit(
             per_worker_order=config.cluster.spec.uses_ps,
         )
     )
-    os.makedirs(backup_dir, exist_ok=True)
+    storage.makedirs(backup_dir)
     keep_input_iterators(model)
-    # The record first, then the checkpoint (see EpochRecorder).
-    callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
+    # The record first, then the checkpoint (see EpochRecorder). TensorFlow writes the
+    # checkpoints and logs itself: through `local_view` under a rehearsal.
+    callbacks = [
+        recorder.callback,
+        keras.callbacks.BackupAndRestore(storage.local_view(backup_dir)),
+    ]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
-    callbacks.append(tensorboard_callback(log_dir, recorder))
+    callbacks.append(tensorboard_callback(storage.local_view(log_dir), recorder))
     model.fit(
         dataset,
         epochs=config.training.epochs,
@@ -438,7 +439,7 @@ def tensorboard_log_dir(output_dir: str) -> str:
     from_vertex = os.environ.get(TENSORBOARD_ENV)
     if from_vertex:
         return storage_paths.to_gcsfuse(from_vertex)
-    return os.path.join(output_dir, TENSORBOARD_DIR_NAME)
+    return storage.join(output_dir, TENSORBOARD_DIR_NAME)
 
 
 def tensorboard_callback(log_dir: str, recorder: EpochRecorder):
@@ -469,9 +470,8 @@ def tensorboard_callback(log_dir: str, recorder: EpochRecorder):
 def _finish_task(run_output_dir: str, scratch_dir: str, role: Role, weights_sha256: str) -> None:
     """A non-chief task's end: its weights digest recorded, its scratch export removed."""
     _write_task_summary(run_output_dir, role, weights_sha256)
-    shutil.rmtree(scratch_dir, ignore_errors=True)
-    with contextlib.suppress(OSError):  # the last task out removes the parent
-        os.rmdir(os.path.dirname(scratch_dir))
+    storage.remove_tree(scratch_dir)
+    storage.remove_empty_dir(os.path.dirname(scratch_dir))  # the last task out removes it
 
 
 def _metrics(
@@ -597,12 +597,17 @@ def format_phases(phases: dict[str, float | None]) -> str:
 
 def _scratch_dir(output_dir: str, role: Role) -> str:
     """Non-chief tasks must still write (collective saves), but not where the chief does."""
-    return os.path.join(output_dir, "_scratch", role.name)
+    return storage.join(output_dir, "_scratch", role.name)
 
 
 def _export(model, output_dir: str) -> None:
-    """Saves the model as a SavedModel, atomically."""
-    with atomic.staged_dir(os.path.join(output_dir, MODEL_DIR_NAME)) as staging:
+    """Saves the model as a SavedModel, atomically.
+
+    Saved into a local folder first, then published by `storage.staged_tree`:
+    renamed into place on a local disk, uploaded file by file with its marker
+    last on Cloud Storage and gcsfuse (which refuses folder renames).
+    """
+    with storage.staged_tree(storage.join(output_dir, MODEL_DIR_NAME)) as staging:
         # The serving model needs no optimizer (nor its warm-up schedule class).
         model.save(staging, save_format="tf", include_optimizer=False)
 
@@ -625,9 +630,9 @@ def _variable_placement(model) -> dict[str, int]:
 
 
 def _write_task_summary(output_dir: str, role: Role, weights_sha256: str) -> None:
-    tasks_dir = os.path.join(output_dir, "tasks")
-    os.makedirs(tasks_dir, exist_ok=True)
-    atomic.write_json(
-        os.path.join(tasks_dir, f"{role.name}.json"),
+    tasks_dir = storage.join(output_dir, "tasks")
+    storage.makedirs(tasks_dir)
+    storage.write_json(
+        storage.join(tasks_dir, f"{role.name}.json"),
         {"role": role.name, "weights_sha256": weights_sha256},
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Any
 
+from components.core import storage
 from components.core.config import ConfigError
 
 
@@ -17,11 +18,11 @@ class ReportError(ConfigError):
     """
 
 
-def read_json(path: Path, role: str) -> Any:
+def read_json(path: str | os.PathLike[str], role: str) -> Any:
     """Reads one JSON file.
 
     Args:
-        path: the file.
+        path: the file (local, `/gcs/` or `gs://`).
         role: what the file is for, used in error messages (`metrics`,
             `price table`, `report`, `baseline`).
 
@@ -32,7 +33,7 @@ def read_json(path: Path, role: str) -> Any:
         ReportError: when the file is missing, unreadable or not valid JSON.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = storage.read_text(path)
     except FileNotFoundError:
         raise ReportError(f"{role} {path}: file not found") from None
     except OSError as err:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from components.core import atomic
+from components.core import storage
 from components.core.comparison.errors import ReportError, read_json
 from components.core.comparison.html import render_html
 from components.core.comparison.plots import render_plots
@@ -19,26 +18,26 @@ REPORT_HTML = "report.html"
 SUMMARY_MD = "summary.md"
 
 
-def write_report(report: dict, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+def write_report(report: dict, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Writes the report files into `out_dir`, each atomically.
 
     Files: `comparison.json`, `report.html` (self-contained), `summary.md` and
     the plots in `PLOT_FILES`. A reader never sees a half-written file: each is
-    written to a temporary file in `out_dir` and renamed over the target.
+    written atomically by `storage.write_bytes` (a temporary file renamed over
+    the target, or one Cloud Storage object upload).
 
     Args:
         report: `build_report` output.
-        out_dir: the folder; created when missing.
+        out_dir: the folder (local, `/gcs/` or `gs://`); created when missing.
 
     Returns:
         File name -> path of every file written.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    storage.makedirs(out_dir)
     written = {}
     for name, data in render_files(report).items():
-        atomic.write_bytes(out / name, data)
-        written[name] = out / name
+        written[name] = storage.join(out_dir, name)
+        storage.write_bytes(written[name], data)
     return written
 
 
@@ -65,7 +64,7 @@ def load_metrics(paths: Iterable[str | os.PathLike[str]]) -> list[Any]:
     Raises:
         ReportError: when a file is missing or not JSON.
     """
-    return [read_json(Path(path), "metrics") for path in paths]
+    return [read_json(path, "metrics") for path in paths]
 
 
 def load_report(path: str | os.PathLike[str], role: str = "report") -> dict:
@@ -78,9 +77,9 @@ def load_report(path: str | os.PathLike[str], role: str = "report") -> dict:
     Raises:
         ReportError: when the file is missing, not JSON or not an object.
     """
-    target = Path(path)
-    if target.is_dir():
-        target = target / REPORT_JSON
+    target = os.fspath(path)
+    if storage.isdir(target):
+        target = storage.join(target, REPORT_JSON)
     raw = read_json(target, role)
     if not isinstance(raw, dict):
         raise ReportError(f"{role} {target}: expected a JSON object, got {type(raw).__name__}")

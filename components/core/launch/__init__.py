@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import tempfile
 from typing import Any
 
-from components.core import run_metrics
+from components.core import run_metrics, storage
 from components.core.config import BACKENDS, ConfigError, RunConfig, validate_run
 from components.core.run_metrics import RunMetrics
 from components.core.targets import canonical
@@ -84,12 +82,14 @@ def train_to_artifacts(
             source = local.output_dir
         else:
             source = submit_cloud(*_cloud_run(config, backend, cloud_config_json))
-            metrics = RunMetrics.from_json(_read_remote(f"{source}/metrics.json"), source)
-        _copy_tree(f"{source}/model", model_dir)
+            metrics = RunMetrics.from_json(
+                storage.read_text(storage.join(source, "metrics.json")), source
+            )
+        _copy_model(storage.join(source, "model"), model_dir)
         run_metrics.write(metrics_path, metrics)
         return metrics
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        storage.remove_tree(workdir)
 
 
 def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
@@ -169,30 +169,15 @@ def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, 
     return cloud_lib.output_uri(run, cloud)
 
 
-def _read_remote(path: str) -> str:
-    import tensorflow as tf
+def _copy_model(source: str, destination: str) -> None:
+    """Copies an exported model (local path or `gs://` URI) to the local artifact path.
 
-    with tf.io.gfile.GFile(path) as handle:
-        return handle.read()
-
-
-def _copy_tree(source: str, destination: str) -> None:
-    """Copies a folder from a local path or a `gs://` URI to a local path."""
-    if os.path.exists(destination):
-        shutil.rmtree(destination)
-    if "://" not in source:
-        # Importing TensorFlow costs seconds, and a local train step never needs it.
-        shutil.copytree(source, destination)
-        return
-    import tensorflow as tf
-
-    for folder, _, files in tf.io.gfile.walk(source):
-        relative = os.path.relpath(folder, source) if folder != source else ""
-        os.makedirs(os.path.join(destination, relative), exist_ok=True)
-        for name in files:
-            tf.io.gfile.copy(
-                f"{folder.rstrip('/')}/{name}", os.path.join(destination, relative, name)
-            )
+    Raises:
+        RuntimeError: when the export is incomplete (its marker, written last, is missing).
+    """
+    if not storage.is_complete(source):
+        raise RuntimeError(f"the model export in {source} is incomplete: the run did not finish")
+    storage.download_tree(source, destination)
 
 
 def headline_metrics(metrics: RunMetrics) -> dict[str, float]:

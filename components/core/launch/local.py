@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import atomic, run_metrics, sidecar
+from components.core import run_metrics, sidecar, storage
 from components.core.config import ClusterConfig, ConfigError, RunConfig, validate_for_machine
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
@@ -203,7 +202,7 @@ class LocalCluster:
             ClusterFailed: a task failed with no restart left.
             KeyboardInterrupt: on Ctrl-C or SIGTERM (after stopping every process).
         """
-        os.makedirs(self.config.output_dir, exist_ok=True)
+        storage.makedirs(self.config.output_dir)
         self._started = time.monotonic()
         self._status("running")
         try:
@@ -227,7 +226,7 @@ class LocalCluster:
             failures=self.failures,
             sidecar_evaluations=sidecar.read_evaluations(self.config.output_dir),
         )
-        run_metrics.write(os.path.join(self.config.output_dir, METRICS_NAME), metrics)
+        run_metrics.write(storage.join(self.config.output_dir, METRICS_NAME), metrics)
         self._status("succeeded")
         return metrics
 
@@ -274,7 +273,7 @@ class LocalCluster:
 
     @property
     def backup_dir(self) -> str:
-        return self.config.backup_dir or os.path.join(self.config.output_dir, "backup")
+        return self.config.backup_dir or storage.join(self.config.output_dir, "backup")
 
     # -- what runs: the two hooks a rehearsal of a cloud job overrides -------
 
@@ -300,7 +299,7 @@ class LocalCluster:
         while True:
             failed = self._run_once()
             if failed is None:
-                return run_metrics.read(os.path.join(self.config.output_dir, METRICS_NAME))
+                return run_metrics.read(storage.join(self.config.output_dir, METRICS_NAME))
             self.stop(grace_s=0)
             code = failed.process.returncode
             if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
@@ -372,20 +371,19 @@ class LocalCluster:
         backup of another configuration (other epochs, batch, strategy...) is
         removed, since restoring it would train something else.
         """
-        marker = os.path.join(self.backup_dir, _BACKUP_CONFIG_NAME)
+        marker = storage.join(self.backup_dir, _BACKUP_CONFIG_NAME)
         current = json.loads(self.config.to_json())
-        if os.path.isdir(self.backup_dir):
+        if storage.isdir(self.backup_dir):
             try:
-                with open(marker) as handle:
-                    previous = json.load(handle)
+                previous = storage.read_json(marker)
             except (OSError, ValueError):
                 previous = None
             if previous == current:
                 self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
             else:
                 self.log(f"[launcher] removing {self.backup_dir}: it belongs to another run")
-                shutil.rmtree(self.backup_dir)
-        atomic.write_json(marker, current)
+                storage.remove_tree(self.backup_dir)
+        storage.write_json(marker, current)
 
     def _start(self, task: Task) -> None:
         if task.reader:
@@ -421,8 +419,8 @@ class LocalCluster:
         stream.close()
 
     def _status(self, state: str, **extra: Any) -> None:
-        atomic.write_json(
-            os.path.join(self.config.output_dir, STATUS_NAME),
+        storage.write_json(
+            storage.join(self.config.output_dir, STATUS_NAME),
             {"state": state, "restarts": self.cluster_restarts, **extra},
         )
 
@@ -433,15 +431,19 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
 
 
 def _remove_partial_files(folder: str) -> None:
-    """Removes what a killed task was writing (atomic temporaries) below `folder`."""
-    for root, dirs, files in os.walk(folder):
+    """Removes what a killed task was writing (atomic temporaries) below `folder`.
+
+    Only local disks have such temporaries: a Cloud Storage object appears whole or not at all.
+    """
+    if storage.is_remote(folder):
+        return
+    for root, dirs, files in os.walk(storage.local_view(folder)):
         for name in [d for d in dirs if _PARTIAL.match(d)]:
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            storage.remove_tree(os.path.join(root, name))
             dirs.remove(name)
         for name in files:
             if _PARTIAL.match(name):
-                with contextlib.suppress(OSError):
-                    os.remove(os.path.join(root, name))
+                storage.remove_file(os.path.join(root, name))
 
 
 def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:

@@ -1,0 +1,398 @@
+"""Where bytes live: one small API for local paths, `/gcs/` paths and `gs://` URIs.
+
+Every path a user gives Strategist (shards, manifest, metrics, status, backup,
+model export, promotion pointer, report) is read and written through this
+module, so `--output gs://bucket/run` works wherever a local folder does.
+
+Three kinds of path:
+
+- a local path: plain `os` calls; single files are written atomically by
+  `atomic.staged_file` (temporary file, then rename) and folders by
+  `atomic.staged_dir` (built beside their place, renamed in).
+- a `gs://` URI: Cloud Storage through fsspec's `gcsfs` (its plain
+  `gcsfs.core.GCSFileSystem`, JSON API only; the package's default class adds
+  gRPC control-plane calls for zonal/HNS buckets that Strategist needs none of).
+  An object upload becomes visible whole when it finishes, so a single object
+  is written directly; a folder is uploaded file by file with its commit file
+  (a manifest or an export marker) written last, never renamed.
+- a `/gcs/` path: Vertex AI's gcsfuse mount of the same objects. File reads,
+  writes and file renames work there; folder renames are refused by default
+  (https://cloud.google.com/storage/docs/cloud-storage-fuse/semantics), so
+  folders are published as on `gs://`: file by file, commit file last.
+
+Why fsspec/gcsfs rather than `tf.io.gfile`: most readers and writers here run
+without TensorFlow (the launcher, the KFP components, the CLI) and importing it
+costs seconds; gcsfs honours `STORAGE_EMULATOR_HOST`, so the code is tested
+against a real local Cloud Storage emulator. TensorFlow opens its own paths
+(TFRecord files, checkpoints, SavedModel, TensorBoard logs) with its built-in
+GCS filesystem; those paths go through `local_view` first.
+
+Rehearsal: with `STRATEGIST_GCS_LOCAL_ROOT=/some/dir` set, `gs://BUCKET/a/b`
+(and its gcsfuse form `/gcs/BUCKET/a/b`) is served from `/some/dir/BUCKET/a/b`,
+and `local_view` gives TensorFlow that local path, so a cloud job's own
+arguments run on a laptop with no bucket and no credentials. Folders of such a
+path are still published file by file, commit file last, as in the cloud.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from components.core import atomic
+from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
+
+LOCAL_ROOT_ENV = "STRATEGIST_GCS_LOCAL_ROOT"
+# gcsfs reads this too (as google-cloud-storage does): a Cloud Storage emulator's address.
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+# Written last into a published folder that has no commit file of its own.
+TREE_MARKER = "_STRATEGIST_COMPLETE.json"
+
+
+def is_gs(path: str | os.PathLike) -> bool:
+    """True for a `gs://` URI (whether or not a rehearsal maps it to a local folder)."""
+    return os.fspath(path).startswith(GS_PREFIX)
+
+
+def is_object_store(path: str | os.PathLike) -> bool:
+    """True where folders cannot be renamed: `gs://` URIs and gcsfuse `/gcs/` paths."""
+    text = os.fspath(path)
+    return is_gs(text) or text.startswith(GCSFUSE_PREFIX)
+
+
+def local_view(path: str | os.PathLike) -> str:
+    """The path TensorFlow should open for `path`.
+
+    Under a rehearsal (`STRATEGIST_GCS_LOCAL_ROOT` set) a `gs://BUCKET/x` URI or
+    its gcsfuse form `/gcs/BUCKET/x` becomes `ROOT/BUCKET/x`; otherwise every
+    path is returned unchanged (TensorFlow reads `gs://` itself).
+    """
+    text = os.fspath(path)
+    root = os.environ.get(LOCAL_ROOT_ENV)
+    if not root:
+        return text
+    for prefix in (GS_PREFIX, GCSFUSE_PREFIX):
+        if text.startswith(prefix):
+            return os.path.join(root, text[len(prefix) :])
+    return text
+
+
+def join(base: str | os.PathLike, *parts: str) -> str:
+    """`base/part/...`: `/`-joined for `gs://` URIs, `os.path.join` for local paths."""
+    text = os.fspath(base)
+    if is_gs(text):
+        return posixpath.join(text.rstrip("/") + "/", *parts)
+    return os.path.join(text, *parts)
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+    """True for a `gs://` URI served by Cloud Storage (not mapped by a rehearsal)."""
+    return _remote(os.fspath(path)) is not None
+
+
+def _remote(path: str) -> str | None:
+    """`bucket/key` of a `gs://` URI Cloud Storage serves, or None for a local file."""
+    if not is_gs(path) or os.environ.get(LOCAL_ROOT_ENV):
+        return None
+    return path[len(GS_PREFIX) :].rstrip("/")
+
+
+def filesystem():
+    """The gcsfs filesystem for `gs://` (anonymous credentials against an emulator)."""
+    from gcsfs.core import GCSFileSystem
+
+    token = "anon" if os.environ.get(EMULATOR_ENV) else None
+    # No listings cache: other processes of the run (the chief, the launcher) write the
+    # same prefixes, and a cached listing would hide their files. fsspec reuses one
+    # instance per arguments; gcsfs reads STORAGE_EMULATOR_HOST itself.
+    return GCSFileSystem(token=token, use_listings_cache=False)
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+def exists(path: str | os.PathLike) -> bool:
+    text = os.fspath(path)
+    key = _remote(text)
+    return os.path.exists(local_view(text)) if key is None else filesystem().exists(key)
+
+
+def isdir(path: str | os.PathLike) -> bool:
+    """A folder, or on Cloud Storage a prefix that holds objects."""
+    text = os.fspath(path)
+    key = _remote(text)
+    return os.path.isdir(local_view(text)) if key is None else filesystem().isdir(key)
+
+
+def isfile(path: str | os.PathLike) -> bool:
+    text = os.fspath(path)
+    key = _remote(text)
+    return os.path.isfile(local_view(text)) if key is None else filesystem().isfile(key)
+
+
+def size(path: str | os.PathLike) -> int:
+    """Bytes of a file or object.
+
+    Raises:
+        FileNotFoundError: when there is none.
+    """
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        return os.path.getsize(local_view(text))
+    info = filesystem().info(key)
+    if info.get("type") != "file":
+        raise FileNotFoundError(text)
+    return int(info["size"])
+
+
+def listdir(path: str | os.PathLike) -> list[str]:
+    """Names directly inside a folder (files and sub-folders), sorted.
+
+    Raises:
+        FileNotFoundError: when it does not exist.
+    """
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        return sorted(os.listdir(local_view(text)))
+    fs = filesystem()
+    if not fs.isdir(key):
+        raise FileNotFoundError(text)
+    return sorted(posixpath.basename(entry.rstrip("/")) for entry in fs.ls(key, detail=False))
+
+
+def glob(pattern: str) -> list[str]:
+    """Paths matching a shell pattern, sorted, in the pattern's own form (`gs://` stays)."""
+    key = _remote(pattern)
+    if key is not None:
+        return sorted(GS_PREFIX + match for match in filesystem().glob(key))
+    import glob as globlib
+
+    view = local_view(pattern)
+    matches = sorted(globlib.glob(view))
+    if view == pattern:
+        return matches
+    # Mapped by a rehearsal: `ROOT/BUCKET/x` goes back to `gs://BUCKET/x` (or `/gcs/...`).
+    root = os.path.join(os.environ[LOCAL_ROOT_ENV], "")
+    prefix = GS_PREFIX if is_gs(pattern) else GCSFUSE_PREFIX
+    return [prefix + match[len(root) :] for match in matches]
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole file or object.
+
+    Raises:
+        FileNotFoundError: when there is none.
+        OSError: when it cannot be read.
+    """
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        with open(local_view(text), "rb") as handle:
+            return handle.read()
+    return filesystem().cat_file(key)
+
+
+def read_text(path: str | os.PathLike) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file's value (`FileNotFoundError`, `ValueError` as `json` raises them)."""
+    return json.loads(read_text(path))
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+def makedirs(path: str | os.PathLike) -> None:
+    """Creates a folder and its parents; nothing on Cloud Storage, which has no folders."""
+    text = os.fspath(path)
+    if _remote(text) is None:
+        os.makedirs(local_view(text), exist_ok=True)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Writes one file atomically: a reader sees the old content or the new, never half.
+
+    Local (and gcsfuse) files: a temporary file beside it, renamed over it.
+    Cloud Storage: one object upload, which becomes visible only when complete.
+    """
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        atomic.write_bytes(local_view(text), data)
+        return
+    filesystem().pipe_file(key, data)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, payload: Any) -> None:
+    """Writes `payload` as indented, key-sorted JSON, atomically (`write_bytes`)."""
+    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def staged_file(final: str | os.PathLike) -> Iterator[str]:
+    """A local temporary file path to write; on success it becomes `final` whole.
+
+    For writers that take a path (a compiler, a library's `save`). Local: the
+    temporary file is beside `final` and renamed over it (`atomic.staged_file`).
+    Cloud Storage: it is a local temporary file uploaded as one object.
+    """
+    text = os.fspath(final)
+    key = _remote(text)
+    if key is None:
+        with atomic.staged_file(local_view(text)) as tmp:
+            yield tmp
+        return
+    suffix = posixpath.splitext(key)[1]
+    with tempfile.TemporaryDirectory(prefix="strategist-upload-") as scratch:
+        tmp = os.path.join(scratch, "staged" + suffix)
+        yield tmp
+        filesystem().put_file(tmp, key)
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Removes a folder (or a prefix of objects) and everything below; nothing if absent."""
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        shutil.rmtree(local_view(text), ignore_errors=True)
+        return
+    fs = filesystem()
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(key, recursive=True)
+    fs.invalidate_cache(key)
+
+
+def remove_empty_dir(path: str | os.PathLike) -> None:
+    """Removes a local folder if it is empty; Cloud Storage has no empty folders to remove."""
+    text = os.fspath(path)
+    if _remote(text) is None:
+        with contextlib.suppress(OSError):
+            os.rmdir(local_view(text))
+
+
+# -- folders ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def staged_tree(final: str | os.PathLike, commit_file: str = TREE_MARKER) -> Iterator[str]:
+    """A local folder to write a whole tree into; on success it is published at `final`.
+
+    A reader that finds `final/commit_file` finds the whole tree:
+
+    - local: the folder is built beside `final` and renamed into its place
+      (`atomic.staged_dir`);
+    - `gs://` and `/gcs/` (gcsfuse refuses folder renames): it is built in a
+      local temporary folder, the old tree's commit file is removed first, then
+      the old tree, then every file is uploaded and `commit_file` goes last.
+
+    When the writer leaves no `commit_file` in the folder, a marker listing
+    every file and its size is written as it.
+
+    Args:
+        final: where the tree goes.
+        commit_file: the file, relative to the tree, whose presence means
+            complete (`manifest.json` for shards; the default marker otherwise).
+    """
+    text = os.fspath(final)
+    if not is_object_store(text):
+        with atomic.staged_dir(local_view(text)) as staging:
+            yield staging
+            _ensure_commit_file(staging, commit_file)
+        return
+    with tempfile.TemporaryDirectory(prefix="strategist-tree-") as staging:
+        yield staging
+        _ensure_commit_file(staging, commit_file)
+        publish_tree(staging, text, commit_file)
+
+
+def _ensure_commit_file(folder: str, commit_file: str) -> None:
+    marker = os.path.join(folder, commit_file)
+    if os.path.exists(marker):
+        return
+    files = {
+        relative: os.path.getsize(os.path.join(folder, relative)) for relative in _files(folder)
+    }
+    atomic.write_json(marker, {"files": files})
+
+
+def _files(folder: str) -> list[str]:
+    """Relative paths of every file below a local folder, sorted."""
+    found = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            found.append(os.path.relpath(os.path.join(root, name), folder))
+    return sorted(found)
+
+
+def publish_tree(local_dir: str, final: str, commit_file: str = TREE_MARKER) -> None:
+    """Uploads a local folder to `final` file by file, `commit_file` last; no folder rename.
+
+    The old tree's commit file is removed before anything else, so a reader
+    never takes a mix of old and new files for a complete tree.
+    """
+    files = [f for f in _files(local_dir) if f != commit_file]
+    if commit_file not in _files(local_dir):
+        raise FileNotFoundError(f"{local_dir} has no {commit_file} to publish last")
+    target = join(final, commit_file)
+    if exists(target):
+        remove_file(target)
+    remove_tree(final)
+    for relative in [*files, commit_file]:
+        source = os.path.join(local_dir, relative)
+        destination = join(final, *relative.split(os.sep))
+        key = _remote(destination)
+        if key is None:
+            local = local_view(destination)
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            # A file rename (not a folder's): gcsfuse allows it.
+            with atomic.staged_file(local) as tmp:
+                shutil.copyfile(source, tmp)
+        else:
+            filesystem().put_file(source, key)
+
+
+def remove_file(path: str | os.PathLike) -> None:
+    """Removes one file or object; nothing if absent."""
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local_view(text))
+        return
+    with contextlib.suppress(FileNotFoundError):
+        filesystem().rm_file(key)
+
+
+def is_complete(folder: str | os.PathLike, commit_file: str = TREE_MARKER) -> bool:
+    """True when a tree published by `staged_tree` is whole (its commit file exists)."""
+    return exists(join(folder, commit_file))
+
+
+def download_tree(source: str | os.PathLike, destination: str) -> None:
+    """Copies a folder (local, `/gcs/` or `gs://`) to a local folder, replacing it."""
+    text = os.fspath(source)
+    shutil.rmtree(destination, ignore_errors=True)
+    key = _remote(text)
+    if key is None:
+        shutil.copytree(local_view(text), destination)
+        return
+    fs = filesystem()
+    for remote in fs.find(key):
+        relative = posixpath.relpath(remote, key)
+        local = os.path.join(destination, *relative.split("/"))
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        fs.get_file(remote, local)
