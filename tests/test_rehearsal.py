@@ -9,8 +9,8 @@ cluster shape, the evaluator and that no process is left.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,6 @@ from components.core.launch.rehearsal import (
     RehearsalCluster,
     launcher_config,
     localize,
-    mount_gcsfuse,
     replicas_of,
 )
 from pipelines import cli
@@ -33,6 +32,9 @@ from tests.conftest import trainer_pids
 BUCKET = "gs://rehearsal-bucket"
 SHARDS = f"{BUCKET}/shards/digits"
 EPOCHS = 2
+# A rehearsal must reach Vertex AI's /gcs/ paths only through the storage layer, never
+# by creating /gcs on this machine.
+GCSFUSE_MOUNT_EXISTED = os.path.exists("/gcs")
 
 
 def run_and_cloud(target: str, cluster: ClusterConfig, output: str = f"{BUCKET}/runs/x"):
@@ -201,14 +203,6 @@ def test_only_the_addresses_move_to_127_0_0_1(target):
             assert new["cluster"] == {k: [mapping[a] for a in v] for k, v in old["cluster"].items()}
 
 
-def test_gcsfuse_paths_move_to_the_local_bucket_folder():
-    arg = '{"output_dir":"/gcs/b/runs/x","shards_dir":"/gcs/b/s","note":"a/gcs/b"}'
-    assert mount_gcsfuse(arg, "/r") == (
-        '{"output_dir":"/r/b/runs/x","shards_dir":"/r/b/s","note":"a/gcs/b"}'
-    )
-    assert mount_gcsfuse("--out=/gcs/b/x", "/r/") == "--out=/r/b/x"
-
-
 @pytest.mark.parametrize("target", ["vertex", "kubeflow"])
 def test_the_rehearsal_claims_no_cloud_machine(target, tmp_path):
     run, cloud = run_and_cloud(target, ClusterConfig("multi_worker_mirrored", 2))
@@ -229,8 +223,8 @@ def test_the_rehearsal_claims_no_cloud_machine(target, tmp_path):
         assert name not in env
     assert env[GCS_ROOT_ENV] == str(tmp_path)
     assert json.loads(env["TF_CONFIG"])["cluster"]["chief"][0].startswith("127.0.0.1:")
-    if target == "vertex":
-        assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{tmp_path}/rehearsal-bucket/runs/x/logs/"
+    if target == "vertex":  # as Vertex AI sets it; the storage layer maps it
+        assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{BUCKET}/runs/x/logs/"
 
 
 # -- refused before anything starts ------------------------------------------------------
@@ -316,17 +310,6 @@ def gcs_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("gcs")
 
 
-# Kubeflow pods get gs:// paths, which the trainer opens through the storage layer
-# (issue 15, Build 1: `STRATEGIST_GCS_LOCAL_ROOT` serves them from the local folder).
-# Without it every pod exits 2 ("shards folder gs://... does not exist"), the defect
-# the rehearsal exists to show; these cases must pass once that layer is merged.
-STORAGE_LAYER = importlib.util.find_spec("components.core.storage") is not None
-NEEDS_STORAGE = pytest.mark.xfail(
-    not STORAGE_LAYER,
-    reason="the trainer cannot open gs:// paths before the storage layer lands",
-    raises=AssertionError,
-    strict=True,
-)
 CASES = {
     "vertex-mirrored-1x2": ("vertex", ["--strategy", "mirrored", "--devices", "2"]),
     "vertex-mwms-2-evaluator": (
@@ -344,13 +327,7 @@ CASES = {
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(case, marks=NEEDS_STORAGE) if case.startswith("kubeflow") else case
-        for case in CASES
-    ],
-)
+@pytest.mark.parametrize("case", list(CASES))
 def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsys):
     target, flags = CASES[case]
     monkeypatch.setenv(GCS_ROOT_ENV, str(gcs_root))
@@ -372,9 +349,8 @@ def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsy
     assert metrics["global_batch_size"] == 32 * spec.num_replicas(cluster)  # every replica's step
     assert metrics["hardware"]["platform"] == f"rehearsal of {target}"
     assert metrics["hardware"]["machine_type"] is None
-    # The trainer ran the request's own config (Vertex AI's /gcs/ mount moved to the folder).
-    ran = json.dumps(metrics["run_config"], sort_keys=True)
-    assert ran.replace(f"{gcs_root}/", "/gcs/") == json.dumps(chief_config(target, request))
+    # The trainer ran the request's own config, paths and all (gs:// or Vertex AI's /gcs/).
+    assert metrics["run_config"] == chief_config(target, request)
     started = [line for line in out.splitlines() if line.startswith("[launcher] started")]
     assert len(started) == 1 and str(spec.num_processes(cluster)) in started[0]
     if cluster.evaluator:
@@ -382,6 +358,7 @@ def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsy
         assert [e["epoch"] for e in evaluations][-1] == EPOCHS
         assert evaluations[-1]["accuracy"] >= 0.85
     assert (gcs_root / "rehearsal-bucket" / "shards" / "digits" / "manifest.json").exists()
+    assert os.path.exists("/gcs") == GCSFUSE_MOUNT_EXISTED
     assert not trainer_pids(f"rehearsal-bucket/runs/{case}")
 
 

@@ -8,8 +8,9 @@ and what the platform itself would give that replica (Vertex AI: `CLUSTER_SPEC`,
 not re-derived from the RunConfig. What changes, and is printed:
 
 - hostnames and ports of the cluster become `127.0.0.1:<free port>`;
-- `gs://BUCKET/x` is served from `ROOT/BUCKET/x` (the storage layer reads
-  `STRATEGIST_GCS_LOCAL_ROOT`), and Vertex AI's gcsfuse mount `/gcs/` is `ROOT/`;
+- every replica gets `STRATEGIST_GCS_LOCAL_ROOT=ROOT`: the storage layer then serves
+  `gs://BUCKET/x` and its Vertex AI gcsfuse form `/gcs/BUCKET/x` from `ROOT/BUCKET/x`
+  (`storage.local_view`), so the args keep the request's paths;
 - the container's `python` is this interpreter, started in the folder that holds
   the `components` package (the image's WORKDIR holds it too);
 - the platform recorded in `metrics.json` is `rehearsal of vertex|kubeflow`, and the
@@ -27,13 +28,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import datasets, run_metrics, trainer, training
+from components.core import datasets, run_metrics, storage, trainer, training
 from components.core.config import ConfigError, RunConfig
 from components.core.launch.local import (
     HOST,
@@ -47,7 +47,7 @@ from components.core.run_metrics import RunMetrics
 from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
 
 # The storage layer's contract: with this set, `gs://BUCKET/x` is `$ROOT/BUCKET/x`.
-GCS_ROOT_ENV = "STRATEGIST_GCS_LOCAL_ROOT"
+GCS_ROOT_ENV = storage.LOCAL_ROOT_ENV
 DEFAULT_GCS_ROOT = os.path.join("runs", "gcs")
 # Vertex AI's replica address, `cmle-training-workerpool<P>-<ID>-<I>:2222` in its
 # CLUSTER_SPEC example (https://cloud.google.com/vertex-ai/docs/training/distributed-training).
@@ -74,8 +74,6 @@ _CLOUD_MACHINE_ENV = (
     run_metrics.ACCELERATOR_ENV,
     run_metrics.ACCELERATORS_ENV,
 )
-# `/gcs/` where a path starts: at the start of an argument, a JSON string or `--flag=`.
-_GCSFUSE_PATH = re.compile(r'(^|["=])' + re.escape(GCSFUSE_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -325,17 +323,16 @@ def localize(replicas: list[Replica]) -> tuple[list[Replica], dict[str, str]]:
 
 
 def local_path(path: str | None, root: str) -> str | None:
-    """Where this machine keeps a bucket path: `gs://B/x` and `/gcs/B/x` -> `ROOT/B/x`."""
+    """Where this machine keeps a bucket path: `gs://B/x` and `/gcs/B/x` -> `ROOT/B/x`.
+
+    What `storage.local_view` gives the replicas; the launcher uses it without
+    setting the variable in its own process.
+    """
     if path and path.startswith(GS_PREFIX):
         return os.path.join(root, path[len(GS_PREFIX) :])
     if path and path.startswith(GCSFUSE_PREFIX):
         return os.path.join(root, path[len(GCSFUSE_PREFIX) :])
     return path
-
-
-def mount_gcsfuse(text: str, root: str) -> str:
-    """`text` with Vertex AI's gcsfuse mount `/gcs/` moved to `ROOT/` where a path starts."""
-    return _GCSFUSE_PATH.sub(lambda m: m.group(1) + root.rstrip("/") + "/", text)
 
 
 def trainer_config(replica: Replica) -> RunConfig:
@@ -418,8 +415,7 @@ class RehearsalCluster(LocalCluster):
         """The replica's container command, args and env, as rehearsed on this machine."""
         replica = self._started_replicas[task.name]
         command = [sys.executable if word == "python" else word for word in replica.command]
-        args = [mount_gcsfuse(arg, self.root) for arg in replica.args]
-        return [*command, *args], self.environment(replica), source_root()
+        return [*command, *replica.args], self.environment(replica), source_root()
 
     def environment(self, replica: Replica) -> dict[str, str]:
         """This machine's environment, the container's, the platform's, then the rehearsal's.
@@ -431,15 +427,11 @@ class RehearsalCluster(LocalCluster):
         env = task_environment(None, self.cluster_restarts)
         for name in (*PLATFORM_ENV_NAMES, *_CLOUD_MACHINE_ENV, GCS_ROOT_ENV):
             env.pop(name, None)
-        for name, value in replica.env.items():
-            if name.startswith("AIP_"):
-                # The trainer opens these gs:// folders through Vertex AI's gcsfuse mount.
-                value = local_path(value, self.root)
-            env[name] = mount_gcsfuse(value, self.root)
+        env.update(replica.env)
         for name in _CLOUD_MACHINE_ENV:
             env.pop(name, None)
         env[run_metrics.PLATFORM_ENV] = run_metrics.rehearsal_platform(self.target)
-        env[GCS_ROOT_ENV] = self.root
+        env[GCS_ROOT_ENV] = self.root  # gs:// and /gcs/ paths are served from this folder
         return env
 
 
