@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from components.core import run_metrics
 from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
 from components.core.launch import build_cloud_job
 from components.core.launch.cloud import TRAINER_COMMAND, CloudConfig, trainer_args
+from components.core.launch.local import Task
 from components.core.launch.rehearsal import (
     GCS_ROOT_ENV,
     RehearsalCluster,
@@ -222,6 +224,10 @@ def test_the_rehearsal_claims_no_cloud_machine(target, tmp_path):
     ):
         assert name not in env
     assert env[GCS_ROOT_ENV] == str(tmp_path)
+    # The container's command and args, with `python` this interpreter, in the source root.
+    command, _, cwd = cluster.process(Task("chief", 0, None))
+    assert command == [sys.executable, *TRAINER_COMMAND[1:], *trainer_args(run, cloud)]
+    assert (Path(cwd) / "components" / "core" / "trainer.py").is_file()
     assert json.loads(env["TF_CONFIG"])["cluster"]["chief"][0].startswith("127.0.0.1:")
     if target == "vertex":  # as Vertex AI sets it; the storage layer maps it
         assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{BUCKET}/runs/x/logs/"
