@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.core import atomic
+from components.core import storage
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
@@ -198,7 +198,7 @@ def _cache_path() -> Path:
 
 def _read_cache(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(storage.read_text(path))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -208,7 +208,7 @@ def _write_cache(path: Path, key: str, profile: ModelProfile) -> None:
     try:
         data = _read_cache(path)
         data[key] = profile.to_dict()
-        atomic.write_text(path, json.dumps(data, indent=1, sort_keys=True))
+        storage.write_text(path, json.dumps(data, indent=1, sort_keys=True))
     except OSError:
         pass  # a read-only home only costs the next call a rebuild
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from components.core import storage
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
@@ -27,13 +27,13 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """
     records = []
     for path in paths:
-        p = Path(path)
-        if p.is_dir():
-            p = p / "comparison.json"
+        p = str(path)
+        if storage.isdir(p):
+            p = storage.join(p, "comparison.json")
         try:
-            data = json.loads(p.read_text())
+            data = storage.read_json(p)
         except OSError as err:
-            raise ConfigError(f"--history {path}: cannot read it ({err.strerror})") from None
+            raise ConfigError(f"--history {path}: cannot read it ({err.strerror or err})") from None
         except ValueError as err:
             raise ConfigError(f"--history {path}: not JSON ({err})") from None
         results = data.get("results") if isinstance(data, dict) else None
