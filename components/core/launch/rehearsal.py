@@ -345,8 +345,7 @@ def trainer_config(replica: Replica) -> RunConfig:
         ) from None
     if args.config_json:
         return RunConfig.from_json(args.config_json)
-    with open(args.config) as handle:
-        return RunConfig.from_json(handle.read())
+    return RunConfig.from_json(storage.read_text(args.config))
 
 
 def launcher_config(replicas: list[Replica], root: str) -> RunConfig:
@@ -447,7 +446,7 @@ def prepare_shards(
             the cluster or too small for the batch (`training.check_fits`).
     """
     shards = config.data.shards_dir or ""
-    if os.path.exists(os.path.join(shards, datasets.MANIFEST_NAME)):
+    if storage.exists(storage.join(shards, datasets.MANIFEST_NAME)):
         manifest = datasets.load_manifest(shards, verify_records=True)
         log(f"rehearsal: reading the job's shards from {shards}")
     else:
