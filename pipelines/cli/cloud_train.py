@@ -193,7 +193,7 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
         _print_dry_run(job, cloud)
         return 0
     if args.rehearse:
-        return _rehearse(job, cloud, run)
+        return _rehearse(job, cloud, run, restarts=getattr(args, "restarts", 0))
     from components.core.launch import submit_cloud
 
     what = "Vertex AI" if cloud.target == "vertex" else "TFJob"
@@ -206,8 +206,10 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     return 0
 
 
-def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig) -> int:
+def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -> int:
     """Runs every replica of `job` on this machine; reports as `train --local` does.
+
+    `--restarts` applies as in a local run: whole-cluster restarts after a failure.
 
     Returns:
         0 on success, 1 when a replica failed, 130/143 on Ctrl-C/SIGTERM (every
@@ -216,14 +218,19 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig) -> int:
     Raises:
         ConfigError: a job this machine cannot rehearse, before any process starts.
     """
-    from components.core.launch.local import ClusterFailed
+    from components.core.launch.local import ClusterFailed, RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
     from pipelines.cli.train import print_summary
 
     try:
         with sigterm_raises():
-            metrics, config = rehearse(job, cloud.target, data_dir=run.data.data_dir)
+            metrics, config = rehearse(
+                job,
+                cloud.target,
+                data_dir=run.data.data_dir,
+                restart=RestartPolicy(cluster_restarts=restarts),
+            )
     except ClusterFailed as err:
         print(f"strategist train: error: rehearsal of {cloud.target}: {err}", file=sys.stderr)
         return 1
