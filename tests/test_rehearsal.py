@@ -450,3 +450,23 @@ def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp
     report = json.loads(compared[0].read_text())
     assert [r["strategy"] for r in report["results"]] == ["mirrored"]
     assert not trainer_pids("rehearsal-bucket/runs/pipeline")
+
+
+def test_readers_take_a_rehearsal_for_a_run_on_this_machine():
+    """A report prices and describes a rehearsal as the local CPU run it was."""
+    from components.core.comparison.measured_on import is_cpu_rehearsal
+    from components.core.comparison.pricing import estimate_cost, load_prices
+
+    hardware = run_metrics.Hardware(platform="rehearsal of kubeflow", processes=4)
+    assert hardware.is_local and is_cpu_rehearsal(hardware)
+    assert not run_metrics.Hardware(platform="kubeflow").is_local
+    record = {
+        "strategy": "parameter_server",
+        "workers": 2,
+        "ps": 1,
+        "wall_seconds": 60.0,
+        "hardware": dataclasses.asdict(hardware),
+    }
+    assert (
+        "local rehearsal: one machine per process" in estimate_cost(record, load_prices()).priced_as
+    )
