@@ -36,9 +36,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def emulator() -> str:
+def emulator(tmp_path_factory) -> str:
     """A Cloud Storage emulator process on 127.0.0.1 with one bucket; its address."""
     port = _free_port()
+    log = open(tmp_path_factory.mktemp("emulator") / "emulator.log", "w+")  # noqa: SIM115
     process = subprocess.Popen(
         [
             sys.executable,
@@ -54,8 +55,8 @@ def emulator() -> str:
             BUCKET,
             "--quiet",
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
     try:
@@ -65,14 +66,16 @@ def emulator() -> str:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
                     raise RuntimeError(
-                        f"the storage emulator did not start: {process.stderr.read()!r}"
+                        f"the storage emulator did not start: {log.read()}"
                     ) from None
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=10)
+        log.close()
 
 
 @pytest.fixture
@@ -283,6 +286,70 @@ def test_a_rehearsed_export_is_published_file_by_file_as_in_the_cloud(monkeypatc
     exported = tmp_path / "b" / "run" / training.MODEL_DIR_NAME
     assert (exported / storage.TREE_MARKER).is_file()
     assert keras.models.load_model(str(exported), compile=False) is not None
+
+
+def test_a_trainer_given_gs_paths_trains_under_a_rehearsal(tmp_path, tfds_dir):
+    """The trainer's own arguments with gs:// paths, served from a folder: nothing else changes.
+
+    Shards, backup (BackupAndRestore), TensorBoard logs, the SavedModel and
+    metrics.json all land under the mapped folder, and no `gs:` folder appears.
+    """
+    from components.core.config import RunConfig
+
+    root = tmp_path / "buckets"
+    env = {
+        **os.environ,
+        storage.LOCAL_ROOT_ENV: str(root),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": str(CORE.parents[1]),  # this checkout, whatever is installed
+    }
+    env.pop("TF_CONFIG", None)
+    env.pop(storage.EMULATOR_ENV, None)
+    shards = "gs://rehearsal/shards/digits"
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from components.core import datasets; "
+            "datasets.shard_dataset('digits', sys.argv[1], num_shards=2, data_dir=sys.argv[2])",
+            shards,
+            str(tfds_dir),
+        ],
+        env=env,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    config = RunConfig.from_dict(
+        {
+            "data": {"shards_dir": shards, "num_shards": 2},
+            "cluster": {"strategy": "one_device"},
+            "training": {"epochs": 5},
+            "output_dir": "gs://rehearsal/runs/one",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "components.core.trainer", "--config-json", config.to_json()],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    run = root / "rehearsal" / "runs" / "one"
+    metrics = run_metrics.read(str(run / "metrics.json"))
+    assert metrics.eval_accuracy >= 0.85
+    assert (run / "model" / storage.TREE_MARKER).is_file()
+    assert (run / "model" / "saved_model.pb").is_file()
+    assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
+    assert not (run / "backup").exists()  # finished: the backup is removed
+    assert not (tmp_path / "gs:").exists()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(storage.LOCAL_ROOT_ENV, str(root))
+        assert run_metrics.read("gs://rehearsal/runs/one/metrics.json") == metrics
 
 
 # -- no file call on a user path outside the storage layer --------------------------

@@ -58,8 +58,9 @@ def evaluate_saved_model(model_dir: str, shards_dir: str, split: str = "test") -
     """Loads an exported SavedModel and evaluates it on `split` of a shards folder."""
     import tf_keras as keras
 
-    from components.core import datasets
+    from components.core import datasets, storage
 
     manifest = datasets.load_manifest(shards_dir)
-    model = keras.models.load_model(model_dir, compile=False)
+    # TensorFlow opens the SavedModel itself: through `local_view` under a rehearsal.
+    model = keras.models.load_model(storage.local_view(model_dir), compile=False)
     return evaluate(model, datasets.eval_dataset(manifest, split), manifest.num_classes)

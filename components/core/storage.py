@@ -23,9 +23,11 @@ Three kinds of path:
 Why fsspec/gcsfs rather than `tf.io.gfile`: most readers and writers here run
 without TensorFlow (the launcher, the KFP components, the CLI) and importing it
 costs seconds; gcsfs honours `STORAGE_EMULATOR_HOST`, so the code is tested
-against a real local Cloud Storage emulator. TensorFlow opens its own paths
-(TFRecord files, checkpoints, SavedModel, TensorBoard logs) with its built-in
-GCS filesystem; those paths go through `local_view` first.
+against a real local Cloud Storage emulator. `tf.io.gfile` is used nowhere:
+TensorFlow opens only its own paths (TFRecord files, checkpoints, SavedModel,
+TensorBoard logs) with its built-in GCS filesystem, and those paths go through
+`local_view` first (tests/tensorflow_gcs_check.py runs that filesystem against
+the same emulator).
 
 Rehearsal: with `STRATEGIST_GCS_LOCAL_ROOT=/some/dir` set, `gs://BUCKET/a/b`
 (and its gcsfuse form `/gcs/BUCKET/a/b`) is served from `/some/dir/BUCKET/a/b`,
