@@ -13,6 +13,7 @@ def train(
     cluster: dict,
     backend: str = "local",
     cloud_config_json: str = "{}",
+    rehearse: bool = False,
 ):
     """Trains a Keras model with a tf.distribute strategy and exports it.
 
@@ -39,6 +40,10 @@ def train(
             "devices_per_worker": 1}; replaces the run config's.
         backend: local, vertex or kubeflow (kfp is another name for kubeflow).
         cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+        rehearse: with vertex or kubeflow, run every replica of the job this
+            step would submit on the step's machine instead (nothing is sent;
+            gs:// paths are served from $STRATEGIST_GCS_LOCAL_ROOT, default
+            runs/gcs; see docs/cloud.md).
     """
     from components.core import launch
 
@@ -51,6 +56,7 @@ def train(
         backend=backend,
         cloud_config_json=cloud_config_json,
         gcp_resources_path=gcp_resources,
+        rehearse=rehearse,
     )
     for name, value in launch.headline_metrics(result).items():
         metrics.log_metric(name, value)

@@ -56,6 +56,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         target_accuracy: float = 0.9,
         backend: str = "local",
         cloud_config_json: str = "{}",
+        rehearse: bool = False,
     ) -> NamedTuple("Outputs", comparison=Artifact, report=HTML, summary=Markdown, plots=Artifact):
         """Trains the same model on the same data with each cluster and compares them.
 
@@ -71,6 +72,8 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
             target_accuracy: training accuracy that time-to-accuracy is measured to.
             backend: where training runs: local, vertex or kubeflow.
             cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+            rehearse: with vertex or kubeflow, the train step runs every replica
+                of its cloud job on its own machine instead (docs/cloud.md).
         """
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
@@ -89,6 +92,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
                 cluster=cluster,
                 backend=backend,
                 cloud_config_json=cloud_config_json,
+                rehearse=rehearse,
             )
             trained.set_display_name("train")
             place_training(trained, placement)

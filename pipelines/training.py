@@ -35,6 +35,7 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
         network_gbps: float = 10.0,
         backend: str = "local",
         cloud_config_json: str = "{}",
+        rehearse: bool = False,
         promotion_target: str = "pointer",
         promotion_root: str = "",
         promotion_metric: str = "test_accuracy",
@@ -54,6 +55,8 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
             network_gbps: network between machines (Gbit/s).
             backend: where training runs: local, vertex or kubeflow.
             cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+            rehearse: with vertex or kubeflow, the train step runs every replica
+                of its cloud job on its own machine instead (docs/cloud.md).
             promotion_target: pointer, vertex (Model Registry) or none.
             promotion_root: folder of promoted.json (pointer); empty: beside the
                 pipeline root.
@@ -77,6 +80,7 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
             cluster=choice.outputs["cluster"],
             backend=backend,
             cloud_config_json=cloud_config_json,
+            rehearse=rehearse,
         )
         trained.set_display_name("train")
         place_training(trained, placement)

@@ -34,7 +34,15 @@ PLATFORM_ENV = "STRATEGIST_PLATFORM"  # local | vertex | kubeflow
 MACHINE_TYPE_ENV = "STRATEGIST_MACHINE_TYPE"  # of the machines that compute gradients
 ACCELERATOR_ENV = "STRATEGIST_ACCELERATOR"  # GPU name (t4, a100, ...) of those machines
 ACCELERATORS_ENV = "STRATEGIST_ACCELERATORS_PER_MACHINE"
-PLATFORMS = ("local", "vertex", "kubeflow")
+# A cloud job's replicas run on this machine by `strategist train --rehearse`: the
+# platform names the job it rehearsed, never the cloud machine it did not run on.
+REHEARSAL_PREFIX = "rehearsal of "
+PLATFORMS = ("local", "vertex", "kubeflow", "rehearsal of vertex", "rehearsal of kubeflow")
+
+
+def rehearsal_platform(target: str) -> str:
+    """The platform of a rehearsal of a `target` job (`rehearsal of vertex`)."""
+    return f"{REHEARSAL_PREFIX}{target}"
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,8 @@ class Hardware:
     """What the run ran on.
 
     Attributes:
-        platform: `local`, `vertex` or `kubeflow`.
+        platform: `local`, `vertex`, `kubeflow`, or `rehearsal of vertex|kubeflow`
+            (a cloud job's replicas run on this machine).
         machines: machines that compute gradients (the job's, in the cloud;
             locally every process shares this one machine).
         processes: TensorFlow processes of the cluster.
@@ -70,6 +79,11 @@ class Hardware:
     cpu_cores: int | None = None
     memory_gb: float | None = None
     detected: bool = True
+
+    @property
+    def is_local(self) -> bool:
+        """Whether every process ran on this one machine (a local run or a rehearsal)."""
+        return self.platform == "local" or self.platform.startswith(REHEARSAL_PREFIX)
 
     def describe(self) -> str:
         """One line a person reads: `local: 2 x Intel Xeon (2 cores, 23.5 GB), no GPU`."""
@@ -294,7 +308,7 @@ def detect_hardware(cluster, gpus_seen: list[str]) -> Hardware:
     logical = devices if not gpus and devices > 1 and spec.cpu_rehearsal else 0
     return Hardware(
         platform=platform,
-        machines=spec.training_machines(cluster) if platform != "local" else 1,
+        machines=1 if Hardware(platform=platform).is_local else spec.training_machines(cluster),
         processes=spec.num_processes(cluster),
         machine_type=os.environ.get(MACHINE_TYPE_ENV) or None,
         gpu=gpu,

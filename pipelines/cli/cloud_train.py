@@ -3,8 +3,10 @@
 `train` adds these flags with `add_cloud_arguments(parser)` and, when `--target` is
 given, hands its validated RunConfig to `run_cloud_training(args, run)`. With
 `--dry-run` the exact request is printed (the CustomJob as aiplatform_v1 JSON, the
-TFJob as YAML) and nothing is sent. Without it, credentials are checked before
-anything is sent, then the job is submitted and watched until it ends.
+TFJob as YAML) and nothing is sent. With `--rehearse` every replica of that request
+runs on this machine (`components/core/launch/rehearsal.py`) and nothing is sent.
+Otherwise credentials are checked before anything is sent, then the job is submitted
+and watched until it ends.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run",
         action="store_true",
         help="print the exact request (CustomJob JSON or TFJob YAML) and send nothing",
+    )
+    group.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run every replica of that exact request on this machine (127.0.0.1; gs:// in "
+        "$STRATEGIST_GCS_LOCAL_ROOT, default runs/gcs) and send nothing",
     )
     group.add_argument("--image", help="trainer image URI (containers/Dockerfile)")
     group.add_argument(
@@ -179,6 +187,8 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
 
     if not args.target:
         raise ConfigError("no cloud target: pass --target vertex or --target kubeflow")
+    if args.dry_run and args.rehearse:
+        raise ConfigError("--dry-run prints the request, --rehearse runs it: pass one of them")
     cloud = cloud_config(args)
     if args.global_batch_size is not None:
         from components.core.launch.cloud import validate_global_batch
@@ -188,6 +198,8 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     if args.dry_run:
         _print_dry_run(job, cloud)
         return 0
+    if args.rehearse:
+        return _rehearse(job, cloud, run, restarts=getattr(args, "restarts", 0))
     from components.core.launch import submit_cloud
 
     what = "Vertex AI" if cloud.target == "vertex" else "TFJob"
@@ -200,6 +212,45 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
         print(f"strategist train: error: {err}", file=sys.stderr)
         return 1
     print(f"train: done; outputs in {outputs}")
+    return 0
+
+
+def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -> int:
+    """Runs every replica of `job` on this machine; reports as `train --local` does.
+
+    `--restarts` applies as in a local run: whole-cluster restarts after a failure.
+
+    Returns:
+        0 on success, 1 when a replica failed, 130/143 on Ctrl-C/SIGTERM (every
+        process stopped).
+
+    Raises:
+        ConfigError: a job this machine cannot rehearse, before any process starts.
+    """
+    from components.core.launch.local import ClusterFailed, RestartPolicy
+    from components.core.launch.rehearsal import rehearse
+    from components.core.signals import exit_code, signal_name, sigterm_raises
+    from pipelines.cli.train import print_summary
+
+    try:
+        with sigterm_raises():
+            metrics, config = rehearse(
+                job,
+                cloud.target,
+                data_dir=run.data.data_dir,
+                restart=RestartPolicy(cluster_restarts=restarts),
+            )
+    except ClusterFailed as err:
+        print(f"strategist train: error: rehearsal of {cloud.target}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as interrupt:
+        print(
+            f"strategist train: rehearsal interrupted ({signal_name(interrupt)}); every "
+            "process was stopped",
+            file=sys.stderr,
+        )
+        return exit_code(interrupt)
+    print_summary(metrics, config.output_dir)
     return 0
 
 

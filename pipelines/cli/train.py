@@ -25,14 +25,17 @@ def add_parser(subparsers) -> None:
             "127.0.0.1 with TF_CONFIG set as Vertex AI and Kubeflow set it. Writes "
             "OUTPUT/metrics.json, OUTPUT/config.json and the exported OUTPUT/model/. With "
             "--target vertex|kubeflow the same trainer runs as a Vertex AI CustomJob or a "
-            "Kubeflow TFJob on GPU node pools; --dry-run prints the exact request instead."
+            "Kubeflow TFJob on GPU node pools; --dry-run prints the exact request instead, "
+            "--rehearse runs every replica of it on 127.0.0.1."
         ),
         epilog=(
             "examples:\n"
             "  strategist train --strategy multi_worker_mirrored --workers 2\n"
             "  strategist train --target vertex --dry-run --strategy multi_worker_mirrored "
             "--workers 4 --gpu a100 --gpus-per-machine 2 --image IMAGE --project P "
-            "--region us-central1 --output gs://BUCKET/runs/x --shards-dir gs://BUCKET/shards"
+            "--region us-central1 --output gs://BUCKET/runs/x --shards-dir gs://BUCKET/shards\n"
+            "  (the same with --rehearse instead of --dry-run runs every replica of that job "
+            "here)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -110,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
     return [
         ("--dry-run", args.dry_run),
+        ("--rehearse", args.rehearse),
         ("--image", args.image is not None),
         ("--gpu", args.gpu is not None),
         ("--project", args.project is not None),

@@ -26,7 +26,7 @@ def hardware_of(record: Mapping[str, Any]) -> Hardware:
 
 def is_cpu_rehearsal(hardware: Hardware) -> bool:
     """Whether a run was a local rehearsal on CPUs: this machine, no GPU."""
-    return hardware.platform == "local" and not hardware.gpus_per_machine
+    return hardware.is_local and not hardware.gpus_per_machine
 
 
 def describe(hardware: Hardware) -> str:

@@ -12,6 +12,7 @@ from components.core.comparison.errors import ReportError, read_json
 from components.core.comparison.values import is_number
 from components.core.config import ClusterConfig
 from components.core.hardware import GPUS
+from components.core.run_metrics import Hardware
 from components.core.strategy_spec import SPECS
 
 DEFAULT_PRICES_PATH = Path(__file__).parent.parent / "data" / "prices.json"
@@ -168,7 +169,7 @@ def estimate_cost(record: Mapping[str, Any], prices: PriceTable) -> CostEstimate
         an unknown GPU or a record without timings.
     """
     hw = record.get("hardware") or {}
-    local = (hw.get("platform") or "local") == "local"
+    local = Hardware(platform=hw.get("platform") or "local").is_local
     count_key = "processes" if local else "machines"
     count = hw.get(count_key) or _processes(record)
     machine_type = hw.get("machine_type") or (prices.default_machine_type if local else None)

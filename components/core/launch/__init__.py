@@ -29,6 +29,7 @@ def train_to_artifacts(
     backend: str = "local",
     cloud_config_json: str = "{}",
     gcp_resources_path: str | None = None,
+    rehearse: bool = False,
 ) -> RunMetrics:
     """Trains on `backend` and places the SavedModel and metrics.json at the given paths.
 
@@ -44,19 +45,23 @@ def train_to_artifacts(
         gcp_resources_path: the step's `gcp_resources` output: the cloud job is
             recorded there (the KFP UI links to it, a cancelled run cancels it)
             and re-attached to when the step runs again; a local run records none.
+        rehearse: with a cloud backend, run every replica of the job it would
+            submit on this machine instead (`launch.rehearsal`); nothing is sent.
 
     Returns:
         The run's record.
 
     Raises:
-        ConfigError: for an unknown backend or a configuration the strategy
-            cannot run.
+        ConfigError: for an unknown backend, `rehearse` without a cloud
+            backend, or a configuration the strategy cannot run.
     """
     from components.core import models
 
     backend = canonical(backend)  # `kfp` is another name for `kubeflow`
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if rehearse and backend == "local":
+        raise ConfigError("rehearse runs a cloud job here: use backend vertex or kubeflow")
     workdir = tempfile.mkdtemp(prefix="strategist-train-")
     try:
         config = RunConfig.from_dict({**run_config, "cluster": cluster})
@@ -72,8 +77,14 @@ def train_to_artifacts(
 
             metrics = run_local(config)
             source = workdir
-            if gcp_resources_path:
-                storage.write_text(gcp_resources_path, remote.gcp_resources_json([]))
+        elif rehearse:
+            from components.core.launch.rehearsal import rehearse as rehearse_job
+
+            run, cloud = _cloud_run(config, backend, cloud_config_json)
+            metrics, local = rehearse_job(
+                build_cloud_job(run, cloud), cloud.target, data_dir=run.data.data_dir
+            )
+            source = local.output_dir
         else:
             source = submit_cloud(
                 *_cloud_run(config, backend, cloud_config_json), gcp_resources=gcp_resources_path
@@ -81,6 +92,9 @@ def train_to_artifacts(
             metrics = RunMetrics.from_json(
                 storage.read_text(storage.join(source, "metrics.json")), source
             )
+        if gcp_resources_path and (backend == "local" or rehearse):
+            # No remote job: an empty record, so the output exists for the UI.
+            storage.write_text(gcp_resources_path, remote.gcp_resources_json([]))
         _copy_model(storage.join(source, "model"), model_dir)
         run_metrics.write(metrics_path, metrics)
         return metrics

@@ -275,6 +275,24 @@ class LocalCluster:
     def backup_dir(self) -> str:
         return self.config.backup_dir or storage.join(self.config.output_dir, "backup")
 
+    # -- what runs: the two hooks a rehearsal of a cloud job overrides -------
+
+    def plan(self) -> list[Task]:
+        """The tasks of one attempt, on fresh 127.0.0.1 ports (`plan_tasks`)."""
+        return plan_tasks(self.config.cluster, self.evaluator_in_cluster)
+
+    def process(self, task: Task) -> tuple[list[str], dict[str, str], str | None]:
+        """The command, environment and working folder (None: this one) that start `task`."""
+        command = [
+            sys.executable,
+            "-I",  # isolated: the working directory cannot shadow a module of the trainer
+            "-m",
+            "components.core.trainer",
+            "--config-json",
+            self.config.to_json(),
+        ]
+        return command, task_environment(task.tf_config, self.cluster_restarts), None
+
     # -- internals ----------------------------------------------------------
 
     def _run_with_restarts(self) -> RunMetrics:
@@ -298,7 +316,7 @@ class LocalCluster:
     def _run_once(self) -> Task | None:
         """Runs the cluster once; returns the task that failed, or None on success."""
         cluster = self.config.cluster
-        self.tasks = plan_tasks(cluster, self.evaluator_in_cluster)
+        self.tasks = self.plan()
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)
@@ -370,20 +388,13 @@ class LocalCluster:
     def _start(self, task: Task) -> None:
         if task.reader:
             task.reader.join(timeout=2)
-        env = task_environment(task.tf_config, self.cluster_restarts)
-        command = [
-            sys.executable,
-            "-I",  # isolated: the working directory cannot shadow a module of the trainer
-            "-m",
-            "components.core.trainer",
-            "--config-json",
-            self.config.to_json(),
-        ]
+        command, env, cwd = self.process(task)
         task.tail.clear()
         task.reaped = False
         task.process = subprocess.Popen(
             command,
             env=env,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,505 @@
+"""A cloud job rehearsed: every replica of the exact CustomJob or TFJob, run on this machine.
+
+`strategist train --target vertex|kubeflow --rehearse` builds the job that
+`--dry-run` prints and submission sends, then starts each replica of it as a real
+process: the replica's own container command and args, the env of its container,
+and what the platform itself would give that replica (Vertex AI: `CLUSTER_SPEC`,
+`TF_CONFIG`, `AIP_*`; training operator v1.9: `TF_CONFIG`), read from the request,
+not re-derived from the RunConfig. What changes, and is printed:
+
+- hostnames and ports of the cluster become `127.0.0.1:<free port>`;
+- every replica gets `STRATEGIST_GCS_LOCAL_ROOT=ROOT`: the storage layer then serves
+  `gs://BUCKET/x` and its Vertex AI gcsfuse form `/gcs/BUCKET/x` from `ROOT/BUCKET/x`
+  (`storage.local_view`), so the args keep the request's paths;
+- the container's `python` is this interpreter, started in the folder that holds
+  the `components` package (the image's WORKDIR holds it too);
+- the platform recorded in `metrics.json` is `rehearsal of vertex|kubeflow`, and the
+  cloud machine type and GPUs the request names are not claimed;
+- GPUs are logical CPU devices, as in a local run (`strategies.configure_devices`),
+  so shapes a local run refuses are refused here too (`local.check_rehearsal`).
+
+The processes are started, watched, restarted and stopped by the local launcher
+(`LocalCluster`, through its `plan` and `process` hooks): the same log prefixes,
+`status.json`, restart policy and no process left behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from components.core import datasets, run_metrics, storage, trainer, training
+from components.core.config import ConfigError, RunConfig
+from components.core.launch.local import (
+    HOST,
+    LocalCluster,
+    Task,
+    check_rehearsal,
+    free_ports,
+    task_environment,
+)
+from components.core.run_metrics import RunMetrics
+from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
+
+# The storage layer's contract: with this set, `gs://BUCKET/x` is `$ROOT/BUCKET/x`.
+GCS_ROOT_ENV = storage.LOCAL_ROOT_ENV
+DEFAULT_GCS_ROOT = os.path.join("runs", "gcs")
+# Vertex AI's replica address, `cmle-training-workerpool<P>-<ID>-<I>:2222` in its
+# CLUSTER_SPEC example (https://cloud.google.com/vertex-ai/docs/training/distributed-training).
+VERTEX_PORT = 2222
+# TF_CONFIG task types of Vertex AI's worker pools 0..3 (same page): primary, workers,
+# parameter servers, evaluators.
+VERTEX_POOL_TYPES = ("chief", "worker", "ps", "evaluator")
+# Training operator v1.9: the container it sets TF_CONFIG in, and its port
+# (pkg/apis/kubeflow.org/v1: TFJobDefaultContainerName, TFJobDefaultPortName, TFJobDefaultPort).
+TFJOB_CONTAINER = "tensorflow"
+TFJOB_PORT_NAME = "tfjob-port"
+TFJOB_DEFAULT_PORT = 2222
+# What the platform sets in a replica's environment (removed from this machine's first).
+PLATFORM_ENV_NAMES = (
+    "TF_CONFIG",
+    "CLUSTER_SPEC",
+    "AIP_MODEL_DIR",
+    "AIP_CHECKPOINT_DIR",
+    "AIP_TENSORBOARD_LOG_DIR",
+)
+# The machine the request names, which a rehearsal does not run on.
+_CLOUD_MACHINE_ENV = (
+    run_metrics.MACHINE_TYPE_ENV,
+    run_metrics.ACCELERATOR_ENV,
+    run_metrics.ACCELERATORS_ENV,
+)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica of a cloud job, as the platform would start it.
+
+    Attributes:
+        pool: its worker pool (`workerpool1`) or TFJob replica type (`Worker`).
+        task_type: its TensorFlow task type (`chief`, `worker`, `ps`, `evaluator`).
+        index: its index in the pool.
+        command: the container's command.
+        args: the container's args.
+        env: the container's env from the request, then what the platform sets.
+    """
+
+    pool: str
+    task_type: str
+    index: int
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type}-{self.index}"
+
+
+# -- Vertex AI ------------------------------------------------------------------------
+
+
+def vertex_replicas(job: Any, job_id: str = "rehearsal") -> list[Replica]:
+    """Every replica of a CustomJob, with the environment Vertex AI gives it.
+
+    Source: https://cloud.google.com/vertex-ai/docs/training/distributed-training
+    ("Environment variables for your cluster"):
+    - `CLUSTER_SPEC` on every replica: `cluster` maps `workerpool0..3` (the pools the
+      job uses) to replica addresses, `environment` is `cloud`, `task` is
+      `{type: workerpoolN, index, trial}` (`trial` names a hyperparameter-tuning trial;
+      a plain job's is empty), `job` is the CustomJobSpec as a dictionary;
+    - `TF_CONFIG` only when the job has more than one replica ("not set for
+      single-replica training jobs"): `cluster` maps `chief`, `worker`, `ps` (pools
+      0-2) and "never contains evaluator", `task` is `{type, index}` (`trial` only in
+      hyperparameter tuning), plus the same `job` and `environment: cloud`.
+    And, with `baseOutputDirectory` set (the CustomJobSpec reference,
+    https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec):
+    `AIP_MODEL_DIR`, `AIP_CHECKPOINT_DIR`, `AIP_TENSORBOARD_LOG_DIR` =
+    `<base>/model/`, `<base>/checkpoints/`, `<base>/logs/`.
+
+    Args:
+        job: an `aiplatform_v1.CustomJob` (`vertex.build_custom_job`).
+        job_id: stands for the job's ID in the replica hostnames.
+
+    Raises:
+        ConfigError: a pool whose container has no command to rehearse
+            (Reduction Server runs Google's image).
+    """
+    from google.cloud import aiplatform_v1
+
+    spec = job.job_spec
+    pools = list(spec.worker_pool_specs)
+    hosts = {
+        f"workerpool{p}": [
+            f"cmle-training-workerpool{p}-{job_id}-{i}:{VERTEX_PORT}"
+            for i in range(pool.replica_count)
+        ]
+        for p, pool in enumerate(pools)
+        if pool.replica_count
+    }
+    tf_cluster = {
+        VERTEX_POOL_TYPES[p]: hosts[f"workerpool{p}"] for p in range(3) if f"workerpool{p}" in hosts
+    }
+    job_dict = json.loads(
+        aiplatform_v1.CustomJobSpec.to_json(
+            spec,
+            preserving_proto_field_name=True,
+            use_integers_for_enums=False,
+            always_print_fields_with_no_presence=False,
+        )
+    )
+    distributed = sum(pool.replica_count for pool in pools) > 1
+    base = spec.base_output_directory.output_uri_prefix.rstrip("/")
+    aip = (
+        {
+            "AIP_MODEL_DIR": f"{base}/model/",
+            "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
+            "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
+        }
+        if base
+        else {}
+    )
+    replicas = []
+    for p, pool in enumerate(pools):
+        container = pool.container_spec
+        if pool.replica_count and not container.command:
+            raise ConfigError(
+                f"worker pool {p} runs {container.image_uri}, which cannot run on this "
+                "machine: drop --reduction-server to rehearse the job"
+            )
+        request_env = {e.name: e.value for e in container.env}
+        for i in range(pool.replica_count):
+            env = {
+                **request_env,
+                **aip,
+                "CLUSTER_SPEC": json.dumps(
+                    {
+                        "cluster": hosts,
+                        "environment": "cloud",
+                        "task": {"type": f"workerpool{p}", "index": i, "trial": ""},
+                        "job": job_dict,
+                    }
+                ),
+            }
+            if distributed:
+                env["TF_CONFIG"] = json.dumps(
+                    {
+                        "cluster": tf_cluster,
+                        "environment": "cloud",
+                        "task": {"type": VERTEX_POOL_TYPES[p], "index": i},
+                        "job": job_dict,
+                    }
+                )
+            replicas.append(
+                Replica(
+                    f"workerpool{p}",
+                    VERTEX_POOL_TYPES[p],
+                    i,
+                    tuple(container.command),
+                    tuple(container.args),
+                    env,
+                )
+            )
+    return replicas
+
+
+# -- Kubeflow training operator -------------------------------------------------------
+
+
+def tfjob_replicas(manifest: dict[str, Any]) -> list[Replica]:
+    """Every replica (pod) of a TFJob, with the `TF_CONFIG` training operator v1.9 sets.
+
+    Source: kubeflow/training-operator v1.9.0, pkg/controller.v1/tensorflow:
+    `SetClusterSpec` sets `TF_CONFIG` in the `tensorflow` container unless the job
+    has a single replica (`isDistributed`); `genTFConfigJSONStr` writes
+    `{"cluster": ..., "task": {"type", "index"}, "environment": "cloud"}` with Go's
+    `json.Marshal` (no spaces, map keys sorted); `genClusterSpec` lists every
+    replica type, the evaluator included, lowercased, as
+    `<job>-<type>-<i>.<namespace>.svc:<port>` (`GenGeneralName`; the port of the
+    container port named `tfjob-port`, else 2222).
+
+    Args:
+        manifest: the TFJob as `kubeflow.build_tfjob` returns it.
+    """
+    name = manifest["metadata"]["name"]
+    namespace = manifest["metadata"].get("namespace") or "default"
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    containers = {rtype: _tf_container(spec) for rtype, spec in specs.items()}
+    cluster: dict[str, list[str]] = {}
+    for rtype, spec in specs.items():
+        kind = rtype.lower()
+        port = next(
+            (
+                p["containerPort"]
+                for p in containers[rtype].get("ports") or []
+                if p.get("name") == TFJOB_PORT_NAME
+            ),
+            TFJOB_DEFAULT_PORT,
+        )
+        cluster[kind] = [
+            f"{name}-{kind}-{i}.{namespace}.svc:{port}" for i in range(_replica_count(spec))
+        ]
+    distributed = sum(_replica_count(spec) for spec in specs.values()) != 1
+    replicas = []
+    for rtype, spec in specs.items():
+        container = containers[rtype]
+        request_env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
+        for i in range(_replica_count(spec)):
+            env = dict(request_env)
+            if distributed:
+                env["TF_CONFIG"] = json.dumps(
+                    {
+                        "cluster": dict(sorted(cluster.items())),
+                        "task": {"type": rtype.lower(), "index": i},
+                        "environment": "cloud",
+                    },
+                    separators=(",", ":"),
+                )
+            replicas.append(
+                Replica(
+                    rtype,
+                    rtype.lower(),
+                    i,
+                    tuple(container.get("command") or ()),
+                    tuple(container.get("args") or ()),
+                    env,
+                )
+            )
+    return replicas
+
+
+def _tf_container(replica_spec: dict[str, Any]) -> dict[str, Any]:
+    containers = replica_spec["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == TFJOB_CONTAINER)
+
+
+def _replica_count(replica_spec: dict[str, Any]) -> int:
+    # The operator's default for a replica spec without `replicas` is 1.
+    return int(replica_spec.get("replicas", 1))
+
+
+def replicas_of(job: Any, target: str) -> list[Replica]:
+    """The replicas of a `build_cloud_job` result for `target`."""
+    return vertex_replicas(job) if target == "vertex" else tfjob_replicas(job)
+
+
+# -- on this machine ------------------------------------------------------------------
+
+
+def localize(replicas: list[Replica]) -> tuple[list[Replica], dict[str, str]]:
+    """The replicas with every cluster address moved to 127.0.0.1 on a free port.
+
+    Only the addresses in `TF_CONFIG` and `CLUSTER_SPEC` change; everything else in
+    them stays as the platform wrote it.
+
+    Returns:
+        The replicas, and the address map (cloud address -> local address).
+    """
+    addresses: list[str] = []
+    for replica in replicas:
+        for name in ("CLUSTER_SPEC", "TF_CONFIG"):
+            if name in replica.env:
+                for hosts in json.loads(replica.env[name])["cluster"].values():
+                    addresses += [a for a in hosts if a not in addresses]
+    ports = free_ports(len(addresses))
+    mapping = {a: f"{HOST}:{port}" for a, port in zip(addresses, ports, strict=True)}
+    localized = []
+    for replica in replicas:
+        env = dict(replica.env)
+        for name in ("CLUSTER_SPEC", "TF_CONFIG"):
+            if name in env:
+                raw = json.loads(env[name])
+                raw["cluster"] = {k: [mapping[a] for a in v] for k, v in raw["cluster"].items()}
+                # The same JSON layout the platform wrote (the operator's has no spaces).
+                compact = '": ' not in env[name]
+                env[name] = json.dumps(raw, separators=(",", ":") if compact else None)
+        localized.append(dataclasses.replace(replica, env=env))
+    return localized, mapping
+
+
+def local_path(path: str | None, root: str) -> str | None:
+    """Where this machine keeps a bucket path: `gs://B/x` and `/gcs/B/x` -> `ROOT/B/x`.
+
+    What `storage.local_view` gives the replicas; the launcher uses it without
+    setting the variable in its own process.
+    """
+    if path and path.startswith(GS_PREFIX):
+        return os.path.join(root, path[len(GS_PREFIX) :])
+    if path and path.startswith(GCSFUSE_PREFIX):
+        return os.path.join(root, path[len(GCSFUSE_PREFIX) :])
+    return path
+
+
+def trainer_config(replica: Replica) -> RunConfig:
+    """The RunConfig a replica's trainer will run (its `--config-json` or `--config`)."""
+    try:
+        args = trainer.parse_args(list(replica.args))
+    except SystemExit:
+        raise ConfigError(
+            f"{replica.name}'s args are not the trainer's: {' '.join(replica.args)[:200]}"
+        ) from None
+    if args.config_json:
+        return RunConfig.from_json(args.config_json)
+    return RunConfig.from_json(storage.read_text(args.config))
+
+
+def launcher_config(replicas: list[Replica], root: str) -> RunConfig:
+    """The chief's RunConfig with its bucket paths where this machine keeps them.
+
+    The launcher watches the run through it (status, backup, metrics); the
+    replicas keep their own args.
+    """
+    chief = next((r for r in replicas if r.task_type == "chief"), replicas[0])
+    config = trainer_config(chief)
+    data = dataclasses.replace(
+        config.data,
+        shards_dir=local_path(config.data.shards_dir, root),
+        data_dir=local_path(config.data.data_dir, root),
+    )
+    return dataclasses.replace(
+        config,
+        data=data,
+        output_dir=local_path(config.output_dir, root),
+        backup_dir=local_path(config.backup_dir, root),
+    )
+
+
+def gcs_root() -> str:
+    """The folder that stands in for Cloud Storage: `$STRATEGIST_GCS_LOCAL_ROOT`, else runs/gcs."""
+    return os.path.abspath(os.environ.get(GCS_ROOT_ENV) or DEFAULT_GCS_ROOT)
+
+
+def source_root() -> str:
+    """The folder holding the `components` package this launcher runs (the image's WORKDIR)."""
+    import components
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
+
+
+class RehearsalCluster(LocalCluster):
+    """The local launcher, starting a cloud job's replicas instead of its own tasks.
+
+    Args:
+        replicas: the job's replicas (`replicas_of`), cloud addresses and all.
+        target: `vertex` or `kubeflow`.
+        config: the launcher's view of the run (`launcher_config`).
+        root: the folder that stands in for Cloud Storage.
+        **kwargs: as `LocalCluster` (restart policy, log, on_line).
+    """
+
+    def __init__(
+        self, replicas: list[Replica], target: str, config: RunConfig, root: str, **kwargs: Any
+    ):
+        super().__init__(config, **kwargs)
+        self.replicas = replicas
+        self.target = target
+        self.root = root
+        self.addresses: dict[str, str] = {}
+        self._started_replicas: dict[str, Replica] = {}
+
+    def plan(self) -> list[Task]:
+        """The job's replicas on fresh 127.0.0.1 ports (each attempt, as `plan_tasks`)."""
+        localized, self.addresses = localize(self.replicas)
+        self._started_replicas = {r.name: r for r in localized}
+        for cloud, local in self.addresses.items():
+            self.log(f"[rehearsal] {cloud} -> {local}")
+        return [Task(r.task_type, r.index, r.env.get("TF_CONFIG")) for r in localized]
+
+    def process(self, task: Task) -> tuple[list[str], dict[str, str], str | None]:
+        """The replica's container command, args and env, as rehearsed on this machine."""
+        replica = self._started_replicas[task.name]
+        command = [sys.executable if word == "python" else word for word in replica.command]
+        return [*command, *replica.args], self.environment(replica), source_root()
+
+    def environment(self, replica: Replica) -> dict[str, str]:
+        """This machine's environment, the container's, the platform's, then the rehearsal's.
+
+        The container's env names the cloud platform and machine (`trainer_env`):
+        the rehearsal overrides the platform with `rehearsal of <target>` and drops
+        the machine type and GPUs, so `metrics.json` claims no cloud machine.
+        """
+        env = task_environment(None, self.cluster_restarts)
+        for name in (*PLATFORM_ENV_NAMES, *_CLOUD_MACHINE_ENV, GCS_ROOT_ENV):
+            env.pop(name, None)
+        env.update(replica.env)
+        for name in _CLOUD_MACHINE_ENV:
+            env.pop(name, None)
+        env[run_metrics.PLATFORM_ENV] = run_metrics.rehearsal_platform(self.target)
+        env[GCS_ROOT_ENV] = self.root  # gs:// and /gcs/ paths are served from this folder
+        return env
+
+
+def prepare_shards(
+    config: RunConfig, data_dir: str | None, log: Callable[[str], None] = print
+) -> datasets.Manifest:
+    """The job's shards in the local bucket folder, written as `train --local` writes them.
+
+    Existing shards are read back record by record first, as `--shards-dir` is.
+
+    Raises:
+        ConfigError: unreadable shards, an unknown dataset, or shards too few for
+            the cluster or too small for the batch (`training.check_fits`).
+    """
+    shards = config.data.shards_dir or ""
+    if storage.exists(storage.join(shards, datasets.MANIFEST_NAME)):
+        manifest = datasets.load_manifest(shards, verify_records=True)
+        log(f"rehearsal: reading the job's shards from {shards}")
+    else:
+        log(f"rehearsal: the job's shards are not in {shards}: preparing them there")
+        manifest = datasets.shard_dataset(
+            config.data.dataset,
+            shards,
+            num_shards=config.data.num_shards,
+            data_dir=data_dir,
+            log=log,
+        )
+    training.check_fits(config, manifest)
+    return manifest
+
+
+def rehearse(
+    job: Any,
+    target: str,
+    *,
+    data_dir: str | None = None,
+    root: str | None = None,
+    log: Callable[[str], None] = print,
+    **kwargs: Any,
+) -> tuple[RunMetrics, RunConfig]:
+    """Runs every replica of a cloud job on this machine and returns the run's record.
+
+    Args:
+        job: what `launch.build_cloud_job` built (a CustomJob or a TFJob manifest).
+        target: `vertex` or `kubeflow`.
+        data_dir: TFDS data directory for shards that must be prepared.
+        root: the folder that stands in for Cloud Storage (default `gcs_root()`).
+        log: where progress and replica output lines go.
+        **kwargs: `LocalCluster` options (restart policy, on_line).
+
+    Returns:
+        The record (also in the output folder) and the launcher's view of the run,
+        whose `output_dir` is where this machine keeps the job's outputs.
+
+    Raises:
+        ConfigError: a job this machine cannot rehearse, before any process starts.
+        ClusterFailed: a replica failed with no restart left.
+    """
+    root = root or gcs_root()
+    replicas = replicas_of(job, target)
+    config = launcher_config(replicas, root)
+    check_rehearsal(config)  # the shapes a local run refuses, refused the same way
+    log(f"rehearsal of {target}: gs://BUCKET/... and /gcs/BUCKET/... are {root}/BUCKET/...")
+    prepare_shards(config, local_path(data_dir, root), log=log)
+    log(
+        f"rehearsal of {target}: {len(replicas)} replica(s) "
+        f"({', '.join(r.name for r in replicas)}), each with its container's command, "
+        f"args and env; `python` is {sys.executable}, run in {source_root()}; outputs in "
+        f"{config.output_dir}"
+    )
+    cluster = RehearsalCluster(replicas, target, config, root, log=log, **kwargs)
+    return cluster.run(), config
