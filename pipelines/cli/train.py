@@ -63,7 +63,14 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--output",
-        help="output folder (default: runs/<timestamp>-train); with --target a gs:// folder",
+        help="output folder: new, empty, or an earlier run's (whose unfinished run resumes) "
+        "(default: runs/<timestamp>-train); with --target a gs:// folder",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run (or a run of another configuration) in --output "
+        "instead of refusing",
     )
     cloud_train.add_cloud_arguments(parser)
     parser.set_defaults(run=run)
@@ -115,10 +122,12 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
         ("--project", args.project is not None),
         ("--region", args.region is not None),
         ("--spot", args.spot),
+        ("--overwrite", args.overwrite),
     ]
 
 
 def _run_local(args: argparse.Namespace) -> int:
+    from components.core import run_folder
     from components.core.launch.local import (
         ClusterFailed,
         RestartPolicy,
@@ -126,9 +135,8 @@ def _run_local(args: argparse.Namespace) -> int:
         run_local,
     )
 
-    output = args.output or common.default_output_dir("train")
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ConfigError(f"--output {output} is a file: pass a folder")
+    output = common.default_output_dir("train") if args.output is None else args.output
+    run_folder.check_destination(output)
     config = common.build_run_config(args, args.strategy, output)
     check_rehearsal(config)
     if args.shards_dir:
@@ -138,7 +146,11 @@ def _run_local(args: argparse.Namespace) -> int:
     training.check_fits(config, manifest)
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
-        metrics = run_local(config, restart=RestartPolicy(cluster_restarts=args.restarts))
+        metrics = run_local(
+            config,
+            restart=RestartPolicy(cluster_restarts=args.restarts),
+            overwrite=args.overwrite,
+        )
     except ClusterFailed as err:
         print(f"strategist train: error: {err}", file=sys.stderr)
         return 1

@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,16 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import atomic, run_metrics, sidecar
+from components.core import atomic, run_folder, run_metrics, sidecar
 from components.core.config import ClusterConfig, ConfigError, RunConfig, validate_for_machine
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, LAUNCHER_PID_ENV, RESTARTS_ENV
-from components.core.training import METRICS_NAME, MODEL_DIR_NAME
+from components.core.training import METRICS_NAME
 
 HOST = "127.0.0.1"  # local clusters never listen beyond this machine
-STATUS_NAME = "status.json"
 _TAIL_LINES = 40
 _POLL_S = 0.1
 # TensorFlow's start-up chatter (absl INFO/WARNING lines, the CUDA probe on a
@@ -62,8 +60,6 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
-# Names `atomic` gives files and folders while it writes them.
-_PARTIAL = re.compile(rf"^\.(tmp-|{MODEL_DIR_NAME}-)")
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -168,6 +164,8 @@ class LocalCluster:
             to inject faults at a chosen moment.
         evaluator_in_cluster: give an evaluator the training operator's
             `TF_CONFIG` shape (evaluator inside `cluster`) instead of Vertex AI's.
+        overwrite: replace a finished run (or a run of another configuration)
+            in the output folder instead of refusing it.
     """
 
     def __init__(
@@ -178,8 +176,10 @@ class LocalCluster:
         log: Callable[[str], None] = print,
         on_line: Callable[[Task, str], None] | None = None,
         evaluator_in_cluster: bool = False,
+        overwrite: bool = False,
     ):
         self.config = config
+        self.overwrite = overwrite
         self.evaluator_in_cluster = evaluator_in_cluster
         self.restart = restart
         self.log = log
@@ -202,8 +202,15 @@ class LocalCluster:
         Raises:
             ClusterFailed: a task failed with no restart left.
             KeyboardInterrupt: on Ctrl-C or SIGTERM (after stopping every process).
+            ConfigError: the output folder is not this run's to write, or is in
+                use by another run (`run_folder.claim`), before anything starts.
         """
-        os.makedirs(self.config.output_dir, exist_ok=True)
+        with run_folder.claim(
+            self.config.output_dir, self.config.to_json(), overwrite=self.overwrite, log=self.log
+        ):
+            return self._run_claimed()
+
+    def _run_claimed(self) -> RunMetrics:
         self._started = time.monotonic()
         self._status("running")
         try:
@@ -220,7 +227,7 @@ class LocalCluster:
             raise
         finally:
             self.stop()
-            _remove_partial_files(self.config.output_dir)
+            run_folder.remove_partial_files(self.config.output_dir)
         metrics = metrics.with_launcher(
             wall_seconds=time.monotonic() - self._started,
             worker_restarts=sum(f["action"] == "worker restart" for f in self.failures),
@@ -348,25 +355,30 @@ class LocalCluster:
         )
 
     def _check_backup(self) -> None:
-        """Keeps a backup left by an earlier, interrupted run only if it is this run's.
+        """Resumes from a backup left by an earlier, interrupted run of this configuration.
 
-        Running the same command again resumes from its last finished epoch; a
+        Running the same command again resumes from its last finished epoch. A
         backup of another configuration (other epochs, batch, strategy...) is
-        removed, since restoring it would train something else.
+        refused, not deleted: restoring it would train something else, and it
+        is not this run's to remove.
+
+        Raises:
+            ConfigError: the backup folder holds another run's backup.
         """
         marker = os.path.join(self.backup_dir, _BACKUP_CONFIG_NAME)
         current = json.loads(self.config.to_json())
-        if os.path.isdir(self.backup_dir):
+        if os.path.isdir(self.backup_dir) and os.listdir(self.backup_dir):
             try:
                 with open(marker) as handle:
                     previous = json.load(handle)
             except (OSError, ValueError):
                 previous = None
-            if previous == current:
-                self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
-            else:
-                self.log(f"[launcher] removing {self.backup_dir}: it belongs to another run")
-                shutil.rmtree(self.backup_dir)
+            if previous != current:
+                raise ConfigError(
+                    f"{self.backup_dir} holds the backup of another run: remove it, or "
+                    "pass another --output"
+                )
+            self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
         atomic.write_json(marker, current)
 
     def _start(self, task: Task) -> None:
@@ -410,27 +422,14 @@ class LocalCluster:
         stream.close()
 
     def _status(self, state: str, **extra: Any) -> None:
-        atomic.write_json(
-            os.path.join(self.config.output_dir, STATUS_NAME),
-            {"state": state, "restarts": self.cluster_restarts, **extra},
+        run_folder.write_status(
+            self.config.output_dir, state, restarts=self.cluster_restarts, **extra
         )
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
-
-
-def _remove_partial_files(folder: str) -> None:
-    """Removes what a killed task was writing (atomic temporaries) below `folder`."""
-    for root, dirs, files in os.walk(folder):
-        for name in [d for d in dirs if _PARTIAL.match(d)]:
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-            dirs.remove(name)
-        for name in files:
-            if _PARTIAL.match(name):
-                with contextlib.suppress(OSError):
-                    os.remove(os.path.join(root, name))
 
 
 def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
