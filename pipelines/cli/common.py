@@ -159,6 +159,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "GPUs, ring without); mirrored takes nccl, hierarchical_copy or "
         "reduction_to_one_device (auto: TensorFlow's collective all-reduce) (default: auto)",
     )
+    cluster.add_argument(
+        "--allow-network-exposure",
+        action="store_true",
+        help="where this machine cannot give a local cluster a loopback-only network "
+        "namespace, run it anyway with TensorFlow's servers listening on every interface "
+        "(unauthenticated, reachable from the network)",
+    )
 
 
 def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -> RunConfig:
@@ -209,6 +216,19 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     )
     validate_run(config)
     return config
+
+
+def apply_network_exposure(args: argparse.Namespace) -> None:
+    """Passes `--allow-network-exposure` to every local launcher below this command.
+
+    An environment variable, since kfp.local runs the train step's launcher in
+    its own process; it is a property of this machine, not of the run, so it
+    stays out of the RunConfig (the cloud never needs it).
+    """
+    from components.core.launch import netns
+
+    if args.allow_network_exposure:
+        os.environ[netns.ALLOW_EXPOSURE_ENV] = "1"
 
 
 def default_output_dir(kind: str) -> str:

@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         )
     output = common.default_output_dir("compare") if args.output is None else args.output
     run_folder.check_destination(output)
+    common.apply_network_exposure(args)
     arguments = pipeline_arguments(args)
     with run_folder.claim(
         output,

@@ -122,7 +122,6 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
         ("--project", args.project is not None),
         ("--region", args.region is not None),
         ("--spot", args.spot),
-        ("--overwrite", args.overwrite),
     ]
 
 
@@ -137,6 +136,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
     output = common.default_output_dir("train") if args.output is None else args.output
     run_folder.check_destination(output)
+    common.apply_network_exposure(args)
     config = common.build_run_config(args, args.strategy, output)
     check_rehearsal(config)
     if args.shards_dir:

@@ -39,6 +39,7 @@ from typing import Any
 
 from components.core import atomic, run_folder, run_metrics, sidecar
 from components.core.config import ClusterConfig, ConfigError, RunConfig, validate_for_machine
+from components.core.launch import netns
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_ignored, sigterm_raises
@@ -185,6 +186,8 @@ class LocalCluster:
         self.log = log
         self.on_line = on_line
         self.tasks: list[Task] = []
+        # Where the tasks run: a loopback-only network namespace (multi-process clusters).
+        self.namespace: netns.LoopbackNamespace | None = None
         self.cluster_restarts = 0
         self.failures: list[dict[str, Any]] = []
         self._started = time.monotonic()
@@ -211,6 +214,11 @@ class LocalCluster:
             return self._run_claimed()
 
     def _run_claimed(self) -> RunMetrics:
+        counts = self.config.cluster.spec.task_counts(self.config.cluster)
+        with netns.isolate(sum(counts.values())) as self.namespace:
+            return self._run_isolated()
+
+    def _run_isolated(self) -> RunMetrics:
         self._started = time.monotonic()
         self._status("running")
         try:
@@ -310,7 +318,8 @@ class LocalCluster:
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)
-        self.log(f"[launcher] started {len(self.tasks)} process(es) on {HOST}: {shape}")
+        where = " in a loopback-only network namespace" if self.namespace else ""
+        self.log(f"[launcher] started {len(self.tasks)} process(es) on {HOST}{where}: {shape}")
         while True:
             done = True
             for task in self.tasks:
@@ -393,6 +402,8 @@ class LocalCluster:
             "--config-json",
             self.config.to_json(),
         ]
+        if self.namespace:
+            command = self.namespace.wrap(command)
         task.tail.clear()
         task.reaped = False
         task.process = subprocess.Popen(
