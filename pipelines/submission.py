@@ -336,10 +336,41 @@ def schedule_vertex(
 
 
 def kfp_client(sub: Submission):
-    """A `kfp.Client` for the submission's host and namespace."""
-    import kfp
+    """A `kfp.Client` for the submission's host and namespace.
 
-    return kfp.Client(host=sub.host, namespace=sub.namespace or "kubeflow")
+    Raises:
+        ConfigError: the host does not answer (found in at most 5 s, instead of
+            the client's retries and its 100-line traceback).
+    """
+    import kfp
+    import kfp_server_api
+    import urllib3
+
+    _check_reachable(sub.host)
+    try:
+        return kfp.Client(host=sub.host, namespace=sub.namespace or "kubeflow")
+    except (urllib3.exceptions.HTTPError, kfp_server_api.ApiException, OSError) as err:
+        reason = str(err).splitlines()[0][:200]
+        raise ConfigError(
+            f"the KFP host {sub.host} did not answer as a KFP API ({reason}): check --host"
+        ) from None
+
+
+def _check_reachable(url: str, timeout_s: float = 5.0) -> None:
+    """One request to the host's health endpoint, without retries: reachable or not."""
+    import urllib3
+
+    try:
+        urllib3.PoolManager().request(
+            "GET", f"{url.rstrip('/')}/apis/v2beta1/healthz", retries=False, timeout=timeout_s
+        )
+    except urllib3.exceptions.HTTPError as err:
+        reason = getattr(err, "reason", None) or err
+        raise ConfigError(
+            f"cannot reach the KFP host {url} ({str(reason).splitlines()[0][-120:]}): check "
+            "--host, and that the KFP API is up (e.g. kubectl port-forward -n kubeflow "
+            "svc/ml-pipeline-ui 8080:80)"
+        ) from None
 
 
 def kfp_link(client: Any, path: str) -> str:

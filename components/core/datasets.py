@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import atomic
+from components.core import atomic, json_input
 from components.core.config import ConfigError
 from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
@@ -386,15 +386,18 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
     if not os.path.isdir(shards_dir):
         raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
     try:
-        with open(path) as handle:
-            raw = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = json_input.parse(handle.read(), path, "shard the dataset again")
     except FileNotFoundError:
         raise ConfigError(
             f"{shards_dir} has no {MANIFEST_NAME}: it is not a finished shards folder; "
             "shard the dataset again"
         ) from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); shard the dataset again") from None
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read {path} ({err.strerror}): it must be the shards' manifest file; "
+            "shard the dataset again"
+        ) from None
     manifest = Manifest.from_dict(raw, root=shards_dir)
     remedy = "delete the folder and shard the dataset again"
     for name, split in manifest.splits.items():

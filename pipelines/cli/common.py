@@ -53,6 +53,50 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+MAX_SEED = 2**32 - 1  # numpy's and TensorFlow's seeds are unsigned 32-bit
+
+
+def seed(text: str) -> int:
+    """argparse type: a random seed, 0 to 2**32 - 1."""
+    value = _number(text, int, "a whole number")
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number above 0 and at most 1 (an accuracy)."""
+    value = _number(text, float, "a number")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1 (0.9 = 90%), got {text}")
+    return value
+
+
+def output_file(path: str, flag: str = "-o") -> str:
+    """Refuses a file destination Strategist may not replace; returns it.
+
+    Only a regular file is ever replaced (atomically): a folder, a symlink, a
+    device or a FIFO named as the output is refused, as is an empty path or a
+    missing parent folder.
+
+    Raises:
+        ConfigError: saying what to pass instead.
+    """
+    if not path or not path.strip():
+        raise ConfigError(f"{flag} is empty: pass the file to write, e.g. pipeline.yaml")
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path} is a folder: pass a file path inside it")
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        raise ConfigError(
+            f"{flag} {path} is not a regular file (a symlink, device or pipe): Strategist "
+            "replaces only regular files; pass another path"
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+    return path
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0."""
     value = _number(text, float, "a number")
@@ -104,7 +148,9 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="epochs of linear learning-rate warm-up (default: 1)",
     )
-    data.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
+    data.add_argument(
+        "--seed", type=seed, default=42, help=f"random seed, 0 to {MAX_SEED} (default: 42)"
+    )
     speed = parser.add_argument_group("speed")
     speed.add_argument(
         "--precision",

@@ -59,7 +59,7 @@ def add_parser(subparsers) -> None:
     common.add_cluster_arguments(parser)
     parser.add_argument(
         "--target-accuracy",
-        type=common.positive_float,
+        type=common.fraction,
         default=0.9,
         help="accuracy that time-to-accuracy is measured to (default: 0.9)",
     )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from components.core import json_input
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
@@ -31,11 +31,9 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         if p.is_dir():
             p = p / "comparison.json"
         try:
-            data = json.loads(p.read_text())
+            data = json_input.parse(p.read_bytes(), f"--history {path}", "pass a comparison.json")
         except OSError as err:
             raise ConfigError(f"--history {path}: cannot read it ({err.strerror})") from None
-        except ValueError as err:
-            raise ConfigError(f"--history {path}: not JSON ({err})") from None
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise ConfigError(f"--history {path}: no 'results' list; pass a comparison.json")

@@ -11,6 +11,12 @@ from components.core.hardware import get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
 
+# Bounds of real hardware: 16 GPUs is the most one cloud machine holds (a2-megagpu-16g,
+# https://cloud.google.com/compute/docs/gpus); 3,200 Gbit/s the fastest machine network
+# (a3-ultragpu-8g, https://cloud.google.com/compute/docs/accelerator-optimized-machines).
+MAX_GPUS_PER_MACHINE = 16
+MAX_NETWORK_GBPS = 3200
+
 
 def precision_of_policy(policy: str) -> str:
     """The selector's precision of a run's tf-keras policy (`training.precision`).
@@ -58,14 +64,20 @@ class Topology:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{flag} must be a whole number of at least 1, got {value!r}")
+        if self.gpus_per_machine > MAX_GPUS_PER_MACHINE:
+            raise ConfigError(
+                f"--gpus-per-machine {self.gpus_per_machine}: no machine holds more than "
+                f"{MAX_GPUS_PER_MACHINE} GPUs; spread them over more --machines"
+            )
         get_gpu(self.gpu)
         if self.interconnect is not None:
             interconnect_bandwidth(self.interconnect)
         if not isinstance(self.network_gbps, (int, float)) or not (
-            math.isfinite(self.network_gbps) and self.network_gbps > 0
+            math.isfinite(self.network_gbps) and 0 < self.network_gbps <= MAX_NETWORK_GBPS
         ):
             raise ConfigError(
-                f"--network-gbps must be a positive number of Gbit/s, got {self.network_gbps!r}"
+                f"--network-gbps must be a positive number of Gbit/s up to {MAX_NETWORK_GBPS}, "
+                f"got {self.network_gbps!r}"
             )
         if self.precision not in PRECISIONS:
             raise ConfigError(
