@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from components.core.config import ConfigError
 from pipelines import cli
 from tests.conftest import trainer_pids
 
@@ -356,6 +357,7 @@ def bad_files(folder: Path) -> None:
         (folder / f"shards-{name}" / "manifest.json").write_bytes(data)
     (folder / "shards-folder" / "manifest.json").mkdir(parents=True)
     (folder / "dir.json").mkdir()
+    (folder / "tfds").mkdir()
     (folder / "empty-baseline.json").write_text(json.dumps({"results": []}))
     (folder / "report.json").write_text(json.dumps(GOOD_REPORT))
     over = {"results": [{**GOOD_REPORT["results"][0], "eval_accuracy": 1.5}]}
@@ -437,6 +439,31 @@ BAD_FILE_CASES = {
         ("compare", "--local", "--target-accuracy", "2", "--output", "{out}"),
         "at most 1",
     ),
+    # limits: what the machine and the data hold (issue 18, item 7)
+    "train-a-trillion-shards": train(
+        "--num-shards", "1000000000000", message="open-file limit); pass fewer"
+    ),
+    "train-more-shards-than-examples": train(
+        "--num-shards", "1000", "--data-dir", "{bad}/tfds",
+        message="is more than the 359 examples of digits's test split",
+    ),
+    "train-500-workers": train(
+        "--strategy", "multi_worker_mirrored", "--workers", "500", "--batch-size", "1",
+        message="cluster of 500 processes is more than this machine holds",
+    ),
+    "train-100-parameter-servers": train(
+        "--strategy", "parameter_server", "--ps", "100",
+        message="cluster of 103 processes is more than this machine holds",
+    ),
+    "train-512-devices": train(
+        "--strategy", "mirrored", "--devices", "512",
+        message="cluster of 512 replicas is more than this machine holds",
+    ),
+    "compare-100-workers": Case(
+        ("compare", "--local", "--strategies", "multi_worker_mirrored", "--workers", "100",
+         "--output", "{out}"),
+        "pass fewer --workers/--ps/--devices, or --oversubscribe",
+    ),
     "argparse-type-error-is-one-line": train("--epochs", "x", message="'x' is not a whole number"),
     "submit-unreachable-kfp-host": Case(
         ("submit", "--target", "kfp", "--pipeline", "training", "--host", UNREACHABLE_KFP),
@@ -473,3 +500,22 @@ def test_bad_files_limits_and_argument_errors_exit_2_in_one_line(case, tmp_path,
     assert not trainer_pids(str(tmp_path))
     assert {p.name: (p.is_symlink(), p.stat().st_mode) for p in bad.iterdir()} == before
     assert Path("/dev/full").is_char_device()
+
+
+def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
+    import argparse
+
+    from components.core.config import ClusterConfig, RunConfig
+    from components.core.launch.local import check_machine_size
+    from pipelines.cli import common
+
+    config = RunConfig(cluster=ClusterConfig("parameter_server", workers=4, ps=1))  # 6 tasks
+    check_machine_size(config, cores=2, memory_bytes=24 << 30)  # 6 <= 4 x 2
+    with pytest.raises(ConfigError, match=r"6 processes .* at most 4 processes \(4 per core x 1\)"):
+        check_machine_size(config, cores=1, memory_bytes=24 << 30)
+    with pytest.raises(ConfigError, match=r"at most 5 processes at 1 GiB each \(5.0 GiB"):
+        check_machine_size(config, cores=8, memory_bytes=5 << 30)
+    big = RunConfig(cluster=ClusterConfig("parameter_server", workers=200, ps=1))
+    common.check_machine_size(argparse.Namespace(oversubscribe=True), big)  # allowed
+    with pytest.raises(ConfigError, match="--oversubscribe"):
+        common.check_machine_size(argparse.Namespace(oversubscribe=False), big)

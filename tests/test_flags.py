@@ -50,6 +50,7 @@ OTHER_FLAGS = {
     "--output": "the output folder (RunConfig.output_dir); tested here too",
     "--restarts": "the launcher's restart policy (tests/test_faults.py)",
     "--allow-network-exposure": "runs a cluster without a namespace (test_network_isolation.py)",
+    "--oversubscribe": "lifts the machine-size bound (tests/test_bad_input.py)",
     "--overwrite": "replaces a finished run in --output (tests/test_run_folder.py)",
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",

@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import json
 import os
+import resource
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -26,6 +27,8 @@ from components.core.config import ConfigError
 from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
 MANIFEST_NAME = "manifest.json"
+# File descriptors left for everything else while the shard files are open.
+_SPARE_FILES = 64
 SPLITS = ("train", "test")
 # Datasets Strategist builds without a network.
 OFFLINE_DATASETS = ("digits",)
@@ -266,6 +269,13 @@ def shard_dataset(
     """
     if num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {num_shards}")
+    # Every shard file of a split is open while it is written.
+    open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - _SPARE_FILES
+    if num_shards > open_files:
+        raise ConfigError(
+            f"--num-shards {num_shards}: at most {open_files} shard files can be written at "
+            "once on this machine (its open-file limit); pass fewer"
+        )
     existing = _reusable_manifest(shards_dir, dataset, num_shards)
     if existing is not None:
         log(f"shards: reusing {shards_dir} ({_describe(existing)})")
@@ -278,6 +288,13 @@ def shard_dataset(
     image_key, label_key = builder.info.supervised_keys
     image_shape = tuple(int(d) for d in builder.info.features[image_key].shape)
     num_classes = builder.info.features[label_key].num_classes
+    for split in SPLITS:
+        examples = builder.info.splits[split].num_examples if split in builder.info.splits else 0
+        if 0 < examples < num_shards:
+            raise ConfigError(
+                f"--num-shards {num_shards} is more than the {examples} examples of {dataset}'s "
+                f"{split} split: pass at most {examples} (a shard file holds at least one)"
+            )
 
     splits: dict[str, SplitInfo] = {}
     with atomic.staged_dir(shards_dir) as staging:

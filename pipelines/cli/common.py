@@ -206,6 +206,12 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "reduction_to_one_device (auto: TensorFlow's collective all-reduce) (default: auto)",
     )
     cluster.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="run a local cluster larger than this machine's cores and memory hold "
+        "instead of refusing it (the refusal gives the numbers)",
+    )
+    cluster.add_argument(
         "--allow-network-exposure",
         action="store_true",
         help="where this machine cannot give a local cluster a loopback-only network "
@@ -262,6 +268,14 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     )
     validate_run(config)
     return config
+
+
+def check_machine_size(args: argparse.Namespace, config: RunConfig) -> None:
+    """Refuses a local cluster this machine cannot hold, unless `--oversubscribe`."""
+    from components.core.launch.local import check_machine_size as check
+
+    if not args.oversubscribe:
+        check(config)
 
 
 def apply_network_exposure(args: argparse.Namespace) -> None:

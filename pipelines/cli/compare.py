@@ -141,6 +141,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         run = dataclasses.replace(base, cluster=cluster)
         validate_run(run)
         check_rehearsal(run)
+        common.check_machine_size(args, run)
     get_gpu(args.gpu)
     datasets.get_builder(args.dataset, args.data_dir)
     return {

@@ -139,6 +139,7 @@ def _run_local(args: argparse.Namespace) -> int:
     common.apply_network_exposure(args)
     config = common.build_run_config(args, args.strategy, output)
     check_rehearsal(config)
+    common.check_machine_size(args, config)
     if args.shards_dir:
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:
