@@ -26,6 +26,7 @@ from components.core.config import ClusterConfig, DataConfig, RunConfig, Trainin
 from components.core.launch.local import (
     HOST,
     ClusterFailed,
+    Liveness,
     LocalCluster,
     RestartPolicy,
     plan_tasks,
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 STRATEGIST = Path(sys.executable).parent / "strategist"
 TIMEOUT_S = 120  # for any one awaited log line; a cluster start takes 5-20 s here
 EPOCHS = 4
+EPOCH_SECONDS = re.compile(r"^\[chief-0\] epoch \d+/\d+: .*?(\d+(?:\.\d+)?)s ")
 
 SHAPES = {
     "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
@@ -609,3 +611,43 @@ def test_epoch_records_survive_a_restart_once_per_epoch(tmp_path):
     elapsed = [r["elapsed_s"] for r in records]
     assert elapsed == pytest.approx([sum(r["seconds"] for r in records[: i + 1]) for i in range(4)])
     assert resumed.first_epoch == 2
+
+
+# -- liveness ---------------------------------------------------------------------------
+
+
+@pytest.mark.cluster
+def test_a_frozen_parameter_server_fails_the_run_naming_it(digits_shards, tmp_path):
+    """SIGSTOP of the PS after epoch 2: the run stalls silently on main; here the launcher
+    sees no epoch within 3 x the slowest epoch (5 s at least), finds ps-0 stopped, kills it
+    and fails the run naming it, with nothing left running."""
+    out = tmp_path / "run"
+    config = RunConfig(
+        data=DataConfig(shards_dir=digits_shards),
+        cluster=SHAPES["parameter_server"],
+        training=TrainingConfig(epochs=30),
+        output_dir=str(out),
+    )
+    lines: list[str] = []
+    frozen: dict[str, float] = {}
+    cluster = LocalCluster(
+        config, log=lines.append, liveness=Liveness(startup_s=600, epoch_factor=3, floor_s=5)
+    )
+
+    def freeze_ps(task, line):
+        if task.name == "chief-0" and line.startswith("epoch 2/") and not frozen:
+            os.kill(pid_of(cluster, "ps-0"), signal.SIGSTOP)
+            frozen["at"] = time.monotonic()
+
+    cluster.on_line = freeze_ps
+    with pytest.raises(ClusterFailed) as failure:
+        cluster.run()
+    failed_s = time.monotonic() - frozen["at"]
+    assert failure.value.task == "ps-0"
+    assert "stalled the run" in str(failure.value)
+    assert any("ps-0 is stopped (SIGSTOP or a debugger): killing it" in line for line in lines)
+    slowest = max(float(m.group(1)) for m in map(EPOCH_SECONDS.match, lines) if m)
+    assert failed_s < max(5, 3 * slowest) + 15, (failed_s, slowest)
+    assert json.loads((out / "status.json").read_text())["state"] == "failed"
+    assert not trainer_pids(str(out))
+    report("parameter server frozen (SIGSTOP) after epoch 2", failed=failed_s)

@@ -51,6 +51,7 @@ OTHER_FLAGS = {
     "--restarts": "the launcher's restart policy (tests/test_faults.py)",
     "--allow-network-exposure": "runs a cluster without a namespace (test_network_isolation.py)",
     "--oversubscribe": "lifts the machine-size bound (tests/test_bad_input.py)",
+    "--stall-timeout": "the launcher's liveness check (tests/test_faults.py, frozen PS)",
     "--overwrite": "replaces a finished run in --output (tests/test_run_folder.py)",
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",

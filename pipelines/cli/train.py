@@ -56,6 +56,14 @@ def add_parser(subparsers) -> None:
         "last finished epoch (default: 0)",
     )
     parser.add_argument(
+        "--stall-timeout",
+        type=common.non_negative_int,
+        default=3600,
+        help="seconds a local run may go without progress before its first epoch ends; "
+        "after it, 10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
+        "the stopped task, or restarted within --restarts. 0: never (default: 3600)",
+    )
+    parser.add_argument(
         "--shards-dir",
         help="train on existing shards (a folder with manifest.json, written by an earlier run "
         "or the shard component) instead of sharding --dataset; every record is checked first. "
@@ -129,6 +137,7 @@ def _run_local(args: argparse.Namespace) -> int:
     from components.core import run_folder
     from components.core.launch.local import (
         ClusterFailed,
+        Liveness,
         RestartPolicy,
         check_rehearsal,
         run_local,
@@ -151,6 +160,7 @@ def _run_local(args: argparse.Namespace) -> int:
             config,
             restart=RestartPolicy(cluster_restarts=args.restarts),
             overwrite=args.overwrite,
+            liveness=Liveness(startup_s=args.stall_timeout),
         )
     except ClusterFailed as err:
         print(f"strategist train: error: {err}", file=sys.stderr)

@@ -61,6 +61,8 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
+# The chief's line at the end of each epoch (training.EpochRecorder), with its seconds.
+_EPOCH_LINE = re.compile(r"^epoch \d+/\d+: .*?(\d+(?:\.\d+)?)s ")
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -74,9 +76,11 @@ class ClusterFailed(RuntimeError):
         tail: its last log lines.
     """
 
-    def __init__(self, task: str, returncode: int, tail: list[str]):
+    def __init__(self, task: str, returncode: int, tail: list[str], stalled_s: float = 0.0):
         self.task, self.returncode, self.tail = task, returncode, tail
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
+        if stalled_s:
+            how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
 
@@ -97,6 +101,39 @@ class RestartPolicy:
     worker_restarts: int = 3
 
 
+@dataclass(frozen=True)
+class Liveness:
+    """When a run that makes no progress is failed, naming the task that stalls it.
+
+    Progress is a line from the chief (each epoch ends with one, which also
+    gives the epoch's seconds). Until the first epoch ends the run has
+    `startup_s` (imports, cluster start, the first epoch); after that a gap
+    of `epoch_factor` times the slowest epoch measured so far (at least
+    `floor_s`, which covers export and evaluation) is a stall. The stalled
+    task is the one the kernel shows stopped (SIGSTOP, a debugger), else the
+    chief; it is killed, and the restart policy decides what follows, as for
+    a crash.
+
+    Attributes:
+        startup_s: seconds allowed before the first epoch ends; 0 turns the
+            check off.
+        epoch_factor: allowed gap, in slowest epochs.
+        floor_s: the smallest allowed gap, seconds.
+    """
+
+    startup_s: float = 3600.0
+    epoch_factor: float = 10.0
+    floor_s: float = 120.0
+
+    def allowed_gap(self, slowest_epoch_s: float | None) -> float:
+        """Seconds without progress allowed now (infinite when `startup_s` is 0: off)."""
+        if self.startup_s <= 0:
+            return float("inf")
+        if slowest_epoch_s is None:
+            return self.startup_s
+        return max(self.floor_s, self.epoch_factor * slowest_epoch_s)
+
+
 @dataclass
 class Task:
     """One process of the cluster."""
@@ -109,6 +146,7 @@ class Task:
     reader: threading.Thread | None = None
     restarts: int = 0
     reaped: bool = False
+    stalled: bool = False
 
     @property
     def name(self) -> str:
@@ -167,6 +205,7 @@ class LocalCluster:
             `TF_CONFIG` shape (evaluator inside `cluster`) instead of Vertex AI's.
         overwrite: replace a finished run (or a run of another configuration)
             in the output folder instead of refusing it.
+        liveness: when a run without progress is failed.
     """
 
     def __init__(
@@ -178,9 +217,14 @@ class LocalCluster:
         on_line: Callable[[Task, str], None] | None = None,
         evaluator_in_cluster: bool = False,
         overwrite: bool = False,
+        liveness: Liveness = Liveness(),
     ):
         self.config = config
         self.overwrite = overwrite
+        self.liveness = liveness
+        self._last_progress = time.monotonic()
+        self._slowest_epoch_s: float | None = None
+        self._stalled_s = 0.0
         self.evaluator_in_cluster = evaluator_in_cluster
         self.restart = restart
         self.log = log
@@ -302,7 +346,8 @@ class LocalCluster:
             code = failed.process.returncode
             if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
                 self._record_failure(failed, "run failed")
-                raise ClusterFailed(failed.name, code, list(failed.tail))
+                stalled_s = self._stalled_s if failed.stalled else 0.0
+                raise ClusterFailed(failed.name, code, list(failed.tail), stalled_s)
             self.cluster_restarts += 1
             self._record_failure(failed, "cluster restart")
             self.log(
@@ -315,6 +360,7 @@ class LocalCluster:
         """Runs the cluster once; returns the task that failed, or None on success."""
         cluster = self.config.cluster
         self.tasks = plan_tasks(cluster, self.evaluator_in_cluster)
+        self._last_progress = time.monotonic()
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)
@@ -344,7 +390,37 @@ class LocalCluster:
                 return task
             if done:
                 return None
+            self._check_liveness()
             time.sleep(_POLL_S)
+
+    def _check_liveness(self) -> None:
+        """Kills the task that stalls the run once the allowed gap has passed."""
+        gap = time.monotonic() - self._last_progress
+        if gap <= self.liveness.allowed_gap(self._slowest_epoch_s):
+            return
+        running = [t for t in self.tasks if t.process and t.process.poll() is None]
+        stopped = [t for t in running if _process_state(t.process.pid) == "T"]
+        culprit = (stopped or [t for t in running if t.task_type == "chief"] or running)[0]
+        how = "stopped (SIGSTOP or a debugger)" if stopped else "no progress"
+        self.log(
+            f"[launcher] no epoch for {gap:.0f} s (allowed: "
+            f"{self.liveness.allowed_gap(self._slowest_epoch_s):.0f} s); {culprit.name} is "
+            f"{how}: killing it"
+        )
+        culprit.stalled = True
+        self._stalled_s = gap
+        _signal_group(culprit.process, signal.SIGKILL)
+        self._last_progress = time.monotonic()  # the restart policy takes it from here
+
+    def _note_progress(self, task: Task, line: str) -> None:
+        """Any line of the chief is progress; its epoch lines also time the epochs."""
+        if task.task_type != "chief":
+            return
+        self._last_progress = time.monotonic()
+        epoch = _EPOCH_LINE.match(line)
+        if epoch:
+            seconds = float(epoch.group(1))
+            self._slowest_epoch_s = max(self._slowest_epoch_s or 0.0, seconds)
 
     def _may_restart_alone(self, task: Task) -> bool:
         return (
@@ -406,6 +482,7 @@ class LocalCluster:
             command = self.namespace.wrap(command)
         task.tail.clear()
         task.reaped = False
+        task.stalled = False
         task.process = subprocess.Popen(
             command,
             env=env,
@@ -426,6 +503,7 @@ class LocalCluster:
             task.tail.append(line)
             if _NOISE.match(line):
                 continue
+            self._note_progress(task, line)
             with self._lock:
                 self.log(f"[{task.name}] {line}")
             if self.on_line:
@@ -436,6 +514,15 @@ class LocalCluster:
         run_folder.write_status(
             self.config.output_dir, state, restarts=self.cluster_restarts, **extra
         )
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process (`T`: stopped), or "" if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
