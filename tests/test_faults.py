@@ -651,3 +651,40 @@ def test_a_frozen_parameter_server_fails_the_run_naming_it(digits_shards, tmp_pa
     assert json.loads((out / "status.json").read_text())["state"] == "failed"
     assert not trainer_pids(str(out))
     report("parameter server frozen (SIGSTOP) after epoch 2", failed=failed_s)
+
+
+@pytest.mark.cluster
+def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shards, tmp_path):
+    """An interrupted run whose checkpoint was then damaged: the same command (with
+    --restarts 3) exits 2 before starting any task, says to remove the backup, and does
+    not repeat the failure; on main every task failed with a TensorFlow traceback, and
+    --restarts repeated it."""
+    out = tmp_path / "run"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(r"\] epoch 3/30")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    data = sorted((out / "backup" / "chief").glob("*.data-*"))
+    assert data, sorted(p.name for p in (out / "backup").rglob("*"))
+    for path in data:
+        path.write_bytes(b"\0" * path.stat().st_size)  # same size, other bytes
+
+    again = subprocess.run(
+        [*command, "--restarts", "3"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 2, again.stdout[-2000:] + again.stderr[-2000:]
+    error = [line for line in again.stderr.splitlines() if line.startswith("strategist")]
+    assert len(error) == 1 and "is corrupted" in error[0] and "remove" in error[0], error
+    assert "Traceback" not in again.stderr
+    assert "started" not in again.stdout and "restarting" not in again.stdout  # no task ran
+    assert json.loads((out / "status.json").read_text())["state"] == "failed"

@@ -448,7 +448,9 @@ class LocalCluster:
         is not this run's to remove.
 
         Raises:
-            ConfigError: the backup folder holds another run's backup.
+            ConfigError: the backup folder holds another run's backup, or a
+                checkpoint that cannot be read back (before any task starts, so
+                `--restarts` cannot repeat the failure).
         """
         marker = os.path.join(self.backup_dir, _BACKUP_CONFIG_NAME)
         current = json.loads(self.config.to_json())
@@ -463,6 +465,7 @@ class LocalCluster:
                     f"{self.backup_dir} holds the backup of another run: remove it, or "
                     "pass another --output"
                 )
+            _check_checkpoint_readable(self.backup_dir)
             self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
         atomic.write_json(marker, current)
 
@@ -514,6 +517,36 @@ class LocalCluster:
         run_folder.write_status(
             self.config.output_dir, state, restarts=self.cluster_restarts, **extra
         )
+
+
+def _check_checkpoint_readable(backup_dir: str) -> None:
+    """Reads every tensor of the backup's latest checkpoint back (CRC-checked).
+
+    `BackupAndRestore` keeps it in `backup_dir/chief` (tf_keras
+    distribute/worker_training_state.py). Only a run that resumes pays for
+    this (TensorFlow's import, a read of the weights).
+
+    Raises:
+        ConfigError: the checkpoint cannot be read, saying to remove the backup.
+    """
+    folder = os.path.join(backup_dir, "chief")
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return
+    import tensorflow as tf
+
+    try:
+        latest = tf.train.latest_checkpoint(folder)
+        if latest is None:
+            raise ValueError("no checkpoint is listed in it")
+        reader = tf.train.load_checkpoint(latest)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as err:  # any failure to read it back means it cannot be resumed
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise ConfigError(
+            f"the backup in {backup_dir} is corrupted ({reason}): remove {backup_dir} to "
+            "start the run over, or pass another --output"
+        ) from None
 
 
 def _process_state(pid: int) -> str:
