@@ -269,6 +269,7 @@ CASES = {
     "train-cloud-flag-without-target": train(
         "--gpu", "t4", message="apply to cloud runs: add --target"
     ),
+    "status-of-no-run": Case(("status", "{tmp}"), "holds no status.json"),
     "gate-missing-report": Case(
         ("gate", "{tmp}/none.json", "--baseline", "{tmp}/none.json"), "file not found"
     ),

@@ -76,7 +76,7 @@ def test_train_refuses_an_output_folder_it_does_not_own(capsys, tmp_path, where,
     output = os.path.expanduser(output)
     refused(capsys, ["train", "--local", "--output", output, "--epochs", "1"], message)
     assert snapshot(user) == before  # nothing deleted or added
-    assert not trainer_pids(output or "no output")
+    assert not trainer_pids(str(tmp_path))
 
 
 def test_compare_refuses_a_foreign_folder_too(capsys, tmp_path):
@@ -151,7 +151,7 @@ def test_partial_files_are_removed_only_in_the_runs_own_entries(tmp_path):
     assert left == ["backup", "data", "data/.tmp-user.txt", run_folder.MARKER_NAME]
 
 
-def test_status_of_a_killed_owner_reads_interrupted(tmp_path):
+def test_status_of_a_killed_owner_reads_interrupted(tmp_path, capsys):
     """A run SIGKILLed while `running`: the lock is free, so the status is not believed."""
     out = tmp_path / "run"
     code = (
@@ -172,6 +172,9 @@ def test_status_of_a_killed_owner_reads_interrupted(tmp_path):
         if holder.poll() is None:
             holder.kill()
     assert run_folder.read_status(str(out))["state"] == "interrupted"
+    assert run_cli(["status", str(out)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "interrupted" and shown["owner_died"] is True
     lines: list[str] = []
     with run_folder.claim(str(out), "{}", log=lines.append):
         assert json.loads((out / "status.json").read_text())["state"] == "interrupted"

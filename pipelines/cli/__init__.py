@@ -18,7 +18,16 @@ from components.core.config import ConfigError
 from components.core.signals import exit_code, signal_name
 
 # Order is the order `strategist --help` lists them in.
-SUBCOMMANDS = ("train", "select", "compare", "compile", "submit", "schedule", "gate")
+SUBCOMMANDS = (
+    "train",
+    "status",
+    "select",
+    "compare",
+    "compile",
+    "submit",
+    "schedule",
+    "gate",
+)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
