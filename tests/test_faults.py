@@ -688,3 +688,39 @@ def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shard
     assert "Traceback" not in again.stderr
     assert "started" not in again.stdout and "restarting" not in again.stdout  # no task ran
     assert json.loads((out / "status.json").read_text())["state"] == "failed"
+
+
+@pytest.mark.cluster
+def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digits_shards, tmp_path):
+    """SIGSTOP of worker 1 after epoch 2: the launcher names it stopped, kills it, and the
+    parameter-server policy restarts it alone; every epoch completes once and the model
+    learns."""
+    out = tmp_path / "run"
+    config = RunConfig(
+        data=DataConfig(shards_dir=digits_shards),
+        cluster=SHAPES["parameter_server"],
+        training=TrainingConfig(epochs=6),
+        output_dir=str(out),
+    )
+    lines: list[str] = []
+    frozen: dict[str, float] = {}
+    cluster = LocalCluster(
+        config, log=lines.append, liveness=Liveness(startup_s=600, epoch_factor=3, floor_s=5)
+    )
+
+    def freeze_worker(task, line):
+        if task.name == "chief-0" and line.startswith("epoch 2/") and not frozen:
+            os.kill(pid_of(cluster, "worker-1"), signal.SIGSTOP)
+            frozen["at"] = time.monotonic()
+
+    cluster.on_line = freeze_worker
+    metrics = cluster.run().to_dict()
+    assert frozen
+    assert any("worker-1 is stopped (SIGSTOP or a debugger): killing it" in x for x in lines)
+    assert [f["task"] for f in metrics["failures"]] == ["worker-1"]
+    assert metrics["failures"][0]["action"] == "worker restart"
+    assert metrics["epochs"] == 6 and len(metrics["epoch_seconds"]) == 6
+    assert metrics["eval_accuracy"] >= 0.85
+    assert not trainer_pids(str(out))
+    stalled = metrics["failures"][0]["at_s"] - (frozen["at"] - cluster._started)
+    report("parameter_server worker frozen (SIGSTOP) after epoch 2", replaced=stalled)
