@@ -238,6 +238,9 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     """Refuses a run config (or clusters) the trainer would refuse, before sending."""
     from components.core.config import validate_pipeline_run
 
+    accuracy = typed.get("target_accuracy")
+    if accuracy is not None and not 0 < accuracy <= 1:
+        raise ConfigError(f"--param target_accuracy must be above 0 and at most 1, got {accuracy}")
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))

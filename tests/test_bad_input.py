@@ -466,6 +466,17 @@ BAD_FILE_CASES = {
         "pass fewer --workers/--ps/--devices, or --oversubscribe",
     ),
     "argparse-type-error-is-one-line": train("--epochs", "x", message="'x' is not a whole number"),
+    # --param values meet the pipeline's own validation before any request
+    "submit-param-target-accuracy-2": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
+         "--param", "target_accuracy=2"),
+        "target_accuracy must be above 0 and at most 1",
+    ),
+    "submit-param-seed-negative": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
+         "--param", "run_config.training.seed=-1"),
+        "--seed must be between 0 and 4294967295",
+    ),
     "submit-unreachable-kfp-host": Case(
         ("submit", "--target", "kfp", "--pipeline", "training", "--host", UNREACHABLE_KFP),
         f"cannot reach the KFP host {UNREACHABLE_KFP}",

@@ -9,6 +9,7 @@ import os
 from components.core import models
 from components.core.config import (
     ALL_REDUCE,
+    MAX_SEED,
     PRECISIONS,
     ClusterConfig,
     ConfigError,
@@ -51,9 +52,6 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
-
-
-MAX_SEED = 2**32 - 1  # numpy's and TensorFlow's seeds are unsigned 32-bit
 
 
 def seed(text: str) -> int:
