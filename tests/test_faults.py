@@ -724,3 +724,43 @@ def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digit
     assert not trainer_pids(str(out))
     stalled = metrics["failures"][0]["at_s"] - (frozen["at"] - cluster._started)
     report("parameter_server worker frozen (SIGSTOP) after epoch 2", replaced=stalled)
+
+
+@pytest.mark.cluster
+def test_an_interruption_after_the_last_epoch_keeps_every_epoch(digits_shards, tmp_path):
+    """SIGTERM while the chief exports and evaluates: the checkpoint of the last epoch is
+    still there, and the same command finishes without training any epoch again (on main
+    Keras had deleted it at the end of fit, and the re-run started over at epoch 1)."""
+    out = tmp_path / "run"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "4",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(r"^\[chief-0\] epoch 4/4")
+        # The epoch's record comes before its checkpoint: wait for the checkpoint too.
+        state = out / "backup" / "chief" / "checkpoint"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            state.exists() and '"ckpt-4"' in state.read_text()
+        ):
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143, events.text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    assert not (out / "metrics.json").exists()
+    assert sorted((out / "backup" / "chief").glob("*.index")), "the last checkpoint is gone"
+
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "resuming the interrupted run" in again.stdout
+    assert not re.search(r"\] epoch \d+/4:", again.stdout), again.stdout[-2000:]  # none redone
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["epochs"] == 4 and metrics["epoch_attempts"] == [0, 0, 0, 0]
+    assert metrics["eval_accuracy"] >= 0.85
+    assert not (out / "backup").exists()  # finished: removed

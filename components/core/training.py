@@ -410,8 +410,11 @@ def _fit(
     )
     os.makedirs(backup_dir, exist_ok=True)
     keep_input_iterators(model)
-    # The record first, then the checkpoint (see EpochRecorder).
-    callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
+    # The record first, then the checkpoint (see EpochRecorder). The checkpoint outlives
+    # `fit` (Keras would delete it at its end): an interruption during export or
+    # evaluation resumes after the last epoch; `train` removes it once all is written.
+    backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)
+    callbacks = [recorder.callback, backup]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
     callbacks.append(tensorboard_callback(log_dir, recorder))
