@@ -417,10 +417,10 @@ BAD_FILE_CASES = {
     ),
     "select-1000-gpus-per-machine": Case(
         ("select", "--machines", "1", "--gpus-per-machine", "1000", "--model", "mlp"),
-        "no machine holds more than 16 GPUs",
+        "no machine holds more than 16",
     ),
     "select-network-1e12": select(
-        "--model", "mlp", "--network-gbps", "1e12", message="up to 3200"
+        "--model", "mlp", "--network-gbps", "1e12", message="is not a network speed"
     ),
     "compile-to-a-folder": compile_to("{bad}/dir.json", "is a folder"),
     "compile-to-nothing": compile_to("", "-o is empty"),
