@@ -238,6 +238,9 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     """Refuses a run config (or clusters) the trainer would refuse, before sending."""
     from components.core.config import validate_pipeline_run
 
+    accuracy = typed.get("target_accuracy")
+    if accuracy is not None and not 0 < accuracy <= 1:
+        raise ConfigError(f"--param target_accuracy must be above 0 and at most 1, got {accuracy}")
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))
@@ -336,10 +339,41 @@ def schedule_vertex(
 
 
 def kfp_client(sub: Submission):
-    """A `kfp.Client` for the submission's host and namespace."""
-    import kfp
+    """A `kfp.Client` for the submission's host and namespace.
 
-    return kfp.Client(host=sub.host, namespace=sub.namespace or "kubeflow")
+    Raises:
+        ConfigError: the host does not answer (found in at most 5 s, instead of
+            the client's retries and its 100-line traceback).
+    """
+    import kfp
+    import kfp_server_api
+    import urllib3
+
+    _check_reachable(sub.host)
+    try:
+        return kfp.Client(host=sub.host, namespace=sub.namespace or "kubeflow")
+    except (urllib3.exceptions.HTTPError, kfp_server_api.ApiException, OSError) as err:
+        reason = str(err).splitlines()[0][:200]
+        raise ConfigError(
+            f"the KFP host {sub.host} did not answer as a KFP API ({reason}): check --host"
+        ) from None
+
+
+def _check_reachable(url: str, timeout_s: float = 5.0) -> None:
+    """One request to the host's health endpoint, without retries: reachable or not."""
+    import urllib3
+
+    try:
+        urllib3.PoolManager().request(
+            "GET", f"{url.rstrip('/')}/apis/v2beta1/healthz", retries=False, timeout=timeout_s
+        )
+    except urllib3.exceptions.HTTPError as err:
+        reason = getattr(err, "reason", None) or err
+        raise ConfigError(
+            f"cannot reach the KFP host {url} ({str(reason).splitlines()[0][-120:]}): check "
+            "--host, and that the KFP API is up (e.g. kubectl port-forward -n kubeflow "
+            "svc/ml-pipeline-ui 8080:80)"
+        ) from None
 
 
 def kfp_link(client: Any, path: str) -> str:

@@ -11,12 +11,15 @@ manifest, shards that cannot feed the cluster, and the other subcommands.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from components.core.config import ConfigError
 from pipelines import cli
 from tests.conftest import trainer_pids
 
@@ -266,6 +269,7 @@ CASES = {
     "train-cloud-flag-without-target": train(
         "--gpu", "t4", message="apply to cloud runs: add --target"
     ),
+    "status-of-no-run": Case(("status", "{tmp}"), "holds no status.json"),
     "gate-missing-report": Case(
         ("gate", "{tmp}/none.json", "--baseline", "{tmp}/none.json"), "file not found"
     ),
@@ -330,3 +334,200 @@ def test_the_matrix_covers_every_subcommand_and_25_train_cases():
     train_cases = [c for c in CASES.values() if c.argv[0] == "train"] + list(BAD_INPUT)
     assert len(train_cases) >= 25
     assert len({(c.argv, c.damage) for c in CASES.values()}) == len(CASES)  # no duplicates
+
+
+# -- files that are not what they claim, limits, and one-line argument errors ------------
+# (the adversarial probe's tracebacks, issue 18). `{bad}` is a folder `bad_files` fills.
+
+GOOD_REPORT = {"results": [{"strategy": "mirrored", "examples_per_second": 100.0,
+                            "eval_accuracy": 0.9}]}  # fmt: skip
+UNREACHABLE_KFP = "http://127.0.0.1:9"  # the discard port: nothing listens on this machine
+
+
+def bad_files(folder: Path) -> None:
+    """Files of every shape the probe fed Strategist, under `folder`."""
+    contents = {
+        "null": b"null",
+        "binary": bytes(range(256)),
+        "deep": b"[" * 100_000 + b"]" * 100_000,
+        "not-utf8": b'{"results": "\xff\xfe"}',
+    }
+    for name, data in contents.items():
+        (folder / f"{name}.json").write_bytes(data)
+        (folder / f"shards-{name}").mkdir()
+        (folder / f"shards-{name}" / "manifest.json").write_bytes(data)
+    (folder / "shards-folder" / "manifest.json").mkdir(parents=True)
+    (folder / "dir.json").mkdir()
+    (folder / "tfds").mkdir()
+    (folder / "empty-baseline.json").write_text(json.dumps({"results": []}))
+    (folder / "report.json").write_text(json.dumps(GOOD_REPORT))
+    over = {"results": [{**GOOD_REPORT["results"][0], "eval_accuracy": 1.5}]}
+    (folder / "accuracy-1.5.json").write_text(json.dumps(over))
+    (folder / "link.yaml").symlink_to(folder / "report.json")
+    os.mkfifo(folder / "fifo.yaml")
+
+
+def gate(report: str, baseline: str, message: str) -> Case:
+    return Case(("gate", report, "--baseline", baseline), message)
+
+
+def select(*argv: str, message: str) -> Case:
+    return Case(("select", "--machines", "1", "--gpus-per-machine", "1", *argv), message)
+
+
+def compile_to(path: str, message: str) -> Case:
+    return Case(("compile", "--pipeline", "training", "--target", "vertex", "-o", path), message)
+
+
+BAD_FILE_CASES = {
+    **{
+        f"manifest-{name}": train("--shards-dir", f"{{bad}}/shards-{name}", message=message)
+        for name, message in {
+            "null": "is not a Strategist manifest",
+            "folder": "cannot read",
+            "binary": "is not UTF-8 JSON text",
+            "deep": "nests too deeply to be read",
+            "not-utf8": "is not UTF-8 JSON text",
+        }.items()
+    },
+    **{
+        f"gate-{name}": gate(f"{{bad}}/{name}.json", "{bad}/report.json", message)
+        for name, message in {
+            "binary": "is not UTF-8 JSON text",
+            "deep": "nests too deeply to be read",
+            "not-utf8": "is not UTF-8 JSON text",
+            "dir": "file not found",
+        }.items()
+    },
+    "gate-empty-baseline": gate("{bad}/report.json", "{bad}/empty-baseline.json", "no results"),
+    "gate-accuracy-above-1": gate(
+        "{bad}/accuracy-1.5.json", "{bad}/report.json", "is not between 0 and 1"
+    ),
+    **{
+        f"select-history-{name}": select(
+            "--model", "mlp", "--history", f"{{bad}}/{name}.json", message=message
+        )
+        for name, message in {
+            "deep": "nests too deeply to be read",
+            "not-utf8": "is not UTF-8 JSON text",
+        }.items()
+    },
+    "select-a-billion-classes": select(
+        "--model", "mlp", "--classes", "1000000000", message="at most 100,000 classes"
+    ),
+    "select-1000-gpus-per-machine": Case(
+        ("select", "--machines", "1", "--gpus-per-machine", "1000", "--model", "mlp"),
+        "no machine holds more than 16",
+    ),
+    "select-network-1e12": select(
+        "--model", "mlp", "--network-gbps", "1e12", message="is not a network speed"
+    ),
+    "compile-to-a-folder": compile_to("{bad}/dir.json", "is a folder"),
+    "compile-to-nothing": compile_to("", "-o is empty"),
+    "compile-over-a-device": compile_to("/dev/full", "is not a regular file"),
+    "compile-over-a-symlink": compile_to("{bad}/link.yaml", "is not a regular file"),
+    "compile-over-a-fifo": compile_to("{bad}/fifo.yaml", "is not a regular file"),
+    "compare-output-a-file": Case(
+        ("compare", "--local", "--output", "{bad}/report.json"), "is a file: pass a folder"
+    ),
+    "train-output-read-only": train(
+        "--output", "/sys/strategist-output", message="pass a writable folder"
+    ),
+    "train-output-empty": train("--output", "", message="--output is empty"),
+    "train-seed-above-2-32": train("--seed", "4294967296", message="between 0 and 4294967295"),
+    "train-seed-negative": train("--seed", "-1", message="between 0 and 4294967295"),
+    "compare-target-accuracy-2": Case(
+        ("compare", "--local", "--target-accuracy", "2", "--output", "{out}"),
+        "at most 1",
+    ),
+    # limits: what the machine and the data hold (issue 18, item 7)
+    "train-a-trillion-shards": train(
+        "--num-shards", "1000000000000", message="open-file limit); pass fewer"
+    ),
+    "train-more-shards-than-examples": train(
+        "--num-shards", "1000", "--data-dir", "{bad}/tfds",
+        message="is more than the 359 examples of digits's test split",
+    ),
+    "train-500-workers": train(
+        "--strategy", "multi_worker_mirrored", "--workers", "500", "--batch-size", "1",
+        message="cluster of 500 processes is more than this machine holds",
+    ),
+    "train-100-parameter-servers": train(
+        "--strategy", "parameter_server", "--ps", "100",
+        message="cluster of 103 processes is more than this machine holds",
+    ),
+    "train-512-devices": train(
+        "--strategy", "mirrored", "--devices", "512",
+        message="cluster of 512 replicas is more than this machine holds",
+    ),
+    "compare-100-workers": Case(
+        ("compare", "--local", "--strategies", "multi_worker_mirrored", "--workers", "100",
+         "--output", "{out}"),
+        "pass fewer --workers/--ps/--devices, or --oversubscribe",
+    ),
+    "argparse-type-error-is-one-line": train("--epochs", "x", message="'x' is not a whole number"),
+    # --param values meet the pipeline's own validation before any request
+    "submit-param-target-accuracy-2": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
+         "--param", "target_accuracy=2"),
+        "target_accuracy must be above 0 and at most 1",
+    ),
+    "submit-param-seed-negative": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
+         "--param", "run_config.training.seed=-1"),
+        "--seed must be between 0 and 4294967295",
+    ),
+    "submit-unreachable-kfp-host": Case(
+        ("submit", "--target", "kfp", "--pipeline", "training", "--host", UNREACHABLE_KFP),
+        f"cannot reach the KFP host {UNREACHABLE_KFP}",
+    ),
+    "schedule-unreachable-kfp-host": Case(
+        ("schedule", "--target", "kfp", "--pipeline", "training", "--host", UNREACHABLE_KFP,
+         "--cron", "0 0 * * *"),
+        f"cannot reach the KFP host {UNREACHABLE_KFP}",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BAD_FILE_CASES.values()), ids=list(BAD_FILE_CASES))
+def test_bad_files_limits_and_argument_errors_exit_2_in_one_line(case, tmp_path, capsys):
+    """Each exits 2 at once with one line saying what to do: no traceback, no usage block,
+    nothing started, no file replaced (a traceback exits 1, and made gate report a regression)."""
+    out = tmp_path / "out"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    bad_files(bad)
+    before = {p.name: (p.is_symlink(), p.stat().st_mode) for p in bad.iterdir()}
+    argv = [arg.replace("{out}", str(out)).replace("{bad}", str(bad)) for arg in case.argv]
+    started = time.monotonic()
+    code = run_cli(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert case.message in err, err
+    assert "Traceback" not in err and "usage:" not in err
+    assert len(err.strip().splitlines()) == 1, err  # one line, not a usage block or a dump
+    assert err.startswith(f"strategist {argv[0]}: error: ")
+    assert time.monotonic() - started < 20  # an unreachable host fails fast
+    assert not out.exists()
+    assert not trainer_pids(str(tmp_path))
+    assert {p.name: (p.is_symlink(), p.stat().st_mode) for p in bad.iterdir()} == before
+    assert Path("/dev/full").is_char_device()
+
+
+def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
+    import argparse
+
+    from components.core.config import ClusterConfig, RunConfig
+    from components.core.launch.local import check_machine_size
+    from pipelines.cli import common
+
+    config = RunConfig(cluster=ClusterConfig("parameter_server", workers=4, ps=1))  # 6 tasks
+    check_machine_size(config, cores=2, memory_bytes=24 << 30)  # 6 <= 4 x 2
+    with pytest.raises(ConfigError, match=r"6 processes .* at most 4 processes \(4 per core x 1\)"):
+        check_machine_size(config, cores=1, memory_bytes=24 << 30)
+    with pytest.raises(ConfigError, match=r"at most 5 processes at 1 GiB each \(5.0 GiB"):
+        check_machine_size(config, cores=8, memory_bytes=5 << 30)
+    big = RunConfig(cluster=ClusterConfig("parameter_server", workers=200, ps=1))
+    common.check_machine_size(argparse.Namespace(oversubscribe=True), big)  # allowed
+    with pytest.raises(ConfigError, match="--oversubscribe"):
+        common.check_machine_size(argparse.Namespace(oversubscribe=False), big)

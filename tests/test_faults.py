@@ -26,6 +26,7 @@ from components.core.config import ClusterConfig, DataConfig, RunConfig, Trainin
 from components.core.launch.local import (
     HOST,
     ClusterFailed,
+    Liveness,
     LocalCluster,
     RestartPolicy,
     plan_tasks,
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 STRATEGIST = Path(sys.executable).parent / "strategist"
 TIMEOUT_S = 120  # for any one awaited log line; a cluster start takes 5-20 s here
 EPOCHS = 4
+EPOCH_SECONDS = re.compile(r"^\[chief-0\] epoch \d+/\d+: .*?(\d+(?:\.\d+)?)s ")
 
 SHAPES = {
     "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
@@ -609,3 +611,156 @@ def test_epoch_records_survive_a_restart_once_per_epoch(tmp_path):
     elapsed = [r["elapsed_s"] for r in records]
     assert elapsed == pytest.approx([sum(r["seconds"] for r in records[: i + 1]) for i in range(4)])
     assert resumed.first_epoch == 2
+
+
+# -- liveness ---------------------------------------------------------------------------
+
+
+@pytest.mark.cluster
+def test_a_frozen_parameter_server_fails_the_run_naming_it(digits_shards, tmp_path):
+    """SIGSTOP of the PS after epoch 2: the run stalls silently on main; here the launcher
+    sees no epoch within 3 x the slowest epoch (5 s at least), finds ps-0 stopped, kills it
+    and fails the run naming it, with nothing left running."""
+    out = tmp_path / "run"
+    config = RunConfig(
+        data=DataConfig(shards_dir=digits_shards),
+        cluster=SHAPES["parameter_server"],
+        training=TrainingConfig(epochs=30),
+        output_dir=str(out),
+    )
+    lines: list[str] = []
+    frozen: dict[str, float] = {}
+    cluster = LocalCluster(
+        config, log=lines.append, liveness=Liveness(startup_s=600, epoch_factor=3, floor_s=5)
+    )
+
+    def freeze_ps(task, line):
+        if task.name == "chief-0" and line.startswith("epoch 2/") and not frozen:
+            os.kill(pid_of(cluster, "ps-0"), signal.SIGSTOP)
+            frozen["at"] = time.monotonic()
+
+    cluster.on_line = freeze_ps
+    with pytest.raises(ClusterFailed) as failure:
+        cluster.run()
+    failed_s = time.monotonic() - frozen["at"]
+    assert failure.value.task == "ps-0"
+    assert "stalled the run" in str(failure.value)
+    assert any("ps-0 is stopped (SIGSTOP or a debugger): killing it" in line for line in lines)
+    slowest = max(float(m.group(1)) for m in map(EPOCH_SECONDS.match, lines) if m)
+    assert failed_s < max(5, 3 * slowest) + 15, (failed_s, slowest)
+    assert json.loads((out / "status.json").read_text())["state"] == "failed"
+    assert not trainer_pids(str(out))
+    report("parameter server frozen (SIGSTOP) after epoch 2", failed=failed_s)
+
+
+@pytest.mark.cluster
+def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shards, tmp_path):
+    """An interrupted run whose checkpoint was then damaged: the same command (with
+    --restarts 3) exits 2 before starting any task, says to remove the backup, and does
+    not repeat the failure; on main every task failed with a TensorFlow traceback, and
+    --restarts repeated it."""
+    out = tmp_path / "run"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(r"\] epoch 3/30")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    data = sorted((out / "backup" / "chief").glob("*.data-*"))
+    assert data, sorted(p.name for p in (out / "backup").rglob("*"))
+    for path in data:
+        path.write_bytes(b"\0" * path.stat().st_size)  # same size, other bytes
+
+    again = subprocess.run(
+        [*command, "--restarts", "3"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 2, again.stdout[-2000:] + again.stderr[-2000:]
+    error = [line for line in again.stderr.splitlines() if line.startswith("strategist")]
+    assert len(error) == 1 and "is corrupted" in error[0] and "remove" in error[0], error
+    assert "Traceback" not in again.stderr
+    assert "started" not in again.stdout and "restarting" not in again.stdout  # no task ran
+    assert json.loads((out / "status.json").read_text())["state"] == "failed"
+
+
+@pytest.mark.cluster
+def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digits_shards, tmp_path):
+    """SIGSTOP of worker 1 after epoch 2: the launcher names it stopped, kills it, and the
+    parameter-server policy restarts it alone; every epoch completes once and the model
+    learns."""
+    out = tmp_path / "run"
+    config = RunConfig(
+        data=DataConfig(shards_dir=digits_shards),
+        cluster=SHAPES["parameter_server"],
+        training=TrainingConfig(epochs=6),
+        output_dir=str(out),
+    )
+    lines: list[str] = []
+    frozen: dict[str, float] = {}
+    cluster = LocalCluster(
+        config, log=lines.append, liveness=Liveness(startup_s=600, epoch_factor=3, floor_s=5)
+    )
+
+    def freeze_worker(task, line):
+        if task.name == "chief-0" and line.startswith("epoch 2/") and not frozen:
+            os.kill(pid_of(cluster, "worker-1"), signal.SIGSTOP)
+            frozen["at"] = time.monotonic()
+
+    cluster.on_line = freeze_worker
+    metrics = cluster.run().to_dict()
+    assert frozen
+    assert any("worker-1 is stopped (SIGSTOP or a debugger): killing it" in x for x in lines)
+    assert [f["task"] for f in metrics["failures"]] == ["worker-1"]
+    assert metrics["failures"][0]["action"] == "worker restart"
+    assert metrics["epochs"] == 6 and len(metrics["epoch_seconds"]) == 6
+    assert metrics["eval_accuracy"] >= 0.85
+    assert not trainer_pids(str(out))
+    stalled = metrics["failures"][0]["at_s"] - (frozen["at"] - cluster._started)
+    report("parameter_server worker frozen (SIGSTOP) after epoch 2", replaced=stalled)
+
+
+@pytest.mark.cluster
+def test_an_interruption_after_the_last_epoch_keeps_every_epoch(digits_shards, tmp_path):
+    """SIGTERM while the chief exports and evaluates: the checkpoint of the last epoch is
+    still there, and the same command finishes without training any epoch again (on main
+    Keras had deleted it at the end of fit, and the re-run started over at epoch 1)."""
+    out = tmp_path / "run"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "4",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(r"^\[chief-0\] epoch 4/4")
+        # The epoch's record comes before its checkpoint: wait for the checkpoint too.
+        state = out / "backup" / "chief" / "checkpoint"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            state.exists() and '"ckpt-4"' in state.read_text()
+        ):
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143, events.text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    assert not (out / "metrics.json").exists()
+    assert sorted((out / "backup" / "chief").glob("*.index")), "the last checkpoint is gone"
+
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "resuming the interrupted run" in again.stdout
+    assert not re.search(r"\] epoch \d+/4:", again.stdout), again.stdout[-2000:]  # none redone
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["epochs"] == 4 and metrics["epoch_attempts"] == [0, 0, 0, 0]
+    assert metrics["eval_accuracy"] >= 0.85
+    assert not (out / "backup").exists()  # finished: removed

@@ -396,7 +396,9 @@ _PATH_METHODS = {
     "touch",
 }
 # The storage layer itself and its local primitives.
-_STORAGE_MODULES = {"storage.py", "atomic.py"}
+# run_folder.py: a local run's folder, its flock and ownership marker; callers hand it
+# `storage.local_view` paths and skip it for a bucket (launch/local.py).
+_STORAGE_MODULES = {"storage.py", "atomic.py", "run_folder.py"}
 # (module, call, first argument as written): machine facts, never a user's path.
 _ALLOWED = {
     # Process start time and machine facts from /proc (Linux), not user data.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ FLOAT32 = "float32"
 MIXED_FLOAT16 = "mixed_float16"
 MIXED_BFLOAT16 = "mixed_bfloat16"
 PRECISIONS = (FLOAT32, MIXED_FLOAT16, MIXED_BFLOAT16)
+
+# Random seeds are unsigned 32-bit for NumPy and TensorFlow.
+MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -358,8 +362,10 @@ def validate_run(config: RunConfig) -> None:
         raise ConfigError(f"--batch-size must be at least 1, got {t.per_replica_batch_size}")
     if t.base_batch_size < 1:
         raise ConfigError(f"base batch size must be at least 1, got {t.base_batch_size}")
-    if not t.base_learning_rate > 0:
-        raise ConfigError(f"learning rate must be positive, got {t.base_learning_rate}")
+    if not (t.base_learning_rate > 0 and math.isfinite(t.base_learning_rate)):
+        raise ConfigError(f"learning rate must be a positive number, got {t.base_learning_rate}")
+    if not 0 <= t.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {t.seed}")
     if t.steps_per_execution < 1:
         raise ConfigError(f"steps per execution must be at least 1, got {t.steps_per_execution}")
     if t.warmup_epochs < 0:

@@ -15,17 +15,20 @@ import difflib
 import hashlib
 import json
 import os
+import resource
 import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage
+from components.core import json_input, storage
 from components.core.config import ConfigError
 from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
 MANIFEST_NAME = "manifest.json"
+# File descriptors left for everything else while the shard files are open.
+_SPARE_FILES = 64
 SPLITS = ("train", "test")
 # Datasets Strategist builds without a network.
 OFFLINE_DATASETS = ("digits",)
@@ -268,6 +271,13 @@ def shard_dataset(
     """
     if num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {num_shards}")
+    # Every shard file of a split is open while it is written.
+    open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - _SPARE_FILES
+    if num_shards > open_files:
+        raise ConfigError(
+            f"--num-shards {num_shards}: at most {open_files} shard files can be written at "
+            "once on this machine (its open-file limit); pass fewer"
+        )
     existing = _reusable_manifest(shards_dir, dataset, num_shards)
     if existing is not None:
         log(f"shards: reusing {shards_dir} ({_describe(existing)})")
@@ -280,6 +290,13 @@ def shard_dataset(
     image_key, label_key = builder.info.supervised_keys
     image_shape = tuple(int(d) for d in builder.info.features[image_key].shape)
     num_classes = builder.info.features[label_key].num_classes
+    for split in SPLITS:
+        examples = builder.info.splits[split].num_examples if split in builder.info.splits else 0
+        if 0 < examples < num_shards:
+            raise ConfigError(
+                f"--num-shards {num_shards} is more than the {examples} examples of {dataset}'s "
+                f"{split} split: pass at most {examples} (a shard file holds at least one)"
+            )
 
     splits: dict[str, SplitInfo] = {}
     with storage.staged_tree(shards_dir, commit_file=MANIFEST_NAME) as staging:
@@ -388,14 +405,17 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
     if not storage.isdir(shards_dir):
         raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
     try:
-        raw = storage.read_json(path)
+        raw = json_input.parse(storage.read_bytes(path), path, "shard the dataset again")
     except FileNotFoundError:
         raise ConfigError(
             f"{shards_dir} has no {MANIFEST_NAME}: it is not a finished shards folder; "
             "shard the dataset again"
         ) from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); shard the dataset again") from None
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read {path} ({err.strerror}): it must be the shards' manifest file; "
+            "shard the dataset again"
+        ) from None
     manifest = Manifest.from_dict(raw, root=shards_dir)
     remedy = "delete the folder and shard the dataset again"
     for name, split in manifest.splits.items():

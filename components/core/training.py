@@ -408,11 +408,13 @@ def _fit(
     storage.makedirs(backup_dir)
     keep_input_iterators(model)
     # The record first, then the checkpoint (see EpochRecorder). TensorFlow writes the
-    # checkpoints and logs itself: through `local_view` under a rehearsal.
-    callbacks = [
-        recorder.callback,
-        keras.callbacks.BackupAndRestore(storage.local_view(backup_dir)),
-    ]
+    # checkpoints and logs itself: through `local_view` under a rehearsal. The checkpoint
+    # outlives `fit` (Keras would delete it at its end): an interruption during export or
+    # evaluation resumes after the last epoch; `train` removes it once all is written.
+    backup = keras.callbacks.BackupAndRestore(
+        storage.local_view(backup_dir), delete_checkpoint=False
+    )
+    callbacks = [recorder.callback, backup]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
     callbacks.append(

@@ -18,11 +18,27 @@ from components.core.config import ConfigError
 from components.core.signals import exit_code, signal_name
 
 # Order is the order `strategist --help` lists them in.
-SUBCOMMANDS = ("train", "select", "compare", "compile", "submit", "schedule", "gate")
+SUBCOMMANDS = (
+    "train",
+    "status",
+    "select",
+    "compare",
+    "compile",
+    "submit",
+    "schedule",
+    "gate",
+)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="strategist",
         description=(
             "Shard a TFDS dataset, pick a tf.distribute strategy, train, evaluate and compare "
@@ -34,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command",
         metavar="COMMAND",
         required=True,
-        parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False),
+        parser_class=functools.partial(OneLineErrorParser, allow_abbrev=False),
     )
     for name in SUBCOMMANDS:
         importlib.import_module(f"pipelines.cli.{name}").add_parser(subparsers)

@@ -9,6 +9,7 @@ import os
 from components.core import models
 from components.core.config import (
     ALL_REDUCE,
+    MAX_SEED,
     PRECISIONS,
     ClusterConfig,
     ConfigError,
@@ -51,6 +52,47 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
+
+
+def seed(text: str) -> int:
+    """argparse type: a random seed, 0 to 2**32 - 1."""
+    value = _number(text, int, "a whole number")
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number above 0 and at most 1 (an accuracy)."""
+    value = _number(text, float, "a number")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1 (0.9 = 90%), got {text}")
+    return value
+
+
+def output_file(path: str, flag: str = "-o") -> str:
+    """Refuses a file destination Strategist may not replace; returns it.
+
+    Only a regular file is ever replaced (atomically): a folder, a symlink, a
+    device or a FIFO named as the output is refused, as is an empty path or a
+    missing parent folder.
+
+    Raises:
+        ConfigError: saying what to pass instead.
+    """
+    if not path or not path.strip():
+        raise ConfigError(f"{flag} is empty: pass the file to write, e.g. pipeline.yaml")
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path} is a folder: pass a file path inside it")
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        raise ConfigError(
+            f"{flag} {path} is not a regular file (a symlink, device or pipe): Strategist "
+            "replaces only regular files; pass another path"
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+    return path
 
 
 def positive_float(text: str) -> float:
@@ -104,7 +146,9 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="epochs of linear learning-rate warm-up (default: 1)",
     )
-    data.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
+    data.add_argument(
+        "--seed", type=seed, default=42, help=f"random seed, 0 to {MAX_SEED} (default: 42)"
+    )
     speed = parser.add_argument_group("speed")
     speed.add_argument(
         "--precision",
@@ -166,6 +210,19 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "GPUs, ring without); mirrored takes nccl, hierarchical_copy or "
         "reduction_to_one_device (auto: TensorFlow's collective all-reduce) (default: auto)",
     )
+    cluster.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="run a local cluster larger than this machine's cores and memory hold "
+        "instead of refusing it (the refusal gives the numbers)",
+    )
+    cluster.add_argument(
+        "--allow-network-exposure",
+        action="store_true",
+        help="where this machine cannot give a local cluster a loopback-only network "
+        "namespace, run it anyway with TensorFlow's servers listening on every interface "
+        "(unauthenticated, reachable from the network)",
+    )
 
 
 def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -> RunConfig:
@@ -217,6 +274,27 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     )
     validate_run(config)
     return config
+
+
+def check_machine_size(args: argparse.Namespace, config: RunConfig) -> None:
+    """Refuses a local cluster this machine cannot hold, unless `--oversubscribe`."""
+    from components.core.launch.local import check_machine_size as check
+
+    if not args.oversubscribe:
+        check(config)
+
+
+def apply_network_exposure(args: argparse.Namespace) -> None:
+    """Passes `--allow-network-exposure` to every local launcher below this command.
+
+    An environment variable, since kfp.local runs the train step's launcher in
+    its own process; it is a property of this machine, not of the run, so it
+    stays out of the RunConfig (the cloud never needs it).
+    """
+    from components.core.launch import netns
+
+    if args.allow_network_exposure:
+        os.environ[netns.ALLOW_EXPOSURE_ENV] = "1"
 
 
 def default_output_dir(kind: str) -> str:

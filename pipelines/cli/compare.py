@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import sys
 import time
 
+from components.core import run_folder
+from components.core.comparison.plots import PLOT_FILES
 from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
@@ -17,6 +20,16 @@ from pipelines.cli import common
 DEFAULT_STRATEGIES = COMPARED_BY_DEFAULT
 # Everything kfp.local and the tasks print, in the output folder.
 LOG_NAME = "pipeline.log"
+# What a comparison writes in its output folder (all that replacing it removes).
+OUTPUT_ENTRIES = (
+    "pipeline_root",
+    "comparison.json",
+    "report.html",
+    "summary.md",
+    "timings.json",
+    LOG_NAME,
+    *PLOT_FILES,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -46,7 +59,7 @@ def add_parser(subparsers) -> None:
     common.add_cluster_arguments(parser)
     parser.add_argument(
         "--target-accuracy",
-        type=common.positive_float,
+        type=common.fraction,
         default=0.9,
         help="accuracy that time-to-accuracy is measured to (default: 0.9)",
     )
@@ -61,7 +74,16 @@ def add_parser(subparsers) -> None:
         default=10.0,
         help="network between machines, Gbit/s (default: 10)",
     )
-    parser.add_argument("--output", help="output folder (default: runs/<timestamp>-compare)")
+    parser.add_argument(
+        "--output",
+        help="output folder: new, empty, or an earlier comparison's "
+        "(default: runs/<timestamp>-compare)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier comparison of other settings in --output instead of refusing",
+    )
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -119,6 +141,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         run = dataclasses.replace(base, cluster=cluster)
         validate_run(run)
         check_rehearsal(run)
+        common.check_machine_size(args, run)
     get_gpu(args.gpu)
     datasets.get_builder(args.dataset, args.data_dir)
     return {
@@ -134,18 +157,30 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from components.core import comparison
-    from pipelines.comparison import build_comparison_pipeline
-    from pipelines.local_run import run_locally
-
     if args.global_batch_size is not None:
         raise ConfigError(
             "--global-batch-size does not fit a comparison (replica counts differ per "
             "strategy): use --batch-size"
         )
+    output = common.default_output_dir("compare") if args.output is None else args.output
+    run_folder.check_destination(output)
+    common.apply_network_exposure(args)
     arguments = pipeline_arguments(args)
-    output = os.path.abspath(args.output or common.default_output_dir("compare"))
-    os.makedirs(output, exist_ok=True)
+    with run_folder.claim(
+        output,
+        json.dumps(arguments, sort_keys=True),
+        overwrite=args.overwrite,
+        entries=OUTPUT_ENTRIES,
+        stale=OUTPUT_ENTRIES,  # nothing of a comparison resumes
+    ) as output:
+        return _compare(args, arguments, output)
+
+
+def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
+    from components.core import comparison
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.local_run import run_locally
+
     config = RunConfig.from_dict(arguments["run_config"])
     names = ", ".join(c["strategy"] for c in arguments["clusters"])
     log_path = os.path.join(output, LOG_NAME)

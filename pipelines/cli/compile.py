@@ -46,6 +46,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.compile import compile_pipeline
 
+    common.output_file(args.output)
     gpu = args.gpu if args.gpu is not None else ("t4" if args.target == "kubeflow" else None)
     path = compile_pipeline(
         args.pipeline, args.target, args.output, image=args.image, gpu=gpu, gpus=args.gpus

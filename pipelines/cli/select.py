@@ -9,6 +9,10 @@ from components.core.config import ConfigError
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
 from pipelines.cli import common
 
+# More classes than any labelled image dataset has (ImageNet-21k: 21,841); a registry
+# model of more is not built (its output layer alone would not fit in memory).
+MAX_CLASSES = 100_000
+
 DESCRIPTION = """\
 Recommend one_device, mirrored, multi_worker_mirrored or parameter_server (or
 say that the model needs model parallelism) for a cluster and a model, with the
@@ -102,7 +106,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "(default: estimated from the FLOPs, and said so)",
     )
     model.add_argument(
-        "--classes", type=common.positive_int, default=10, help="classes of a registry model"
+        "--classes",
+        type=common.positive_int,
+        default=10,
+        help=f"classes of a registry model, up to {MAX_CLASSES:,} (default: 10)",
     )
     model.add_argument(
         "--sparse-embedding-params",
@@ -187,6 +194,11 @@ def build_profile(args: argparse.Namespace):
             )
         profile = model_profile.from_params(args.params, flops, activations)
     elif args.model in MODELS:
+        if args.classes > MAX_CLASSES:
+            raise ConfigError(
+                f"--classes {args.classes:,}: a registry model takes at most {MAX_CLASSES:,} "
+                "classes; pass --params for a larger model"
+            )
         profile = model_profile.profile_model(args.model, num_classes=args.classes)
     elif args.model in model_profile.PUBLISHED_PROFILES:
         profile = model_profile.PUBLISHED_PROFILES[args.model]

@@ -59,6 +59,14 @@ def add_parser(subparsers) -> None:
         "last finished epoch (default: 0)",
     )
     parser.add_argument(
+        "--stall-timeout",
+        type=common.non_negative_int,
+        default=3600,
+        help="seconds a local run may go without progress before its first epoch ends; "
+        "after it, 10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
+        "the stopped task, or restarted within --restarts. 0: never (default: 3600)",
+    )
+    parser.add_argument(
         "--shards-dir",
         help="train on existing shards (a folder with manifest.json, written by an earlier run "
         "or the shard component) instead of sharding --dataset; every record is checked first. "
@@ -66,7 +74,14 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--output",
-        help="output folder (default: runs/<timestamp>-train); with --target a gs:// folder",
+        help="output folder: new, empty, or an earlier run's (whose unfinished run resumes) "
+        "(default: runs/<timestamp>-train); with --target a gs:// folder",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run (or a run of another configuration) in --output "
+        "instead of refusing",
     )
     cloud_train.add_cloud_arguments(parser)
     parser.set_defaults(run=run)
@@ -123,18 +138,21 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
+    from components.core import run_folder
     from components.core.launch.local import (
         ClusterFailed,
+        Liveness,
         RestartPolicy,
         check_rehearsal,
         run_local,
     )
 
-    output = args.output or common.default_output_dir("train")
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ConfigError(f"--output {output} is a file: pass a folder")
+    output = common.default_output_dir("train") if args.output is None else args.output
+    run_folder.check_destination(output)
+    common.apply_network_exposure(args)
     config = common.build_run_config(args, args.strategy, output)
     check_rehearsal(config)
+    common.check_machine_size(args, config)
     if args.shards_dir:
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:
@@ -142,7 +160,12 @@ def _run_local(args: argparse.Namespace) -> int:
     training.check_fits(config, manifest)
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
-        metrics = run_local(config, restart=RestartPolicy(cluster_restarts=args.restarts))
+        metrics = run_local(
+            config,
+            restart=RestartPolicy(cluster_restarts=args.restarts),
+            overwrite=args.overwrite,
+            liveness=Liveness(startup_s=args.stall_timeout),
+        )
     except ClusterFailed as err:
         print(f"strategist train: error: {err}", file=sys.stderr)
         return 1

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from components.core import storage
+from components.core import json_input, storage
 from components.core.config import ConfigError
 
 
@@ -33,14 +32,12 @@ def read_json(path: str | os.PathLike[str], role: str) -> Any:
         ReportError: when the file is missing, unreadable or not valid JSON.
     """
     try:
-        text = storage.read_text(path)
+        data = storage.read_bytes(path)
     except FileNotFoundError:
         raise ReportError(f"{role} {path}: file not found") from None
     except OSError as err:
         raise ReportError(f"{role} {path}: cannot read it ({err.strerror or err})") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ReportError(
-            f"{role} {path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
-        ) from None
+        return json_input.parse(data, f"{role} {path}", f"pass the {role} JSON file")
+    except ConfigError as err:
+        raise ReportError(str(err)) from None

@@ -157,6 +157,11 @@ def _gate_results(report: Any, role: str) -> dict[str, Mapping[str, Any]]:
                 )
         if r["examples_per_second"] < 0:
             raise ReportError(f"{role}: result {name}: 'examples_per_second' is negative")
+        if not 0 <= r["eval_accuracy"] <= 1:
+            raise ReportError(
+                f"{role}: result {name}: 'eval_accuracy' {r['eval_accuracy']} is not between 0 "
+                "and 1; pass a comparison.json Strategist wrote"
+            )
         if name in by_name:
             raise ReportError(f"{role}: strategy {name} appears twice")
         by_name[name] = r
@@ -207,6 +212,11 @@ def gate(
     validate_thresholds(max_throughput_drop, max_accuracy_drop)
     current = _gate_results(report, "report")
     reference = _gate_results(baseline, "baseline")
+    if not reference:
+        raise ReportError(
+            "baseline: no results, so nothing would be gated; pass a comparison.json with "
+            "the strategies to hold the report to"
+        )
     for name, r in reference.items():
         if r["examples_per_second"] <= 0:
             raise ReportError(f"baseline: result {name}: 'examples_per_second' must be positive")

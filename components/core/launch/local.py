@@ -37,16 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import run_metrics, sidecar, storage
+from components.core import run_folder, run_metrics, sidecar, storage
 from components.core.config import ClusterConfig, ConfigError, RunConfig, validate_for_machine
+from components.core.launch import netns
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, LAUNCHER_PID_ENV, RESTARTS_ENV
-from components.core.training import METRICS_NAME, MODEL_DIR_NAME
+from components.core.training import METRICS_NAME
 
 HOST = "127.0.0.1"  # local clusters never listen beyond this machine
-STATUS_NAME = "status.json"
 _TAIL_LINES = 40
 _POLL_S = 0.1
 # TensorFlow's start-up chatter (absl INFO/WARNING lines, the CUDA probe on a
@@ -61,8 +61,8 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
-# Names `atomic` gives files and folders while it writes them.
-_PARTIAL = re.compile(rf"^\.(tmp-|{MODEL_DIR_NAME}-)")
+# The chief's line at the end of each epoch (training.EpochRecorder), with its seconds.
+_EPOCH_LINE = re.compile(r"^epoch \d+/\d+: .*?(\d+(?:\.\d+)?)s ")
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -76,9 +76,11 @@ class ClusterFailed(RuntimeError):
         tail: its last log lines.
     """
 
-    def __init__(self, task: str, returncode: int, tail: list[str]):
+    def __init__(self, task: str, returncode: int, tail: list[str], stalled_s: float = 0.0):
         self.task, self.returncode, self.tail = task, returncode, tail
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
+        if stalled_s:
+            how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
 
@@ -99,6 +101,39 @@ class RestartPolicy:
     worker_restarts: int = 3
 
 
+@dataclass(frozen=True)
+class Liveness:
+    """When a run that makes no progress is failed, naming the task that stalls it.
+
+    Progress is a line from the chief (each epoch ends with one, which also
+    gives the epoch's seconds). Until the first epoch ends the run has
+    `startup_s` (imports, cluster start, the first epoch); after that a gap
+    of `epoch_factor` times the slowest epoch measured so far (at least
+    `floor_s`, which covers export and evaluation) is a stall. The stalled
+    task is the one the kernel shows stopped (SIGSTOP, a debugger), else the
+    chief; it is killed, and the restart policy decides what follows, as for
+    a crash.
+
+    Attributes:
+        startup_s: seconds allowed before the first epoch ends; 0 turns the
+            check off.
+        epoch_factor: allowed gap, in slowest epochs.
+        floor_s: the smallest allowed gap, seconds.
+    """
+
+    startup_s: float = 3600.0
+    epoch_factor: float = 10.0
+    floor_s: float = 120.0
+
+    def allowed_gap(self, slowest_epoch_s: float | None) -> float:
+        """Seconds without progress allowed now (infinite when `startup_s` is 0: off)."""
+        if self.startup_s <= 0:
+            return float("inf")
+        if slowest_epoch_s is None:
+            return self.startup_s
+        return max(self.floor_s, self.epoch_factor * slowest_epoch_s)
+
+
 @dataclass
 class Task:
     """One process of the cluster."""
@@ -111,6 +146,7 @@ class Task:
     reader: threading.Thread | None = None
     restarts: int = 0
     reaped: bool = False
+    stalled: bool = False
 
     @property
     def name(self) -> str:
@@ -167,6 +203,9 @@ class LocalCluster:
             to inject faults at a chosen moment.
         evaluator_in_cluster: give an evaluator the training operator's
             `TF_CONFIG` shape (evaluator inside `cluster`) instead of Vertex AI's.
+        overwrite: replace a finished run (or a run of another configuration)
+            in the output folder instead of refusing it.
+        liveness: when a run without progress is failed.
     """
 
     def __init__(
@@ -177,13 +216,22 @@ class LocalCluster:
         log: Callable[[str], None] = print,
         on_line: Callable[[Task, str], None] | None = None,
         evaluator_in_cluster: bool = False,
+        overwrite: bool = False,
+        liveness: Liveness = Liveness(),
     ):
         self.config = config
+        self.overwrite = overwrite
+        self.liveness = liveness
+        self._last_progress = time.monotonic()
+        self._slowest_epoch_s: float | None = None
+        self._stalled_s = 0.0
         self.evaluator_in_cluster = evaluator_in_cluster
         self.restart = restart
         self.log = log
         self.on_line = on_line
         self.tasks: list[Task] = []
+        # Where the tasks run: a loopback-only network namespace (multi-process clusters).
+        self.namespace: netns.LoopbackNamespace | None = None
         self.cluster_restarts = 0
         self.failures: list[dict[str, Any]] = []
         self._started = time.monotonic()
@@ -201,8 +249,26 @@ class LocalCluster:
         Raises:
             ClusterFailed: a task failed with no restart left.
             KeyboardInterrupt: on Ctrl-C or SIGTERM (after stopping every process).
+            ConfigError: the output folder is not this run's to write, or is in
+                use by another run (`run_folder.claim`), before anything starts.
         """
-        storage.makedirs(self.config.output_dir)
+        folder = storage.local_view(self.config.output_dir)
+        if storage.is_remote(folder):
+            # A bucket has no lock to take: only a local folder (or a rehearsal's
+            # local stand-in for the bucket) is claimed.
+            storage.makedirs(folder)
+            return self._run_claimed()
+        with run_folder.claim(
+            folder, self.config.to_json(), overwrite=self.overwrite, log=self.log
+        ):
+            return self._run_claimed()
+
+    def _run_claimed(self) -> RunMetrics:
+        counts = self.config.cluster.spec.task_counts(self.config.cluster)
+        with netns.isolate(sum(counts.values())) as self.namespace:
+            return self._run_isolated()
+
+    def _run_isolated(self) -> RunMetrics:
         self._started = time.monotonic()
         self._status("running")
         try:
@@ -219,7 +285,7 @@ class LocalCluster:
             raise
         finally:
             self.stop()
-            _remove_partial_files(self.config.output_dir)
+            run_folder.remove_partial_files(self.config.output_dir)
         metrics = metrics.with_launcher(
             wall_seconds=time.monotonic() - self._started,
             worker_restarts=sum(f["action"] == "worker restart" for f in self.failures),
@@ -304,7 +370,8 @@ class LocalCluster:
             code = failed.process.returncode
             if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
                 self._record_failure(failed, "run failed")
-                raise ClusterFailed(failed.name, code, list(failed.tail))
+                stalled_s = self._stalled_s if failed.stalled else 0.0
+                raise ClusterFailed(failed.name, code, list(failed.tail), stalled_s)
             self.cluster_restarts += 1
             self._record_failure(failed, "cluster restart")
             self.log(
@@ -317,10 +384,12 @@ class LocalCluster:
         """Runs the cluster once; returns the task that failed, or None on success."""
         cluster = self.config.cluster
         self.tasks = self.plan()
+        self._last_progress = time.monotonic()
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)
-        self.log(f"[launcher] started {len(self.tasks)} process(es) on {HOST}: {shape}")
+        where = " in a loopback-only network namespace" if self.namespace else ""
+        self.log(f"[launcher] started {len(self.tasks)} process(es) on {HOST}{where}: {shape}")
         while True:
             done = True
             for task in self.tasks:
@@ -345,7 +414,37 @@ class LocalCluster:
                 return task
             if done:
                 return None
+            self._check_liveness()
             time.sleep(_POLL_S)
+
+    def _check_liveness(self) -> None:
+        """Kills the task that stalls the run once the allowed gap has passed."""
+        gap = time.monotonic() - self._last_progress
+        if gap <= self.liveness.allowed_gap(self._slowest_epoch_s):
+            return
+        running = [t for t in self.tasks if t.process and t.process.poll() is None]
+        stopped = [t for t in running if _process_state(t.process.pid) == "T"]
+        culprit = (stopped or [t for t in running if t.task_type == "chief"] or running)[0]
+        how = "stopped (SIGSTOP or a debugger)" if stopped else "no progress"
+        self.log(
+            f"[launcher] no epoch for {gap:.0f} s (allowed: "
+            f"{self.liveness.allowed_gap(self._slowest_epoch_s):.0f} s); {culprit.name} is "
+            f"{how}: killing it"
+        )
+        culprit.stalled = True
+        self._stalled_s = gap
+        _signal_group(culprit.process, signal.SIGKILL)
+        self._last_progress = time.monotonic()  # the restart policy takes it from here
+
+    def _note_progress(self, task: Task, line: str) -> None:
+        """Any line of the chief is progress; its epoch lines also time the epochs."""
+        if task.task_type != "chief":
+            return
+        self._last_progress = time.monotonic()
+        epoch = _EPOCH_LINE.match(line)
+        if epoch:
+            seconds = float(epoch.group(1))
+            self._slowest_epoch_s = max(self._slowest_epoch_s or 0.0, seconds)
 
     def _may_restart_alone(self, task: Task) -> bool:
         return (
@@ -365,32 +464,43 @@ class LocalCluster:
         )
 
     def _check_backup(self) -> None:
-        """Keeps a backup left by an earlier, interrupted run only if it is this run's.
+        """Resumes from a backup left by an earlier, interrupted run of this configuration.
 
-        Running the same command again resumes from its last finished epoch; a
+        Running the same command again resumes from its last finished epoch. A
         backup of another configuration (other epochs, batch, strategy...) is
-        removed, since restoring it would train something else.
+        refused, not deleted: restoring it would train something else, and it
+        is not this run's to remove.
+
+        Raises:
+            ConfigError: the backup folder holds another run's backup, or a
+                checkpoint that cannot be read back (before any task starts, so
+                `--restarts` cannot repeat the failure).
         """
         marker = storage.join(self.backup_dir, _BACKUP_CONFIG_NAME)
         current = json.loads(self.config.to_json())
-        if storage.isdir(self.backup_dir):
+        if storage.isdir(self.backup_dir) and storage.listdir(self.backup_dir):
             try:
                 previous = storage.read_json(marker)
             except (OSError, ValueError):
                 previous = None
-            if previous == current:
-                self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
-            else:
-                self.log(f"[launcher] removing {self.backup_dir}: it belongs to another run")
-                storage.remove_tree(self.backup_dir)
+            if previous != current:
+                raise ConfigError(
+                    f"{self.backup_dir} holds the backup of another run: remove it, or "
+                    "pass another --output"
+                )
+            _check_checkpoint_readable(self.backup_dir)
+            self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
         storage.write_json(marker, current)
 
     def _start(self, task: Task) -> None:
         if task.reader:
             task.reader.join(timeout=2)
         command, env, cwd = self.process(task)
+        if self.namespace:
+            command = self.namespace.wrap(command)
         task.tail.clear()
         task.reaped = False
+        task.stalled = False
         task.process = subprocess.Popen(
             command,
             env=env,
@@ -412,6 +522,7 @@ class LocalCluster:
             task.tail.append(line)
             if _NOISE.match(line):
                 continue
+            self._note_progress(task, line)
             with self._lock:
                 self.log(f"[{task.name}] {line}")
             if self.on_line:
@@ -419,31 +530,53 @@ class LocalCluster:
         stream.close()
 
     def _status(self, state: str, **extra: Any) -> None:
-        storage.write_json(
-            storage.join(self.config.output_dir, STATUS_NAME),
-            {"state": state, "restarts": self.cluster_restarts, **extra},
+        run_folder.write_status(
+            self.config.output_dir, state, restarts=self.cluster_restarts, **extra
         )
+
+
+def _check_checkpoint_readable(backup_dir: str) -> None:
+    """Reads every tensor of the backup's latest checkpoint back (CRC-checked).
+
+    `BackupAndRestore` keeps it in `backup_dir/chief` (tf_keras
+    distribute/worker_training_state.py). Only a run that resumes pays for
+    this (TensorFlow's import, a read of the weights).
+
+    Raises:
+        ConfigError: the checkpoint cannot be read, saying to remove the backup.
+    """
+    folder = os.path.join(backup_dir, "chief")
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return
+    import tensorflow as tf
+
+    try:
+        latest = tf.train.latest_checkpoint(folder)
+        if latest is None:
+            raise ValueError("no checkpoint is listed in it")
+        reader = tf.train.load_checkpoint(latest)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as err:  # any failure to read it back means it cannot be resumed
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise ConfigError(
+            f"the backup in {backup_dir} is corrupted ({reason}): remove {backup_dir} to "
+            "start the run over, or pass another --output"
+        ) from None
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process (`T`: stopped), or "" if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
-
-
-def _remove_partial_files(folder: str) -> None:
-    """Removes what a killed task was writing (atomic temporaries) below `folder`.
-
-    Only local disks have such temporaries: a Cloud Storage object appears whole or not at all.
-    """
-    if storage.is_remote(folder):
-        return
-    for root, dirs, files in os.walk(storage.local_view(folder)):
-        for name in [d for d in dirs if _PARTIAL.match(d)]:
-            storage.remove_tree(os.path.join(root, name))
-            dirs.remove(name)
-        for name in files:
-            if _PARTIAL.match(name):
-                storage.remove_file(os.path.join(root, name))
 
 
 def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
@@ -513,6 +646,61 @@ def check_rehearsal(config: RunConfig, gpus: int | None = None) -> None:
             "pass --devices 1 locally; the cloud job takes GPUs per machine"
         )
     validate_for_machine(config, machine_gpus() if gpus is None else gpus)
+
+
+# What one local task may take: TensorFlow's runtime and a small model (a trainer
+# here peaks well under this; `docs/faults.md` has the measured figure), and how many
+# TensorFlow processes may share a core before they only wait for each other.
+TASK_MEMORY_BYTES = 1 << 30
+TASKS_PER_CORE = 4
+
+
+def check_machine_size(
+    config: RunConfig, *, cores: int | None = None, memory_bytes: int | None = None
+) -> None:
+    """Refuses a local cluster larger than this machine's cores and memory hold.
+
+    Args:
+        config: the run.
+        cores: usable cores; None: this process's CPU affinity.
+        memory_bytes: the machine's memory; None: `MemTotal` of /proc/meminfo (not
+            what is free now, which would make the bound change from run to run).
+
+    Raises:
+        ConfigError: with the numbers, and `--oversubscribe` to run anyway.
+    """
+    cluster = config.cluster
+    processes = sum(cluster.spec.task_counts(cluster).values())
+    replicas = cluster.spec.num_replicas(cluster)
+    cores = cores or len(os.sched_getaffinity(0))
+    memory_bytes = memory_bytes if memory_bytes is not None else _total_memory()
+    gib = 1 << 30
+    limits = [
+        (processes, TASKS_PER_CORE * cores, f"processes ({TASKS_PER_CORE} per core x {cores})"),
+        (replicas, TASKS_PER_CORE * cores, f"replicas ({TASKS_PER_CORE} per core x {cores})"),
+    ]
+    if memory_bytes:
+        fit = max(1, memory_bytes // TASK_MEMORY_BYTES)
+        memory = f"{memory_bytes / gib:.1f} GiB of memory"
+        limits.append((processes, fit, f"processes at 1 GiB each ({memory})"))
+    for wanted, most, what in limits:
+        if wanted > most:
+            raise ConfigError(
+                f"a local {cluster.strategy} cluster of {wanted} {what.split(' ')[0]} is more "
+                f"than this machine holds: at most {most} {what}; pass fewer --workers/--ps/"
+                "--devices, or --oversubscribe to run it anyway"
+            )
+
+
+def _total_memory() -> int:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> RunMetrics:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from components.core import storage
+from components.core import json_input, storage
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
@@ -40,11 +40,11 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         if storage.isdir(p):
             p = storage.join(p, "comparison.json")
         try:
-            data = storage.read_json(p)
+            data = json_input.parse(
+                storage.read_bytes(p), f"--history {path}", "pass a comparison.json"
+            )
         except OSError as err:
             raise ConfigError(f"--history {path}: cannot read it ({err.strerror or err})") from None
-        except ValueError as err:
-            raise ConfigError(f"--history {path}: not JSON ({err})") from None
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise ConfigError(f"--history {path}: no 'results' list; pass a comparison.json")

@@ -1,0 +1,40 @@
+"""JSON a user hands Strategist (manifests, reports, baselines, history): parsed or refused.
+
+`json.loads` lets three kinds of bad file escape as something other than a
+`JSONDecodeError`: bytes that are not UTF-8 (`UnicodeDecodeError`), nesting
+deeper than the interpreter's recursion limit (`RecursionError`, e.g. 100,000
+`[`), and both sit outside the `ValueError` a caller catches for syntax. Each
+becomes one `ConfigError` line here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components.core.errors import ConfigError
+
+
+def parse(data: bytes | str, where: str, remedy: str) -> Any:
+    """The JSON value in `data`.
+
+    Args:
+        data: the file's content.
+        where: the file, as the message names it (`manifest /x/manifest.json`).
+        remedy: what to do, ending the message.
+
+    Raises:
+        ConfigError: `data` is not UTF-8, not JSON, or nested too deeply.
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where} is not UTF-8 JSON text (a binary file?); {remedy}") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"{where} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); "
+            f"{remedy}"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{where} nests too deeply to be read; {remedy}") from None

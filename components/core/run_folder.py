@@ -1,0 +1,306 @@
+"""An output folder a run owns: created by Strategist or marked as its own, one run at a time.
+
+Strategist writes only into a folder that is new, empty, or carries its run
+marker (`strategist-run.json`: the run's id, its configuration's digest and
+the PID of the run that holds it). Anything else (a folder of someone else's
+files, `/`, the home folder, the repository, a file) is refused before
+anything starts. While a run writes, it holds an exclusive `flock` on the
+folder itself: a second run on the same folder is refused naming the first's
+PID, and a killed run leaves no stale lock, since the kernel drops the lock
+with the process (https://man7.org/linux/man-pages/man2/flock.2.html).
+
+`status.json` says what the folder's run is doing. A status that says
+`running` while nobody holds the lock belongs to a run that was killed
+(SIGKILL runs no handler): `read_status` reports it as `interrupted`, and the
+next run rewrites it so.
+
+A finished run is not trained again unless asked (`overwrite`); an unfinished
+one (interrupted, failed) of the same configuration resumes. Replacing a run
+removes only the entries a run writes (`RUN_ENTRIES`), never other files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from components.core import atomic, storage
+from components.core.errors import ConfigError
+
+MARKER_NAME = "strategist-run.json"
+STATUS_NAME = "status.json"
+# What a training run writes at the top of its output folder: all a replaced
+# run's cleanup may remove (components/core/training.py, sidecar.py, launch/local.py).
+FINAL_ENTRIES = ("metrics.json", "model", "config.json", "tasks")
+RUN_ENTRIES = (
+    *FINAL_ENTRIES,
+    STATUS_NAME,
+    "backup",
+    "tensorboard",
+    "_scratch",
+    "evaluator",
+    "checkpoints",
+)
+# Names `atomic` gives files and folders while it writes them (`.tmp-x`, `.model-x`).
+_PARTIAL = re.compile(r"^\.(tmp-|model-)")
+
+
+def config_digest(config_json: str) -> str:
+    """The SHA-256 of a run's configuration JSON: which run a folder holds."""
+    return hashlib.sha256(config_json.encode()).hexdigest()
+
+
+def check_destination(path: str, flag: str = "--output") -> str:
+    """Refuses an output folder Strategist may not write into; returns its absolute path.
+
+    Nothing is created. A folder is acceptable when it does not exist yet, is
+    empty, or carries Strategist's run marker.
+
+    Raises:
+        ConfigError: naming the folder and what to pass instead.
+    """
+    if not path or not path.strip():
+        raise ConfigError(f"{flag} is empty: pass a folder for the run, e.g. runs/my-run")
+    real = os.path.realpath(path)
+    for protected, what in _protected_folders():
+        if real == protected:
+            raise ConfigError(
+                f"{flag} {path} is {what}: Strategist never writes there; pass a new "
+                "folder, e.g. runs/my-run"
+            )
+    if os.path.lexists(path) and not os.path.isdir(path):
+        what = "a file" if os.path.isfile(path) else "not a folder"
+        raise ConfigError(f"{flag} {path} is {what}: pass a folder (a new one, or a run's)")
+    if os.path.isdir(path) and not _owned(path):
+        raise ConfigError(
+            f"{flag} {path} holds files Strategist did not write (no {MARKER_NAME}): pass "
+            "a new or empty folder; Strategist never writes into someone else's folder"
+        )
+    if os.path.isdir(path) and _locked_by_someone(path):
+        raise _in_use(path)
+    return os.path.abspath(path)
+
+
+def _in_use(path: str) -> ConfigError:
+    owner = (read_marker(path) or {}).get("pid", "unknown")
+    return ConfigError(
+        f"--output {path} is in use by another Strategist run (PID {owner}): wait for it "
+        "to finish, or pass another --output"
+    )
+
+
+def _protected_folders() -> list[tuple[str, str]]:
+    repo = Path(__file__).resolve().parents[2]
+    folders = [("/", "the root folder"), (str(repo), "Strategist's own repository")]
+    home = os.path.expanduser("~")
+    if home and home != "~":
+        folders.append((os.path.realpath(home), "your home folder"))
+    return folders
+
+
+def _owned(path: str) -> bool:
+    try:
+        entries = os.listdir(path)
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror}; pass a readable folder") from None
+    return not entries or MARKER_NAME in entries
+
+
+def read_marker(path: str) -> dict[str, Any] | None:
+    """The run marker of `path`, or None where there is none (or it is unreadable)."""
+    try:
+        with open(os.path.join(path, MARKER_NAME), encoding="utf-8") as handle:
+            marker = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def read_status(path: str, *, lock_held_here: bool = False) -> dict[str, Any] | None:
+    """`status.json` of `path`, told truthfully.
+
+    A `running` status of a folder whose lock nobody holds is a run that was
+    killed without a chance to say so: it is returned as `interrupted`.
+
+    Args:
+        path: the run's folder.
+        lock_held_here: this process holds the folder's lock (so no other run does).
+    """
+    try:
+        with open(os.path.join(path, STATUS_NAME), encoding="utf-8") as handle:
+            status = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(status, dict):
+        return None
+    if status.get("state") == "running" and (lock_held_here or not _locked_by_someone(path)):
+        status = {**status, "state": "interrupted", "owner_died": True}
+    return status
+
+
+def write_status(path: str, state: str, **extra: Any) -> None:
+    """Writes `status.json` (atomically, a local folder or a bucket): `state` and `extra`."""
+    storage.write_json(storage.join(path, STATUS_NAME), {"state": state, **extra})
+
+
+def _locked_by_someone(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock taken just now
+    return False
+
+
+@contextlib.contextmanager
+def claim(
+    path: str,
+    config_json: str,
+    *,
+    overwrite: bool = False,
+    entries: tuple[str, ...] = RUN_ENTRIES,
+    stale: tuple[str, ...] = FINAL_ENTRIES,
+    log: Callable[[str], None] = print,
+) -> Iterator[str]:
+    """Holds `path` for one run of `config_json`; yields its absolute path.
+
+    Creates the folder (or takes an empty one), locks it, and decides from
+    its marker and status: a new folder or the same unfinished run goes on
+    (the run resumes from its backup); a finished run, or a run of another
+    configuration, is refused unless `overwrite`, which first removes the
+    entries a run writes. Final artifacts left by an unfinished attempt
+    (`metrics.json`, `model/`) are removed, so a failed run never shows an
+    older run's results.
+
+    Args:
+        path: the output folder.
+        config_json: the run's configuration: which run the folder holds.
+        overwrite: replace a finished run or a run of another configuration.
+        entries: what a run writes in the folder (removed when it is replaced).
+        stale: what an unfinished run's re-run removes first.
+        log: where the decision is said.
+
+    Raises:
+        ConfigError: a folder Strategist may not write into, one another run
+            holds (naming its PID), a finished or different run without
+            `overwrite`, or a folder that cannot be written.
+    """
+    path = check_destination(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        raise ConfigError(
+            f"cannot create --output {path}: {err.strerror}; pass a writable folder"
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _in_use(path) from None
+        _take_over(path, config_digest(config_json), overwrite, entries, stale, log)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _take_over(
+    path: str,
+    digest: str,
+    overwrite: bool,
+    entries: tuple[str, ...],
+    stale: tuple[str, ...],
+    log: Callable[[str], None],
+) -> None:
+    marker = read_marker(path)
+    status = read_status(path, lock_held_here=True) or {}
+    state = status.get("state")
+    if marker is not None and status.get("owner_died"):
+        log(
+            f"[launcher] the run in {path} (PID {marker.get('pid', 'unknown')}) was killed "
+            "while running; status.json now says interrupted"
+        )
+        write_status(path, "interrupted", restarts=status.get("restarts", 0))
+    if marker is not None:
+        other = marker.get("config_sha256") != digest
+        if (other or state == "succeeded") and not overwrite:
+            what = "a run of another configuration" if other else "a finished run"
+            raise ConfigError(
+                f"--output {path} holds {what}: pass --overwrite to replace it, or another --output"
+            )
+        if other or state == "succeeded":
+            log(f"[launcher] --overwrite: replacing the run in {path}")
+            remove_entries(path, entries)
+        else:
+            remove_entries(path, stale)  # an unfinished attempt's, if any
+    try:
+        atomic.write_json(
+            os.path.join(path, MARKER_NAME),
+            {
+                "run_id": (marker or {}).get("run_id") or uuid.uuid4().hex,
+                "config_sha256": digest,
+                "pid": os.getpid(),
+            },
+        )
+    except OSError as err:
+        raise ConfigError(
+            f"cannot write into --output {path}: {err.strerror}; pass a writable folder"
+        ) from None
+
+
+def remove_entries(path: str, names: tuple[str, ...]) -> None:
+    """Removes the named entries of `path` (files or folders) that exist."""
+    for name in names:
+        entry = os.path.join(path, name)
+        if os.path.isdir(entry) and not os.path.islink(entry):
+            shutil.rmtree(entry)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(entry)
+
+
+def remove_partial_files(path: str) -> None:
+    """Removes what a killed task was writing (atomic temporaries) in the run's own entries.
+
+    Looks at the top of `path` and inside the folders a run writes
+    (`RUN_ENTRIES`), nowhere else: files of the same names elsewhere are not
+    the run's. Only local disks have such temporaries: an object in a bucket
+    appears whole or not at all.
+    """
+    path = storage.local_view(path)
+    if storage.is_remote(path):
+        return
+    _remove_partial_in(path)
+    for name in RUN_ENTRIES:
+        entry = os.path.join(path, name)
+        if os.path.isdir(entry) and not os.path.islink(entry):
+            for root, dirs, _ in os.walk(entry):
+                _remove_partial_in(root)
+                dirs[:] = [d for d in dirs if not _PARTIAL.match(d)]
+
+
+def _remove_partial_in(folder: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir(folder):
+            if not _PARTIAL.match(name):
+                continue
+            entry = os.path.join(folder, name)
+            if os.path.isdir(entry) and not os.path.islink(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(entry)
