@@ -407,8 +407,11 @@ _ALLOWED = {
     ("run_metrics.py", "open", '"/proc/cpuinfo"'),
     ("run_metrics.py", "open", '"/proc/meminfo"'),
     ("launch/local.py", "os.listdir", '"/proc/driver/nvidia/gpus"'),
-    # A program on PATH (dpkg-query), not a file of the user's.
+    ("launch/local.py", "open", 'f"/proc/{pid}/stat"'),
+    ("launch/local.py", "open", '"/proc/meminfo"'),
+    # Programs on PATH (dpkg-query; unshare, nsenter), not files of the user's.
     ("reduction_server.py", "shutil.which", '"dpkg-query"'),
+    ("launch/netns.py", "shutil.which", "tool"),
     # Whether this process runs inside a Vertex AI task (its gcsfuse mount point).
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
     # The published scaling cases bundled with the package (components/core/data/).

@@ -545,8 +545,8 @@ def _check_checkpoint_readable(backup_dir: str) -> None:
     Raises:
         ConfigError: the checkpoint cannot be read, saying to remove the backup.
     """
-    folder = os.path.join(backup_dir, "chief")
-    if not os.path.isdir(folder) or not os.listdir(folder):
+    folder = storage.local_view(storage.join(backup_dir, "chief"))
+    if not storage.isdir(folder) or not storage.listdir(folder):
         return
     import tensorflow as tf
 
