@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import difflib
 import glob
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -105,13 +106,7 @@ def import_dataset_module(module: str) -> None:
     """
     try:
         if module.endswith(".py"):
-            if not os.path.isfile(module):
-                raise ConfigError(f"--dataset-module {module} does not exist: pass a .py file")
-            name = "strategist_dataset_" + os.path.splitext(os.path.basename(module))[0]
-            spec = importlib.util.spec_from_file_location(name, os.path.abspath(module))
-            loaded = importlib.util.module_from_spec(spec)
-            sys.modules[name] = loaded
-            spec.loader.exec_module(loaded)
+            _import_file(module)
         else:
             importlib.import_module(module)
     except ConfigError:
@@ -125,6 +120,32 @@ def import_dataset_module(module: str) -> None:
         raise ConfigError(f"--dataset-module {module} failed: {_where(err)}") from None
     except Exception as err:  # the user's code: any error is theirs to fix
         raise ConfigError(f"--dataset-module {module} failed: {_where(err)}") from None
+
+
+def _import_file(path: str) -> None:
+    """Imports a builder file, its builders told where their metadata lives.
+
+    TFDS looks for a builder's metadata files (`dataset_info_from_configs`)
+    through the package of the builder's module, which a lone file has not:
+    each builder it defines gets its folder as `pkg_dir_path`.
+    """
+    import tensorflow_datasets as tfds
+    from etils import epath
+
+    if not os.path.isfile(path):
+        raise ConfigError(f"--dataset-module {path} does not exist: pass a .py file")
+    path = os.path.abspath(path)
+    name = "strategist_dataset_" + hashlib.sha256(path.encode()).hexdigest()[:8]
+    if name in sys.modules:
+        return  # imported already: its builders are registered
+    spec = importlib.util.spec_from_file_location(name, path)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    sys.modules[name] = loaded
+    for value in vars(loaded).values():
+        builder = isinstance(value, type) and issubclass(value, tfds.core.DatasetBuilder)
+        if builder and value.__module__ == name and value.__dict__.get("pkg_dir_path") is None:
+            value.pkg_dir_path = epath.Path(os.path.dirname(path))
 
 
 def _where(err: BaseException) -> str:

@@ -263,12 +263,13 @@ def _read_arrays(paths: list[str], kind: str, label: str | None) -> data_sources
     return reader(paths, label)
 
 
-def prepare(builder, *, probe_timeout_s: float = 3.0) -> None:
+def prepare(builder, *, probe_timeout_s: float = 3.0, users_builder: bool = False) -> None:
     """Downloads and prepares `builder` unless it already is.
 
     A dataset that needs a download is first checked against the network, so
     an offline machine fails in seconds with what to do, not after minutes of
-    retries.
+    retries. A user's builder (`users_builder`, from `--dataset-module`) is
+    not: it may read local files.
 
     Raises:
         ConfigError: when the download host cannot be reached.
@@ -278,7 +279,8 @@ def prepare(builder, *, probe_timeout_s: float = 3.0) -> None:
     if _is_prepared(builder):
         return
     tfds.disable_progress_bar()  # progress goes through `log`, line by line
-    if builder.name not in OFFLINE_DATASETS and not _reachable(_DOWNLOAD_PROBE, probe_timeout_s):
+    offline = builder.name in OFFLINE_DATASETS or users_builder
+    if not offline and not _reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(
             f"dataset {builder.name!r} is not prepared in {builder.data_dir} and cannot be "
             f"downloaded: {_DOWNLOAD_PROBE[0]} is unreachable. Prepare it where there is a "
@@ -411,7 +413,7 @@ def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
     builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
     features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
     log(f"shards: preparing {builder.info.full_name} in {builder.data_dir}")
-    prepare(builder)
+    prepare(builder, users_builder=bool(data.dataset_module))
     # The trainer decodes TFDS's records with the feature description TFDS wrote.
     shutil.copyfile(
         os.path.join(str(builder.data_dir), TFDS_FEATURES_NAME),
