@@ -18,6 +18,7 @@ Every problem a user can fix is a `ConfigError` raised before any cluster starts
 from __future__ import annotations
 
 import csv
+import dataclasses
 import difflib
 import glob
 import hashlib
@@ -78,18 +79,14 @@ class StoredFeature:
 
 
 def in_test_split(index: int, fraction: float) -> bool:
-    """Whether example `index` (0-based, in source order) is a test example.
+    """Whether example `index` (0-based, in its file's order) is a test example.
 
-    The documented split of data without a test split: example j is a test
-    example when floor((j + 1) * f) > floor(j * f), i.e. every (1/f)-th example,
-    evenly spread (files sorted by label still give a test split of every label).
+    The documented split of data without a test split: example j of each file
+    is a test example when floor((j + 1) * f) > floor(j * f), i.e. every
+    (1/f)-th example, evenly spread (a file sorted by label still gives a test
+    split of every label). Each file holds floor(n * f) test examples of its n.
     """
     return math.floor((index + 1) * fraction) > math.floor(index * fraction)
-
-
-def num_test_examples(count: int, fraction: float) -> int:
-    """Test examples among `count` under `in_test_split`."""
-    return math.floor(count * fraction)
 
 
 # ---------------------------------------------------------------- TFDS
@@ -343,6 +340,8 @@ class ArraySource:
         columns: for a CSV of numeric columns, their names in order (they
             reach a single-input model as one float vector).
         classes: names of the classes when the label column held names.
+        positions: each example's row index within its own file (the test
+            split is chosen per file, `in_test_split`).
     """
 
     features: list[StoredFeature]
@@ -351,6 +350,7 @@ class ArraySource:
     arrays: dict[str, Any]
     columns: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    positions: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def num_examples(self) -> int:
@@ -373,7 +373,7 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
 
     if not label:
         raise ConfigError("--data with CSV files needs --label COLUMN naming the label column")
-    header, rows = None, []
+    header, rows, positions = None, [], []
     for path in paths:
         with open(path, newline="") as handle:
             reader = csv.reader(handle)
@@ -389,6 +389,7 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
                         f"{path}:{line} has {len(row)} cells, the header {len(header)}"
                     )
                 rows.append(row)
+                positions.append(line - 2)
     if label not in header:
         close = difflib.get_close_matches(label, header, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -414,7 +415,7 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
     arrays[label] = values
     numeric = all(f.encoding == FLOAT for f in features)
     columns = tuple(f.name for f in features) if numeric else ()
-    return ArraySource(features, label_feature, num_classes, arrays, columns, classes)
+    return ArraySource(features, label_feature, num_classes, arrays, columns, classes, positions)
 
 
 def _numbers(cells: list[str]) -> list[float] | None:
@@ -469,11 +470,14 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
     import numpy as np
 
     merged: dict[str, list[Any]] = {}
+    positions: list[int] = []
     for path in paths:
         try:
             with np.load(path, allow_pickle=False) as archive:
                 for key in archive.files:
                     merged.setdefault(key, []).append(archive[key])
+                first = archive[archive.files[0]] if archive.files else []
+                positions += range(len(first))
         except (OSError, ValueError) as err:
             raise ConfigError(f"{path} is not a readable .npz file ({err})") from None
     arrays = {k: np.concatenate(v) for k, v in merged.items()}
@@ -522,7 +526,7 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         features.append(StoredFeature(key, key, tuple(array.shape[1:]), encoding))
     if not features:
         raise ConfigError(f"{paths[0]} holds only the label {label!r}: add feature arrays")
-    return ArraySource(features, label_feature, num_classes, arrays)
+    return ArraySource(features, label_feature, num_classes, arrays, positions=positions)
 
 
 def tfrecord_spec(

@@ -357,10 +357,10 @@ def shard_data(
     The records keep the source's encoding: TFDS's records are copied as they
     are (images stay PNG/JPEG), reusing TFDS's own files when a split already
     has at least `num_shards` of them; otherwise records are dealt round-robin
-    to `num_shards` files, written in parallel by TensorFlow (no Python loop
-    over records). `.tfrecord` files are copied the same way. CSV and npz data
+    to `num_shards` files in one pass, the source files read in parallel
+    (`deal_records`). `.tfrecord` files are copied the same way. CSV and npz data
     (small, read whole) are written as `tf.train.Example`s. Data without a
-    test split gets one: every (1/test_fraction)-th example
+    test split gets one: every (1/test_fraction)-th example of each file
     (`data_sources.in_test_split`).
 
     The folder is built beside its final place and renamed into it, so a crash
@@ -432,26 +432,15 @@ def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
     if "test" in info_splits:
         for split in SPLITS:
             info = info_splits[split]
-            splits[split] = write_record_shards(
-                files(split),
-                info.num_examples,
-                split,
-                folder,
-                data.num_shards,
-                shard_lengths=list(info.shard_lengths),
-            )
+            if len(info.filepaths) >= data.num_shards:
+                splits[split] = _link_files(files(split), list(info.shard_lengths), split, folder)
+            else:
+                splits.update(deal_records(files(split), folder, data.num_shards, split))
     else:
-        log(f"shards: no test split: every example at a multiple of 1/{data.test_fraction} is one")
-        count = info_splits["train"].num_examples
-        for split in SPLITS:
-            splits[split] = write_record_shards(
-                files("train"),
-                count,
-                split,
-                folder,
-                data.num_shards,
-                test_fraction=data.test_fraction,
-            )
+        log(f"shards: no test split: every 1/{data.test_fraction:g}-th example becomes one")
+        splits = deal_records(
+            files("train"), folder, data.num_shards, test_fraction=data.test_fraction
+        )
     return Manifest(
         dataset=data.dataset,
         version=str(builder.info.version),
@@ -477,23 +466,17 @@ def _shard_files(data: DataConfig, folder: str, log) -> Manifest:
     log(f"shards: reading {len(paths)} {kind} file(s) of {data.files}")
     if kind == ".tfrecord":
         features, label, num_classes = data_sources.tfrecord_spec(data.feature_spec, data.label)
-        count = _count_and_check_records(paths, features, label)
-        splits = {
-            split: write_record_shards(
-                paths, count, split, folder, data.num_shards, test_fraction=data.test_fraction
-            )
-            for split in SPLITS
-        }
+        _check_first_record(paths, features, label)
+        splits = deal_records(paths, folder, data.num_shards, test_fraction=data.test_fraction)
         return Manifest(_dataset_name(data), version, tuple(features), label, num_classes, splits)
     source = _read_arrays(paths, kind, data.label)
-    records = [_serialize(source, i) for i in range(source.num_examples)]
     splits = {}
     for split in SPLITS:
-        chosen = [
-            r
-            for i, r in enumerate(records)
-            if data_sources.in_test_split(i, data.test_fraction) == (split == "test")
-        ]
+        chosen = (
+            _serialize(source, i)
+            for i, position in enumerate(source.positions)
+            if data_sources.in_test_split(position, data.test_fraction) == (split == "test")
+        )
         splits[split] = write_records(chosen, split, folder, data.num_shards)
     return Manifest(
         _dataset_name(data),
@@ -513,8 +496,8 @@ def _files_digest(paths: list[str]) -> str:
     return "files-" + hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:12]
 
 
-def _count_and_check_records(paths: list[str], features, label) -> int:
-    """Counts the records of `.tfrecord` files, after parsing the first with the spec.
+def _check_first_record(paths: list[str], features, label) -> None:
+    """Parses the first record of `.tfrecord` files with the spec.
 
     Raises:
         ConfigError: unreadable files, no records, or a first record the spec
@@ -522,14 +505,12 @@ def _count_and_check_records(paths: list[str], features, label) -> int:
     """
     import tensorflow as tf
 
-    records = tf.data.TFRecordDataset(paths)
     parse = _parser(EXAMPLE_RECORDS, (*features, label), root="")
     try:
-        first = next(iter(records.take(1)), None)
+        first = next(iter(tf.data.TFRecordDataset(paths).take(1)), None)
         if first is None:
             raise ConfigError(f"--data {paths[0]}...: the files hold no records")
         parse(first)
-        return int(records.reduce(np.int64(0), lambda count, _: count + 1))
     except (tf.errors.InvalidArgumentError, tf.errors.DataLossError, ValueError) as err:
         message = getattr(err, "message", str(err)).splitlines()[0]
         raise ConfigError(
@@ -538,62 +519,80 @@ def _count_and_check_records(paths: list[str], features, label) -> int:
         ) from None
 
 
-def write_record_shards(
+def deal_records(
     files: list[str],
-    count: int,
-    split: str,
     folder: str,
     num_shards: int,
+    split: str = "train",
     *,
-    shard_lengths: list[int] | None = None,
     test_fraction: float | None = None,
-) -> SplitInfo:
-    """Shards serialised records of `files` as they are, without decoding them.
+) -> dict[str, SplitInfo]:
+    """Deals the serialised records of `files` into shards, as they are (never decoded).
 
-    With `shard_lengths` (all the records form the split) and at least
-    `num_shards` files, the files themselves are the shards (hard-linked, or
-    copied across file systems). Otherwise shard i holds the split's records
-    i, i + n, i + 2n ...; with `test_fraction` the split is the train or test
-    part of the records (`data_sources.in_test_split`). Each shard file is
-    written by `tf.data` in C++, all at once on a thread pool.
+    One pass over the records: the source files are divided among up to
+    `num_shards` threads (at most one per CPU), each reading its own files in
+    batches (TensorFlow reads without the GIL) and dealing their records
+    round-robin to its own shard files. With `test_fraction` the records go to
+    the train and test splits, record k of each file to test when
+    `data_sources.in_test_split(k, test_fraction)`; otherwise all go to `split`.
 
     Returns:
-        The split's entry of the manifest.
+        Each split's entry of the manifest.
     """
     import tensorflow as tf
 
-    if shard_lengths is not None and test_fraction is None and len(files) >= num_shards:
-        return _link_files(files, shard_lengths, split, folder)
-    if test_fraction is not None:
-        tests = data_sources.num_test_examples(count, test_fraction)
-        count = tests if split == "test" else count - tests
-    names = [f"{split}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+    names = SPLITS if test_fraction is not None else (split,)
+    workers = max(1, min(len(files), num_shards, os.cpu_count() or 1))
+    shard_names = {
+        name: [f"{name}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+        for name in names
+    }
+    counts = {name: [0] * num_shards for name in names}
+    writers = {
+        name: [tf.io.TFRecordWriter(os.path.join(folder, n)) for n in shard_names[name]]
+        for name in names
+    }
 
-    def write(index: int) -> None:
-        records = tf.data.TFRecordDataset(files)
-        if test_fraction is not None:
-            wanted = split == "test"
-            fraction = tf.constant(test_fraction, tf.float64)
+    def work(worker: int) -> None:
+        mine = list(range(worker, num_shards, workers))  # the shard files this thread writes
+        dealt = dict.fromkeys(names, 0)
+        for path in files[worker::workers]:
+            position = 0
+            for batch in tf.data.TFRecordDataset(path).batch(8192):
+                records = batch.numpy()
+                tests = _test_mask(position, len(records), test_fraction)
+                position += len(records)
+                for record, is_test in zip(records, tests, strict=True):
+                    name = "test" if is_test else names[0]
+                    shard = mine[dealt[name] % len(mine)]
+                    writers[name][shard].write(record)
+                    counts[name][shard] += 1
+                    dealt[name] += 1
 
-            def keep(position, _record):
-                position = tf.cast(position, tf.float64)
-                is_test = tf.floor((position + 1) * fraction) > tf.floor(position * fraction)
-                return is_test if wanted else tf.logical_not(is_test)
-
-            records = records.enumerate().filter(keep).map(lambda _, record: record)
-        tf.data.experimental.TFRecordWriter(os.path.join(folder, names[index])).write(
-            records.shard(num_shards, index)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, range(workers)))
+    finally:
+        for writer in (w for group in writers.values() for w in group):
+            writer.close()
+    return {
+        name: SplitInfo(
+            sum(counts[name]),
+            tuple(
+                ShardFile(n, c, os.path.getsize(os.path.join(folder, n)))
+                for n, c in zip(shard_names[name], counts[name], strict=True)
+            ),
         )
+        for name in names
+    }
 
-    with concurrent.futures.ThreadPoolExecutor(min(num_shards, os.cpu_count() or 1)) as pool:
-        list(pool.map(write, range(num_shards)))
-    files_out = tuple(
-        ShardFile(
-            name, len(range(i, count, num_shards)), os.path.getsize(os.path.join(folder, name))
-        )
-        for i, name in enumerate(names)
-    )
-    return SplitInfo(count, files_out)
+
+def _test_mask(start: int, count: int, fraction: float | None):
+    """`data_sources.in_test_split` of positions start..start+count-1, vectorised."""
+    if fraction is None:
+        return np.zeros(count, bool)
+    positions = np.arange(start, start + count, dtype=np.float64)
+    return np.floor((positions + 1) * fraction) > np.floor(positions * fraction)
 
 
 def _link_files(files: list[str], lengths: list[int], split: str, folder: str) -> SplitInfo:
