@@ -52,10 +52,16 @@ class ModelConfig:
     """Which model to train.
 
     Attributes:
-        name: key of the model registry (`components.core.models`).
+        name: key of the model registry (`components.core.models`), or, with
+            `module`, the module's short name (for records and reports).
+        module: a user's model module (`--model-module`): a `.py` file (a
+            local path, or the `/gcs/` or `gs://` copy staged beside a cloud
+            job's outputs) or an importable module name; see
+            `components.core.model_module`. None: the registry's `name`.
     """
 
     name: str = "mlp"
+    module: str | None = None
 
 
 @dataclass(frozen=True)

@@ -460,6 +460,7 @@ def make_dataset_fn(
     training: bool = True,
     seed: int = 0,
     per_worker_order: bool = False,
+    preprocess=None,
 ):
     """A `dataset_fn(input_context)` for `DatasetCreator` and every strategy.
 
@@ -477,6 +478,10 @@ def make_dataset_fn(
     the shuffle seed adds the worker's clock (microseconds) when its dataset is
     created. Parameter-server training is asynchronous, so its order was never
     reproducible anyway.
+
+    `preprocess(features, label) -> (inputs, label)`, a model module's, is
+    mapped over each example after the cache, so random augmentation differs
+    per epoch.
 
     Raises:
         ConfigError: when there are fewer shard files than input pipelines.
@@ -511,6 +516,8 @@ def make_dataset_fn(
         ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         if total_bytes <= _CACHE_LIMIT_BYTES:
             ds = ds.cache()
+        if preprocess is not None:
+            ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
         if training:
             order = seed
             if per_worker_order:
@@ -522,9 +529,9 @@ def make_dataset_fn(
     return dataset_fn
 
 
-def eval_dataset(manifest: Manifest, split: str = "test", batch_size: int = 256):
-    """The whole `split`, in order, for evaluation in one process."""
-    return make_dataset_fn(manifest, split, batch_size, training=False)(None)
+def eval_dataset(manifest: Manifest, split: str = "test", batch_size: int = 256, preprocess=None):
+    """The whole `split`, in order, for evaluation in one process (through `preprocess`)."""
+    return make_dataset_fn(manifest, split, batch_size, training=False, preprocess=preprocess)(None)
 
 
 def manifest_sha256(manifest: Manifest) -> str:

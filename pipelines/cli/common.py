@@ -76,8 +76,16 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=8,
         help="TFRecord files per split; raised to the worker count if lower (default: 8)",
     )
-    data.add_argument(
+    which = data.add_mutually_exclusive_group()
+    which.add_argument(
         "--model", default="mlp", help=f"model: {', '.join(models.MODELS)} (default: mlp)"
+    )
+    which.add_argument(
+        "--model-module",
+        metavar="PATH_OR_MODULE",
+        help="your model: a .py file or an importable module defining build_model(spec), "
+        "optionally compile_settings(spec), preprocess(features, label) and TASK "
+        "(docs/your-model.md)",
     )
     data.add_argument("--epochs", type=positive_int, default=5, help="epochs (default: 5)")
     batch = data.add_mutually_exclusive_group()
@@ -167,7 +175,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     Raises:
         ConfigError: for any value the run cannot use.
     """
-    models.check_model_name(args.model)
+    model = model_config(args)
     spec = spec_for(strategy)
     cluster = ClusterConfig(
         strategy=strategy,
@@ -193,7 +201,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             data_dir=args.data_dir,
             num_shards=max(args.num_shards, spec.input_pipelines(cluster)),
         ),
-        model=ModelConfig(args.model),
+        model=model,
         training=TrainingConfig(
             epochs=args.epochs,
             per_replica_batch_size=per_replica,
@@ -209,6 +217,28 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     )
     validate_run(config)
     return config
+
+
+def model_config(args: argparse.Namespace) -> ModelConfig:
+    """The model flags as a ModelConfig; a module is imported once here to refuse a bad one.
+
+    A module file is named by its absolute path (every local task opens it; a
+    cloud job gets a staged copy).
+
+    Raises:
+        ConfigError: an unknown model, or a module that cannot be imported
+            (naming its file and line).
+    """
+    module_source = getattr(args, "model_module", None)
+    if not module_source:
+        models.check_model_name(args.model)
+        return ModelConfig(args.model)
+    from components.core import model_module
+
+    if model_module.is_file_source(module_source) and "://" not in module_source:
+        module_source = os.path.abspath(module_source)
+    module = model_module.load(module_source)
+    return ModelConfig(name=module.name, module=module_source)
 
 
 def default_output_dir(kind: str) -> str:
