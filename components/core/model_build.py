@@ -37,7 +37,8 @@ class Built:
     Attributes:
         model: the compiled tf_keras model.
         compile: what the model is compiled with, for the record: `optimizer`
-            (class name), `learning_rate` (the peak rate it trains with, None
+            (class name), `optimizer_config` (its other settings), `learning_rate`
+            (the peak rate it trains with, None
             for a user's schedule), `loss`, `metrics` (names) and `from`
             (where the settings came from).
         adjustments: what Strategist changed of the user's choices, one
@@ -122,6 +123,7 @@ def build_compiled(
             ) from None
     record = {
         "optimizer": type(_inner(optimizer)).__name__,
+        "optimizer_config": _plain_config(_inner(optimizer)),
         "learning_rate": learning_rate,
         "loss": _name_of(settings["loss"]),
         "metrics": [_name_of(m) for m in settings["metrics"] or []],
@@ -305,6 +307,19 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
     return scaled, peak, adjustments
 
 
+def _plain_config(optimizer: Any) -> dict[str, Any]:
+    """The optimizer's settings a record can hold (numbers, flags, names; not its rate)."""
+    try:
+        config = optimizer.get_config()
+    except (NotImplementedError, AttributeError, TypeError):
+        return {}
+    return {
+        key: value
+        for key, value in config.items()
+        if key != "learning_rate" and isinstance(value, (bool, int, float, str, type(None)))
+    }
+
+
 def _inner(optimizer: Any) -> Any:
     """The optimizer a mixed-precision `LossScaleOptimizer` wraps, else itself."""
     return getattr(optimizer, "inner_optimizer", optimizer)
@@ -323,5 +338,7 @@ def _first_line(err: BaseException) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     errors = [line for line in lines if _ERROR_LINE.match(line)]
     line = (errors or lines or [type(err).__name__])[-1 if errors else 0]
+    if "Exception encountered when calling layer" in line and line in lines[:-1]:
+        line = f"{line} {lines[lines.index(line) + 1]}"  # what the layer said comes next
     return line if len(line) <= 300 else line[:297] + "..."
 

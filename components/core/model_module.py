@@ -126,8 +126,10 @@ def from_namespace(
 
 
 def _import_file(source: str, path: str):
-    # A unique module name per file: two modules called model.py do not collide.
-    module_name = f"strategist_model_module_{abs(hash(path))}"
+    # A unique module name per file and version: two modules called model.py do not
+    # collide, and a file edited since it was imported is imported again.
+    stat = os.stat(path)
+    module_name = f"strategist_model_module_{abs(hash((path, stat.st_mtime_ns, stat.st_size)))}"
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
