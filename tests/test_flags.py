@@ -52,6 +52,7 @@ OTHER_FLAGS = {
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
     "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py)",
+    "--model-module": "model.module and model.name; excludes --model (tests/test_model_module.py)",
 }
 # `compare` only: the strategies it runs and the target hardware it records a
 # recommendation for (not run settings); the rest are the shared run flags.

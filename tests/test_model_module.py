@@ -199,9 +199,13 @@ def test_the_example_cnn_module_learns_the_digits_with_every_strategy(
     assert metrics["model_module"] == str(CNN_MODULE)
     assert metrics["compile_settings"]["from"] == "compile_settings"
     assert metrics["compile_settings"]["optimizer"] == "Adam"
-    # Adam's 0.002 is the rate for a batch of 32; two replicas step on 64 at once.
-    assert metrics["compile_settings"]["learning_rate"] == pytest.approx(0.004)
-    assert "learning rate 0.002 -> 0.004" in " ".join(metrics["adjustments"])
+    # Adam's 0.002 is the rate for a batch of 32: scaled to the batch of one update, 64 for
+    # two replicas in sync; a parameter-server worker updates alone, with its own 32.
+    per_update = 32 * metrics["replicas_in_sync"]
+    assert per_update == (32 if strategy == "parameter_server" else 64)
+    assert metrics["compile_settings"]["learning_rate"] == pytest.approx(0.002 * per_update / 32)
+    scaled = "learning rate 0.002 -> 0.004" in " ".join(metrics["adjustments"])
+    assert scaled is (per_update == 64)
 
 
 @pytest.mark.cluster

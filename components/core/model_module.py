@@ -198,6 +198,31 @@ def call(module: ModelModule, function: str, *args: Any) -> Any:
         raise ConfigError(f"{function} of {module.where()} failed: {user_error(err, path)}") from None
 
 
+def check_isolated_import(source: str) -> None:
+    """Refuses a module name that local trainers, started isolated (`python -I`), cannot find.
+
+    Isolated interpreters ignore `PYTHONPATH` and the working directory, so a
+    module importable here only through them would fail in every task.
+
+    Raises:
+        ConfigError: saying to install it or pass its file.
+    """
+    import subprocess
+
+    if is_file_source(source):
+        return
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
+    found = subprocess.run(
+        [sys.executable, "-I", "-c", probe, source], capture_output=True, check=False, timeout=60
+    )
+    if found.returncode != 0:
+        raise ConfigError(
+            f"--model-module {source} is importable here only through PYTHONPATH or the current "
+            "folder, which the local trainers ignore (they start isolated): pass its .py file, "
+            "or pip install its package into this environment"
+        )
+
+
 def _fetch(uri: str) -> str:
     """Copies a `gs://` module file to a local cache; returns the local path.
 

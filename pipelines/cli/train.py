@@ -137,8 +137,9 @@ def _run_local(args: argparse.Namespace) -> int:
         config, manifest = prepare_shards(config, log=print)
     training.check_fits(config, manifest)
     if config.model.module:
-        from components.core import model_build
+        from components.core import model_build, model_module
 
+        model_module.check_isolated_import(config.model.module)
         seconds = model_build.preflight(config, manifest)
         print(f"train: {config.model.module} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
