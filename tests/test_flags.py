@@ -58,7 +58,9 @@ OTHER_FLAGS = {
 # recommendation for (not run settings); the rest are the shared run flags.
 COMPARE_FLAGS = {
     "--strategies": "becomes the pipeline's clusters",
-    "--target-accuracy": "the comparison's time-to-accuracy target",
+    "--target-accuracy": "the old name of --target-value",
+    "--target-value": "the comparison's time-to-target value (tests/test_comparison.py)",
+    "--target-metric": "the metric of the time-to-target and the winner (tests/test_comparison.py)",
     "--gpu": "target hardware of the recorded recommendation",
     "--machines": "target hardware of the recorded recommendation",
     "--network-gbps": "target hardware of the recorded recommendation",

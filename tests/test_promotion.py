@@ -48,8 +48,11 @@ def test_a_bad_margin_is_refused(margin):
 
 @pytest.mark.parametrize(
     ("target", "metric", "says"),
-    [("s3", "test_accuracy", "promotion_target 's3'"), ("pointer", "f1", "promotion_metric"),
-     ("pointer", "test_", "promotion_metric")],  # fmt: skip
+    [
+        ("s3", "test_accuracy", "promotion_target 's3'"),
+        ("pointer", "f1", "promotion_metric"),
+        ("pointer", "test_", "promotion_metric"),
+    ],  # fmt: skip
 )
 def test_unknown_target_or_metric_is_refused(target, metric, says):
     with pytest.raises(ConfigError, match=says):
@@ -255,5 +258,6 @@ def test_any_evaluated_metric_can_promote_with_its_direction():
     assert not promotion.decide(1.3, 1.2, "test_rmse").blessed
     assert promotion.decide(0.98, 0.97, "test_top2_accuracy").blessed  # higher is better
     promotion.check_settings("pointer", "test_top2_accuracy", 0.0)
-    with pytest.raises(ConfigError, match="'test_f1' was not evaluated: choose one of test_loss, test_mae"):
+    says = "'test_f1' was not evaluated: choose one of test_loss, test_mae"
+    with pytest.raises(ConfigError, match=says):
         promotion.metric_value("test_f1", evaluated)

@@ -66,7 +66,9 @@ def evaluate(model, dataset, spec: InputSpec) -> EvalResult:
     """
     import numpy as np
 
-    compiled = {k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()}
+    compiled = {
+        k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()
+    }
     labels, outputs = [], []
     for inputs, label in dataset:
         outputs.append(np.asarray(model(inputs, training=False), dtype=np.float64))
@@ -135,7 +137,9 @@ def _regression(truth, outputs, compiled: dict[str, float]) -> EvalResult:
             "mse": mse,
             "rmse": math.sqrt(mse),
         },
-        points=[(float(t), float(p)) for t, p in zip(truth[::step], predicted[::step], strict=True)],
+        points=[
+            (float(t), float(p)) for t, p in zip(truth[::step], predicted[::step], strict=True)
+        ],
     )
 
 
@@ -160,5 +164,7 @@ def evaluate_saved_model(
     model = model_build.build_compiled(config, manifest.input_spec, module).model
     model.set_weights(keras.models.load_model(model_dir, compile=False).get_weights())
     return evaluate(
-        model, datasets.eval_dataset(manifest, split, preprocess=module.preprocess), manifest.input_spec
+        model,
+        datasets.eval_dataset(manifest, split, preprocess=module.preprocess),
+        manifest.input_spec,
     )

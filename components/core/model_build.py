@@ -280,7 +280,9 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
 
     optimizer = _inner(optimizer)
     rate = getattr(optimizer, "learning_rate", None)
-    if isinstance(getattr(optimizer, "_learning_rate", None), keras.optimizers.schedules.LearningRateSchedule):
+    if isinstance(
+        getattr(optimizer, "_learning_rate", None), keras.optimizers.schedules.LearningRateSchedule
+    ):
         return optimizer, None, ["learning-rate schedule kept as given: not scaled"]
     try:
         base = float(rate.numpy() if hasattr(rate, "numpy") else rate)
@@ -294,8 +296,14 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
     try:
         scaled = type(optimizer).from_config({**optimizer.get_config(), "learning_rate": schedule})
     except (TypeError, ValueError, NotImplementedError) as err:
-        return optimizer, base, [f"learning rate {base:g} kept: {type(optimizer).__name__} "
-                                 f"cannot be rebuilt with a scaled rate ({_first_line(err)})"]
+        return (
+            optimizer,
+            base,
+            [
+                f"learning rate {base:g} kept: {type(optimizer).__name__} "
+                f"cannot be rebuilt with a scaled rate ({_first_line(err)})"
+            ],
+        )
     adjustments = []
     if peak != base:
         adjustments.append(
@@ -341,4 +349,3 @@ def _first_line(err: BaseException) -> str:
     if "Exception encountered when calling layer" in line and line in lines[:-1]:
         line = f"{line} {lines[lines.index(line) + 1]}"  # what the layer said comes next
     return line if len(line) <= 300 else line[:297] + "..."
-

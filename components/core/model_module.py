@@ -146,8 +146,10 @@ def _import_name(source: str):
     try:
         return importlib.import_module(source)
     except ModuleNotFoundError as err:
-        if err.name and source.split(".")[0] == err.name.split(".")[0] and (
-            source == err.name or source.startswith(err.name + ".")
+        if (
+            err.name
+            and source.split(".")[0] == err.name.split(".")[0]
+            and (source == err.name or source.startswith(err.name + "."))
         ):
             raise ConfigError(
                 f"--model-module {source}: no such file or importable module: pass a .py file "
@@ -195,7 +197,9 @@ def call(module: ModelModule, function: str, *args: Any) -> Any:
         raise
     except Exception as err:  # noqa: BLE001 - the user's code may raise anything
         path = os.path.abspath(module.file) if module.file else None
-        raise ConfigError(f"{function} of {module.where()} failed: {user_error(err, path)}") from None
+        raise ConfigError(
+            f"{function} of {module.where()} failed: {user_error(err, path)}"
+        ) from None
 
 
 def check_isolated_import(source: str) -> None:

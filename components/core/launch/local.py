@@ -52,7 +52,7 @@ _TAIL_LINES = 40
 # Trainers run this launcher's own code: its folder is put on the isolated interpreter's path
 # (last, so nothing there shadows an installed module), else an editable install of another
 # checkout would provide `components`.
-_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_CODE_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 _RUN_TRAINER = (
     "import runpy, sys; sys.path.append(sys.argv[1]); module = sys.argv[2]; "
     "sys.argv[1:3] = []; runpy.run_module(module, run_name='__main__', alter_sys=True)"
