@@ -78,6 +78,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
         recommendation = c.select_strategy(
+            shards=shard.outputs["shards"],
             run_config=run_config,
             machines=machines,
             gpus_per_machine=gpus_per_machine,

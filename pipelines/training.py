@@ -65,6 +65,7 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
         choice = c.select_strategy(
+            shards=shard.outputs["shards"],
             run_config=run_config,
             machines=machines,
             gpus_per_machine=gpus_per_machine,

@@ -238,3 +238,51 @@ def test_the_users_own_compile_reaches_the_trained_model_and_the_record_names_th
     printed = capsys.readouterr().out
     assert re.search(r"strategist changed +learning rate 0\.01 -> 0\.02", printed), printed
     assert "SGD, loss sparse_categorical_crossentropy" in printed
+
+
+def test_the_select_step_profiles_a_users_module_for_the_shards_examples(digits_shards):
+    """The pipelines' select step sizes the user's model for the data it will train on."""
+    from components.core.config import ModelConfig, RunConfig
+    from components.strategy_choice import choose_for_pipeline
+
+    run = RunConfig(model=ModelConfig("digits_cnn_module", str(CNN_MODULE)))
+    choice = choose_for_pipeline(
+        run_config=run.to_pipeline_parameter(),
+        machines=1,
+        gpus_per_machine=2,
+        gpu="t4",
+        interconnect=None,
+        network_gbps=10.0,
+        shards_dir=digits_shards,
+    )
+    model = json.loads(choice.recommendation_json)["inputs"]["model"]
+    assert model["params"] == 43_050  # the example CNN on 8x8x1 digits, 10 classes
+    assert f"built from {CNN_MODULE} for image" in model["source"]
+
+
+@pytest.mark.cluster
+def test_compare_takes_the_module_and_judges_on_its_custom_metric(tmp_path, capsys):
+    """`compare --model-module`: the module crosses the pipeline (run_config.model.module) to
+    every train and evaluate step; time to target is measured on the user's own metric."""
+    out = tmp_path / "compare"
+    argv = [
+        "compare", "--local", "--strategies", "one_device,multi_worker_mirrored",
+        "--workers", "2", "--model-module", str(SGD_MODULE), "--epochs", "4",
+        "--target-metric", "top2_accuracy", "--target-value", "0.9", "--output", str(out),
+    ]  # fmt: skip
+    assert strategist(argv) == 0, capsys.readouterr()
+    report = json.loads((out / "comparison.json").read_text())
+    assert report["target_metric"] == "top2_accuracy"
+    for result in report["results"]:
+        assert result["model_module"] == str(SGD_MODULE)
+        assert result["run_config"]["model"]["module"] == str(SGD_MODULE)
+        assert result["compile_settings"]["optimizer"] == "SGD"
+        assert result["eval_accuracy"] >= 0.85
+        assert result["time_to_target_accuracy_s"] is not None  # top-2 reaches 0.9 quickly
+    assert "target training top2_accuracy of 0.9" in report["winner_reason"]
+    # The evaluate step compiled the exported model as the run did: the custom metric is there.
+    logged = [p.read_text() for p in (out / "pipeline_root").rglob("*") if p.name == "metrics"]
+    assert any("test_top2_accuracy" in text for text in logged) or any(
+        "test_top2_accuracy" in p.read_text()
+        for p in (out / "pipeline_root").rglob("executor_output.json")
+    )

@@ -131,6 +131,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         check_rehearsal(run)
     get_gpu(args.gpu)
     datasets.get_builder(args.dataset, args.data_dir)
+    if base.model.module:
+        from components.core import model_module
+
+        model_module.check_isolated_import(base.model.module)
     return {
         "run_config": base.to_pipeline_parameter(),
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],

@@ -67,6 +67,10 @@ def train_to_artifacts(
         if backend == "local":
             from components.core.launch.local import run_local
 
+            if config.model.module:  # a bad module is refused before the cluster starts
+                from components.core import datasets, model_build
+
+                model_build.preflight(config, datasets.load_manifest(shards_dir))
             metrics = run_local(config)
             source = workdir
         else:
