@@ -266,8 +266,8 @@ def test_compare_takes_the_module_and_judges_on_its_custom_metric(tmp_path, caps
     every train and evaluate step; time to target is measured on the user's own metric."""
     out = tmp_path / "compare"
     argv = [
-        "compare", "--local", "--strategies", "one_device,multi_worker_mirrored",
-        "--workers", "2", "--model-module", str(SGD_MODULE), "--epochs", "4",
+        "compare", "--local", "--strategies", "one_device,mirrored",
+        "--model-module", str(SGD_MODULE), "--epochs", "3",
         "--target-metric", "top2_accuracy", "--target-value", "0.9", "--output", str(out),
     ]  # fmt: skip
     assert strategist(argv) == 0, capsys.readouterr()
