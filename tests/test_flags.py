@@ -42,6 +42,8 @@ SPEED_FLAGS = {
     "--precision": ("mixed_bfloat16", "training.precision", "mixed_bfloat16"),
     "--jit-compile": (None, "training.jit_compile", True),
     "--steps-per-execution": ("3", "training.steps_per_execution", 3),
+    # A trace in the TensorBoard logs: tests/test_cli_train.py.
+    "--profile-steps": ("2,4", "training.profile_steps", "2,4"),
 }
 # Flags that are not part of a run's settings, and what they do instead.
 OTHER_FLAGS = {

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from components.core import datasets, strategies, training
+from components.core import datasets, reduction_server, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.strategy_spec import EVALUATOR
 
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = RunConfig.from_json(args.config_json)
         validate_run(config)
+        reduction_server.check_this_process()
         role = strategies.Role.from_tf_config(os.environ.get("TF_CONFIG"))
         if not strategies.is_server_role(config.cluster, role):
             # Missing or damaged shards: say so in a second, before TensorFlow loads.

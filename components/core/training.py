@@ -456,7 +456,7 @@ def _fit(
     callbacks = [recorder.callback, keras.callbacks.BackupAndRestore(backup_dir)]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
-    callbacks.append(tensorboard_callback(log_dir, recorder))
+    callbacks.append(tensorboard_callback(log_dir, recorder, config.training.profile_batches))
     model.fit(
         dataset,
         epochs=config.training.epochs,
@@ -483,13 +483,15 @@ def tensorboard_log_dir(output_dir: str) -> str:
     return os.path.join(output_dir, TENSORBOARD_DIR_NAME)
 
 
-def tensorboard_callback(log_dir: str, recorder: EpochRecorder):
+def tensorboard_callback(
+    log_dir: str, recorder: EpochRecorder, profile_batches: tuple[int, int] | None = None
+):
     """A Keras TensorBoard callback writing each epoch's scalars to `log_dir`.
 
     Scalars: loss, accuracy, learning rate, examples per second and seconds of
     the epoch (the last two from `recorder`, whose callback runs first). No
-    graph and no profile: they would cost every run time.
-
+    graph, and a profiler trace only of `profile_batches` (first, last step):
+    both would cost every run time.
     """
     import tf_keras as keras
 
@@ -505,7 +507,9 @@ def tensorboard_callback(log_dir: str, recorder: EpochRecorder):
                 logs["learning_rate"] = float(self.model.optimizer.learning_rate)
             super().on_epoch_end(epoch, logs)
 
-    return _TensorBoard(log_dir, write_graph=False, profile_batch=0, update_freq="epoch")
+    return _TensorBoard(
+        log_dir, write_graph=False, profile_batch=profile_batches or 0, update_freq="epoch"
+    )
 
 
 def _finish_task(run_output_dir: str, scratch_dir: str, role: Role, weights_sha256: str) -> None:

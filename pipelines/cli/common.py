@@ -128,6 +128,13 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="training steps per tf.function call (default: 1)",
     )
+    speed.add_argument(
+        "--profile-steps",
+        default="",
+        metavar="A,B",
+        help="take a TensorFlow profiler trace of steps A to B of the first epoch into the "
+        "TensorBoard logs (e.g. 10,20; default: none)",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -211,6 +218,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             steps_per_execution=args.steps_per_execution,
             precision=args.precision,
             jit_compile=args.jit_compile,
+            profile_steps=args.profile_steps,
         ),
         cluster=cluster,
         output_dir=os.path.abspath(output_dir),

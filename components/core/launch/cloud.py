@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from components.core import reduction_server
 from components.core.config import ConfigError, RunConfig, validate_for_machine, validate_run
 from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
@@ -252,6 +253,8 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
                 "--reduction-server-replicas must be at least 1, "
                 f"got {cloud.reduction_server_replicas}"
             )
+        for error in reduction_server.image_errors(cloud.image):
+            raise ConfigError(error)
     if cloud.timeout_s is not None and cloud.timeout_s < 1:
         raise ConfigError(f"--timeout must be at least 1 second, got {cloud.timeout_s}")
     _validate_paths(run, cloud)
@@ -501,6 +504,8 @@ def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
     if gradient_pool.gpus:
         env[run_metrics.ACCELERATOR_ENV] = cloud.accelerator.name
         env[run_metrics.ACCELERATORS_ENV] = str(gradient_pool.gpus)
+    if cloud.reduction_server:
+        env[reduction_server.JOB_ENV] = "1"
     return env
 
 
