@@ -30,7 +30,15 @@ import statistics
 import sys
 import time
 
-STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server")
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
+# --all-reduce: MultiWorkerMirroredStrategy's CommunicationImplementation, or
+# MirroredStrategy's CrossDeviceOps (TensorFlow's default when absent).
+MWMS_ALL_REDUCE = {"ring": "RING", "nccl": "NCCL"}
+MIRRORED_ALL_REDUCE = {
+    "nccl": "NcclAllReduce",
+    "hierarchical_copy": "HierarchicalCopyAllReduce",
+    "reduction_to_one_device": "ReductionToOneDevice",
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,6 +72,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ),
     )
     parser.add_argument(
+        "--precision",
+        default="float32",
+        choices=("float32", "mixed_float16", "mixed_bfloat16"),
+        help="tf-keras mixed-precision policy (default: float32)",
+    )
+    parser.add_argument("--jit-compile", action="store_true", help="compile with XLA")
+    parser.add_argument("--steps-per-execution", type=int, default=1)
+    parser.add_argument(
+        "--all-reduce",
+        choices=sorted({*MWMS_ALL_REDUCE, *MIRRORED_ALL_REDUCE}),
+        help="all-reduce of the mirrored strategies (default: TensorFlow's)",
+    )
+    parser.add_argument(
         "--backup-dir",
         help="diagnostic: add tf-keras BackupAndRestore(DIR), as Strategist's trainer does",
     )
@@ -71,7 +92,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build_model(keras, model: str, input_shape, num_classes: int):
-    """The registry's `cnn`/`mlp`, written out by hand (same layers, same parameters)."""
+    """The registry's `cnn`/`mlp`, written out by hand (same layers, same parameters).
+
+    Under a mixed-precision policy the logits go through a float32 linear
+    activation, as the tf-keras mixed-precision guide does.
+    """
     if model == "mlp":
         layers = [
             keras.layers.Flatten(),
@@ -86,9 +111,14 @@ def build_model(keras, model: str, input_shape, num_classes: int):
             keras.layers.GlobalAveragePooling2D(),
             keras.layers.Dense(64, activation="relu"),
         ]
-    return keras.Sequential(
-        [keras.layers.Input(shape=input_shape), *layers, keras.layers.Dense(num_classes)]
-    )
+    if keras.mixed_precision.global_policy().compute_dtype != "float32":
+        layers += [
+            keras.layers.Dense(num_classes),
+            keras.layers.Activation("linear", dtype="float32"),
+        ]
+    else:
+        layers.append(keras.layers.Dense(num_classes))
+    return keras.Sequential([keras.layers.Input(shape=input_shape), *layers])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,15 +143,27 @@ def main(argv: list[str] | None = None) -> int:
         server.join()
         return 0
 
-    if args.strategy == "mirrored":
+    if args.strategy == "one_device":
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    elif args.strategy == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas
         )
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-        strategy = tf.distribute.MirroredStrategy(devices=devices)
+        ops = MIRRORED_ALL_REDUCE.get(args.all_reduce or "")
+        strategy = tf.distribute.MirroredStrategy(
+            devices=devices, cross_device_ops=getattr(tf.distribute, ops)() if ops else None
+        )
     elif args.strategy == "multi_worker_mirrored":
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        implementation = MWMS_ALL_REDUCE.get(args.all_reduce or "", "AUTO")
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                implementation=getattr(
+                    tf.distribute.experimental.CommunicationImplementation, implementation
+                )
+            )
+        )
     else:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         num_ps = len(tf_config["cluster"]["ps"])
@@ -132,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
     keras.utils.set_random_seed(args.seed)
+    keras.mixed_precision.set_global_policy(args.precision)
 
     with open(os.path.join(args.shards, "manifest.json")) as handle:
         manifest = json.load(handle)
@@ -185,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             optimizer=keras.optimizers.Adam(args.learning_rate),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
+            steps_per_execution=args.steps_per_execution,
+            jit_compile=args.jit_compile,
         )
 
     seconds: list[float] = []

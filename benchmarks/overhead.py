@@ -34,7 +34,13 @@ import time
 from typing import Any
 
 from benchmarks import common
-from components.core.config import DataConfig, ModelConfig, RunConfig, TrainingConfig
+from components.core.config import (
+    ClusterConfig,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    TrainingConfig,
+)
 from pipelines.cli.common import positive_int
 
 BARE_MODULE = "benchmarks.bare_tf"
@@ -97,17 +103,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_ours(
-    strategy: str, shards: str, model: str, epochs: int, output_dir: str
+    strategy: str,
+    shards: str,
+    model: str,
+    epochs: int,
+    output_dir: str,
+    *,
+    cluster: ClusterConfig | None = None,
+    training_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Trains with Strategist's launcher and returns its `metrics.json`."""
+    """Trains with Strategist's launcher and returns its `metrics.json`.
+
+    Args:
+        strategy: a key of `common.SHAPES`, the cluster unless `cluster` is given.
+        shards: the benchmark's shards folder.
+        model: `cnn` or `mlp`.
+        epochs: epochs of the run.
+        output_dir: the run's folder (replaced).
+        cluster: the cluster shape, when not `common.SHAPES[strategy]`.
+        training_options: further `TrainingConfig` fields (precision, XLA, ...).
+    """
     from components.core.launch.local import run_local
 
     shutil.rmtree(output_dir, ignore_errors=True)
     config = RunConfig(
         data=DataConfig(dataset=common.DATASET_NAME, shards_dir=shards),
         model=ModelConfig(model),
-        training=TrainingConfig(epochs=epochs, per_replica_batch_size=common.PER_REPLICA_BATCH),
-        cluster=common.SHAPES[strategy],
+        training=TrainingConfig(
+            epochs=epochs,
+            per_replica_batch_size=common.PER_REPLICA_BATCH,
+            **(training_options or {}),
+        ),
+        cluster=cluster or common.SHAPES[strategy],
         output_dir=output_dir,
     )
     lines: list[str] = []
@@ -129,14 +156,18 @@ def run_bare(
     *,
     extra_args: tuple[str, ...] = (),
     timeout_s: float = 600,
+    cluster: ClusterConfig | None = None,
 ) -> dict[str, Any]:
     """Runs `bare_tf.py` on a localhost cluster of the same shape; returns its timings.
+
+    `cluster` is the shape when it is not `common.SHAPES[strategy]`.
 
     Raises:
         RuntimeError: a task failed or the run timed out (with its log's tail).
     """
     from components.core.launch.local import plan_tasks, task_environment
 
+    cluster = cluster or common.SHAPES[strategy]
     shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir)
     result_path = os.path.join(output_dir, "bare.json")
@@ -155,14 +186,14 @@ def run_bare(
         "--batch-size",
         str(common.PER_REPLICA_BATCH),
         "--replicas",
-        str(common.REPLICAS),
+        str(cluster.spec.num_replicas(cluster)),
         "--output",
         result_path,
         *extra_args,
     ]
     processes: list[tuple[str, subprocess.Popen, str]] = []
     try:
-        for task in plan_tasks(common.SHAPES[strategy]):
+        for task in plan_tasks(cluster):
             # The environment Strategist's launcher gives its tasks.
             env = task_environment(task.tf_config)
             log_path = os.path.join(output_dir, f"{task.name}.log")
@@ -177,7 +208,7 @@ def run_bare(
                 )
             processes.append((task.name, process, log_path))
         # Servers (parameter-server workers and PS) serve until stopped; the rest must finish.
-        primary_roles = common.SHAPES[strategy].spec.primary_roles
+        primary_roles = cluster.spec.primary_roles
         primary = {name for name, _, _ in processes if name.split("-")[0] in primary_roles}
         deadline = time.monotonic() + timeout_s
         while True:

@@ -4,9 +4,11 @@
 
 1. `overhead`: Strategist's trainer against the bare hand-written script, per
    strategy, alternating runs (ratio = ours / bare examples per second);
-2. `input_pipeline`: the shard reader alone against the fastest trainer
+2. `options`: the same, with each GPU-speed option (precision, XLA, steps per
+   execution, all-reduce) on both sides;
+3. `input_pipeline`: the shard reader alone against the fastest trainer
    (headroom);
-3. `pipeline_overhead`: the local comparison pipeline's wall time against its
+4. `pipeline_overhead`: the local comparison pipeline's wall time against its
    training runs (skipped, with the reason, when `strategist compare` is missing).
 
 The full results, with the machine they came from, go to `--output`
@@ -21,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import common, input_pipeline, overhead, pipeline_overhead
+from benchmarks import common, input_pipeline, options, overhead, pipeline_overhead
 from pipelines.cli.common import positive_int
 
 
@@ -69,12 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated benchmarks to skip: overhead,input_pipeline,pipeline_overhead",
+        help="comma-separated benchmarks to skip: "
+        "overhead,options,input_pipeline,pipeline_overhead",
     )
     parser.add_argument("--work-dir", default=common.DEFAULT_WORK_DIR, help="(default: runs/bench)")
     args = parser.parse_args(argv)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    known = {"overhead", "input_pipeline", "pipeline_overhead"}
+    known = {"overhead", "options", "input_pipeline", "pipeline_overhead"}
     if args.skip - known:
         parser.error(f"--skip: unknown {sorted(args.skip - known)}; choose from {sorted(known)}")
     if args.epochs < 2:
@@ -95,6 +98,10 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, Any]]:
         if "ratio_creator" in r:
             rows.append(("overhead", f"{strategy}: bare+DatasetCreator ex/s", r["bare_creator"]))
             rows.append(("overhead", f"{strategy}: ours / bare+DatasetCreator", r["ratio_creator"]))
+    for option, per_strategy in results.get("options", {}).items():
+        for strategy, r in per_strategy.items():
+            value = r.get("ratio", f"not run: {r.get('refused', '')[:60]}")
+            rows.append(("options", f"{option} {strategy}: ours / bare", value))
     ip = results.get("input_pipeline")
     if ip:
         rows.append(("input_pipeline", "reader ex/s, first epoch", ip["reader_cold"]))
@@ -137,6 +144,18 @@ def main(argv: list[str] | None = None) -> int:
         common.write_json(overhead_path, results["overhead"])
         print(overhead.table(results["overhead"]), flush=True)
         print(overhead.time_table(results["overhead"]), flush=True)
+    if "options" not in args.skip:
+        results["options"] = options.run_options(
+            options.parse_args(
+                [
+                    f"--steps={args.steps}",
+                    f"--rounds={args.rounds}",
+                    f"--epochs={args.epochs}",
+                    f"--work-dir={os.path.join(args.work_dir, 'options')}",
+                ]
+            )
+        )
+        print(options.table(results["options"]), flush=True)
     if "input_pipeline" not in args.skip:
         ip_argv = list(common_args)
         if "overhead" in results:

@@ -68,19 +68,19 @@ if [ -z "$engine" ]; then
   exit 3
 fi
 
-build() {  # build VARIANT_TAG BASE_IMAGE
-  local image="$1" base="$2"
+build() {  # build VARIANT_TAG BASE_IMAGE REDUCTION_SERVER(1|0)
+  local image="$1" base="$2" reduction_server="$3"
   echo "build.sh: $engine building $image (FROM $base)"
+  local args=(--build-arg "BASE_IMAGE=$base" --build-arg "REDUCTION_SERVER=$reduction_server")
   case "$engine" in
     docker)
-      DOCKER_BUILDKIT=1 docker build -f "$here/Dockerfile" --build-arg "BASE_IMAGE=$base" \
-        -t "$image" "$root" ;;
+      DOCKER_BUILDKIT=1 docker build -f "$here/Dockerfile" "${args[@]}" -t "$image" "$root" ;;
     podman)
       podman build -f "$here/Dockerfile" --ignorefile "$here/Dockerfile.dockerignore" \
-        --build-arg "BASE_IMAGE=$base" -t "$image" "$root" ;;
+        "${args[@]}" -t "$image" "$root" ;;
     buildah)
       buildah build -f "$here/Dockerfile" --ignorefile "$here/Dockerfile.dockerignore" \
-        --build-arg "BASE_IMAGE=$base" -t "$image" "$root" ;;
+        "${args[@]}" -t "$image" "$root" ;;
   esac
   if [ "$push" = 1 ]; then
     echo "build.sh: pushing $image"
@@ -89,9 +89,9 @@ build() {  # build VARIANT_TAG BASE_IMAGE
 }
 
 if [ "$variant" = gpu ] || [ "$variant" = all ]; then
-  build "$tag" "tensorflow/tensorflow:2.21.0-gpu"
+  build "$tag" "tensorflow/tensorflow:2.21.0-gpu" 1
 fi
 if [ "$variant" = cpu ] || [ "$variant" = all ]; then
-  build "$tag-cpu" "python:3.11-slim"
+  build "$tag-cpu" "python:3.11-slim" 0
 fi
 echo "build.sh: done"

@@ -8,9 +8,17 @@ import sys
 
 import pytest
 
-from benchmarks import bare_tf, common, input_pipeline, overhead, pipeline_overhead, run_all
+from benchmarks import (
+    bare_tf,
+    common,
+    input_pipeline,
+    options,
+    overhead,
+    pipeline_overhead,
+    run_all,
+)
 
-SCRIPTS = ("overhead", "input_pipeline", "pipeline_overhead", "run_all", "bare_tf")
+SCRIPTS = ("overhead", "options", "input_pipeline", "pipeline_overhead", "run_all", "bare_tf")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -34,6 +42,8 @@ def test_every_script_has_help(script):
         (input_pipeline.parse_args, ["--steps", "-3"]),
         (pipeline_overhead.parse_args, ["--epochs", "x"]),
         (run_all.parse_args, ["--skip", "nothing"]),
+        (options.parse_args, ["--options", "mixed_float64"]),
+        (options.parse_args, ["--strategies", "horovod"]),
     ],
 )
 def test_bad_arguments_exit_2(parse, argv):
@@ -48,6 +58,51 @@ def test_overhead_arguments():
     assert args.creator_baseline
     assert overhead.sides_for("parameter_server", True) == ["ours", "bare"]
     assert overhead.sides_for("mirrored", True) == ["ours", "bare", "bare_creator"]
+
+
+def test_each_option_reaches_the_bare_script_as_its_flag():
+    everything = options.OPTIONS["all"]
+    assert everything.bare_args("multi_worker_mirrored") == (
+        "--precision",
+        "mixed_bfloat16",
+        "--steps-per-execution",
+        "4",
+        "--all-reduce",
+        "ring",
+    )
+    assert "--all-reduce" not in everything.bare_args("parameter_server")
+    assert options.OPTIONS["jit_compile"].bare_args("one_device") == ("--jit-compile",)
+    parsed = bare_tf.parse_args(
+        ["--shards", "s", "--strategy", "mirrored", *everything.bare_args("mirrored")]
+    )
+    assert (parsed.precision, parsed.steps_per_execution, parsed.all_reduce) == (
+        "mixed_bfloat16",
+        4,
+        "reduction_to_one_device",
+    )
+
+
+def test_options_the_trainer_refuses_here_are_not_run():
+    # XLA compiles no collectives on CPU: refused with the trainer's own reason.
+    assert "--jit-compile" in options.refusal(options.OPTIONS["jit_compile"], "mirrored")
+    assert options.refusal(options.OPTIONS["jit_compile"], "one_device") is None
+    assert options.refusal(options.OPTIONS["all"], "parameter_server") is None
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_bare_model_under_each_precision_is_the_registry_model(precision):
+    import tf_keras as keras
+
+    from components.core import models
+
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        ours = models.build_model("cnn", (8, 8, 1), 10)
+        bare = bare_tf.build_model(keras, "cnn", (8, 8, 1), 10)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert bare.count_params() == ours.count_params()
+    assert bare.output.dtype == ours.output.dtype == "float32"
 
 
 def test_benchmark_shards_are_strategist_shards(tmp_path):

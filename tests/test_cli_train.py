@@ -12,7 +12,7 @@ from tests.conftest import trainer_pids
 
 
 def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """The epoch scalars in `log_dir`, read by TensorBoard's own reader."""
+    """The epoch scalars in `log_dir`, read by TensorBoard's own reader (not traces)."""
     try:
         from tensorboard.backend.event_processing import event_accumulator
         from tensorboard.util import tensor_util
@@ -26,6 +26,7 @@ def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
             (e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in reader.Tensors(tag)
         ]
         for tag in reader.Tags()["tensors"]
+        if reader.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
     }
 
 
@@ -65,6 +66,8 @@ BAD_INPUT = [
     ),
     (["--precision", "mixed_float16"], "use --precision mixed_bfloat16 to rehearse"),
     (["--precision", "float8"], "invalid choice"),
+    (["--profile-steps", "5,2"], "1 <= A <= B"),
+    (["--profile-steps", "ten"], "two step numbers A,B"),
     (["--steps-per-execution", "0"], "--steps-per-execution: must be at least 1"),
     (
         ["--strategy", "multi_worker_mirrored", "--jit-compile"],
@@ -119,19 +122,26 @@ def test_train_writes_metrics_and_model(tmp_path, tfds_dir, capsys):
     assert [value for _, value in written["epoch_examples_per_second"]] == pytest.approx(
         metrics["epoch_examples_per_second"], rel=1e-5
     )
+    assert not (out / "tensorboard" / "plugins" / "profile").exists()  # no trace unless asked
 
 
 @pytest.mark.cluster
 def test_train_writes_tensorboard_logs_where_vertex_ai_asks(tmp_path, tfds_dir, monkeypatch):
-    """`AIP_TENSORBOARD_LOG_DIR` (set by Vertex AI for `--tensorboard`) wins over the output."""
+    """`AIP_TENSORBOARD_LOG_DIR` (set by Vertex AI for `--tensorboard`) wins over the output.
+
+    `--profile-steps` puts a profiler trace of those steps there too.
+    """
     out, board = tmp_path / "run", tmp_path / "vertex-tensorboard"
     monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", str(board))
     code = main(
         [
             "train", "--local", "--strategy", "one_device", "--epochs", "2",
             "--data-dir", str(tfds_dir), "--num-shards", "2", "--output", str(out),
+            "--profile-steps", "3,5",
         ]
     )  # fmt: skip
     assert code == 0
     assert len(scalars(board / "train")["epoch_loss"]) == 2
     assert not (out / "tensorboard").exists()
+    traces = list((board / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 0

@@ -75,6 +75,11 @@ def test_a_good_config_passes_for_both_targets():
             "Vertex AI only",
         ),
         (make_run(), make_cloud(reduction_server=True, reduction_server_replicas=0), "at least 1"),
+        (
+            make_run(),
+            make_cloud(reduction_server=True, image=IMAGE + "-cpu"),
+            "needs the GPU image",
+        ),
         (make_run(), make_cloud(base_output_dir=None), "--output gs://"),
         (make_run(), make_cloud(base_output_dir="/tmp/out"), "--output gs://"),
         (

@@ -42,6 +42,8 @@ SPEED_FLAGS = {
     "--precision": ("mixed_bfloat16", "training.precision", "mixed_bfloat16"),
     "--jit-compile": (None, "training.jit_compile", True),
     "--steps-per-execution": ("3", "training.steps_per_execution", 3),
+    # A trace in the TensorBoard logs: tests/test_cli_train.py.
+    "--profile-steps": ("2,4", "training.profile_steps", "2,4"),
 }
 # Data flags beside --dataset (--data excludes it): value (formatted with {csv} and
 # {module}), path, expected value in the config. Real runs on files: tests/test_user_data.py.
@@ -61,12 +63,15 @@ OTHER_FLAGS = {
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
     "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py)",
+    "--model-module": "model.module and model.name; excludes --model (tests/test_model_module.py)",
 }
 # `compare` only: the strategies it runs and the target hardware it records a
 # recommendation for (not run settings); the rest are the shared run flags.
 COMPARE_FLAGS = {
     "--strategies": "becomes the pipeline's clusters",
-    "--target-accuracy": "the comparison's time-to-accuracy target",
+    "--target-accuracy": "the old name of --target-value",
+    "--target-value": "the comparison's time-to-target value (tests/test_comparison.py)",
+    "--target-metric": "the metric of the time-to-target and the winner (tests/test_comparison.py)",
     "--gpu": "target hardware of the recorded recommendation",
     "--machines": "target hardware of the recorded recommendation",
     "--network-gbps": "target hardware of the recorded recommendation",

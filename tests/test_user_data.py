@@ -423,3 +423,65 @@ def test_csv_classifier_example_learns(strategy, csv_dir, tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["dataset"] == "breast_cancer"
     assert metrics["eval_accuracy"] >= 0.85
+
+
+def _mean_predictor_mae(path: Path) -> float:
+    """Test MAE of predicting the training mean: the bar a regression must clear."""
+    _, rows = _rows(path)
+    values = np.array([float(row[-1]) for row in rows])
+    test = np.array([datasets.data_sources.in_test_split(i, 0.2) for i in range(len(values))])
+    return float(np.mean(np.abs(values[test] - values[~test].mean())))
+
+
+def _train(csv: Path, label: str, tmp_path: Path, *extra: str) -> dict:
+    out = tmp_path / "run"
+    (tmp_path / "tfds").mkdir()
+    argv = [
+        "train",
+        "--strategy",
+        "multi_worker_mirrored",
+        "--data",
+        str(csv),
+        "--label",
+        label,
+        "--output",
+        str(out),
+        "--data-dir",
+        str(tmp_path / "tfds"),
+        *extra,
+    ]
+    assert main(argv) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+@pytest.mark.cluster
+def test_csv_regression_example_beats_the_mean_predictor(csv_dir, tmp_path):
+    """The built-in mlp on a flat float vector, one output and MSE, on a real cluster."""
+    csv_file = csv_dir / "diabetes.csv"
+    metrics = _train(csv_file, "progression", tmp_path, "--epochs", "20", "--learning-rate", "0.01")
+    baseline = _mean_predictor_mae(csv_file)
+    assert baseline > 55  # the spread of diabetes progression
+    assert metrics["eval_metrics"]["mae"] < 0.85 * baseline
+
+
+@pytest.mark.cluster
+def test_a_model_with_named_inputs_gets_the_columns_by_name(csv_dir, tmp_path):
+    csv_file = csv_dir / "diabetes.csv"
+    module = EXAMPLES / "diabetes_named_inputs.py"
+    metrics = _train(
+        csv_file, "progression", tmp_path, "--model-module", str(module), "--epochs", "10"
+    )
+    assert metrics["eval_metrics"]["mae"] < 0.85 * _mean_predictor_mae(csv_file)
+
+
+def test_inputs_by_name_follows_the_models_input_names(csv_dir, tmp_path):
+    import tf_keras as keras
+
+    named = _example_module("diabetes_named_inputs").build_model(None)
+    data = DataConfig(files=str(csv_dir / "diabetes.csv"), label="progression", num_shards=1)
+    manifest = datasets.shard_data(data, str(tmp_path / "s"))
+    vector = keras.Sequential([keras.layers.Input(shape=(10,)), keras.layers.Dense(1)])
+    assert datasets.inputs_by_name(manifest, named)
+    assert not datasets.inputs_by_name(manifest, vector)
+    features, _ = _all(manifest, by_name=True)
+    assert named(features).shape == (manifest.split("test").num_examples, 1)

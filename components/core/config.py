@@ -70,10 +70,16 @@ class ModelConfig:
     """Which model to train.
 
     Attributes:
-        name: key of the model registry (`components.core.models`).
+        name: key of the model registry (`components.core.models`), or, with
+            `module`, the module's short name (for records and reports).
+        module: a user's model module (`--model-module`): a `.py` file (a
+            local path, or the `/gcs/` or `gs://` copy staged beside a cloud
+            job's outputs) or an importable module name; see
+            `components.core.model_module`. None: the registry's `name`.
     """
 
     name: str = "mlp"
+    module: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,9 @@ class TrainingConfig:
         jit_compile: compile the train step with XLA (`model.compile(jit_compile=...)`);
             on a machine without GPUs only `one_device` can (see
             `StrategySpec.xla_cpu_rehearsal`).
+        profile_steps: `"A,B"` takes a TensorFlow profiler trace of training
+            steps A to B of the first epoch (1-based) into the TensorBoard
+            logs; empty: no trace (a trace slows those steps).
     """
 
     epochs: int = 5
@@ -109,6 +118,27 @@ class TrainingConfig:
     steps_per_execution: int = 1
     precision: str = FLOAT32
     jit_compile: bool = False
+    profile_steps: str = ""
+
+    @property
+    def profile_batches(self) -> tuple[int, int] | None:
+        """`profile_steps` as (first, last) step, or None when no trace is asked for.
+
+        Raises:
+            ConfigError: when it is not two step numbers `A,B` with 1 <= A <= B.
+        """
+        if not self.profile_steps:
+            return None
+        parts = self.profile_steps.split(",")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise ConfigError(
+                f"--profile-steps takes two step numbers A,B (e.g. 10,20), got "
+                f"{self.profile_steps!r}"
+            )
+        first, last = (int(p) for p in parts)
+        if not 1 <= first <= last:
+            raise ConfigError(f"--profile-steps A,B needs 1 <= A <= B, got {self.profile_steps!r}")
+        return first, last
 
 
 @dataclass(frozen=True)
@@ -363,6 +393,7 @@ def validate_run(config: RunConfig) -> None:
         raise ConfigError(
             f"unknown precision {t.precision!r}; choose one of {', '.join(PRECISIONS)}"
         )
+    t.profile_batches  # noqa: B018  (raises on a malformed value)
     if config.data.num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {config.data.num_shards}")
     if not 0 < config.data.test_fraction < 1:

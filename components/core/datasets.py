@@ -914,6 +914,7 @@ def make_dataset_fn(
     seed: int = 0,
     per_worker_order: bool = False,
     by_name: bool = False,
+    preprocess=None,
 ):
     """A `dataset_fn(input_context)` for `DatasetCreator` and every strategy.
 
@@ -933,6 +934,9 @@ def make_dataset_fn(
     reproducible anyway.
 
     `by_name` yields features as a dict by name (`parse_fn`).
+    `preprocess(features, label) -> (inputs, label)`, a model module's, is
+    mapped over each example after the cache, so random augmentation differs
+    per epoch.
 
     Raises:
         ConfigError: when there are fewer shard files than input pipelines.
@@ -969,6 +973,8 @@ def make_dataset_fn(
         ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         if total_bytes <= _CACHE_LIMIT_BYTES:
             ds = ds.cache()
+        if preprocess is not None:
+            ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
         if training:
             order = seed
             if per_worker_order:
@@ -984,10 +990,27 @@ def make_dataset_fn(
 
 
 def eval_dataset(
-    manifest: Manifest, split: str = "test", batch_size: int = 256, *, by_name: bool = False
+    manifest: Manifest,
+    split: str = "test",
+    batch_size: int = 256,
+    preprocess=None,
+    *,
+    by_name: bool = False,
 ):
-    """The whole `split`, in order, for evaluation in one process."""
-    return make_dataset_fn(manifest, split, batch_size, training=False, by_name=by_name)(None)
+    """The whole `split`, in order, for evaluation in one process (through `preprocess`)."""
+    return make_dataset_fn(
+        manifest, split, batch_size, training=False, preprocess=preprocess, by_name=by_name
+    )(None)
+
+
+def inputs_by_name(manifest: Manifest, model) -> bool:
+    """Whether `model` takes a CSV's columns by name rather than as one vector.
+
+    True when the data has columns and every one of the model's Keras inputs
+    is named after one of them: such a model gets `parse_fn(by_name=True)`.
+    """
+    names = list(getattr(model, "input_names", None) or [])
+    return bool(manifest.columns) and bool(names) and set(names) <= set(manifest.columns)
 
 
 def manifest_sha256(manifest: Manifest) -> str:

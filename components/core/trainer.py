@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from components.core import datasets, strategies, training
+from components.core import datasets, reduction_server, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.strategy_spec import EVALUATOR
 
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = RunConfig.from_json(args.config_json)
         validate_run(config)
+        reduction_server.check_this_process()
         role = strategies.Role.from_tf_config(os.environ.get("TF_CONFIG"))
         if not strategies.is_server_role(config.cluster, role):
             # Missing or damaged shards: say so in a second, before TensorFlow loads.
@@ -83,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     if strategies.is_server_role(config.cluster, role):
         strategies.run_server(role)
         return 0
-    if role.task_type == EVALUATOR:
-        training.evaluate_beside(config)
-        return 0
     try:
-        training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
-    except ConfigError as err:  # e.g. shards that cannot feed this cluster
+        if role.task_type == EVALUATOR:
+            training.evaluate_beside(config)
+        else:
+            training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
+    except ConfigError as err:  # e.g. shards that cannot feed this cluster, a bad model module
         print(f"trainer: error: {err}", file=sys.stderr, flush=True)
         return CONFIG_ERROR_EXIT
     return 0

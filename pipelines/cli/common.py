@@ -114,8 +114,16 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=8,
         help="TFRecord files per split; raised to the worker count if lower (default: 8)",
     )
-    data.add_argument(
+    which = data.add_mutually_exclusive_group()
+    which.add_argument(
         "--model", default="mlp", help=f"model: {', '.join(models.MODELS)} (default: mlp)"
+    )
+    which.add_argument(
+        "--model-module",
+        metavar="PATH_OR_MODULE",
+        help="your model: a .py file or an importable module defining build_model(spec), "
+        "optionally compile_settings(spec), preprocess(features, label) and TASK "
+        "(docs/your-model.md)",
     )
     data.add_argument("--epochs", type=positive_int, default=5, help="epochs (default: 5)")
     batch = data.add_mutually_exclusive_group()
@@ -157,6 +165,13 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=1,
         help="training steps per tf.function call (default: 1)",
+    )
+    speed.add_argument(
+        "--profile-steps",
+        default="",
+        metavar="A,B",
+        help="take a TensorFlow profiler trace of steps A to B of the first epoch into the "
+        "TensorBoard logs (e.g. 10,20; default: none)",
     )
 
 
@@ -205,7 +220,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     Raises:
         ConfigError: for any value the run cannot use.
     """
-    models.check_model_name(args.model)
+    model = model_config(args)
     spec = spec_for(strategy)
     cluster = ClusterConfig(
         strategy=strategy,
@@ -236,7 +251,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             data_dir=args.data_dir,
             num_shards=max(args.num_shards, spec.input_pipelines(cluster)),
         ),
-        model=ModelConfig(args.model),
+        model=model,
         training=TrainingConfig(
             epochs=args.epochs,
             per_replica_batch_size=per_replica,
@@ -246,6 +261,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             steps_per_execution=args.steps_per_execution,
             precision=args.precision,
             jit_compile=args.jit_compile,
+            profile_steps=args.profile_steps,
         ),
         cluster=cluster,
         output_dir=os.path.abspath(output_dir),
@@ -276,7 +292,7 @@ def check_data(config: RunConfig):
     from components.core import datasets
 
     spec = datasets.describe(config.data)
-    if config.model.name in models.MODELS:
+    if not config.model.module and config.model.name in models.MODELS:
         single = spec.single_feature
         if single is None or single.dtype == "string":
             kinds = ", ".join(f"{n} ({f.dtype})" for n, f in spec.features.items())
@@ -286,6 +302,28 @@ def check_data(config: RunConfig):
                 "a model with named inputs"
             )
     return spec
+
+
+def model_config(args: argparse.Namespace) -> ModelConfig:
+    """The model flags as a ModelConfig; a module is imported once here to refuse a bad one.
+
+    A module file is named by its absolute path (every local task opens it; a
+    cloud job gets a staged copy).
+
+    Raises:
+        ConfigError: an unknown model, or a module that cannot be imported
+            (naming its file and line).
+    """
+    module_source = getattr(args, "model_module", None)
+    if not module_source:
+        models.check_model_name(args.model)
+        return ModelConfig(args.model)
+    from components.core import model_module
+
+    if model_module.is_file_source(module_source) and "://" not in module_source:
+        module_source = os.path.abspath(module_source)
+    module = model_module.load(module_source)
+    return ModelConfig(name=module.name, module=module_source)
 
 
 def default_output_dir(kind: str) -> str:

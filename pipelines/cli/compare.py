@@ -45,10 +45,20 @@ def add_parser(subparsers) -> None:
     common.add_data_model_arguments(parser)
     common.add_cluster_arguments(parser)
     parser.add_argument(
+        "--target-metric",
+        default="accuracy",
+        help="training metric time-to-target and the winner are judged on: accuracy, loss, "
+        "mae, or a metric your model compiles; losses and errors count lower as better "
+        "(default: accuracy)",
+    )
+    parser.add_argument(
+        "--target-value",
         "--target-accuracy",
-        type=common.positive_float,
-        default=0.9,
-        help="accuracy that time-to-accuracy is measured to (default: 0.9)",
+        dest="target_value",
+        type=float,
+        default=None,
+        help="value of --target-metric that counts as trained (default: 0.9 for accuracy; "
+        "required for another metric)",
     )
     hardware = parser.add_argument_group("target hardware, for the recorded recommendation")
     hardware.add_argument("--gpu", default="t4", help="GPU type (default: t4)")
@@ -124,6 +134,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         base = _on_shards(base, args)
     else:
         common.check_data(base)
+    if base.model.module:
+        from components.core import model_module
+
+        model_module.check_isolated_import(base.model.module)
     return {
         "run_config": base.to_pipeline_parameter(),
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
@@ -131,7 +145,8 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         "gpus_per_machine": args.devices or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
-        "target_accuracy": args.target_accuracy,
+        "target_accuracy": target_value(args),
+        "target_metric": args.target_metric,
         "backend": "local",
     }
 
@@ -162,6 +177,30 @@ def _clusters(args: argparse.Namespace):
         cluster_for(name, args.workers, args.ps, args.devices, args.evaluator, args.all_reduce)
         for name in parse_strategies(args.strategies)
     ]
+
+
+def target_value(args: argparse.Namespace) -> float:
+    """The target of `--target-metric`: `--target-value`, or 0.9 for accuracy.
+
+    Raises:
+        ConfigError: no value for another metric, or an accuracy outside (0, 1].
+    """
+    import math
+    import re
+
+    if not re.fullmatch(r"\w+", args.target_metric):
+        raise ConfigError(f"--target-metric {args.target_metric!r}: name one metric, e.g. mae")
+    value = args.target_value
+    if value is None:
+        if args.target_metric != "accuracy":
+            raise ConfigError(
+                f"--target-metric {args.target_metric} needs --target-value: the "
+                f"{args.target_metric} that counts as trained"
+            )
+        return 0.9
+    if not math.isfinite(value) or (args.target_metric == "accuracy" and not 0 < value <= 1):
+        raise ConfigError(f"--target-value {value} for accuracy: pass a number in (0, 1]")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

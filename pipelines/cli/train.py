@@ -137,6 +137,12 @@ def _run_local(args: argparse.Namespace) -> int:
         common.check_data(config)
         config, manifest = prepare_shards(config, log=print)
     training.check_fits(config, manifest)
+    if config.model.module:
+        from components.core import model_build, model_module
+
+        model_module.check_isolated_import(config.model.module)
+        seconds = model_build.preflight(config, manifest)
+        print(f"train: {config.model.module} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
         metrics = run_local(config, restart=RestartPolicy(cluster_restarts=args.restarts))
@@ -180,7 +186,14 @@ def prepare_shards(config: RunConfig, log=print) -> tuple[RunConfig, datasets.Ma
 
 
 def print_summary(metrics: RunMetrics, output_dir: str) -> None:
+    compiled = metrics.compile_settings
     rows = [
+        ("model", f"{metrics.model} ({metrics.model_module or 'built-in'})"),
+        (
+            "compiled with",
+            f"{compiled.get('optimizer')}, loss {compiled.get('loss')}, metrics "
+            f"{', '.join(compiled.get('metrics', [])) or '-'} (from {compiled.get('from')})",
+        ),
         ("strategy", metrics.strategy),
         ("replicas", metrics.num_replicas),
         ("workers / ps", f"{metrics.workers} / {metrics.ps}"),
@@ -193,11 +206,11 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         ),
         ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
         ("examples/s", f"{metrics.examples_per_second:.0f} (median after epoch 1)"),
-        ("final train accuracy", f"{metrics.history['accuracy'][-1]:.4f}"),
-        ("test accuracy", f"{metrics.eval_accuracy:.4f}"),
-        ("test loss", f"{metrics.eval_loss:.4f}"),
+        *[(f"final train {name}", f"{values[-1]:.4f}") for name, values in _train_metrics(metrics)],
+        *[(f"test {name}", f"{value:.4f}") for name, value in _test_metrics(metrics)],
         ("restarts", metrics.restarts),
         ("hardware", metrics.hardware.describe()),
+        *[("strategist changed", change) for change in metrics.adjustments],
     ]
     width = max(len(name) for name, _ in rows)
     print("\nsummary")
@@ -205,3 +218,15 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         print(f"  {name:<{width}}  {value}")
     print(f"\nmetrics: {os.path.join(output_dir, 'metrics.json')}")
     print(f"model:   {os.path.join(output_dir, 'model')}")
+
+
+def _train_metrics(metrics: RunMetrics) -> list[tuple[str, list[float]]]:
+    """The training metrics of the last epoch worth a line (not the loss, never empty)."""
+    return [(n, v) for n, v in metrics.history.items() if n != "loss" and v and v[-1] == v[-1]]
+
+
+def _test_metrics(metrics: RunMetrics) -> list[tuple[str, float]]:
+    """The test metrics: every evaluated one, or accuracy and loss for older records."""
+    if metrics.eval_metrics:
+        return sorted(metrics.eval_metrics.items())
+    return [("accuracy", metrics.eval_accuracy), ("loss", metrics.eval_loss)]

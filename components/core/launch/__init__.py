@@ -63,10 +63,14 @@ def train_to_artifacts(
             output_dir=workdir,
         )
         validate_run(config)
-        models.check_model_name(config.model.name)
+        models.check_model(config.model)
         if backend == "local":
             from components.core.launch.local import run_local
 
+            if config.model.module:  # a bad module is refused before the cluster starts
+                from components.core import datasets, model_build
+
+                model_build.preflight(config, datasets.load_manifest(shards_dir))
             metrics = run_local(config)
             source = workdir
         else:
@@ -141,6 +145,9 @@ def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, 
 
     if job is None:
         job = build_cloud_job(run, cloud)
+    staged = cloud_lib.stage_module(run, cloud)  # before any replica starts
+    if staged:
+        log(f"model module staged at {staged}")
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
