@@ -485,3 +485,19 @@ def test_inputs_by_name_follows_the_models_input_names(csv_dir, tmp_path):
     assert not datasets.inputs_by_name(manifest, vector)
     features, _ = _all(manifest, by_name=True)
     assert named(features).shape == (manifest.split("test").num_examples, 1)
+
+
+def test_compare_takes_existing_shards(digits_shards, tmp_path):
+    """`compare --shards-dir`: checked record by record, passed to the shard step, linked."""
+    from pipelines.cli import build_parser
+    from pipelines.cli.compare import pipeline_arguments
+
+    args = build_parser().parse_args(["compare", "--shards-dir", digits_shards])
+    config = pipeline_arguments(args)["run_config"]
+    assert config["data"]["shards_dir"] == digits_shards
+    assert config["data"]["dataset"] == "digits"
+    imported = datasets.import_shards(config["data"]["shards_dir"], str(tmp_path / "artifact"))
+    again = datasets.load_manifest(imported.root, verify_records=True)
+    assert again.input_spec == datasets.load_manifest(digits_shards).input_spec
+    images, _ = _all(again)
+    assert images.shape[1:] == (8, 8, 1)
