@@ -399,30 +399,7 @@ def test_a_dataset_module_error_names_its_file_and_line(bad_files):
 # ------------------------------------------------------------------------- real clusters
 
 
-@pytest.mark.cluster
-@pytest.mark.parametrize("strategy", ["multi_worker_mirrored"])
-def test_csv_classifier_example_learns(strategy, csv_dir, tmp_path):
-    out = tmp_path / "run"
-    (tmp_path / "tfds").mkdir()
-    argv = [
-        "train",
-        "--strategy",
-        strategy,
-        "--data",
-        str(csv_dir / "breast_cancer.csv"),
-        "--label",
-        "target",
-        "--epochs",
-        "5",
-        "--output",
-        str(out),
-        "--data-dir",
-        str(tmp_path / "tfds"),
-    ]
-    assert main(argv) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["dataset"] == "breast_cancer"
-    assert metrics["eval_accuracy"] >= 0.85
+STRATEGIES = ["mirrored", "multi_worker_mirrored", "parameter_server"]
 
 
 def _mean_predictor_mae(path: Path) -> float:
@@ -433,32 +410,33 @@ def _mean_predictor_mae(path: Path) -> float:
     return float(np.mean(np.abs(values[test] - values[~test].mean())))
 
 
-def _train(csv: Path, label: str, tmp_path: Path, *extra: str) -> dict:
+def _train(
+    csv: Path, label: str, tmp_path: Path, *extra: str, strategy="multi_worker_mirrored"
+) -> dict:
     out = tmp_path / "run"
     (tmp_path / "tfds").mkdir()
-    argv = [
-        "train",
-        "--strategy",
-        "multi_worker_mirrored",
-        "--data",
-        str(csv),
-        "--label",
-        label,
-        "--output",
-        str(out),
-        "--data-dir",
-        str(tmp_path / "tfds"),
-        *extra,
-    ]
-    assert main(argv) == 0
+    data = ["--data", str(csv), "--label", label, "--data-dir", str(tmp_path / "tfds")]
+    assert main(["train", "--strategy", strategy, "--output", str(out), *data, *extra]) == 0
     return json.loads((out / "metrics.json").read_text())
 
 
 @pytest.mark.cluster
-def test_csv_regression_example_beats_the_mean_predictor(csv_dir, tmp_path):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_csv_classifier_example_learns(strategy, csv_dir, tmp_path):
+    csv_file = csv_dir / "breast_cancer.csv"
+    metrics = _train(csv_file, "target", tmp_path, "--epochs", "5", strategy=strategy)
+    assert metrics["dataset"] == "breast_cancer" and metrics["task"] == "classification"
+    assert metrics["eval_accuracy"] >= 0.85
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_csv_regression_example_beats_the_mean_predictor(strategy, csv_dir, tmp_path):
     """The built-in mlp on a flat float vector, one output and MSE, on a real cluster."""
     csv_file = csv_dir / "diabetes.csv"
-    metrics = _train(csv_file, "progression", tmp_path, "--epochs", "20", "--learning-rate", "0.01")
+    flags = ("--epochs", "20", "--learning-rate", "0.01")
+    metrics = _train(csv_file, "progression", tmp_path, *flags, strategy=strategy)
+    assert metrics["task"] == "regression"
     baseline = _mean_predictor_mae(csv_file)
     assert baseline > 55  # the spread of diabetes progression
     assert metrics["eval_metrics"]["mae"] < 0.85 * baseline
@@ -501,3 +479,16 @@ def test_compare_takes_existing_shards(digits_shards, tmp_path):
     assert again.input_spec == datasets.load_manifest(digits_shards).input_spec
     images, _ = _all(again)
     assert images.shape[1:] == (8, 8, 1)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_compare_on_a_csv_file(csv_dir, tmp_path):
+    """The CSV classifier through the comparison pipeline (kfp.local), shard step included."""
+    out = tmp_path / "compare"
+    data = ["--data", str(csv_dir / "breast_cancer.csv"), "--label", "target"]
+    strategies = ["--strategies", "one_device,multi_worker_mirrored"]
+    assert main(["compare", *data, *strategies, "--epochs", "3", "--output", str(out)]) == 0
+    runs = json.loads((out / "comparison.json").read_text())["results"]
+    assert [r["strategy"] for r in runs] == ["one_device", "multi_worker_mirrored"]
+    assert all(r["dataset"] == "breast_cancer" and r["eval_accuracy"] >= 0.85 for r in runs)
