@@ -204,7 +204,7 @@ class Passengers(tfds.core.GeneratorBasedBuilder):
         return {"train": self._generate_examples()}
 
     def _generate_examples(self):
-        for i in range(100):
+        for i in range(500):
             yield i, {
                 "features": {"age": float(i % 70), "fare": float(i), "name": f"p{i}",
                              "pclass": i % 3},
@@ -233,8 +233,8 @@ def test_tfds_dict_features_from_a_users_builder_module(passengers_module, tmp_p
     assert spec.features["name"].dtype == "string" and spec.features["pclass"].dtype == "int64"
     manifest = datasets.shard_data(data, str(tmp_path / "s"))
     # Only a train split: every 5th example is held out.
-    assert manifest.split("test").num_examples == 20
-    assert manifest.split("train").num_examples == 80
+    assert manifest.split("test").num_examples == 100
+    assert manifest.split("train").num_examples == 400
     features, labels = _all(manifest)
     assert features["name"].dtype.name == "string" and labels.dtype.name == "int64"
     # Another label: the other top-level features are the inputs, the numeric label a regression.
@@ -492,3 +492,19 @@ def test_compare_on_a_csv_file(csv_dir, tmp_path):
     runs = json.loads((out / "comparison.json").read_text())["results"]
     assert [r["strategy"] for r in runs] == ["one_device", "multi_worker_mirrored"]
     assert all(r["dataset"] == "breast_cancer" and r["eval_accuracy"] >= 0.85 for r in runs)
+
+
+@pytest.mark.cluster
+def test_dict_features_train_a_model_with_named_inputs(passengers_module, tmp_path):
+    """Titanic-like dict features: refused for the built-in mlp, trained by a named-input model."""
+    out = tmp_path / "run"
+    (tmp_path / "tfds").mkdir()
+    argv = [
+        "train", "--strategy", "multi_worker_mirrored", "--output", str(out),
+        "--dataset", "passengers", "--dataset-module", passengers_module,
+        "--data-dir", str(tmp_path / "tfds"), "--epochs", "10", "--learning-rate", "0.01",
+        "--model-module", str(EXAMPLES / "passengers_module.py"),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["dataset"] == "passengers" and metrics["eval_accuracy"] >= 0.85
