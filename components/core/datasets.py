@@ -216,18 +216,6 @@ class Manifest:
             ) from None
 
 
-def get_builder(name: str, data_dir: str | None = None, module: str | None = None):
-    """The TFDS builder for `name` (see `data_sources.tfds_builder`), checked to be supervised.
-
-    Raises:
-        ConfigError: unknown dataset (with close matches), or one without a
-            usable label.
-    """
-    builder = data_sources.tfds_builder(name, data_dir, module)
-    data_sources.tfds_features(builder.info, None)
-    return builder
-
-
 def describe(data: DataConfig) -> InputSpec:
     """What the run's examples will look like, checked before anything is launched.
 
