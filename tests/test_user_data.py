@@ -284,6 +284,10 @@ BAD_DATA = {
         "--model mlp takes one numeric input, the data has .*colour \\(string\\)",
     ),
     "negative-class-ids": (["--data", "{tmp}/negative.csv", "--label", "y"], "class ids must"),
+    "whole-number-regression-labels": (
+        ["--data", "{tmp}/prices.csv", "--label", "y"],
+        "too many to be class ids 0..K-1; for a regression write them as 1.0",
+    ),
     "empty-label-cell": (["--data", "{tmp}/holes.csv", "--label", "y"], "holes.csv:3: label"),
     "empty-test-split": (["--data", "{tmp}/tiny.csv", "--label", "y"], "test split .* is empty"),
     "header-only": (["--data", "{tmp}/header.csv", "--label", "y"], "has a header but no rows"),
@@ -344,6 +348,7 @@ def bad_files(tmp_path_factory) -> Path:
     (folder / "notes.txt").write_text("hello\n")
     (folder / "words.csv").write_text("size,colour,y\n" + "1,red,0\n2,blue,1\n" * 10)
     (folder / "negative.csv").write_text("a,y\n" + "1,-1\n2,1\n" * 10)
+    (folder / "prices.csv").write_text("a,y\n" + "".join(f"{i},{250000 + i}\n" for i in range(20)))
     (folder / "holes.csv").write_text("a,y\n1,0\n2,\n3,1\n")
     (folder / "tiny.csv").write_text("a,y\n1,0\n2,1\n3,0\n")
     (folder / "header.csv").write_text("a,y\n")

@@ -443,6 +443,7 @@ def _csv_label(path: str, name: str, cells: list[str]):
                 f"{path}: label {name!r} holds {min(ids)}: class ids must be 0 or more "
                 "(write the values as 1.0, 2.5 ... for a regression)"
             )
+        _check_class_ids(path, name, max(ids) + 1, len(ids), "write them as 1.0, 2.5 ...")
         label = StoredFeature("label", name, (), INT)
         return label, max(ids) + 1, (), np.array(ids, dtype=np.int64)
     numbers = _numbers(cells)
@@ -454,6 +455,23 @@ def _csv_label(path: str, name: str, cells: list[str]):
     index = {c: i for i, c in enumerate(classes)}
     ids = np.array([index[c] for c in cells], dtype=np.int64)
     return StoredFeature("label", name, (), INT), len(classes), classes, ids
+
+
+# More class ids than this, or than examples, is a regression written as whole numbers.
+MAX_CLASSES = 1000
+
+
+def _check_class_ids(path: str, name: str, num_classes: int, count: int, remedy: str) -> None:
+    """Refuses whole-number labels that cannot be class ids of this data.
+
+    Raises:
+        ConfigError: ids up to more than `MAX_CLASSES` or than there are examples.
+    """
+    if num_classes > min(MAX_CLASSES, count):
+        raise ConfigError(
+            f"{path}: label {name!r} holds whole numbers up to {num_classes - 1} for {count} "
+            f"examples: too many to be class ids 0..K-1; for a regression {remedy}"
+        )
 
 
 def read_npz(paths: list[str], label: str | None) -> ArraySource:
@@ -504,8 +522,10 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
             raise ConfigError(
                 f"{paths[0]}: label {label!r} holds {values.min()}: class ids must be 0 or more"
             )
+        num_classes = int(values.max()) + 1
+        _check_class_ids(paths[0], label, num_classes, count, "store them as floats")
         arrays[label] = values.astype(np.int64)
-        label_feature, num_classes = StoredFeature("label", label, (), INT), int(values.max()) + 1
+        label_feature = StoredFeature("label", label, (), INT)
     elif values.dtype.kind == "f":
         arrays[label] = values.astype(np.float32)
         label_feature, num_classes = StoredFeature("label", label, (), FLOAT), None
