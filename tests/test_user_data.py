@@ -382,11 +382,14 @@ def test_bad_data_exits_2_with_what_to_do_before_anything_starts(
     output = tmp_path / "out"
     try:
         code = main(["train", "--output", str(output), "--data-dir", str(tfds_dir), *argv])
-    except SystemExit as exit_:  # argparse's own refusals (flags that exclude each other)
-        code = exit_.code
+        one_line = True
+    except SystemExit as exit_:  # argparse's own refusals (usage, then the error)
+        code, one_line = exit_.code, False
     assert code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and re.search(message, err), err
+    if one_line:
+        assert len(err.strip().splitlines()) == 1 and len(err) < 300, err  # one line to act on
     assert not output.exists()  # nothing started, nothing written
 
 

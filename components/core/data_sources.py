@@ -78,6 +78,13 @@ class StoredFeature:
         return cls(name, raw["key"], tuple(raw["shape"]), raw["encoding"])
 
 
+def listing(names, limit: int = 8) -> str:
+    """`a, b, c` of at most `limit` names, `... (N in all)` after them: messages stay one line."""
+    names = list(names)
+    shown = ", ".join(str(n) for n in names[:limit])
+    return shown if len(names) <= limit else f"{shown} ... ({len(names)} in all)"
+
+
 def in_test_split(index: int, fraction: float) -> bool:
     """Whether example `index` (0-based, in its file's order) is a test example.
 
@@ -184,9 +191,8 @@ def tfds_builder(name: str, data_dir: str | None = None, module: str | None = No
         )
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ConfigError(
-            f"TFDS cannot find dataset {name!r}{hint}: pass a TFDS name (name, name/config, "
-            "name:version), register your builder with --dataset-module FILE.py, pass its "
-            "prepared folder (with dataset_info.json) as --dataset, or use --data for files"
+            f"TFDS cannot find dataset {name!r}{hint}: pass a TFDS name, your builder with "
+            "--dataset-module, a prepared dataset folder, or files with --data"
         ) from None
     except (ValueError, AssertionError, KeyError, TypeError) as err:
         # Unknown config or version: TFDS says which ones exist.
@@ -218,7 +224,7 @@ def tfds_features(info, label: str | None) -> tuple[list[StoredFeature], StoredF
         if label not in top:
             raise ConfigError(
                 f"dataset {info.name!r} has no feature {label!r} for --label; its features: "
-                f"{', '.join(top.keys())}"
+                f"{listing(top.keys())}"
             )
         input_keys: Any = [k for k, _ in top.items() if k != label]
         label_key = label
@@ -227,7 +233,7 @@ def tfds_features(info, label: str | None) -> tuple[list[StoredFeature], StoredF
     else:
         raise ConfigError(
             f"dataset {info.name!r} has no supervised (input, label) keys: pass --label NAME, "
-            f"one of {', '.join(top.keys())}"
+            f"one of {listing(top.keys())}"
         )
     if not isinstance(label_key, str):
         raise ConfigError(f"dataset {info.name!r}: its label {label_key!r} is not one feature")
@@ -394,7 +400,7 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
         close = difflib.get_close_matches(label, header, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(
-            f"--label {label!r} is not a column of {paths[0]}{hint}; columns: {', '.join(header)}"
+            f"--label {label!r} is not a column of {paths[0]}{hint}; columns: {listing(header)}"
         )
     if not rows:
         raise ConfigError(f"{paths[0]} has a header but no rows: there is nothing to train on")
@@ -503,13 +509,13 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
     if label not in arrays:
         raise ConfigError(
             f"{paths[0]} has no array {label!r} for the label; its arrays: "
-            f"{', '.join(arrays)} (name it with --label)"
+            f"{listing(arrays)} (name it with --label)"
         )
     count = len(arrays[label])
     uneven = [k for k, a in arrays.items() if len(a) != count]
     if uneven:
         raise ConfigError(
-            f"{paths[0]}: arrays {', '.join(uneven)} do not have {count} rows like {label!r}"
+            f"{paths[0]}: arrays {listing(uneven)} do not have {count} rows like {label!r}"
         )
     values = arrays[label]
     if values.ndim != 1:
@@ -589,7 +595,7 @@ def tfrecord_spec(
     label = label or ("label" if "label" in raw else None)
     if label not in raw:
         raise ConfigError(
-            f"--label {label!r} is not in --feature-spec (names: {', '.join(raw)}); pass --label"
+            f"--label {label!r} is not in --feature-spec (names: {listing(raw)}); pass --label"
         )
     features, label_feature, num_classes = [], None, None
     for name, entry in raw.items():

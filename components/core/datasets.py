@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -501,6 +502,8 @@ def _check_first_record(paths: list[str], features, label) -> None:
         parse(first)
     except (tf.errors.InvalidArgumentError, tf.errors.DataLossError, ValueError) as err:
         message = getattr(err, "message", str(err)).splitlines()[0]
+        # TensorFlow's op prefix and suffix say nothing to the user.
+        message = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]", "", message)
         raise ConfigError(
             f"--data {paths[0]}: its records do not match --feature-spec ({message}); fix "
             "the spec's names, shapes and dtypes"

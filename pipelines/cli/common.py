@@ -290,12 +290,13 @@ def check_data(config: RunConfig):
             features for a built-in model, which takes one numeric input.
     """
     from components.core import datasets
+    from components.core.data_sources import listing
 
     spec = datasets.describe(config.data)
     if not config.model.module and config.model.name in models.MODELS:
         single = spec.single_feature
         if single is None or single.dtype == "string":
-            kinds = ", ".join(f"{n} ({f.dtype})" for n, f in spec.features.items())
+            kinds = listing(f"{n} ({f.dtype})" for n, f in spec.features.items())
             raise ConfigError(
                 f"--model {config.model.name} takes one numeric input, the data has {kinds}: "
                 "keep numeric columns only (a CSV's numeric columns form one vector), or give "
