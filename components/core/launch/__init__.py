@@ -192,12 +192,13 @@ def _copy_tree(source: str, destination: str) -> None:
 def headline_metrics(metrics: RunMetrics) -> dict[str, float]:
     """The numbers a KFP UI `Metrics` artifact shows for one run."""
     seconds = metrics.epoch_seconds
+    evaluated = {"accuracy": metrics.eval_accuracy, "loss": metrics.eval_loss}
+    evaluated.update(metrics.eval_metrics)  # every test metric, the user's compiled ones too
     return {
         "examples_per_second": float(metrics.examples_per_second),
         "mean_epoch_seconds": float(sum(seconds) / len(seconds)),
         "train_wall_seconds": float(metrics.wall_seconds),
-        "eval_accuracy": float(metrics.eval_accuracy),
-        "eval_loss": float(metrics.eval_loss),
+        **{f"eval_{name}": float(v) for name, v in evaluated.items() if v is not None},
         "num_replicas": float(metrics.num_replicas),
         "restarts": float(metrics.restarts),
     }
