@@ -1,6 +1,6 @@
 """KFP component: train with a tf.distribute strategy on the chosen backend."""
 
-from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output, OutputPath
 
 
 def train(
@@ -8,6 +8,7 @@ def train(
     model: Output[Model],
     metrics: Output[Metrics],
     metrics_json: Output[Artifact],
+    gcp_resources: OutputPath(str),
     run_config: dict,
     cluster: dict,
     backend: str = "local",
@@ -27,6 +28,10 @@ def train(
         metrics: throughput, epoch times and test accuracy, for the KFP UI.
         metrics_json: the run's full record (metrics.json: what ran, on which
             hardware, epoch by epoch).
+        gcp_resources: the cloud job, in Google Cloud Pipeline Components'
+            GcpResources JSON: the KFP UI links to it, a cancelled run cancels
+            it, and a retried step re-attaches to it instead of launching
+            another (empty resources for the local backend).
         run_config: the run's settings (data, model, training), as
             RunConfig JSON; see docs/design.md.
         cluster: the strategy and cluster shape to train with, e.g.
@@ -45,6 +50,7 @@ def train(
         metrics_path=metrics_json.path,
         backend=backend,
         cloud_config_json=cloud_config_json,
+        gcp_resources_path=gcp_resources,
     )
     for name, value in launch.headline_metrics(result).items():
         metrics.log_metric(name, value)

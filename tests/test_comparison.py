@@ -211,6 +211,8 @@ def test_a_regression_comparison_is_judged_on_its_target_metric():
     # Within 1 % of the best competes; farther does not.
     assert "mirrored (0.6), parameter_server (0.5) fell more than 1 % short" in reason
     assert "training mae of 0.8 was reached" in summary_markdown(report)
+    files = comparison.render_files(report)  # the HTML page and the plots take it too
+    assert "target training mae of 0.8" in files["report.html"].decode()
 
 
 def test_time_to_target_in_the_report_uses_elapsed_time_not_epoch_count():

@@ -92,6 +92,9 @@ def test_each_task_wrote_its_artifacts(comparison_run):
     assert has("select-strategy", "reasons")
     assert has("train", "saved_model.pb")
     assert has("train", "metrics_json")
+    # A local train step made no cloud job: GCPC's record with no resources.
+    records = [root / f for f in files if "/train/" in f"/{f}" and f.endswith("gcp_resources")]
+    assert records and all(json.loads(r.read_text()) == {"resources": []} for r in records)
     assert has("compare-strategies", "report")
     manifest = next(root.rglob("manifest.json"))
     assert json.loads(manifest.read_text())["dataset"] == "digits"

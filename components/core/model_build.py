@@ -89,7 +89,8 @@ def build_compiled(
         config: the run (precision, steps per execution, XLA, learning-rate settings).
         spec: the examples the model takes.
         module: the model module.
-        strategy: the distribution strategy, or None (evaluation, the pre-flight check).
+        strategy: the distribution strategy, or None (evaluation, the pre-flight
+            check: compiled without the run's steps per execution and XLA).
         batch_per_update: examples per optimizer update; the learning rate is
             scaled to it from `training.base_batch_size`. None: not scaled.
         steps_per_epoch: steps of one epoch (for the warm-up).
@@ -101,7 +102,10 @@ def build_compiled(
     import tf_keras as keras
 
     keras.mixed_precision.set_global_policy(config.training.precision)
-    scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
+    # The training options only where it trains: an evaluation over a dataset of
+    # unknown length needs one step per execution.
+    trains = strategy is not None
+    scope = strategy.scope() if trains else contextlib.nullcontext()
     with scope:
         model = model_module.call(module, "build_model", spec)
         check_model(model, spec, module)
@@ -114,8 +118,8 @@ def build_compiled(
                 optimizer=optimizer,
                 loss=settings["loss"],
                 metrics=settings["metrics"],
-                steps_per_execution=config.training.steps_per_execution,
-                jit_compile=config.training.jit_compile,
+                steps_per_execution=config.training.steps_per_execution if trains else 1,
+                jit_compile=config.training.jit_compile and trains,
             )
         except (ValueError, TypeError) as err:
             raise ConfigError(

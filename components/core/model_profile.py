@@ -33,7 +33,7 @@ from components.core import atomic
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
-PROFILE_VERSION = 1  # bump when the counting rules change: old cache entries are ignored
+PROFILE_VERSION = 2  # bump when the counting rules change: old cache entries are ignored
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,10 @@ class ModelProfile:
         embedding_dim: width of an embedding row.
         embedding_lookups_per_example: embedding rows one example touches.
         source: where the numbers come from (`built`, a citation, or `given`).
+        tensors: trainable variables (each gradient is one all-reduce or one
+            fusion-buffer slot; many small tensors pay a latency each).
+        estimated: the inputs `from_params` had to estimate (e.g. `flops`,
+            `activations`); empty when everything was counted or given.
     """
 
     name: str
@@ -63,6 +67,8 @@ class ModelProfile:
     embedding_dim: int = 64
     embedding_lookups_per_example: int = 1
     source: str = "given"
+    tensors: int = 1
+    estimated: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, int) or self.params < 1:
@@ -78,6 +84,8 @@ class ModelProfile:
             )
         if self.embedding_dim < 1 or self.embedding_lookups_per_example < 1:
             raise ConfigError("embedding dim and lookups per example must be at least 1")
+        if isinstance(self.estimated, list):  # from a JSON cache
+            object.__setattr__(self, "estimated", tuple(self.estimated))
 
     @property
     def dense_params(self) -> int:
@@ -112,6 +120,8 @@ class ModelProfile:
             raise ConfigError(f"--sparse-embedding-params must be 0 or more, got {params}")
         if dim < 1:
             raise ConfigError(f"--embedding-dim must be at least 1, got {dim}")
+        if lookups < 1:
+            raise ConfigError(f"--embedding-lookups-per-example must be at least 1, got {lookups}")
         if not params:
             return self
         return dataclasses.replace(
@@ -126,28 +136,67 @@ class ModelProfile:
         return dataclasses.asdict(self)
 
 
-def from_params(params: int, flops_per_example: float | None = None) -> ModelProfile:
+# A --params model without FLOPs: the forward FLOPs per example lie between one
+# multiply-add per weight (an MLP, a transformer token: 2 x params) and the weight
+# reuse of a convolutional net (ResNet-50 8.2e9 / 25.6e6 = 320 x params; the
+# published CNNs here span 220 (VGG-16) to 480 (Inception-v3)). The estimate is
+# the geometric middle, and the selector shows the answer at both ends.
+FLOPS_PER_PARAM_LOW = 2.0
+FLOPS_PER_PARAM_HIGH = 480.0
+FLOPS_PER_PARAM_ESTIMATE = math.sqrt(FLOPS_PER_PARAM_LOW * FLOPS_PER_PARAM_HIGH)
+# Activations kept per example when none are given: on the published CNNs,
+# activation bytes / forward FLOPs is 0.002 (VGG-16) to 0.013 (ResNet-50
+# 1.1e8 / 8.2e9); the estimate takes 0.013, the high end, so memory errs safe.
+ACTIVATION_BYTES_PER_FLOP = 0.013
+# Tensors of a --params model: one kernel and one bias per ~1M parameters at
+# most, at least 2.
+PARAMS_PER_TENSOR_ESTIMATE = 1_000_000
+
+
+def from_params(
+    params: int,
+    flops_per_example: float | None = None,
+    activation_bytes_per_example: float | None = None,
+    flops_per_param: float | None = None,
+) -> ModelProfile:
     """A profile from a parameter count alone.
 
     Args:
         params: number of parameters.
-        flops_per_example: forward FLOPs per example; defaults to 2 x params
-            (each weight used once per example: MLPs, transformer tokens).
-            Convolutional nets reuse weights and need the real figure.
+        flops_per_example: forward FLOPs per example; when None, estimated as
+            `flops_per_param` (default `FLOPS_PER_PARAM_ESTIMATE`) x params and
+            marked as estimated.
+        activation_bytes_per_example: activation bytes one example keeps; when
+            None, estimated from the FLOPs (`ACTIVATION_BYTES_PER_FLOP`) and
+            marked as estimated.
+        flops_per_param: the FLOPs-per-parameter of the estimate.
 
     Raises:
         ConfigError: when params is not a positive whole number.
     """
     if isinstance(params, bool) or not isinstance(params, int) or params < 1:
         raise ConfigError(f"--params must be a whole number of at least 1, got {params!r}")
-    flops = float(flops_per_example) if flops_per_example is not None else 2.0 * params
+    estimated = []
+    if flops_per_example is None:
+        flops = (flops_per_param or FLOPS_PER_PARAM_ESTIMATE) * params
+        estimated.append("flops")
+    else:
+        flops = float(flops_per_example)
+    if activation_bytes_per_example is None:
+        activations = ACTIVATION_BYTES_PER_FLOP * flops
+        estimated.append("activations")
+    else:
+        activations = float(activation_bytes_per_example)
     return ModelProfile(
         name=f"params:{params}",
         params=params,
         flops_per_example=flops,
-        activation_bytes_per_example=0.0,
+        activation_bytes_per_example=activations,
         largest_variable_params=params,
-        source="given parameter count" + ("" if flops_per_example else "; FLOPs = 2 x params"),
+        source="given parameter count"
+        + (f"; estimated: {', '.join(estimated)}" if estimated else ""),
+        tensors=max(2, math.ceil(params / PARAMS_PER_TENSOR_ESTIMATE)),
+        estimated=tuple(estimated),
     )
 
 
@@ -156,17 +205,39 @@ def from_params(params: int, flops_per_example: float | None = None) -> ModelPro
 # zoo; activation bytes are float32 layer outputs per example, from the same
 # layer-by-layer count `profile_model` does; the largest variable is the
 # biggest kernel (VGG-16's first fully connected layer holds 103M parameters).
+# Tensors are the trainable variables of the tf_keras.applications build
+# (`len(model.trainable_weights)`); ResNeXt's are counted from its architecture
+# (104 bias-free convolutions with batch-norm gamma and beta, the classifier's
+# kernel and bias; SE adds two dense layers with biases to each of 33 blocks).
 PUBLISHED_PROFILES: dict[str, ModelProfile] = {
     p.name: p
     for p in (
         ModelProfile(
-            "resnet50", 25_557_032, 8.2e9, 1.1e8, 2_359_296, source="He et al. 2016; torchvision"
+            "resnet50",
+            25_557_032,
+            8.2e9,
+            1.1e8,
+            2_359_296,
+            source="He et al. 2016; torchvision",
+            tensors=214,
         ),
         ModelProfile(
-            "resnet101", 44_549_160, 15.7e9, 1.7e8, 2_359_296, source="He et al. 2016; torchvision"
+            "resnet101",
+            44_549_160,
+            15.7e9,
+            1.7e8,
+            2_359_296,
+            source="He et al. 2016; torchvision",
+            tensors=418,
         ),
         ModelProfile(
-            "resnet152", 60_192_808, 23.1e9, 2.4e8, 2_359_296, source="He et al. 2016; torchvision"
+            "resnet152",
+            60_192_808,
+            23.1e9,
+            2.4e8,
+            2_359_296,
+            source="He et al. 2016; torchvision",
+            tensors=622,
         ),
         ModelProfile(
             "inception_v3",
@@ -175,6 +246,7 @@ PUBLISHED_PROFILES: dict[str, ModelProfile] = {
             1.4e8,
             2_048_000,
             source="Szegedy et al. 2016 (299x299); torchvision",
+            tensors=190,
         ),
         ModelProfile(
             "vgg16",
@@ -183,6 +255,41 @@ PUBLISHED_PROFILES: dict[str, ModelProfile] = {
             6.0e7,
             102_760_448,
             source="Simonyan & Zisserman 2015; torchvision",
+            tensors=32,
+        ),
+        ModelProfile(
+            "resnext101_32x4d",
+            44_177_704,
+            15.6e9,
+            2.0e8,
+            2_048_000,
+            source="Xie et al. 2017, Table 3 (7.8 GFLOPs as multiply-adds); "
+            "activations estimated as ResNet-101's scaled by FLOPs",
+            tensors=314,
+        ),
+        ModelProfile(
+            "se_resnext101_32x4d",
+            48_955_416,
+            16.0e9,
+            2.0e8,
+            2_048_000,
+            source="Hu et al. 2018, Table 2 (8.00 GFLOPs as multiply-adds); "
+            "activations estimated as ResNeXt-101's",
+            tensors=446,
+        ),
+        # BERT-large fine-tuned on SQuAD at 384 tokens: forward FLOPs are 2 x the
+        # 302M non-embedding weights x 384 tokens plus attention (24 layers x
+        # 4 x 384^2 x 1024); activations per layer are s h (34 + 5 a s / h) bytes
+        # in 16 bits (Korthikanti et al. 2022, eq. 1; s 384, h 1024, a 16 heads),
+        # doubled for float32; tensors are 16 per layer, 5 embedding, 2 head.
+        ModelProfile(
+            "bert_large_squad",
+            340_000_000,
+            2.46e11,
+            1.2e9,
+            31_254_528,
+            source="Devlin et al. 2019 (340M parameters); FLOPs and activations computed",
+            tensors=391,
         ),
     )
 }
@@ -298,6 +405,7 @@ def _build_and_count(name: str, num_classes: int, shape: tuple[int, ...]) -> Mod
     return ModelProfile(
         name=name,
         params=int(model.count_params()),
+        tensors=max(1, len(model.trainable_weights)),
         flops_per_example=float(max(2 * macs, 1)),
         activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
         largest_variable_params=largest,

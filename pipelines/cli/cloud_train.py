@@ -16,6 +16,7 @@ from typing import Any
 
 from components.core.config import ConfigError, RunConfig
 from components.core.launch.cloud import CloudConfig, JobFailed, module_origin
+from components.core.launch.remote import RemoteCallFailed
 from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
 
@@ -168,7 +169,8 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
             from the local credentials (tests pass a fake).
 
     Returns:
-        0 when the job succeeded (or the dry run printed), 1 when it failed.
+        0 when the job succeeded (or the dry run printed), 1 when it failed or
+        the cloud's API refused a call (or stayed unreachable past the retries).
 
     Raises:
         ConfigError: impossible combination or missing credentials; nothing was sent.
@@ -178,6 +180,10 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     if not args.target:
         raise ConfigError("no cloud target: pass --target vertex or --target kubeflow")
     cloud = cloud_config(args)
+    if args.global_batch_size is not None:
+        from components.core.launch.cloud import validate_global_batch
+
+        validate_global_batch(args.global_batch_size, run, cloud)
     job = build_cloud_job(run, cloud)  # validates, once
     if args.dry_run:
         _print_dry_run(job, cloud)
@@ -192,6 +198,9 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
         outputs = submit_cloud(run, cloud, job=job, client=client)
     except JobFailed as err:
         print(f"strategist train: error: {what} {err}", file=sys.stderr)
+        return 1
+    except RemoteCallFailed as err:
+        print(f"strategist train: error: {err}", file=sys.stderr)
         return 1
     print(f"train: done; outputs in {outputs}")
     return 0

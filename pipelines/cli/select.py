@@ -32,7 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw = parser.add_argument_group("hardware")
     hw.add_argument("--machines", type=int, required=True, help="machines with GPUs")
     hw.add_argument("--gpus-per-machine", type=int, required=True, help="GPUs in each machine")
-    hw.add_argument("--gpu", default="v100", help=f"GPU type: {', '.join(GPUS)} (default: v100)")
+    hw.add_argument(
+        "--gpu",
+        default="v100",
+        help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
+        "(then --gpus-per-machine counts CPU devices), or a mix of machines per type, "
+        "e.g. a100:2,t4:6 (default: v100)",
+    )
     hw.add_argument(
         "--interconnect",
         help=f"link between GPUs of a machine: {', '.join(INTERCONNECT_GBPS)} "
@@ -42,7 +48,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--network-gbps",
         type=float,
         default=10.0,
-        help="network bandwidth between machines, Gbit/s (default: 10)",
+        help="bandwidth of one NIC between machines, Gbit/s (default: 10)",
+    )
+    hw.add_argument(
+        "--nics",
+        type=int,
+        default=1,
+        help="NICs per machine carrying training traffic; a machine moves "
+        "--network-gbps x --nics (default: 1)",
     )
     hw.add_argument(
         "--precision",
@@ -51,7 +64,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     hw.add_argument("--preemptible", action="store_true", help="Spot/preemptible machines")
     hw.add_argument(
-        "--heterogeneous", action="store_true", help="machines differ in speed (mixed GPU types)"
+        "--preemptions-per-machine-hour",
+        type=float,
+        help="expected preemptions of one preemptible machine per hour (default: 1/24, "
+        "Compute Engine ends preemptible VMs within 24 h)",
+    )
+    hw.add_argument(
+        "--input-examples-per-second",
+        type=float,
+        help="examples/s one machine's input pipeline can deliver (default: unlimited)",
+    )
+    hw.add_argument(
+        "--heterogeneous",
+        action="store_true",
+        help="machines differ in speed (without a --gpu mix, half are assumed 1.5x slower)",
     )
     model = parser.add_argument_group("model")
     which = model.add_mutually_exclusive_group(required=True)
@@ -66,7 +92,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--gflops-per-example",
         type=float,
-        help="forward GFLOPs per example with --params (default: 2 x params, as for an MLP)",
+        help="forward GFLOPs per example with --params (default: estimated, and the "
+        "answer is shown for an MLP-like and a CNN-like model)",
+    )
+    model.add_argument(
+        "--activation-bytes-per-example",
+        type=float,
+        help="activation bytes one example keeps for back-propagation with --params "
+        "(default: estimated from the FLOPs, and said so)",
     )
     model.add_argument(
         "--classes", type=common.positive_int, default=10, help="classes of a registry model"
@@ -80,6 +113,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--embedding-dim", type=int, default=64, help="embedding row width (default: 64)"
     )
+    model.add_argument(
+        "--embedding-lookups-per-example",
+        type=int,
+        default=1,
+        help="embedding rows one example reads (default: 1)",
+    )
     run = parser.add_argument_group("training")
     run.add_argument(
         "--batch-size",
@@ -91,6 +130,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--async-ok",
         action="store_true",
         help="asynchronous updates are acceptable (parameter_server in TF2 is asynchronous)",
+    )
+    run.add_argument(
+        "--objective",
+        default="time",
+        choices=("time", "cost"),
+        help="time: fastest at a 50%% scaling-efficiency floor (fewer machines below it); "
+        "cost: cheapest per example at list prices (default: time)",
+    )
+    run.add_argument(
+        "--prices",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="price each candidate per million examples (a table in the layout of "
+        "components/core/data/prices.json; the bundled one without FILE)",
     )
     run.add_argument(
         "--history",
@@ -126,7 +180,12 @@ def build_profile(args: argparse.Namespace):
                     f"--gflops-per-example must be positive, got {args.gflops_per_example}"
                 )
             flops = args.gflops_per_example * 1e9
-        profile = model_profile.from_params(args.params, flops)
+        activations = args.activation_bytes_per_example
+        if activations is not None and not activations >= 0:
+            raise ConfigError(
+                f"--activation-bytes-per-example must be 0 or more, got {activations}"
+            )
+        profile = model_profile.from_params(args.params, flops, activations)
     elif args.model in MODELS:
         profile = model_profile.profile_model(args.model, num_classes=args.classes)
     elif args.model in model_profile.PUBLISHED_PROFILES:
@@ -134,7 +193,48 @@ def build_profile(args: argparse.Namespace):
     else:
         known = list(MODELS) + [m for m in model_profile.PUBLISHED_PROFILES if m not in MODELS]
         raise ConfigError(f"unknown model {args.model!r}; choose one of {', '.join(known)}")
-    return profile.with_sparse_embedding(args.sparse_embedding_params, args.embedding_dim)
+    return profile.with_sparse_embedding(
+        args.sparse_embedding_params, args.embedding_dim, args.embedding_lookups_per_example
+    )
+
+
+def parse_gpu(value: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (fastest-first name, mix).
+
+    Raises:
+        ConfigError: for a mix entry that is not `NAME:MACHINES`.
+    """
+    if ":" not in value:
+        return value, ()
+    mix = []
+    for part in value.split(","):
+        name, _, count = part.partition(":")
+        if not name or not count.strip().isdigit():
+            raise ConfigError(
+                f"--gpu {value!r}: write a mix as NAME:MACHINES,..., e.g. a100:2,t4:6"
+            )
+        mix.append((name.strip().lower(), int(count)))
+    from components.core.selection.cost_model import achievable_tflops
+
+    fastest = max(mix, key=lambda gc: achievable_tflops(gc[0]))[0]
+    return fastest, tuple(mix)
+
+
+def _load_prices(args: argparse.Namespace):
+    """The price table `--prices`/`--objective cost` ask for, else None.
+
+    Raises:
+        ConfigError: when the table cannot be read.
+    """
+    if args.prices is None and args.objective != "cost":
+        return None
+    from components.core.comparison.errors import ReportError
+    from components.core.comparison.pricing import load_prices
+
+    try:
+        return load_prices(args.prices or None)
+    except ReportError as err:
+        raise ConfigError(f"--prices: {err}") from None
 
 
 def run_select(args: argparse.Namespace) -> int:
@@ -145,23 +245,35 @@ def run_select(args: argparse.Namespace) -> int:
     """
     from components.core import selection
 
+    gpu, mix = parse_gpu(args.gpu)
     topology = selection.Topology(
         machines=args.machines,
         gpus_per_machine=args.gpus_per_machine,
-        gpu=args.gpu,
+        gpu=gpu,
+        gpu_mix=mix,
+        preemptions_per_machine_hour=args.preemptions_per_machine_hour,
+        input_examples_per_second=args.input_examples_per_second,
         interconnect=args.interconnect,
         network_gbps=args.network_gbps,
         precision=args.precision,
         preemptible=args.preemptible,
         heterogeneous=args.heterogeneous,
+        nics=args.nics,
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
     history = selection.load_history(args.history)
+    prices = _load_prices(args)
     profile = build_profile(args)
     rec = selection.recommend(
-        topology, profile, batch_size=args.batch_size, async_ok=args.async_ok, history=history
+        topology,
+        profile,
+        batch_size=args.batch_size,
+        async_ok=args.async_ok,
+        history=history,
+        prices=prices,
+        objective=args.objective,
     )
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))

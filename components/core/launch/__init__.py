@@ -14,8 +14,9 @@ import shutil
 import tempfile
 from typing import Any
 
-from components.core import run_metrics
+from components.core import atomic, run_metrics
 from components.core.config import BACKENDS, ConfigError, RunConfig, validate_run
+from components.core.launch import remote
 from components.core.run_metrics import RunMetrics
 from components.core.targets import canonical
 
@@ -29,6 +30,7 @@ def train_to_artifacts(
     metrics_path: str,
     backend: str = "local",
     cloud_config_json: str = "{}",
+    gcp_resources_path: str | None = None,
 ) -> RunMetrics:
     """Trains on `backend` and places the SavedModel and metrics.json at the given paths.
 
@@ -41,6 +43,9 @@ def train_to_artifacts(
         metrics_path: where the run's record goes.
         backend: local, vertex or kubeflow (kfp is another name for it).
         cloud_config_json: the CloudConfig of the cloud backends.
+        gcp_resources_path: the step's `gcp_resources` output: the cloud job is
+            recorded there (the KFP UI links to it, a cancelled run cancels it)
+            and re-attached to when the step runs again; a local run records none.
 
     Returns:
         The run's record.
@@ -73,8 +78,12 @@ def train_to_artifacts(
                 model_build.preflight(config, datasets.load_manifest(shards_dir))
             metrics = run_local(config)
             source = workdir
+            if gcp_resources_path:
+                atomic.write_text(gcp_resources_path, remote.gcp_resources_json([]))
         else:
-            source = submit_cloud(*_cloud_run(config, backend, cloud_config_json))
+            source = submit_cloud(
+                *_cloud_run(config, backend, cloud_config_json), gcp_resources=gcp_resources_path
+            )
             metrics = RunMetrics.from_json(_read_remote(f"{source}/metrics.json"), source)
         _copy_tree(f"{source}/model", model_dir)
         run_metrics.write(metrics_path, metrics)
@@ -121,7 +130,15 @@ def build_cloud_job(run: RunConfig, cloud) -> Any:
     return kubeflow.build_tfjob(run, cloud)
 
 
-def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, log=print) -> str:
+def submit_cloud(
+    run: RunConfig,
+    cloud,
+    *,
+    job: Any = None,
+    client: Any = None,
+    log=print,
+    gcp_resources: str | None = None,
+) -> str:
     """Submits `run` as a Vertex AI CustomJob or a TFJob and waits for it.
 
     Validation and credentials are checked before anything is sent.
@@ -133,6 +150,8 @@ def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, 
         client: a `JobServiceClient` or `TrainingClient` (made from the local
             credentials when None).
         log: where progress lines go.
+        gcp_resources: the `gcp_resources` file that records the job and, when
+            it names a running one, is re-attached to (`remote`).
 
     Returns:
         The `gs://` folder the job wrote its model and metrics.json to.
@@ -140,6 +159,7 @@ def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, 
     Raises:
         ConfigError: impossible combination or missing credentials.
         JobFailed: the job failed or was cancelled.
+        RemoteCallFailed: the cloud's API refused a call, or stayed unreachable.
     """
     from components.core.launch import cloud as cloud_lib
 
@@ -153,13 +173,13 @@ def submit_cloud(run: RunConfig, cloud, *, job: Any = None, client: Any = None, 
 
         if client is None:
             client = vertex.make_client(cloud, credentials=cloud_lib.google_credentials())
-        vertex.submit_and_wait(job, cloud, client=client, log=log)
+        vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
         from components.core.launch import kubeflow
 
         if client is None:
             client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
-        kubeflow.submit_and_wait(job, cloud, client=client, log=log)
+        kubeflow.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     return cloud_lib.output_uri(run, cloud)
 
 
@@ -192,12 +212,13 @@ def _copy_tree(source: str, destination: str) -> None:
 def headline_metrics(metrics: RunMetrics) -> dict[str, float]:
     """The numbers a KFP UI `Metrics` artifact shows for one run."""
     seconds = metrics.epoch_seconds
+    evaluated = {"accuracy": metrics.eval_accuracy, "loss": metrics.eval_loss}
+    evaluated.update(metrics.eval_metrics)  # every test metric, the user's compiled ones too
     return {
         "examples_per_second": float(metrics.examples_per_second),
         "mean_epoch_seconds": float(sum(seconds) / len(seconds)),
         "train_wall_seconds": float(metrics.wall_seconds),
-        "eval_accuracy": float(metrics.eval_accuracy),
-        "eval_loss": float(metrics.eval_loss),
+        **{f"eval_{name}": float(v) for name, v in evaluated.items() if v is not None},
         "num_replicas": float(metrics.num_replicas),
         "restarts": float(metrics.restarts),
     }

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core import reduction_server
-from components.core.config import ConfigError, RunConfig, validate_for_machine, validate_run
+from components.core.config import (
+    ConfigError,
+    RunConfig,
+    per_replica_from_global,
+    validate_for_machine,
+    validate_run,
+)
 from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
 from components.core.strategy_spec import EVALUATOR, NCCL
@@ -262,6 +268,52 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
         _validate_vertex(cloud)
     else:
         _validate_kubeflow(cloud)
+    _validate_shards(run, cloud)
+
+
+def readable_shards(uri: str) -> str | None:
+    """Where this machine reads the job's `gs://` shards folder, or None when it cannot.
+
+    A Vertex AI Pipelines step sees every bucket at its gcsfuse mount (`/gcs/`).
+    The one place that decides, so it can read `gs://` itself once the storage
+    layer (`components/core/storage.py`) does.
+    """
+    local = to_gcsfuse(uri)
+    return local if os.path.isdir(local) else None
+
+
+def _validate_shards(run: RunConfig, cloud: CloudConfig) -> None:
+    """The local launcher's shard checks (`training.check_fits`: files against the
+    job's input pipelines, the global batch against the training split), on the
+    run the job's processes receive, when its shards can be read from here."""
+    folder = readable_shards(shards_uri(run, cloud))
+    if folder is None:
+        return
+    from components.core import datasets, training
+
+    training.check_fits(trainer_run_config(run, cloud), datasets.load_manifest(folder))
+
+
+def validate_global_batch(global_batch_size: int, run: RunConfig, cloud: CloudConfig) -> None:
+    """Refuses a `--global-batch-size` the cloud job's replicas would not train with.
+
+    The run's per-replica batch was divided out over its `--devices`; the job
+    holds the replicas of its GPUs per machine.
+
+    Raises:
+        ConfigError: the batch does not divide across the job's replicas (the
+            local path's message), or it divides into another per-replica batch.
+    """
+    cluster = trainer_run_config(run, cloud).cluster
+    per_replica = per_replica_from_global(global_batch_size, cluster)
+    if per_replica != run.training.per_replica_batch_size:
+        gpus = cluster.devices_per_worker
+        raise ConfigError(
+            f"--global-batch-size {global_batch_size} was divided over "
+            f"{run.cluster.num_replicas} replicas, but the job holds {cluster.num_replicas} "
+            f"({gpus} GPUs per machine): pass --devices {gpus}, or --gpus-per-machine "
+            f"{run.cluster.devices_per_worker}"
+        )
 
 
 def _validate_gpus(run: RunConfig, cloud: CloudConfig) -> None:

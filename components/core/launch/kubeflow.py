@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from kubernetes import client as k8s
 
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
+from components.core.launch import remote
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
@@ -141,6 +143,18 @@ def make_client(cloud: CloudConfig, configuration: k8s.Configuration | None = No
     )
 
 
+def resource_uri(client: Any, namespace: str, name: str) -> str:
+    """The TFJob's REST URI on the cluster's API server, for `gcp_resources`."""
+    configuration = getattr(
+        getattr(getattr(client, "custom_api", None), "api_client", None), "configuration", None
+    )
+    host = getattr(configuration, "host", None) or "https://kubernetes.default.svc"
+    return f"{host.rstrip('/')}/apis/{GROUP_VERSION}/namespaces/{namespace}/tfjobs/{name}"
+
+
+_RESOURCE_PATH = re.compile(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs/([^/]+)$")
+
+
 def submit_and_wait(
     job: dict[str, Any] | kf.KubeflowOrgV1TFJob,
     cloud: CloudConfig,
@@ -148,11 +162,17 @@ def submit_and_wait(
     poll_seconds: float = 15.0,
     log: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
+    gcp_resources: str | None = None,
+    backoff: remote.Backoff = remote.DEFAULT_BACKOFF,
 ) -> str:
-    """Creates the TFJob, prints its status changes and waits until it ends.
+    """Creates the TFJob (or re-attaches to it), prints its status changes, waits.
 
-    Ctrl-C or SIGTERM (a cancelled pipeline run) deletes the job, and with it its
-    pods, before re-raising.
+    With `gcp_resources`, the created TFJob is recorded there (as GCPC records
+    a CustomJob); when the file already names a TFJob that is still running (or
+    succeeded), that one is followed instead of creating another. Transient API
+    errors (429, 5xx, dropped connections) are retried with `backoff`. Ctrl-C or
+    SIGTERM (a cancelled pipeline run) deletes the job, and with it its pods,
+    before re-raising.
 
     Args:
         job: from `build_tfjob` (or `tfjob_model`).
@@ -161,32 +181,52 @@ def submit_and_wait(
             `get_job_logs`, `delete_job`); default: one from the kube-config.
         poll_seconds: seconds between status polls.
         log: where progress lines go.
-        sleep: how to wait between polls (tests pass a no-op).
+        sleep: how to wait between polls and retries (tests pass a no-op).
+        gcp_resources: the step's `gcp_resources` output file, or None.
+        backoff: waits between retries of a call that failed transiently.
 
     Returns:
         `Succeeded`.
 
     Raises:
         JobFailed: the job failed; carries the chief's last log lines.
+        RemoteCallFailed: an API call failed for good.
         KeyboardInterrupt: on Ctrl-C or SIGTERM, after deleting the job.
     """
     model = from_dict(job) if isinstance(job, dict) else job
-    name = model.metadata.name
-    namespace = model.metadata.namespace or cloud.namespace
     client = client or make_client(cloud)
-    client.create_job(job=model, namespace=namespace)
-    log(f"kubeflow: created TFJob {namespace}/{name}")
-    log(
-        f"kubeflow: kubectl -n {namespace} get tfjob {name}; logs: kubectl -n {namespace} logs "
-        f"-l training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=chief -f"
-    )
-    last = None
+
+    def retrying(call, what):
+        return remote.call_with_retries(
+            call, f"kubeflow: {what}", backoff=backoff, sleep=sleep, log=log
+        )
+
+    def get(namespace, name):
+        return retrying(
+            lambda: client.get_job(name=name, namespace=namespace, job_kind=KIND), "get TFJob"
+        )
+
+    created = False
     with sigterm_raises():
         try:
-            while True:
-                state, reason, message, replicas = _status(
-                    client.get_job(name=name, namespace=namespace, job_kind=KIND)
+            found = _reattach(gcp_resources, get, log)
+            if found:
+                namespace, name = found
+            else:
+                namespace, name = model.metadata.namespace or cloud.namespace, model.metadata.name
+                _create(client, model, namespace, retrying, log)
+                remote.write_gcp_resources(
+                    gcp_resources, remote.JobRecord(KIND, resource_uri(client, namespace, name))
                 )
+            created = True
+            log(
+                f"kubeflow: kubectl -n {namespace} get tfjob {name}; logs: kubectl -n {namespace} "
+                f"logs -l training.kubeflow.org/job-name={name},"
+                "training.kubeflow.org/replica-type=chief -f"
+            )
+            last = None
+            while True:
+                state, reason, message, replicas = _status(get(namespace, name))
                 line = f"{state}" + (f" ({reason})" if reason else "") + replicas
                 if line != last:
                     log(f"kubeflow: {line}")
@@ -201,9 +241,72 @@ def submit_and_wait(
                     raise JobFailed(f"{namespace}/{name}", state, detail)
                 sleep(poll_seconds)
         except KeyboardInterrupt:
-            log(f"kubeflow: interrupted, deleting TFJob {namespace}/{name}")
-            client.delete_job(name=name, namespace=namespace, job_kind=KIND)
+            if created:
+                log(f"kubeflow: interrupted, deleting TFJob {namespace}/{name}")
+                remote.cancel(
+                    lambda: client.delete_job(name=name, namespace=namespace, job_kind=KIND),
+                    retrying,
+                    log,
+                )
             raise
+
+
+def _reattach(gcp_resources: str | None, get, log) -> tuple[str, str] | None:
+    """(namespace, name) of the TFJob an earlier run of the step recorded, when it
+    is still worth following (running, or succeeded)."""
+    record = remote.read_gcp_resources(gcp_resources, KIND)
+    if record is None:
+        return None
+    match = _RESOURCE_PATH.search(record.resource_uri)
+    if not match:
+        raise ConfigError(
+            f"gcp_resources {gcp_resources} names {record.resource_uri}, not a TFJob: "
+            "delete it to launch a new job"
+        )
+    namespace, name = match.groups()
+    try:
+        state = _status(get(namespace, name))[0]
+    except remote.RemoteCallFailed as err:
+        if remote.api_status(err) != 404:
+            raise
+        log(f"kubeflow: the recorded TFJob {namespace}/{name} no longer exists; creating a new one")
+        return None
+    if state == "Failed":
+        log(f"kubeflow: the recorded TFJob {namespace}/{name} failed; creating a new one")
+        return None
+    log(f"kubeflow: re-attached to TFJob {namespace}/{name}, recorded in {gcp_resources}")
+    return namespace, name
+
+
+def _create(client: Any, model: kf.KubeflowOrgV1TFJob, namespace: str, retrying, log) -> None:
+    """Creates the TFJob; a conflict after a transient error is the job an earlier
+    attempt created (its reply lost), since the name identifies it.
+
+    Raises:
+        RemoteCallFailed: the name is taken by another job (a conflict on the
+            first attempt), or another permanent error.
+    """
+    name = model.metadata.name
+    attempts = 0
+
+    def create() -> None:
+        nonlocal attempts
+        attempts += 1
+        try:
+            client.create_job(job=model, namespace=namespace)
+        except Exception as err:
+            if attempts > 1 and remote.api_status(err) == 409:
+                log(f"kubeflow: TFJob {namespace}/{name} exists: created by an earlier attempt")
+                return
+            if remote.api_status(err) == 409:
+                raise ConfigError(
+                    f"TFJob {namespace}/{name} already exists: pass another --job-name, or "
+                    f"delete it (kubectl -n {namespace} delete tfjob {name})"
+                ) from None
+            raise
+
+    retrying(create, "create TFJob")
+    log(f"kubeflow: created TFJob {namespace}/{name}")
 
 
 def _pod_template(

@@ -14,14 +14,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from google.api_core.exceptions import NotFound
 from google.cloud import aiplatform_v1
 
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
+from components.core.launch import remote
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
 _POOL_INDEX = {"chief": 0, "worker": 1, "ps": 2, "reduction_server": 2, "evaluator": 3}
+# The resource type GCPC's custom-job launcher records in `gcp_resources`.
+RESOURCE_TYPE = "CustomJob"
+# How far this machine's clock may run ahead of Vertex AI's when looking for a
+# job an earlier create attempt made.
+_CLOCK_SKEW = datetime.timedelta(minutes=5)
 _SUCCEEDED = aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
 _TERMINAL = {
     aiplatform_v1.JobState.JOB_STATE_SUCCEEDED,
@@ -138,6 +145,11 @@ def make_client(cloud: CloudConfig, credentials: Any = None) -> aiplatform_v1.Jo
     )
 
 
+def resource_uri(name: str, cloud: CloudConfig) -> str:
+    """The REST URI of a job, as GCPC's launcher records it in `gcp_resources`."""
+    return f"https://{cloud.region}-aiplatform.googleapis.com/v1/{name}"
+
+
 def submit_and_wait(
     job: aiplatform_v1.CustomJob,
     cloud: CloudConfig,
@@ -145,36 +157,58 @@ def submit_and_wait(
     poll_seconds: float = 30.0,
     log: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
+    gcp_resources: str | None = None,
+    backoff: remote.Backoff = remote.DEFAULT_BACKOFF,
 ) -> aiplatform_v1.CustomJob:
-    """Creates the job, prints its console link and state changes, waits for the end.
+    """Creates the job (or re-attaches to it), prints its link and state changes, waits.
 
-    Ctrl-C or SIGTERM (a cancelled pipeline run) cancels the job before re-raising.
+    With `gcp_resources`, the created job is recorded there first; when the file
+    already names a job that is still running (or succeeded), that job is
+    followed instead of creating another: the step was retried or its pod
+    restarted. Transient API errors are retried with `backoff`. Ctrl-C or
+    SIGTERM (a cancelled pipeline run) cancels the job before re-raising.
 
     Args:
         job: from `build_custom_job`.
         cloud: gives project and region.
-        client: a `JobServiceClient` (or a fake with `create_custom_job`,
-            `get_custom_job`, `cancel_custom_job`); default: one on the region.
+        client: a `JobServiceClient` (or a fake with its `create_custom_job`,
+            `get_custom_job`, `list_custom_jobs`, `cancel_custom_job`); default:
+            one on the region.
         poll_seconds: seconds between state polls.
         log: where progress lines go.
-        sleep: how to wait between polls (tests pass a no-op).
+        sleep: how to wait between polls and retries (tests pass a no-op).
+        gcp_resources: the step's `gcp_resources` output file, or None.
+        backoff: waits between retries of a call that failed transiently.
 
     Returns:
         The succeeded job as Vertex AI last reported it.
 
     Raises:
         JobFailed: the job failed, was cancelled or expired; carries its error.
+        RemoteCallFailed: an API call failed for good (permanent error, or
+            transient ones past the backoff deadline).
         KeyboardInterrupt: on Ctrl-C or SIGTERM, after asking Vertex AI to cancel.
     """
     client = client or make_client(cloud)
-    created = client.create_custom_job(parent=parent(cloud), custom_job=job)
-    name = created.name
-    log(f"vertex: created {name}")
-    log(f"vertex: console {console_url(name, cloud)}")
-    state = None
-    current = created
+
+    def retrying(call, what):
+        return remote.call_with_retries(
+            call, f"vertex: {what}", backoff=backoff, sleep=sleep, log=log
+        )
+
+    name = None
     with sigterm_raises():
         try:
+            current = _reattach(client, cloud, gcp_resources, retrying, log)
+            if current is None:
+                current = _create(client, job, cloud, retrying, log)
+                remote.write_gcp_resources(
+                    gcp_resources,
+                    remote.JobRecord(RESOURCE_TYPE, resource_uri(current.name, cloud)),
+                )
+            name = current.name
+            log(f"vertex: console {console_url(name, cloud)}")
+            state = None
             while True:
                 if current.state != state:
                     state = current.state
@@ -182,12 +216,69 @@ def submit_and_wait(
                 if state in _TERMINAL:
                     break
                 sleep(poll_seconds)
-                current = client.get_custom_job(name=name)
+                current = retrying(lambda: client.get_custom_job(name=name), "get_custom_job")
         except KeyboardInterrupt:
-            log(f"vertex: interrupted, cancelling {name}")
-            client.cancel_custom_job(name=name)
+            if name:
+                log(f"vertex: interrupted, cancelling {name}")
+                remote.cancel(lambda: client.cancel_custom_job(name=name), retrying, log)
             raise
     if state != _SUCCEEDED:
         detail = current.error.message if current.error and current.error.message else ""
         raise JobFailed(name, aiplatform_v1.JobState(state).name, detail)
     return current
+
+
+def _reattach(client, cloud, gcp_resources, retrying, log) -> aiplatform_v1.CustomJob | None:
+    """The job an earlier run of the step recorded, when it is still worth following."""
+    record = remote.read_gcp_resources(gcp_resources, RESOURCE_TYPE)
+    if record is None:
+        return None
+    prefix = resource_uri("", cloud)
+    if not record.resource_uri.startswith(prefix):
+        raise ConfigError(
+            f"gcp_resources {gcp_resources} names {record.resource_uri}, not a job of "
+            f"{prefix}: delete it to launch a new job"
+        )
+    name = record.resource_uri[len(prefix) :]
+    try:
+        current = retrying(lambda: client.get_custom_job(name=name), "get_custom_job")
+    except remote.RemoteCallFailed as err:
+        if not isinstance(err.__cause__, NotFound):
+            raise
+        log(f"vertex: the recorded job {name} no longer exists; creating a new one")
+        return None
+    if current.state in _TERMINAL and current.state != _SUCCEEDED:
+        state = aiplatform_v1.JobState(current.state).name
+        log(f"vertex: the recorded job {name} ended {state}; creating a new one")
+        return None
+    log(f"vertex: re-attached to {name}, recorded in {gcp_resources}")
+    return current
+
+
+def _create(client, job, cloud, retrying, log) -> aiplatform_v1.CustomJob:
+    """Creates the job; after a transient error, first looks for the job that
+    error may have hidden (created, but its reply lost), so it is never made twice.
+
+    Vertex AI takes no request ID for `create_custom_job`, so the job is found by
+    its display name among the jobs created since the first attempt.
+    """
+    started = datetime.datetime.now(datetime.timezone.utc) - _CLOCK_SKEW
+    attempts = 0
+
+    def create() -> aiplatform_v1.CustomJob:
+        nonlocal attempts
+        if attempts:
+            request = aiplatform_v1.ListCustomJobsRequest(
+                parent=parent(cloud),
+                filter=f'display_name="{job.display_name}" AND '
+                f'create_time>="{started.strftime("%Y-%m-%dT%H:%M:%SZ")}"',
+            )
+            for existing in client.list_custom_jobs(request=request):
+                log(f"vertex: found {existing.name}, created by an earlier attempt")
+                return existing
+        attempts += 1
+        return client.create_custom_job(parent=parent(cloud), custom_job=job)
+
+    created = retrying(create, "create_custom_job")
+    log(f"vertex: created {created.name}")
+    return created

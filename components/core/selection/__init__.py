@@ -23,7 +23,9 @@ TensorFlow only when `model_profile.profile_model` must build a model.
 Modules:
 
 * `topology`: the hardware (`Topology`) and cluster shape (`Layout`);
-* `cost_model`: calibrated constants, step-time formulas, per-strategy predictions;
+* `cost_model`: fitted constants, step-time formulas, per-strategy predictions;
+* `fit`: fits the constants on the training part of the published cases
+  (`python -m components.core.selection.fit`) and reports the held-out part;
 * `prediction`: the candidate strategies of a topology, each a `Prediction`;
 * `history`: measured throughput from `comparison.json` files;
 * `rules`: practitioner rules over the ranked candidates;
@@ -34,6 +36,8 @@ Modules:
 """
 
 from components.core.selection.cost_model import (
+    FITTED,
+    FittedConstants,
     achievable_tflops,
     compute_time,
     exposed_communication,
@@ -49,12 +53,14 @@ from components.core.selection.cost_model import (
 from components.core.selection.evidence import (
     DATA_DIR,
     EVIDENCE_PATH,
+    choice_rows,
     evidence_rows,
     evidence_table_markdown,
     load_evidence,
     main,
     median_absolute_error_pp,
     predict_case,
+    split_summaries,
 )
 from components.core.selection.history import apply_history, load_history
 from components.core.selection.prediction import Prediction, candidates
@@ -67,6 +73,8 @@ from components.core.selection.topology import PRECISIONS, Layout, Topology
 
 __all__ = [
     "DATA_DIR",
+    "FITTED",
+    "FittedConstants",
     "EVIDENCE_PATH",
     "MODEL_PARALLELISM",
     "PRECISIONS",
@@ -76,6 +84,8 @@ __all__ = [
     "Topology",
     "achievable_tflops",
     "apply_history",
+    "choice_rows",
+    "split_summaries",
     "candidates",
     "compute_time",
     "evidence_rows",

@@ -1,54 +1,102 @@
 """The cost model: per-step compute and communication time of a strategy on a topology.
 
 Per step and replica (per-replica batch b, forward FLOPs F per example,
-gradient bytes B):
+gradient bytes B in T tensors):
 
-* compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward);
+* compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward),
+  at the precision's peak (FP32/TF32, or FP16/BF16 tensor cores for `mixed`);
 * ring all-reduce over n peers at bandwidth W: 2 (n-1)/n x B / W plus 2 (n-1)
   link latencies; across machines it is hierarchical: within the machine over
-  NVLink/PCIe, then between machines over the network;
-* parameter servers: each worker pulls and pushes B over its NIC, and each of
-  the P servers moves max(B/P, largest variable) for every worker;
-* a calibrated fraction of communication hides behind back-propagation
-  (at most the backward time, 2/3 of compute);
+  its link (NVLink or PCIe of the GPU's generation), then between machines over
+  the machine's network (`--network-gbps` per NIC x `--nics`);
+* every tensor (or fusion bucket) of a multi-replica step costs a fixed
+  latency: models with many small tensors pay it hundreds of times a step;
+* parameter servers: each worker pulls and pushes B over its network, and each
+  of the P servers moves max(B/P, largest variable) for every worker;
+* a fitted fraction of communication hides behind back-propagation (at most
+  the backward time, 2/3 of compute);
 * step = compute + exposed communication; scaling efficiency = one-GPU step /
   step (weak scaling, fixed per-replica batch).
 
-The constants below are calibrated on published scaling results
-(`data/published_scaling.json`; `docs/selection.md` shows every case with its
-prediction and error).
+The fitted constants (`FittedConstants`) come from `data/cost_model_fit.json`,
+written by `python -m components.core.selection.fit` from the training part of
+the published cases (`data/published_scaling.json`); `docs/selection.md` shows
+the held-out error next to a constant guess.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from components.core.config import ConfigError
-from components.core.hardware import get_gpu, interconnect_bandwidth
 from components.core.model_profile import ModelProfile
-from components.core.selection.topology import PRECISIONS, Topology
+from components.core.selection.topology import PRECISIONS, Topology, device
 
-# Fraction of the data-sheet peak a well-tuned TensorFlow CNN reaches. FP32 on
-# CUDA cores: ResNet-50 on V100 at 412 img/s (DeepLearningExamples, XLA) is
-# 3 x 8.2 GFLOP x 412 = 10.1 TFLOP/s of 15.7, P100 at 219 img/s (TF benchmarks)
-# 5.4 of 10.6. Tensor-core peaks (TF32, FP16) are reached far less: A100 TF32
-# 909 img/s is 22 TFLOP/s of 156, V100 mixed 1270 img/s 31 of 125.
-ACHIEVABLE_FRACTION_CUDA_CORES = 0.55
-ACHIEVABLE_FRACTION_TENSOR_CORES = 0.20
+FIT_PATH = Path(__file__).parents[1] / "data" / "cost_model_fit.json"
+
+
+@dataclass(frozen=True)
+class FittedConstants:
+    """The constants the fit chooses (defaults: the hand-set starting point).
+
+    Attributes:
+        achievable_fraction_cuda_cores: share of the FP32 CUDA-core peak a
+            TensorFlow CNN sustains.
+        achievable_fraction_tensor_cores: share of a tensor-core peak (TF32 or
+            FP16) it sustains.
+        nvlink_efficiency: share of the nominal NVLink bandwidth a ring reaches.
+        pcie_efficiency: share of the nominal PCIe bandwidth a ring reaches.
+        network_efficiency: share of the network rate a collective reaches.
+        ps_network_efficiency: share a parameter-server transfer reaches.
+        allreduce_overlap: fraction of all-reduce hidden behind back-propagation.
+        ps_overlap: fraction of parameter-server traffic hidden likewise.
+        sync_overhead: cost of a synchronous multi-replica step relative to
+            compute, per doubling of the replicas (barriers and stragglers
+            grow with the log of the replica count).
+        tensor_latency_s: cost per gradient tensor of a multi-replica step.
+    """
+
+    achievable_fraction_cuda_cores: float = 0.55
+    achievable_fraction_tensor_cores: float = 0.20
+    nvlink_efficiency: float = 0.8
+    pcie_efficiency: float = 0.8
+    network_efficiency: float = 0.80
+    ps_network_efficiency: float = 0.55
+    allreduce_overlap: float = 0.50
+    ps_overlap: float = 0.20
+    sync_overhead: float = 0.02
+    tensor_latency_s: float = 10e-6
+
+
+def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
+    """The fitted constants from `path` (the defaults when it does not exist)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError:
+        return FittedConstants()
+    except ValueError as err:
+        raise ConfigError(f"cannot read {path}: {err}") from None
+    known = {f.name for f in dataclasses.fields(FittedConstants)}
+    return FittedConstants(**{k: float(v) for k, v in data["constants"].items() if k in known})
+
+
+FITTED = load_fitted()
+
 # GPUs whose `peak_tflops_fp32` in hardware.py is the TF32 tensor-core figure.
 TF32_PEAK_GPUS = frozenset({"a100", "a100-80gb", "h100"})
-# Share of the nominal network rate a collective or gRPC transfer achieves.
-NETWORK_EFFICIENCY = 0.80
-# Parameter-server transfers (gRPC, per-variable RPCs) reach less of it.
-PS_NETWORK_EFFICIENCY = 0.55
+# Nominal one-direction bandwidth of one GPU's link, GB/s, by generation: NVLink
+# 1 (P100, 4 links x 20 GB/s), 2 (V100, 6 x 25), 3 (A100, 12 x 25), 4 (H100,
+# 18 x 25); PCIe x16 gen 3/4/5 (15.8/31.5/63). NVIDIA's P100/V100/A100/H100
+# data sheets and the PCI-SIG specifications.
+NVLINK_GBPS = {"p100": 80.0, "v100": 150.0, "a100": 300.0, "a100-80gb": 300.0, "h100": 450.0}
+PCIE_GBPS = {"a100": 31.5, "a100-80gb": 31.5, "l4": 31.5, "h100": 63.0}
+PCIE3_GBPS = 15.8
 # Link latency per ring hop, seconds.
 LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}
-# Fraction of communication hidden behind back-propagation (capped by backward time).
-ALLREDUCE_OVERLAP = 0.50
-PS_OVERLAP = 0.20
-# Fixed per-step cost of a synchronous multi-replica step (barrier, fusion
-# buffers, launch), relative to compute.
-SYNC_OVERHEAD = 0.02
 # Fixed cost of launching one training step (tf.function dispatch, kernel
 # launches, the optimizer update): small models never reach millions of steps/s.
 STEP_LAUNCH_S = 1e-3
@@ -61,32 +109,79 @@ OPTIMIZER_STATE_FACTOR = 2
 # policy computes (and keeps) layer outputs in 16 bits; weights, gradients and
 # Adam state stay float32 (Keras keeps float32 variables under a mixed policy).
 ACTIVATION_BYTES_FACTOR = {"fp32": 1.0, "mixed": 0.5}
-# Heterogeneous machines: the slowest runs this much slower than the named GPU,
-# and synchronous strategies wait for it every step.
+# Gradient bytes per parameter on the wire: float32 (Keras all-reduces the
+# float32 gradients of its float32 variables, mixed policy or not).
+GRADIENT_BYTES_FACTOR = {"fp32": 1.0, "mixed": 1.0}
+# Heterogeneous machines without a stated mix (`--heterogeneous` alone): half of
+# them run this much slower than the named GPU. Synchronous strategies wait for
+# the slowest every step; parameter-server workers each run at their own speed.
 HETEROGENEITY_SLOWDOWN = 1.5
 # Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
-# most 24 h, so each machine is preempted at least once a day; a restart of a
+# most 24 h, so each machine is preempted at least once a day (the default of
+# `--preemptions-per-machine-hour`); a restart of a
 # synchronous cluster (relaunch, restore the last checkpoint, redo lost steps)
 # costs about this long.
 PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
 RESTART_COST_S = 600.0
 
 
+def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
+    """How much slower than `topology.gpu` each of the first `machines` machines computes.
+
+    With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
+    fastest type first); with `heterogeneous` alone, half the machines run
+    `HETEROGENEITY_SLOWDOWN` times slower; else all run at 1.
+    """
+    if topology.gpu_mix:
+        ref = achievable_tflops(topology.gpu, topology.precision)
+        per_machine = [
+            ref / achievable_tflops(name, topology.precision)
+            for name, count in sorted(
+                topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision)
+            )
+            for _ in range(count)
+        ]
+        return per_machine[:machines]
+    if topology.heterogeneous and machines > 1:
+        return [1.0] * (machines - machines // 2) + [HETEROGENEITY_SLOWDOWN] * (machines // 2)
+    return [1.0] * machines
+
+
+def preemption_rate(topology: Topology) -> float:
+    """Expected preemptions per machine-hour of `topology` (0 when not preemptible)."""
+    if not topology.preemptible:
+        return 0.0
+    rate = topology.preemptions_per_machine_hour
+    return PREEMPTIONS_PER_MACHINE_HOUR if rate is None else rate
+
+
+def link_bandwidth_gbps(topology: Topology) -> float:
+    """Nominal one-direction bandwidth of one GPU's link in `topology`, GB/s."""
+    if topology.link == "nvlink":
+        return NVLINK_GBPS.get(topology.gpu, NVLINK_GBPS["v100"])
+    return PCIE_GBPS.get(topology.gpu, PCIE3_GBPS)
+
+
 # ----------------------------------------------------------------------------- formulas
-def achievable_tflops(gpu_name: str, precision: str = "fp32") -> float:
-    """Calibrated sustained TFLOP/s of one GPU for CNN training.
+def achievable_tflops(
+    gpu_name: str, precision: str = "fp32", constants: FittedConstants | None = None
+) -> float:
+    """Fitted sustained TFLOP/s of one device for CNN training.
 
     Raises:
-        ConfigError: for an unknown GPU or precision.
+        ConfigError: for an unknown device or precision.
     """
-    gpu = get_gpu(gpu_name)
+    c = constants or FITTED
+    gpu = device(gpu_name)
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    if precision == "mixed":
-        return gpu.peak_tflops_fp16 * ACHIEVABLE_FRACTION_TENSOR_CORES
+    if gpu.name == "cpu":
+        return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
+    if precision == "mixed" and gpu.peak_tflops_fp16 > gpu.peak_tflops_fp32:
+        return gpu.peak_tflops_fp16 * c.achievable_fraction_tensor_cores
     if gpu.name in TF32_PEAK_GPUS:
-        return gpu.peak_tflops_fp32 * ACHIEVABLE_FRACTION_TENSOR_CORES
-    return gpu.peak_tflops_fp32 * ACHIEVABLE_FRACTION_CUDA_CORES
+        return gpu.peak_tflops_fp32 * c.achievable_fraction_tensor_cores
+    return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
 
 
 def compute_time(flops_per_example: float, batch: int, tflops: float) -> float:
@@ -169,7 +264,7 @@ def memory_needed_bytes(
     Activations take half the bytes under `mixed` precision.
     """
     params = model.params if replicated_embedding else model.dense_params
-    static = params * 4 * (1 + 1 + OPTIMIZER_STATE_FACTOR)
+    static = params * 4 * (1 + GRADIENT_BYTES_FACTOR[precision] + OPTIMIZER_STATE_FACTOR)
     return static + activation_bytes_per_example(model, precision) * per_replica_batch
 
 
@@ -178,7 +273,7 @@ def max_batch_that_fits(
 ) -> int:
     """Largest per-replica batch that fits one GPU (0 when not even the weights fit)."""
     usable = memory_gb * 1e9 * USABLE_MEMORY_FRACTION
-    static = memory_needed_bytes(model, 0, replicated_embedding)
+    static = memory_needed_bytes(model, 0, replicated_embedding, precision)
     per_example = activation_bytes_per_example(model, precision)
     if static + per_example > usable:
         return 0
@@ -193,11 +288,11 @@ class _Hw:
     """A topology's sustained rates as the cost model uses them.
 
     Attributes:
-        tflops: sustained TFLOP/s of one GPU.
-        intra_bps: bytes/s between GPUs of one machine.
+        tflops: sustained TFLOP/s of one device.
+        intra_bps: bytes/s between devices of one machine.
         net_bps: bytes/s a collective achieves between machines.
         ps_bps: bytes/s a parameter-server transfer achieves between machines.
-        intra_lat: seconds per ring hop between GPUs of one machine.
+        intra_lat: seconds per ring hop between devices of one machine.
     """
 
     tflops: float
@@ -207,26 +302,39 @@ class _Hw:
     intra_lat: float
 
 
-def _hw(topology: Topology) -> _Hw:
-    """The calibrated rates of `topology`."""
+def _hw(topology: Topology, c: FittedConstants) -> _Hw:
+    """The fitted rates of `topology`."""
+    link_eff = c.nvlink_efficiency if topology.link == "nvlink" else c.pcie_efficiency
+    machine_gbps = topology.machine_network_gbps
     return _Hw(
-        tflops=achievable_tflops(topology.gpu, topology.precision),
-        intra_bps=interconnect_bandwidth(topology.link) * 1e9,
-        net_bps=topology.network_gbps / 8 * 1e9 * NETWORK_EFFICIENCY,
-        ps_bps=topology.network_gbps / 8 * 1e9 * PS_NETWORK_EFFICIENCY,
+        tflops=achievable_tflops(topology.gpu, topology.precision, c),
+        intra_bps=link_bandwidth_gbps(topology) * 1e9 * link_eff,
+        net_bps=machine_gbps / 8 * 1e9 * c.network_efficiency,
+        ps_bps=machine_gbps / 8 * 1e9 * c.ps_network_efficiency,
         intra_lat=LATENCY_S.get(topology.link, LATENCY_S["pcie"]),
     )
 
 
+def _gradient_bytes(model: ModelProfile, precision: str) -> float:
+    """Dense gradient bytes a replica exchanges per step at `precision`."""
+    return model.gradient_bytes * GRADIENT_BYTES_FACTOR[precision]
+
+
 def predict_allreduce(
-    topology: Topology, model: ModelProfile, batch: int, machines: int, gpus: int
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    machines: int,
+    gpus: int,
+    constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus."""
-    hw = _hw(topology)
+    c = constants or FITTED
+    hw = _hw(topology, c)
     compute = step_compute_time(model, batch, hw.tflops)
     replicas = machines * gpus
     comm = hierarchical_allreduce_time(
-        model.gradient_bytes,
+        _gradient_bytes(model, topology.precision),
         machines,
         gpus,
         hw.intra_bps,
@@ -234,16 +342,18 @@ def predict_allreduce(
         hw.intra_lat,
         LATENCY_S["network"],
     )
+    if replicas > 1:
+        comm += model.tensors * c.tensor_latency_s
     if model.sparse_embedding_params and replicas > 1:
         # Sparse gradients are all-gathered: every replica receives every other's rows.
         rows = model.embedding_rows_touched(batch) * model.embedding_dim * 4
         slowest = hw.net_bps if machines > 1 else hw.intra_bps
         comm += (replicas - 1) * rows / slowest
     if replicas > 1:
-        compute *= 1 + SYNC_OVERHEAD
-    if topology.heterogeneous and replicas > 1:
-        compute *= HETEROGENEITY_SLOWDOWN
-    return compute, exposed_communication(comm, compute, ALLREDUCE_OVERLAP), comm
+        compute *= 1 + c.sync_overhead * math.log2(replicas)
+    if replicas > 1:
+        compute *= max(machine_slowdowns(topology, machines))  # every step waits for the slowest
+    return compute, exposed_communication(comm, compute, c.allreduce_overlap), comm
 
 
 def predict_parameter_server(
@@ -254,27 +364,40 @@ def predict_parameter_server(
     ps: int,
     gpus: int,
     streams_per_worker: int = 1,
+    constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step for one worker.
+    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average worker.
 
-    Each worker first reduces its GPUs' gradients over the machine's link.
+    Each worker first reduces its GPUs' gradients over the machine's link. With
+    one machine, the servers share it: traffic crosses host memory over PCIe,
+    not the network. Workers of different speeds each run at their own pace,
+    so the cluster's throughput is the sum of theirs (compute is scaled by the
+    harmonic mean of the slowdowns).
     """
-    hw = _hw(topology)
+    c = constants or FITTED
+    hw = _hw(topology, c)
+    if topology.machines == 1:
+        host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
+        hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     compute = step_compute_time(model, batch, hw.tflops)
+    slowdowns = machine_slowdowns(topology, workers)
+    compute *= len(slowdowns) / sum(1 / s for s in slowdowns)
+    nbytes = _gradient_bytes(model, topology.precision)
     local = (
-        ring_allreduce_time(model.gradient_bytes, gpus, hw.intra_bps, hw.intra_lat)
+        ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
         if streams_per_worker == 1
         else 0.0
     )
     comm = local + parameter_server_time(
-        model.gradient_bytes,
+        nbytes,
         model.largest_variable_bytes,
         workers,
         ps,
         hw.ps_bps,
         streams_per_worker,
     )
+    comm += model.tensors * c.tensor_latency_s * streams_per_worker
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
         comm += 2 * max(rows, workers * rows / max(ps, 1)) / hw.ps_bps
-    return compute, exposed_communication(comm, compute, PS_OVERLAP), comm
+    return compute, exposed_communication(comm, compute, c.ps_overlap), comm

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from components.core.hardware import get_gpu, interconnect_bandwidth
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
-    PREEMPTIONS_PER_MACHINE_HOUR,
     RESTART_COST_S,
     achievable_tflops,
+    link_bandwidth_gbps,
+    preemption_rate,
 )
 from components.core.selection.prediction import Prediction
-from components.core.selection.topology import Topology
+from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
 
@@ -46,7 +46,14 @@ def explain(
         ),
     ]
     if chosen.overhead_fraction:
-        reasons.append(_preemption_sentence(chosen))
+        reasons.append(_preemption_sentence(chosen, topology))
+    if chosen.input_bound:
+        reasons.append(
+            f"The input pipelines limit {chosen.strategy} to {chosen.input_limit:,.0f} "
+            f"examples/s ({topology.input_examples_per_second:,.0f} per machine x "
+            f"{chosen.layout.workers}): the GPUs could take more, so faster input (more CPU "
+            "cores, cached or pre-processed data) pays before more GPUs do."
+        )
     reasons.extend(_alternative_sentences(chosen, ranked))
     return reasons
 
@@ -55,7 +62,7 @@ def _compute_sentence(
     chosen: Prediction, topology: Topology, model: ModelProfile, batch: int
 ) -> str:
     """The model's size and FLOPs, and how long one GPU takes for a step."""
-    gpu = get_gpu(topology.gpu)
+    gpu = device(topology.gpu)
     tflops = achievable_tflops(topology.gpu, topology.precision)
     return (
         f"{model.name}: {model.params:,} parameters ({model.gradient_bytes / 1e6:,.1f} MB of dense "
@@ -70,6 +77,11 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
     """Why one GPU: there is only one, or communication costs more than more GPUs give."""
     if topology.total_gpus == 1:
         return "One GPU: one_device, no communication at all."
+    if chosen.measured_examples_per_second is not None:
+        return (
+            f"Measured fastest: one_device ran at {chosen.measured_examples_per_second:,.0f} "
+            "examples/s on this hardware, more than the other candidates gave."
+        )
     return (
         f"Communication would cost more than the extra GPUs give: one_device runs at "
         f"{chosen.examples_per_second:,.0f} examples/s."
@@ -81,7 +93,7 @@ def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfi
     return (
         f"One machine with {topology.gpus_per_machine} GPUs: mirrored all-reduces "
         f"{model.gradient_bytes / 1e6:,.1f} MB over {topology.link} "
-        f"({interconnect_bandwidth(topology.link):g} GB/s) "
+        f"({link_bandwidth_gbps(topology):g} GB/s nominal) "
         f"in {chosen.raw_communication_s * 1e3:,.1f} ms, "
         f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation: "
         f"{pct(chosen.scaling_efficiency)} scaling efficiency."
@@ -131,10 +143,12 @@ _STRATEGY_SENTENCES = {
 }
 
 
-def _preemption_sentence(chosen: Prediction) -> str:
+def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
     """The share of throughput expected preemptions take off the chosen strategy."""
+    rate = preemption_rate(topology)
+    given = "given" if topology.preemptions_per_machine_hour is not None else "default: one a day"
     return (
-        f"Expected preemption losses ({PREEMPTIONS_PER_MACHINE_HOUR:.3f} "
+        f"Expected preemption losses ({rate:.3f} ({given}) "
         "preemptions per machine-hour x "
         f"{RESTART_COST_S:.0f} s per restart) take "
         f"{pct(chosen.overhead_fraction)} off {chosen.strategy}."

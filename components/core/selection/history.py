@@ -1,9 +1,17 @@
-"""Measured throughput from earlier `comparison.json` files, matched to a topology and model."""
+"""Measured throughput from earlier `comparison.json` files, matched to candidates.
+
+A record decides a candidate when it measured the same thing: the same device
+(GPU type, or a CPU for records without GPUs, as Strategist's local runs are),
+the same strategy and cluster shape (workers, devices per worker), the same
+per-replica batch, the same precision and the same model. Its throughput then
+replaces that candidate's prediction alone, so a measurement can flip the
+ranking. Records do not state the network between machines: a multi-machine
+record is taken as measured on the network asked about, and the reason says so.
+"""
 
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +20,8 @@ from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
 from components.core.selection.prediction import Prediction
-from components.core.selection.topology import Topology
+from components.core.selection.topology import Topology, precision_of_policy
+from components.core.strategy_spec import spec_for
 
 
 def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -45,28 +54,64 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     return records
 
 
-def _matches(record: Mapping[str, Any], topology: Topology, model: ModelProfile) -> bool:
-    """Whether `record` measured a known strategy on this hardware and model.
-
-    The GPU type, GPUs per machine and machine count must agree; the model
-    must too unless `model` was given by parameter count alone.
-    """
-    hw = record.get("hardware")
-    if not isinstance(hw, Mapping):
-        return False
+def record_device(record: Mapping[str, Any]) -> str:
+    """The device a record ran on: `cpu` without GPUs, else its GPU name in lower case."""
+    hw = record.get("hardware") or {}
     gpu = hw.get("gpu")
-    if not isinstance(gpu, str) or gpu.lower() != topology.gpu.lower():
-        return False
-    if (
-        hw.get("gpus_per_machine") != topology.gpus_per_machine
-        or hw.get("machines") != topology.machines
-    ):
-        return False
-    rec_model = record.get("model")
-    if rec_model and not model.name.startswith("params:") and rec_model != model.name:
-        return False
+    if not gpu or not hw.get("gpus_per_machine"):
+        return "cpu"
+    return str(gpu).lower()
+
+
+def _same_device(record: Mapping[str, Any], topology: Topology) -> bool:
+    """Whether the record's device is the topology's (`a100` matches `NVIDIA A100-SXM4-40GB`)."""
+    device = record_device(record)
+    if topology.gpu == "cpu" or device == "cpu":
+        return device == topology.gpu
+    squash = device.replace("-", "").replace(" ", "").replace("_", "")
+    return device == topology.gpu or topology.gpu.replace("-", "") in squash
+
+
+def mismatch(
+    record: Mapping[str, Any], topology: Topology, model: ModelProfile, batch: int
+) -> str | None:
+    """Why `record` cannot stand for a candidate here, or None when it can."""
     eps = record.get("examples_per_second")
-    return isinstance(eps, (int, float)) and eps > 0 and record.get("strategy") in STRATEGIES
+    if record.get("strategy") not in STRATEGIES or not isinstance(eps, (int, float)) or eps <= 0:
+        return "no throughput of a known strategy"
+    if not _same_device(record, topology):
+        return f"device {record_device(record)}, not {topology.gpu}"
+    if record.get("model") != model.name:
+        return f"model {record.get('model') or 'unknown'}, not {model.name}"
+    rec_batch = record.get("per_replica_batch_size")
+    if rec_batch is not None and rec_batch != batch:
+        return f"batch {rec_batch} per replica, not {batch}"
+    precision = precision_of_policy(record.get("precision") or "float32")
+    if precision != topology.precision:
+        return f"precision {precision}, not {topology.precision}"
+    return None
+
+
+def _devices_per_worker(record: Mapping[str, Any]) -> int:
+    """Devices each worker of the record computed on.
+
+    One for single-device strategies; else the larger of the configured
+    devices and the GPUs the run detected on each machine (a worker uses every
+    GPU it sees).
+    """
+    if spec_for(str(record.get("strategy"))).single_device:
+        return 1
+    hw = record.get("hardware") or {}
+    return max(int(record.get("devices_per_worker") or 1), int(hw.get("gpus_per_machine") or 0))
+
+
+def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
+    """Whether the record ran the candidate's strategy on its cluster shape."""
+    return (
+        record.get("strategy") == candidate.strategy
+        and int(record.get("workers") or 1) == candidate.layout.workers
+        and _devices_per_worker(record) == candidate.layout.gpus_per_machine
+    )
 
 
 def apply_history(
@@ -74,56 +119,47 @@ def apply_history(
     records: Sequence[Mapping[str, Any]],
     topology: Topology,
     model: ModelProfile,
+    batch: int = 64,
 ) -> list[str]:
-    """Attaches measured throughput to matching candidates; returns reasons.
+    """Attaches measured throughput to the candidates it measured; returns reasons.
 
-    Measured candidates rank by their measurement; the others by the prediction
-    rescaled by the median measured/predicted ratio on this hardware.
+    A measured candidate ranks by its measurement; the others keep their
+    prediction (a measurement says nothing about another strategy's speed).
     """
-    by_strategy = _fastest_per_strategy(records, topology, model)
+    matching = [r for r in records if mismatch(r, topology, model, batch) is None]
     reasons = []
-    ratios = []
+    used = 0
     for p in preds:
-        r = by_strategy.get(p.strategy)
-        if r is None:
+        mine = [r for r in matching if _fits(r, p)]
+        if not mine:
             continue
-        p.measured_examples_per_second = float(r["examples_per_second"])
-        p.measured_source = r["_source"]
-        ratios.append(p.measured_examples_per_second / p.examples_per_second)
+        best = max(mine, key=lambda r: r["examples_per_second"])
+        used += len(mine)
+        p.measured_examples_per_second = float(best["examples_per_second"])
+        p.measured_source = best["_source"]
         reasons.append(
-            f"Measured on matching hardware ({topology.describe()}, {r['_source']}): "
-            f"{p.strategy} ran at {p.measured_examples_per_second:,.0f} examples/s against "
-            f"{p.examples_per_second:,.0f} predicted; the measurement outranks the prediction."
+            f"Measured: {p.strategy} ({p.layout.workers} worker(s) x "
+            f"{p.layout.gpus_per_machine} device(s), batch {batch}, {topology.precision}, "
+            f"{model.name}) ran at {p.measured_examples_per_second:,.0f} examples/s in "
+            f"{best['_source']} ({len(mine)} matching record(s)) against "
+            f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
         )
-    if ratios:
-        ratio = statistics.median(ratios)
-        for p in preds:
-            if p.measured_examples_per_second is None:
-                p.adjusted_examples_per_second = p.examples_per_second * ratio
-        if len(ratios) < len(preds):
-            reasons.append(
-                f"Unmeasured candidates are ranked by their prediction times {ratio:.2f}, the "
-                "median measured/predicted ratio on this hardware."
-            )
-    unmatched = len(records) - sum(1 for r in records if _matches(r, topology, model))
-    if records and not ratios:
+    if records and not used:
+        why = {
+            mismatch(r, topology, model, batch) or "cluster shape of no candidate" for r in records
+        }
         reasons.append(
-            f"None of the {len(records)} history records matches this hardware and model "
-            "(GPU type, GPUs per machine, machines); the choice rests on the cost model."
+            f"None of the {len(records)} history records matches a candidate here "
+            f"({'; '.join(sorted(why))}); the choice rests on the cost model."
         )
-    elif unmatched:
-        reasons.append(f"{unmatched} history record(s) on other hardware or models were ignored.")
+    elif len(records) > used:
+        reasons.append(
+            f"{len(records) - used} history record(s) on other hardware, models, batches, "
+            "precisions or cluster shapes were ignored."
+        )
+    if used and topology.machines > 1:
+        reasons.append(
+            "History records do not state the network between machines; they are taken "
+            f"as measured on the {topology.machine_network_gbps:g} Gbps asked about."
+        )
     return reasons
-
-
-def _fastest_per_strategy(
-    records: Sequence[Mapping[str, Any]], topology: Topology, model: ModelProfile
-) -> dict[str, Mapping[str, Any]]:
-    """The fastest matching record of each strategy."""
-    by_strategy: dict[str, Mapping[str, Any]] = {}
-    for r in records:
-        if _matches(r, topology, model):
-            best = by_strategy.get(r["strategy"])
-            if best is None or r["examples_per_second"] > best["examples_per_second"]:
-                by_strategy[r["strategy"]] = r
-    return by_strategy

@@ -9,11 +9,11 @@ from typing import Any
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
-    PREEMPTIONS_PER_MACHINE_HOUR,
     RESTART_COST_S,
     achievable_tflops,
     predict_allreduce,
     predict_parameter_server,
+    preemption_rate,
     step_compute_time,
 )
 from components.core.selection.topology import Layout, Topology
@@ -41,7 +41,9 @@ class Prediction:
         note: why it cannot run, when it cannot.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
-        adjusted_examples_per_second: the prediction rescaled by other measurements.
+        usd_per_million_examples: list price of a million examples, when priced.
+        input_limit: examples/s the input pipelines of its machines can feed
+            (None: unlimited).
     """
 
     strategy: str
@@ -57,7 +59,8 @@ class Prediction:
     note: str = ""
     measured_examples_per_second: float | None = None
     measured_source: str | None = None
-    adjusted_examples_per_second: float | None = None
+    usd_per_million_examples: float | None = None
+    input_limit: float | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -66,9 +69,18 @@ class Prediction:
 
     @property
     def examples_per_second(self) -> float:
-        """Predicted examples/s, after expected preemption losses."""
+        """Predicted examples/s, at most what the input pipelines feed, after preemption losses."""
         raw = self.replicas * self.per_replica_batch / self.step_time_s
+        if self.input_limit is not None:
+            raw = min(raw, self.input_limit)
         return raw * (1 - self.overhead_fraction)
+
+    @property
+    def input_bound(self) -> bool:
+        """Whether the input pipelines, not the GPUs, set the throughput."""
+        if self.input_limit is None:
+            return False
+        return self.replicas * self.per_replica_batch / self.step_time_s > self.input_limit
 
     @property
     def scaling_efficiency(self) -> float:
@@ -78,11 +90,9 @@ class Prediction:
 
     @property
     def rank_examples_per_second(self) -> float:
-        """What ranking uses: measured, else the prediction rescaled by measurements."""
+        """What ranking uses: the measurement when there is one, else the prediction."""
         if self.measured_examples_per_second is not None:
             return self.measured_examples_per_second
-        if self.adjusted_examples_per_second is not None:
-            return self.adjusted_examples_per_second
         return self.examples_per_second
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,6 +113,10 @@ class Prediction:
                 "examples_per_second": _r(self.measured_examples_per_second),
                 "source": self.measured_source,
             }
+        if self.usd_per_million_examples is not None:
+            out["usd_per_million_examples"] = _r(self.usd_per_million_examples)
+        if not self.feasible:
+            out["feasible"] = False
         if self.note:
             out["note"] = self.note
         return out
@@ -172,12 +186,15 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
                 single,
             )
         )
+    if topology.input_examples_per_second is not None:
+        for c in out:  # every machine's CPUs feed only its own GPUs
+            c.input_limit = c.layout.workers * topology.input_examples_per_second
     if topology.preemptible:
-        _charge_preemptions(out)
+        _charge_preemptions(out, preemption_rate(topology))
     return out
 
 
-def _charge_preemptions(preds: list[Prediction]) -> None:
+def _charge_preemptions(preds: list[Prediction], rate: float) -> None:
     """Sets each candidate's expected share of time lost to preemption restarts.
 
     A synchronous strategy restarts when any of its machines is preempted;
@@ -186,6 +203,4 @@ def _charge_preemptions(preds: list[Prediction]) -> None:
     """
     for c in preds:
         machines = 1 if spec_for(c.strategy).uses_ps else c.layout.workers
-        c.overhead_fraction = min(
-            0.9, machines * PREEMPTIONS_PER_MACHINE_HOUR * RESTART_COST_S / 3600
-        )
+        c.overhead_fraction = min(0.9, machines * rate * RESTART_COST_S / 3600)

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import ConfigError
-from components.core.hardware import Gpu, get_gpu
+from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
+    OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
     max_batch_that_fits,
     memory_needed_bytes,
@@ -19,10 +20,15 @@ from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.rules import apply_rules, prefer_simpler
-from components.core.selection.topology import Layout, Topology
+from components.core.selection.topology import Layout, Topology, device
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
+# Below this machine scaling efficiency (throughput on k machines over k x one
+# machine's), extra machines buy too little to be worth paying for: the
+# selector recommends the most machines that stay above it.
+EFFICIENCY_FLOOR = 0.50
+OBJECTIVES = ("time", "cost")
 
 
 @dataclass
@@ -39,6 +45,9 @@ class Recommendation:
         topology: the hardware asked about.
         model: the model asked about.
         batch_size: the per-replica batch the predictions use.
+        machine_options: (machines, strategy, predicted speed-up over one
+            device, machine scaling efficiency) for each machine count
+            considered when the full cluster scales below `EFFICIENCY_FLOOR`.
     """
 
     strategy: str
@@ -50,6 +59,7 @@ class Recommendation:
     topology: Topology
     model: ModelProfile
     batch_size: int = 64
+    machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
@@ -62,6 +72,15 @@ class Recommendation:
             "measured": chosen.get("measured") if chosen else None,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
+            "machine_options": [
+                {
+                    "machines": m,
+                    "strategy": st,
+                    "speedup": round(x, 3),
+                    "machine_efficiency": round(e, 4),
+                }
+                for m, st, x, e in self.machine_options
+            ],
             "inputs": {
                 "topology": dataclasses.asdict(self.topology),
                 "model": self.model.to_dict(),
@@ -77,9 +96,11 @@ class Recommendation:
             measured = (
                 f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
             )
+            mark = "> " if i == 0 and self.supported else ""
+            cost = p.usd_per_million_examples
             rows.append(
                 [
-                    ("> " if i == 0 and self.supported else "") + p.strategy,
+                    mark + p.strategy + ("" if p.feasible else f" (infeasible: {p.note})"),
                     f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
@@ -87,6 +108,7 @@ class Recommendation:
                     f"{p.examples_per_second:,.0f}",
                     f"{p.scaling_efficiency:.0%}",
                     measured,
+                    "-" if cost is None else f"{cost:,.2f}",
                 ]
             )
         return rows
@@ -100,6 +122,7 @@ class Recommendation:
         "examples/s",
         "efficiency",
         "measured/s",
+        "USD/1M examples",
     ]
 
     def to_markdown(self) -> str:
@@ -158,6 +181,8 @@ def recommend(
     batch_size: int = 64,
     async_ok: bool = False,
     history: Sequence[Mapping[str, Any]] = (),
+    prices: Any = None,
+    objective: str = "time",
 ) -> Recommendation:
     """Chooses a strategy and layout for `model` on `topology`.
 
@@ -168,6 +193,10 @@ def recommend(
         async_ok: asynchronous updates (parameter_server in TF2) are acceptable.
         history: `comparison.json` result records (`load_history`); measured
             throughput on matching hardware outranks the prediction.
+        prices: a `comparison.pricing.PriceTable`; each candidate is then
+            priced per million examples.
+        objective: `time` (fastest at a machine scaling efficiency floor of
+            `EFFICIENCY_FLOOR`) or `cost` (cheapest per example; needs `prices`).
 
     Returns:
         The recommendation; `model_parallelism` with `supported` False when the
@@ -177,17 +206,84 @@ def recommend(
         ConfigError: for invalid hardware or batch size.
     """
     topology.validate()
+    if objective not in OBJECTIVES or (objective == "cost" and prices is None):
+        raise ConfigError(f"--objective {objective!r}: choose time, or cost with a price table")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
-    gpu = get_gpu(topology.gpu)
+    gpu = device(topology.gpu)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     fit_ps = max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
         return _model_parallelism(topology, model, batch_size, gpu)
     preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
     if history:
-        reasons.extend(apply_history(preds, history, topology, model))
-    return _choose(preds, topology, model, batch, async_ok, reasons)
+        reasons.extend(apply_history(preds, history, topology, model, batch))
+    if prices is not None:
+        _price(preds, topology, prices)
+    if objective == "cost":
+        rec = _cheapest(preds, topology, model, batch, reasons, prices)
+    else:
+        rec = _choose(preds, topology, model, batch, async_ok, reasons)
+        if prices is not None and rec.chosen is not None:
+            rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
+    rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok))
+    rec.reasons.extend(_unmeasured_choice_reasons(rec, preds))
+    return rec
+
+
+def _unmeasured_choice_reasons(rec: Recommendation, preds: list[Prediction]) -> list[str]:
+    """A warning when the choice is unmeasured while the measured fell short of predictions."""
+    chosen = rec.chosen
+    measured = [p for p in preds if p.measured_examples_per_second is not None]
+    if chosen is None or chosen.measured_examples_per_second is not None or not measured:
+        return []
+    ratios = [p.measured_examples_per_second / p.examples_per_second for p in measured]
+    if min(ratios) >= 0.9:
+        return []
+    return [
+        f"{chosen.strategy} is chosen on its prediction alone, while the measured candidates "
+        f"here ran at {min(ratios):.0%}-{max(ratios):.0%} of their predictions: measure it "
+        f"(strategist compare --strategies {chosen.strategy},...) before relying on it."
+    ]
+
+
+def unknown_input_reasons(
+    topology: Topology, model: ModelProfile, batch_size: int = 64, async_ok: bool = False
+) -> list[str]:
+    """What was estimated about `model`, and the answer at the ends of the estimate.
+
+    A `--params` model without FLOPs gets `FLOPS_PER_PARAM_ESTIMATE` per
+    parameter; the recommendation can flip between an MLP-like model (2 per
+    parameter) and a CNN-like one (`FLOPS_PER_PARAM_HIGH`), so both are shown.
+    """
+    from components.core import model_profile as mp
+
+    reasons = []
+    if "flops" in model.estimated:
+        answers = []
+        for label, per_param in (("MLP-like", mp.FLOPS_PER_PARAM_LOW),
+                                 ("CNN-like", mp.FLOPS_PER_PARAM_HIGH)):  # fmt: skip
+            variant = dataclasses.replace(
+                model, flops_per_example=per_param * model.params, estimated=()
+            )
+            rec = recommend(topology, variant, batch_size=batch_size, async_ok=async_ok)
+            layout = f"{rec.layout.workers} worker(s)" if rec.layout else "no layout"
+            answers.append(f"{label} ({per_param:g} FLOPs per parameter): {rec.strategy}, {layout}")
+        reasons.append(
+            "The FLOPs per example were not given (--gflops-per-example), so they are an "
+            f"estimate: {model.flops_per_example / 1e9:,.3g} GFLOPs "
+            f"({mp.FLOPS_PER_PARAM_ESTIMATE:.0f} per parameter, between an MLP and a CNN). "
+            f"The answer depends on it: {'; '.join(answers)}. Give --gflops-per-example "
+            "for one answer."
+        )
+    if "activations" in model.estimated:
+        reasons.append(
+            "Activation memory was not given (--activation-bytes-per-example): estimated at "
+            f"{model.activation_bytes_per_example / 1e6:,.3g} MB per example "
+            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of "
+            "the published CNNs)."
+        )
+    return reasons
 
 
 def _model_parallelism(
@@ -230,7 +326,7 @@ def _candidates_that_fit(
             f"gradients and Adam state ({need_gb:,.1f} GB) does not fit one {gpu.name}; "
             "parameter servers hold it in host memory and send only the rows a step touches."
         )
-        return preds, batch, [reason]
+        return preds, batch, [reason] + _sharded_embedding_reasons(topology, model, gpu)
     usable = fit_replicated
     reason = (
         f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
@@ -257,7 +353,162 @@ def _choose(
     best = prefer_simpler(feasible)
     chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
     reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
-    alternatives = [p for p in feasible if p is not chosen] + [p for p in preds if not p.feasible]
+    options: list[tuple[int, str, float, float]] = []
+    if chosen.layout.workers > 1 and _machine_efficiency(chosen, feasible) < EFFICIENCY_FLOOR:
+        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch)
+        reasons = fewer + reasons
+    alternatives = [p for p in preds if p is not chosen and p.feasible]
+    alternatives.sort(key=lambda p: -p.rank_examples_per_second)
+    alternatives += [p for p in preds if not p.feasible]
+    return Recommendation(
+        chosen.strategy,
+        True,
+        chosen.layout,
+        chosen,
+        alternatives,
+        reasons,
+        topology,
+        model,
+        batch,
+        options,
+    )
+
+
+def _machine_efficiency(chosen: Prediction, feasible: list[Prediction]) -> float:
+    """Throughput of `chosen` over its machine count times the best one machine gives."""
+    one = [p.rank_examples_per_second for p in feasible if p.layout.workers == 1]
+    if not one:
+        return 1.0
+    return chosen.rank_examples_per_second / (chosen.layout.workers * max(one))
+
+
+def _machine_counts(machines: int) -> list[int]:
+    """1, 2, 4, ... up to `machines`, and `machines` itself."""
+    counts = []
+    k = 1
+    while k < machines:
+        counts.append(k)
+        k *= 2
+    return counts + [machines]
+
+
+def _price(preds: list[Prediction], topology: Topology, prices: Any) -> None:
+    """Sets each candidate's list price per million examples."""
+    from components.core.selection.cost import usd_per_million_examples
+
+    for p in preds:
+        p.usd_per_million_examples = usd_per_million_examples(p, topology, prices)
+
+
+def _cost_sentences(chosen: Prediction, preds: list[Prediction], prices: Any) -> list[str]:
+    """What the choice costs, and the cheapest feasible candidate when it is another."""
+    if chosen.usd_per_million_examples is None:
+        return [f"No list price for this hardware in the price table ({prices.as_of})."]
+    out = [
+        f"At list prices ({prices.as_of}), {chosen.strategy} costs "
+        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
+    ]
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    cheapest = min(priced, key=lambda p: p.usd_per_million_examples)
+    if cheapest is not chosen:
+        slower = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
+        out.append(
+            f"The cheapest is {cheapest.strategy} at {cheapest.usd_per_million_examples:,.2f} "
+            f"USD per million examples, {slower:,.1f}x slower (--objective cost picks it)."
+        )
+    return out
+
+
+def _cheapest(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    reasons: list[str],
+    prices: Any,
+) -> Recommendation:
+    """The feasible candidate with the lowest price per example (ties: the faster)."""
+    feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    if not feasible:
+        raise ConfigError(
+            f"--objective cost: the price table ({prices.as_of}) has no price for "
+            f"{topology.describe()}; use --objective time"
+        )
+    feasible.sort(key=lambda p: (p.usd_per_million_examples, -p.rank_examples_per_second))
+    chosen = feasible[0]
+    lead = (
+        f"Objective cost: {chosen.strategy} is the cheapest per example at list prices "
+        f"({prices.as_of}): {chosen.usd_per_million_examples:,.2f} USD per million examples."
+    )
+    explained = explain(chosen, feasible, topology, model, batch)
+    if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
+        explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
+    reasons = [lead] + explained + reasons
+    alternatives = feasible[1:] + [p for p in preds if p not in feasible]
     return Recommendation(
         chosen.strategy, True, chosen.layout, chosen, alternatives, reasons, topology, model, batch
     )
+
+
+def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
+    """The GPU-sharded embedding alternative, when the table fits all the GPUs' memory."""
+    table_gb = model.sparse_embedding_params * 4 * (2 + OPTIMIZER_STATE_FACTOR) / 1e9
+    usable_gb = topology.total_gpus * gpu.memory_gb * USABLE_MEMORY_FRACTION
+    if table_gb > usable_gb * 0.8:  # leave a fifth for the dense model and activations
+        return []
+    return [
+        f"Beyond these three strategies: the table ({table_gb:,.0f} GB with gradients and "
+        f"Adam state) fits the {topology.total_gpus} GPUs' {usable_gb:,.0f} GB together, so "
+        "sharding it across GPU memory (each GPU holds a slice; looked-up rows travel "
+        "all-to-all, as in TensorFlow Recommenders' sharded embeddings, DTensor or NVIDIA's "
+        "HugeCTR/SOK) avoids parameter-server round trips. Strategist does not run it, as "
+        "it does not run model parallelism."
+    ]
+
+
+def _fewer_machines(
+    full: Prediction, topology: Topology, model: ModelProfile, batch: int
+) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
+    """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
+
+    Machine scaling efficiency is throughput on k machines over k times the
+    best throughput of one machine: what each added machine is worth.
+
+    Returns:
+        That candidate, every machine count's (machines, strategy, speed-up
+        over one device, machine scaling efficiency), and the sentences that
+        say so.
+    """
+    best_on: dict[int, Prediction] = {}
+    for k in _machine_counts(topology.machines):
+        preds = candidates(dataclasses.replace(topology, machines=k), model, batch)
+        on_k = [p for p in preds if p.layout.workers == k and p.replicas > 1] or preds
+        best_on[k] = max(on_k, key=lambda p: p.examples_per_second)
+    best_on[topology.machines] = full
+    one_machine = best_on[1].examples_per_second
+    options = [
+        (
+            k,
+            p.strategy,
+            p.examples_per_second / (p.per_replica_batch / p.single_gpu_step_s),
+            p.examples_per_second / (k * one_machine),
+        )
+        for k, p in best_on.items()
+    ]
+    k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
+    chosen = best_on[k]
+    listing = "; ".join(
+        f"{m} machine{'s' if m > 1 else ''} ({st}): {x:,.1f}x one {topology.gpu}, "
+        f"{e:.0%} machine efficiency"
+        for m, st, x, e in options
+    )
+    gpus = topology.machines * topology.gpus_per_machine
+    sentence = (
+        f"Adding machines buys little here: all {topology.machines} machines ({gpus} "
+        f"{topology.gpu}, {full.strategy}) are predicted at {options[-1][3]:.0%} machine "
+        f"scaling efficiency (throughput over {topology.machines} x one machine's), below the "
+        f"{EFFICIENCY_FLOOR:.0%} floor. Use {k} machine{'s' if k > 1 else ''} "
+        f"({chosen.strategy}) and leave the rest free. Predicted speed-up by machine count: "
+        f"{listing}."
+    )
+    return chosen, options, [sentence]

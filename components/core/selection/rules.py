@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import HETEROGENEITY_SLOWDOWN
+from components.core.selection.cost_model import machine_slowdowns
 from components.core.selection.explanation import pct
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
@@ -99,9 +99,12 @@ def _why_parameter_server(
         why.append("the sparse embedding table lives on the parameter servers")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
     if topology.heterogeneous:
+        slowest = max(machine_slowdowns(topology, topology.machines))
+        assumed = "" if topology.gpu_mix else "assumed for half the machines; "
         why[0] += (
-            f" (assumed {HETEROGENEITY_SLOWDOWN:g}x slower than a {topology.gpu}, so every "
-            "synchronous step takes that much longer)"
+            f" (the slowest is {slowest:.2g}x slower than a {topology.gpu}: {assumed}every "
+            "synchronous step takes that much longer, while parameter-server workers each "
+            "run at their own speed)"
         )
     return why, tolerance
 

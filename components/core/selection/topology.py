@@ -7,9 +7,43 @@ import math
 from dataclasses import dataclass
 
 from components.core.config import ConfigError
-from components.core.hardware import get_gpu, interconnect_bandwidth
+from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
+# A machine without GPUs: its CPU is the device (Strategist's local runs). The
+# peak is a few-core AVX2 server's order of magnitude; with a CPU, predictions
+# are rough and measurements (`--history`) should decide.
+CPU = Gpu("cpu", "", "", 1.0, 1.0, 16.0, "pcie", {})
+CPU_NAMES = ("cpu", "none")
+# The most GPUs of each type one machine is sold with (DGX-2: 16 V100;
+# a2-megagpu-16g: 16 A100; DGX H100: 8; g4dn.metal: 8 T4; g2-standard-96: 8 L4;
+# DGX-1: 8 P100).
+MAX_GPUS_PER_MACHINE = {
+    "t4": 8,
+    "l4": 8,
+    "v100": 16,
+    "p100": 8,
+    "a100": 16,
+    "a100-80gb": 16,
+    "h100": 8,
+}
+# Devices without NVLink (T4 and L4 are PCIe-only cards; a CPU has none).
+NO_NVLINK = frozenset({"t4", "l4", "cpu"})
+# The fastest NIC on sale is 800 Gbit/s; machines carry at most 16 of them.
+MAX_NIC_GBPS = 800.0
+MAX_NICS = 16
+MIN_NETWORK_GBPS = 0.01
+
+
+def device(name: str) -> Gpu:
+    """The GPU named `name`, or the CPU for `cpu`/`none`.
+
+    Raises:
+        ConfigError: for an unknown name.
+    """
+    if name.lower() in CPU_NAMES:
+        return CPU
+    return get_gpu(name)
 
 
 def precision_of_policy(policy: str) -> str:
@@ -28,10 +62,21 @@ class Topology:
     Attributes:
         machines: machines with GPUs.
         gpus_per_machine: GPUs in each machine.
-        gpu: GPU name from `hardware.GPUS`.
+        gpu: GPU name from `hardware.GPUS`, or `cpu` (also `none`) for
+            machines without GPUs (then `gpus_per_machine` counts CPU devices).
         interconnect: link between GPUs of one machine (`nvlink` or `pcie`);
             the GPU's usual link when None.
-        network_gbps: network bandwidth between machines, Gbit/s.
+        network_gbps: network bandwidth of one NIC, Gbit/s.
+        nics: NICs each machine uses for training traffic; a machine's
+            bandwidth is `network_gbps x nics`.
+        gpu_mix: machines per GPU type when they differ, e.g.
+            `(("a100", 2), ("t4", 6))` (`--gpu a100:2,t4:6`); `gpu` is then the
+            fastest of them and `heterogeneous` is set.
+        preemptions_per_machine_hour: expected preemptions of one preemptible
+            machine per hour (None: `cost_model.PREEMPTIONS_PER_MACHINE_HOUR`).
+        input_examples_per_second: examples/s one machine's input pipeline
+            (reading, decoding, augmenting on its CPUs) can deliver; None when
+            it keeps up with any number of GPUs.
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
@@ -45,6 +90,17 @@ class Topology:
     precision: str = "fp32"
     preemptible: bool = False
     heterogeneous: bool = False
+    nics: int = 1
+    gpu_mix: tuple[tuple[str, int], ...] = ()
+    preemptions_per_machine_hour: float | None = None
+    input_examples_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
+            object.__setattr__(self, "gpu", "cpu")
+        if self.gpu_mix:
+            object.__setattr__(self, "gpu_mix", tuple((g.lower(), n) for g, n in self.gpu_mix))
+            object.__setattr__(self, "heterogeneous", True)
 
     def validate(self) -> None:
         """Refuses hardware the cost model cannot describe.
@@ -55,10 +111,11 @@ class Topology:
         for flag, value in (
             ("--machines", self.machines),
             ("--gpus-per-machine", self.gpus_per_machine),
+            ("--nics", self.nics),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{flag} must be a whole number of at least 1, got {value!r}")
-        get_gpu(self.gpu)
+        device(self.gpu)
         if self.interconnect is not None:
             interconnect_bandwidth(self.interconnect)
         if not isinstance(self.network_gbps, (int, float)) or not (
@@ -71,11 +128,76 @@ class Topology:
             raise ConfigError(
                 f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
             )
+        self._check_mix()
+        rate = self.preemptions_per_machine_hour
+        if rate is not None and not (isinstance(rate, (int, float)) and 0 <= rate <= 60):
+            raise ConfigError(
+                f"--preemptions-per-machine-hour must be between 0 and 60, got {rate!r}"
+            )
+        feed = self.input_examples_per_second
+        if feed is not None and not (
+            isinstance(feed, (int, float)) and math.isfinite(feed) and feed > 0
+        ):
+            raise ConfigError(
+                f"--input-examples-per-second must be a positive number, got {feed!r}"
+            )
+        self._check_plausible()
+
+    def _check_mix(self) -> None:
+        """Refuses a GPU mix whose machines do not add up or whose GPUs are unknown.
+
+        Raises:
+            ConfigError: naming the flag to change.
+        """
+        if not self.gpu_mix:
+            return
+        for name, count in self.gpu_mix:
+            get_gpu(name)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"--gpu {name}:{count}: give a whole number of machines")
+        total = sum(n for _, n in self.gpu_mix)
+        if total != self.machines:
+            raise ConfigError(
+                f"--gpu mix names {total} machines but --machines is {self.machines}; "
+                "make them agree"
+            )
+
+    def _check_plausible(self) -> None:
+        """Refuses hardware no one sells: too many GPUs, NVLink without it, absurd networks.
+
+        Raises:
+            ConfigError: saying what to change.
+        """
+        most = MAX_GPUS_PER_MACHINE.get(self.gpu)
+        if most is not None and self.gpus_per_machine > most:
+            raise ConfigError(
+                f"--gpus-per-machine {self.gpus_per_machine}: no machine holds more than {most} "
+                f"{self.gpu} GPUs; describe a bigger cluster with --machines "
+                f"(e.g. --machines {math.ceil(self.gpus_per_machine / most)} "
+                f"--gpus-per-machine {most})"
+            )
+        if self.gpu in NO_NVLINK and (self.interconnect or "").lower() == "nvlink":
+            raise ConfigError(
+                f"--interconnect nvlink: {self.gpu} GPUs have no NVLink; use --interconnect pcie"
+            )
+        if self.network_gbps > MAX_NIC_GBPS or self.network_gbps < MIN_NETWORK_GBPS:
+            raise ConfigError(
+                f"--network-gbps {self.network_gbps:g} is not a network speed (NICs run at "
+                f"{MIN_NETWORK_GBPS:g} to {MAX_NIC_GBPS:g} Gbit/s); give one NIC's Gbit/s "
+                "and the count with --nics"
+            )
+        if self.nics > MAX_NICS:
+            raise ConfigError(f"--nics {self.nics}: machines carry at most {MAX_NICS} NICs")
+
+    @property
+    def machine_network_gbps(self) -> float:
+        """A machine's network bandwidth for training traffic, Gbit/s (all its NICs)."""
+        return self.network_gbps * self.nics
 
     @property
     def link(self) -> str:
         """The intra-machine link name."""
-        return (self.interconnect or get_gpu(self.gpu).default_interconnect).lower()
+        return (self.interconnect or device(self.gpu).default_interconnect).lower()
 
     @property
     def total_gpus(self) -> int:
@@ -88,7 +210,8 @@ class Topology:
         if self.gpus_per_machine > 1:
             text += f" ({self.link})"
         if self.machines > 1:
-            text += f", {self.network_gbps:g} Gbps network"
+            nics = f" ({self.nics} x {self.network_gbps:g})" if self.nics > 1 else ""
+            text += f", {self.machine_network_gbps:g} Gbps network{nics}"
         flags = [
             f
             for f, on in (("preemptible", self.preemptible), ("heterogeneous", self.heterogeneous))

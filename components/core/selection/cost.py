@@ -1,0 +1,48 @@
+"""What each candidate costs at list prices: USD per hour and per million examples.
+
+Prices come from the table `strategist compare` uses (`data/prices.json`,
+`comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI
+machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
+unless the type bundles them; parameter servers and the parameter-server
+coordinator run on the table's default CPU machine type.
+"""
+
+from __future__ import annotations
+
+from components.core.comparison.pricing import PriceTable
+from components.core.config import ConfigError
+from components.core.selection.prediction import Prediction
+from components.core.selection.topology import Topology, device
+from components.core.strategy_spec import spec_for
+
+
+def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) -> float | None:
+    """Hourly list price of the machines `candidate` uses (None when a price is missing)."""
+    gpu = device(topology.gpu)
+    if gpu.name == "cpu" or topology.gpu_mix:
+        return None
+    try:
+        machine_type = gpu.machine_type(candidate.layout.gpus_per_machine)
+    except ConfigError:
+        return None
+    rate = prices.machine_types.get(machine_type)
+    if rate is None:
+        return None
+    if machine_type not in prices.bundled_gpus:
+        gpu_rate = prices.accelerator_price(gpu.name)
+        if gpu_rate is None:
+            return None
+        rate += candidate.layout.gpus_per_machine * gpu_rate
+    cpu_machines = candidate.layout.ps + 1 if spec_for(candidate.strategy).uses_ps else 0
+    cpu_rate = prices.machine_types[prices.default_machine_type]
+    return candidate.layout.workers * rate + cpu_machines * cpu_rate
+
+
+def usd_per_million_examples(
+    candidate: Prediction, topology: Topology, prices: PriceTable
+) -> float | None:
+    """List price of training on a million examples with `candidate` (None when unpriced)."""
+    hourly = usd_per_hour(candidate, topology, prices)
+    if hourly is None:
+        return None
+    return hourly / (candidate.rank_examples_per_second * 3600) * 1e6

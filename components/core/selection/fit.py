@@ -1,0 +1,155 @@
+"""Fits the cost model's constants on the training part of the published cases.
+
+`python -m components.core.selection.fit` fits, prints the training and the
+held-out errors next to a constant guess, and with `--write` stores the
+constants in `data/cost_model_fit.json` (which `cost_model` loads).
+
+Two stages, both on the training part only:
+
+1. compute: the achievable fractions of peak are the median of
+   3 x forward FLOPs x one-GPU throughput / peak over the training cases that
+   publish a one-GPU throughput (CUDA-core FP32 cases and tensor-core cases
+   apart);
+2. communication: the other constants minimise the mean absolute error of
+   predicted scaling efficiency, by coordinate descent over a grid for each
+   constant (deterministic: same cases, same constants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from components.core.hardware import GPUS
+from components.core.model_profile import PUBLISHED_PROFILES
+from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
+from components.core.selection.evidence import evidence_rows, load_evidence, split_summaries
+
+# The values coordinate descent tries for each communication constant.
+GRID: dict[str, tuple[float, ...]] = {
+    "nvlink_efficiency": (0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0),
+    "pcie_efficiency": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    "network_efficiency": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    "ps_network_efficiency": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    "allreduce_overlap": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    "ps_overlap": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
+    "sync_overhead": (0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05),
+    "tensor_latency_s": (0.0, 10e-6, 20e-6, 40e-6, 80e-6, 120e-6, 160e-6, 240e-6, 320e-6),
+}
+ROUNDS = 4
+
+
+def _uses_tensor_cores(case: Mapping[str, Any]) -> bool:
+    """Whether the case's compute ran on tensor cores (mixed, or TF32 on A100/H100)."""
+    return case.get("precision") == "mixed" or case["gpu"] in TF32_PEAK_GPUS
+
+
+def _peak_tflops(case: Mapping[str, Any]) -> float:
+    """The data-sheet peak the case's precision runs at."""
+    spec = case.get("gpu_spec")
+    if spec:
+        return spec["peak_tflops_fp32"]
+    gpu = GPUS[case["gpu"]]
+    return gpu.peak_tflops_fp16 if case.get("precision") == "mixed" else gpu.peak_tflops_fp32
+
+
+def fit_compute(cases: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Achievable fractions of peak from the one-GPU throughputs of `cases`."""
+    fractions: dict[bool, list[float]] = {False: [], True: []}
+    for case in cases:
+        throughput = case.get("single_gpu_examples_per_second")
+        if not throughput:
+            continue
+        flops = PUBLISHED_PROFILES[case["model"]].flops_per_example
+        sustained = 3 * flops * throughput / 1e12
+        fractions[_uses_tensor_cores(case)].append(sustained / _peak_tflops(case))
+    return {
+        "achievable_fraction_cuda_cores": round(statistics.median(fractions[False]), 4),
+        "achievable_fraction_tensor_cores": round(statistics.median(fractions[True]), 4),
+    }
+
+
+def plausible(constants: FittedConstants) -> bool:
+    """Physical priors the fit keeps: gRPC parameter-server transfers reach no more
+    of the wire than NCCL collectives do, and they hide no more behind compute."""
+    return (
+        constants.ps_network_efficiency <= constants.network_efficiency
+        and constants.ps_overlap <= constants.allreduce_overlap
+    )
+
+
+def _loss(cases: Sequence[Mapping[str, Any]], constants: FittedConstants) -> float:
+    """Mean absolute error (points) of predicted efficiency on `cases`."""
+    return statistics.fmean(r["error_pp"] for r in evidence_rows(cases, constants))
+
+
+def fit(cases: Sequence[Mapping[str, Any]] | None = None) -> FittedConstants:
+    """The constants fitted on the training part of `cases` (all published cases by default)."""
+    train = [c for c in (cases if cases is not None else load_evidence()) if c["split"] == "train"]
+    constants = dataclasses.replace(FittedConstants(), **fit_compute(train))
+    best = _loss(train, constants)
+    for _ in range(ROUNDS):
+        improved = False
+        for name, values in GRID.items():
+            for value in values:
+                trial = dataclasses.replace(constants, **{name: value})
+                if not plausible(trial):
+                    continue
+                loss = _loss(train, trial)
+                if loss < best - 1e-9:
+                    constants, best, improved = trial, loss, True
+        if not improved:
+            break
+    return constants
+
+
+def write(constants: FittedConstants, path: str | Path = FIT_PATH) -> None:
+    """Stores `constants` with how they were made."""
+    doc = {
+        "made_by": "python -m components.core.selection.fit --write",
+        "fitted_on": "the training part of components/core/data/published_scaling.json",
+        "constants": dataclasses.asdict(constants),
+    }
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def report_lines(constants: FittedConstants | None = None) -> list[str]:
+    """The training and held-out errors next to the constant guess, as text lines."""
+    train, held, guess, _ = split_summaries(constants)
+    lines = [f"constant guess (fitted on the training part): {guess:.1%}"]
+    for name, s in (("training", train), ("held-out", held)):
+        lines.append(
+            f"{name:9} {s.cases:3} cases: median |error| {s.median_abs_pp:.1f} pp "
+            f"(constant guess {s.baseline_pp:.1f} pp, {s.improvement:.0%} lower), "
+            f"bias {s.bias_pp:+.1f} pp, spread (IQR) {s.spread_pp:.1f} pp, "
+            f"correlation {s.correlation:.2f}, over-predicted {s.over_predicted}/{s.cases}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Fits, prints the report, and with `--write` stores the constants.
+
+    Returns:
+        0.
+    """
+    parser = argparse.ArgumentParser(prog="python -m components.core.selection.fit")
+    parser.add_argument("--write", action="store_true", help=f"store the constants in {FIT_PATH}")
+    args = parser.parse_args(argv)
+    constants = fit()
+    for name, value in dataclasses.asdict(constants).items():
+        print(f"{name} = {value:.4g}")
+    print("\n".join(report_lines(constants)))
+    if args.write:
+        write(constants)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
