@@ -516,3 +516,12 @@ def test_dict_features_train_a_model_with_named_inputs(passengers_module, tmp_pa
     assert main(argv) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["dataset"] == "passengers" and metrics["eval_accuracy"] >= 0.85
+
+
+def test_a_prepared_dataset_folder_is_a_dataset(digits_shards, tfds_dir, tmp_path):
+    """`--dataset PATH` of a prepared TFDS folder: read by TFDS without the builder's code."""
+    folder = str(tfds_dir / "digits" / "1.0.0")  # prepared by the digits_shards fixture
+    data = DataConfig(dataset=folder, num_shards=2)
+    assert datasets.describe(data) == datasets.load_manifest(digits_shards).input_spec
+    manifest = datasets.shard_data(data, str(tmp_path / "s"))
+    assert manifest.split("test").num_examples == 359 and manifest.version == "1.0.0"
