@@ -30,8 +30,8 @@ test-fast: install ## Run the tests that start no TensorFlow cluster
 	$(PY) -m pytest -q -m "not cluster"
 
 lint: install ## ruff and hadolint
-	$(VENV)/bin/ruff check components pipelines tests benchmarks
-	$(VENV)/bin/ruff format --check components pipelines tests benchmarks
+	$(VENV)/bin/ruff check components pipelines tests benchmarks examples
+	$(VENV)/bin/ruff format --check components pipelines tests benchmarks examples
 	$(VENV)/bin/hadolint containers/Dockerfile
 
 compile: install ## Write the compiled pipelines to $(COMPILED)/ (both pipelines, both targets)

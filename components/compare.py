@@ -13,6 +13,7 @@ def compare_strategies(
     plots: Output[Artifact],
     recommendation_json: str = "{}",
     target_accuracy: float = 0.9,
+    target_metric: str = "accuracy",
 ):
     """Compares training runs: throughput, scaling, time to accuracy, quality and cost.
 
@@ -28,7 +29,10 @@ def compare_strategies(
         summary: the summary table as Markdown.
         plots: a folder of PNG plots.
         recommendation_json: what strategy selection recommended, for the record.
-        target_accuracy: the accuracy "time to accuracy" is measured to.
+        target_accuracy: the training value of target_metric "time to target" is
+            measured to.
+        target_metric: accuracy, loss, or any metric the runs record per epoch
+            (losses and errors are reached from above).
     """
     import json
 
@@ -38,6 +42,7 @@ def compare_strategies(
     built = core.build_report(
         core.load_metrics(run.path for run in runs),
         target_accuracy=target_accuracy,
+        target_metric=target_metric,
         recommendation=json.loads(recommendation_json or "{}") or None,
     )
     destinations = {

@@ -31,14 +31,19 @@ def evaluate(
     Args:
         model: the SavedModel to evaluate.
         shards: the shards the model was trained on (the test split is used).
-        metrics: test accuracy and loss.
-        confusion: the confusion matrix, drawn by the KFP UI.
+        metrics: every test metric (test_accuracy or test_mae/test_rmse/test_mse,
+            test_loss, the model's compiled metrics).
+        confusion: classification: the confusion matrix, drawn by the KFP UI;
+            regression: the (true, predicted) points of a predicted-vs-true
+            plot, in its metadata.
         promotion_target: where the promoted model is recorded: pointer (a
             promoted.json under promotion_root), vertex (Vertex AI Model
             Registry) or none (no blessing).
         promotion_root: folder, /gcs/ or gs:// path of promoted.json; empty:
             beside the pipeline root.
-        promotion_metric: test_accuracy (higher is better) or test_loss (lower is better).
+        promotion_metric: test_<metric> of any evaluated metric: test_accuracy,
+            test_loss, test_mae, test_rmse, test_mse, or a metric the model
+            compiles; losses and errors are better lower, the rest higher.
         promotion_margin: improvement the candidate needs over the promoted model.
         model_display_name: Vertex AI Model Registry display name (vertex target).
         cloud_config_json: CloudConfig JSON; its project and region locate the registry.
@@ -48,22 +53,23 @@ def evaluate(
         Output: whether the model is blessed, i.e. may be promoted. (Named
             `Output` because kfp.local 2.17.0 resolves a dsl.If condition on
             a task output only when the output is called `Output`.)
-        test_accuracy: the test accuracy.
+        test_accuracy: the test accuracy (NaN for regression).
         metric_value: the candidate's value of promotion_metric.
         blessing_reason: why, with the numbers compared.
     """
     from components.core import evaluation, promotion
 
-    result = evaluation.evaluate_saved_model(model.path, shards.path)
-    metrics.log_metric("test_accuracy", result.accuracy)
-    metrics.log_metric("test_loss", result.loss)
-    metrics.log_metric("test_examples", result.num_examples)
-    labels = [str(i) for i in range(len(result.confusion_matrix))]
-    confusion.log_confusion_matrix(labels, result.confusion_matrix)
-
-    values = {"test_accuracy": result.accuracy, "test_loss": result.loss}
     promotion.check_settings(promotion_target, promotion_metric, promotion_margin)
-    value = values[promotion_metric]
+    result = evaluation.evaluate_saved_model(model.path, shards.path)
+    for name, number in sorted(result.metrics.items()):
+        metrics.log_metric(f"test_{name}", number)
+    metrics.log_metric("test_examples", result.num_examples)
+    if result.confusion_matrix is not None:
+        labels = [str(i) for i in range(len(result.confusion_matrix))]
+        confusion.log_confusion_matrix(labels, result.confusion_matrix)
+    else:
+        confusion.metadata["predicted_vs_true"] = [list(p) for p in result.points]
+    value = promotion.metric_value(promotion_metric, result.metrics)
     store = promotion.pipeline_store(
         promotion_target, promotion_root, pipeline_root, model_display_name, cloud_config_json
     )
@@ -72,4 +78,5 @@ def evaluate(
     metrics.log_metric("blessed", int(blessing.blessed))
     model.metadata.update({"blessed": blessing.blessed, "blessing_reason": blessing.reason})
     # In the order of the NamedTuple annotation (KFP's executor reads the values by position).
-    return blessing.blessed, result.accuracy, value, blessing.reason
+    accuracy = result.accuracy if result.accuracy is not None else float("nan")
+    return blessing.blessed, accuracy, value, blessing.reason

@@ -2,10 +2,11 @@
 
 from typing import NamedTuple
 
-from kfp.dsl import Markdown, Output
+from kfp.dsl import Dataset, Input, Markdown, Output
 
 
 def select_strategy(
+    shards: Input[Dataset],
     reasons: Output[Markdown],
     run_config: dict,
     machines: int = 1,
@@ -23,6 +24,8 @@ def select_strategy(
     compute and communication, become a Markdown artifact.
 
     Args:
+        shards: the shards; their examples size a user's model module
+            (`run_config.model.module`), which is built once to be profiled.
         reasons: the recommendation and its reasons, as Markdown.
         run_config: the run's settings as RunConfig JSON (model, per-replica
             batch, and the cluster: strategy `auto` or one to keep).
@@ -50,6 +53,7 @@ def select_strategy(
         interconnect=interconnect or None,
         network_gbps=network_gbps,
         preemptible=preemptible,
+        shards_dir=shards.path,
     )
     from components.core import storage
 

@@ -18,7 +18,7 @@ from components.core.config import (
     validate_cluster,
     validate_pipeline_run,
 )
-from components.core.model_profile import profile_model
+from components.core.model_profile import profile_for
 from components.core.selection import Topology, recommend
 from components.core.selection.topology import precision_of_policy
 
@@ -47,6 +47,7 @@ def choose_for_pipeline(
     interconnect: str | None,
     network_gbps: float,
     preemptible: bool = False,
+    shards_dir: str | None = None,
 ) -> PipelineChoice:
     """The strategy and cluster a pipeline trains with.
 
@@ -70,7 +71,9 @@ def choose_for_pipeline(
     )
     model_name = config.model.name
     rec = recommend(
-        topology, profile_model(model_name), batch_size=config.training.per_replica_batch_size
+        topology,
+        profile_for(config.model, shards_dir),
+        batch_size=config.training.per_replica_batch_size,
     )
     markdown = rec.to_markdown()
     if strategy == "auto":

@@ -54,6 +54,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         gpu: str = "t4",
         network_gbps: float = 10.0,
         target_accuracy: float = 0.9,
+        target_metric: str = "accuracy",
         backend: str = "local",
         cloud_config_json: str = "{}",
         rehearse: bool = False,
@@ -69,7 +70,9 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
             gpus_per_machine: target GPUs per machine, for the recommendation.
             gpu: target GPU type, for the recommendation.
             network_gbps: target network between machines (Gbit/s).
-            target_accuracy: training accuracy that time-to-accuracy is measured to.
+            target_accuracy: the training value of target_metric that time-to-target
+                is measured to (an accuracy, or a loss or error to get below).
+            target_metric: accuracy, loss, or any metric the runs record per epoch.
             backend: where training runs: local, vertex or kubeflow.
             cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
             rehearse: with vertex or kubeflow, the train step runs every replica
@@ -78,6 +81,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
         recommendation = c.select_strategy(
+            shards=shard.outputs["shards"],
             run_config=run_config,
             machines=machines,
             gpus_per_machine=gpus_per_machine,
@@ -102,6 +106,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
             runs=dsl.Collected(trained.outputs["metrics_json"]),
             recommendation_json=recommendation.outputs["recommendation_json"],
             target_accuracy=target_accuracy,
+            target_metric=target_metric,
         )
         compared.set_display_name("compare strategies")
         compared.after(evaluated)

@@ -246,9 +246,27 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))
     clusters = typed.get("clusters")
     try:
-        validate_pipeline_run(run_config, clusters)
+        config = validate_pipeline_run(run_config, clusters)
     except (ConfigError, TypeError) as err:
         raise ConfigError(f"--param run_config: {err}") from None
+    _check_module_reachable(config.model.module)
+
+
+def _check_module_reachable(module: str | None) -> None:
+    """Refuses a model module file of this machine: the pipeline's steps run elsewhere.
+
+    Raises:
+        ConfigError: saying to copy it to Cloud Storage or bake it into an image.
+    """
+    from components.core.model_module import is_file_source
+
+    if module and is_file_source(module) and not module.startswith(("gs://", "/gcs/")):
+        raise ConfigError(
+            f"--param run_config.model.module={module} is a file of this machine, which the "
+            "pipeline's steps cannot read: copy it to Cloud Storage and pass "
+            "run_config.model.module=gs://BUCKET/PATH.py, or build an image FROM Strategist's "
+            "holding it and pass its module name (containers/README.md)"
+        )
 
 
 def _convert(text: str, kind: str) -> Any:

@@ -60,13 +60,15 @@ def build_training_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement 
             promotion_target: pointer, vertex (Model Registry) or none.
             promotion_root: folder of promoted.json (pointer); empty: beside the
                 pipeline root.
-            promotion_metric: test_accuracy or test_loss.
+            promotion_metric: test_<metric> of any evaluated metric (test_accuracy,
+                test_loss, test_mae, test_rmse or one the model compiles).
             promotion_margin: how much better than the promoted model a new one must be.
             model_display_name: the Model Registry display name (vertex).
         """
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
         choice = c.select_strategy(
+            shards=shard.outputs["shards"],
             run_config=run_config,
             machines=machines,
             gpus_per_machine=gpus_per_machine,

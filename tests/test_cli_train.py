@@ -47,7 +47,7 @@ BAD_INPUT = [
     (["--epochs", "0"], "--epochs: must be at least 1"),
     (["--batch-size", "-4"], "--batch-size: must be at least 1"),
     (["--model", "transformer9000"], "unknown model"),
-    (["--dataset", "no_such_dataset"], "unknown dataset"),
+    (["--dataset", "no_such_dataset"], "TFDS cannot find dataset"),
     (["--data-dir", "/nonexistent/strategist"], "does not exist"),
     (
         ["--strategy", "multi_worker_mirrored", "--workers", "3", "--global-batch-size", "100"],

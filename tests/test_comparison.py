@@ -182,6 +182,39 @@ def test_time_to_target_is_the_first_epoch_end_at_or_above_the_target():
     assert time_to_target(run, 0.9) == 3.0
 
 
+def test_a_loss_or_error_target_is_reached_from_above():
+    """--target-metric: losses and errors count lower as better (evaluation.lower_is_better)."""
+    run = record("mirrored", 1.0, accuracy=(0.5, 0.85, 0.9, 0.95), epoch_seconds=(2, 1, 1, 1))
+    assert time_to_target(run, 0.15, "loss") == 4.0  # loss 0.5, 0.15, 0.1, 0.05
+    run["history"]["mae"] = [3.0, 2.0, 1.2, 0.9]
+    assert time_to_target(run, 1.0, "mae") == 5.0
+    assert time_to_target(run, 0.5, "mae") is None
+    run["history"]["auc"] = [0.6, 0.8, 0.9, 0.92]
+    assert time_to_target(run, 0.8, "auc") == 3.0  # higher is better
+
+
+def test_a_regression_comparison_is_judged_on_its_target_metric():
+    """Regression records (no accuracy) compete on the test value of --target-metric."""
+    runs = four_runs()
+    for r, test_mae in zip(runs, (0.50, 0.49, 0.60, 0.494), strict=True):
+        r.update(task="regression", eval_accuracy=None, eval_metrics={"mae": test_mae})
+        r["history"] = {"loss": [4.0, 2.0, 1.0, 0.5], "mae": [1.6, 1.1, 0.7, 0.5]}
+    report = build_report(runs, target_accuracy=0.8, target_metric="mae", prices=PRICES)
+    assert report["target_metric"] == "mae"
+    times = {r["name"]: r["time_to_target_accuracy_s"] for r in report["results"]}
+    assert times["one_device"] == 4.0  # mae 0.7 <= 0.8 at epoch 3
+    # mirrored reaches it first but its test MAE 0.60 is more than 1 % worse than 0.49.
+    assert report["winner"] != "mirrored"
+    reason = report["winner_reason"]
+    assert "target training mae of 0.8" in reason
+    assert "with test mae 0.494, within 1 % of the best (0.49)" in reason
+    # Within 1 % of the best competes; farther does not.
+    assert "mirrored (0.6), parameter_server (0.5) fell more than 1 % short" in reason
+    assert "training mae of 0.8 was reached" in summary_markdown(report)
+    files = comparison.render_files(report)  # the HTML page and the plots take it too
+    assert "target training mae of 0.8" in files["report.html"].decode()
+
+
 def test_time_to_target_in_the_report_uses_elapsed_time_not_epoch_count():
     report = build_report(four_runs(), target_accuracy=0.9, prices=PRICES)
     runs = by_name(report)

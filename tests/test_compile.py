@@ -50,7 +50,8 @@ def test_training_pipeline_structure(tmp_path):
     _, spec, _ = _compile(tmp_path, "training", "vertex")
     assert _deps(spec.root.dag) == {
         "shard-dataset": set(),
-        "select-strategy": set(),
+        # The select step sizes a user's model module for the shards' examples.
+        "select-strategy": {"shard-dataset"},
         "train": {"shard-dataset", "select-strategy"},
         "evaluate": {"train", "shard-dataset"},
         "condition-1": {"train", "evaluate"},

@@ -1,26 +1,84 @@
-"""Evaluation: accuracy, the cross-entropy loss (tf_keras's, as in training), confusion matrix."""
+"""Evaluation for the task: classification (accuracy, per class, confusion matrix, the compiled
+loss) and regression (MAE, RMSE, MSE, points to plot), with the model's own compiled metrics."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 
-def test_loss_accuracy_and_confusion_matrix_of_known_logits():
+from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
+
+
+def _identity(width: int, loss, metrics):
+    """A compiled model that outputs its input: the test chooses the logits or predictions."""
+    import tf_keras as keras
+
+    model = keras.Sequential([keras.layers.Input((width,)), keras.layers.Activation("linear")])
+    model.compile(loss=loss, metrics=metrics)
+    return model
+
+
+def test_classification_loss_accuracy_per_class_and_confusion_matrix_of_known_logits():
     import numpy as np
     import tensorflow as tf
+    import tf_keras as keras
 
     from components.core.evaluation import evaluate
 
     logits = np.array([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]], np.float32)
     labels = np.array([0, 1, 1], np.int64)
     dataset = tf.data.Dataset.from_tensor_slices((logits, labels)).batch(2)
+    model = _identity(
+        2,
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        [keras.metrics.SparseTopKCategoricalAccuracy(k=1, name="top1")],
+    )
+    spec = InputSpec({"x": FeatureSpec((2,))}, LabelSpec(num_classes=2))
 
-    result = evaluate(lambda images, training: images, dataset, num_classes=2)
+    result = evaluate(model, dataset, spec)
 
     per_example = [
         math.log(np.exp(row).sum()) - row[label] for row, label in zip(logits, labels, strict=True)
     ]
-    assert abs(result.loss - float(np.mean(per_example))) < 1e-6
+    assert result.loss == pytest.approx(float(np.mean(per_example)), abs=1e-6)
     assert result.accuracy == 2 / 3
+    assert result.metrics["top1"] == pytest.approx(2 / 3)  # the model's own compiled metric
     assert result.num_examples == 3
     assert result.confusion_matrix == [[1, 0], [1, 1]]
+    assert result.per_class[1] == {
+        "class": 1, "precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3), "support": 2
+    }  # fmt: skip
+
+
+def test_regression_mae_rmse_mse_and_the_points_of_a_predicted_vs_true_plot():
+    import numpy as np
+    import tensorflow as tf
+
+    from components.core.evaluation import evaluate
+
+    predicted = np.array([[1.0], [2.0], [4.0]], np.float32)
+    truth = np.array([1.0, 3.0, 2.0], np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((predicted, truth)).batch(2)
+    spec = InputSpec({"x": FeatureSpec((1,))}, LabelSpec(dtype="float32"))
+
+    result = evaluate(_identity(1, "mse", ["mae"]), dataset, spec)
+
+    assert result.task == "regression" and result.accuracy is None
+    assert result.metrics["mae"] == pytest.approx(1.0)
+    assert result.metrics["mse"] == pytest.approx(5 / 3)
+    assert result.metrics["rmse"] == pytest.approx(math.sqrt(5 / 3))
+    assert result.loss == pytest.approx(5 / 3)  # the compiled loss
+    assert result.points == [(1.0, 1.0), (3.0, 2.0), (2.0, 4.0)]
+    assert result.confusion_matrix is None
+
+
+@pytest.mark.parametrize(
+    ("metric", "lower"),
+    [("loss", True), ("test_mae", True), ("rmse", True), ("mse", True), ("accuracy", False),
+     ("test_auc", False), ("top2_accuracy", False), ("val_loss", True)],
+)  # fmt: skip
+def test_metric_directions(metric, lower):
+    from components.core.evaluation import lower_is_better
+
+    assert lower_is_better(metric) is lower

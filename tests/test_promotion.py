@@ -48,7 +48,11 @@ def test_a_bad_margin_is_refused(margin):
 
 @pytest.mark.parametrize(
     ("target", "metric", "says"),
-    [("s3", "test_accuracy", "promotion_target 's3'"), ("pointer", "f1", "promotion_metric")],
+    [
+        ("s3", "test_accuracy", "promotion_target 's3'"),
+        ("pointer", "f1", "promotion_metric"),
+        ("pointer", "test_", "promotion_metric"),
+    ],  # fmt: skip
 )
 def test_unknown_target_or_metric_is_refused(target, metric, says):
     with pytest.raises(ConfigError, match=says):
@@ -245,3 +249,15 @@ def test_pointer_record_is_json_with_every_field(tmp_path):
         "run_id": "r",
         "promoted_at": "2026-11-23T00:00:00",
     }
+
+
+def test_any_evaluated_metric_can_promote_with_its_direction():
+    evaluated = {"loss": 0.3, "mae": 1.2, "rmse": 1.5, "top2_accuracy": 0.97}
+    assert promotion.metric_value("test_mae", evaluated) == 1.2
+    assert promotion.decide(1.1, 1.2, "test_mae").blessed  # lower is better
+    assert not promotion.decide(1.3, 1.2, "test_rmse").blessed
+    assert promotion.decide(0.98, 0.97, "test_top2_accuracy").blessed  # higher is better
+    promotion.check_settings("pointer", "test_top2_accuracy", 0.0)
+    says = "'test_f1' was not evaluated: choose one of test_loss, test_mae"
+    with pytest.raises(ConfigError, match=says):
+        promotion.metric_value("test_f1", evaluated)

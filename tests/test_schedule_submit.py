@@ -375,6 +375,7 @@ def test_missing_google_credentials_exit_2_before_compiling_or_sending(
         ("run_config.cluster.strategy=horovod", "unknown strategy 'horovod'"),
         ("machines.count=3", "machines has no fields"),
         ("promotion_margin=lots", "expected number double"),
+        ("run_config.model.module=/home/me/model.py", "copy it to Cloud Storage"),
     ],
 )
 def test_bad_parameters_exit_2_before_sending(param, message, capsys, nothing_may_be_sent):

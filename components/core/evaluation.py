@@ -1,8 +1,23 @@
-"""Evaluation of a trained classifier: accuracy, loss and a confusion matrix."""
+"""Test-split evaluation for the run's task.
+
+Classification: accuracy, a per-class report (precision, recall, F1,
+support) and a confusion matrix. Regression: MAE, RMSE, MSE and a sample of
+(true, predicted) pairs for a plot. Both: the loss and every metric the model
+was compiled with (the user's own too), from `model.evaluate`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.core.input_spec import CLASSIFICATION, REGRESSION, InputSpec
+
+# (true, predicted) pairs kept for a regression's predicted-vs-true plot.
+PLOT_POINTS = 500
+# Metrics whose lower values are better; every other metric is better higher.
+LOWER_IS_BETTER = ("loss", "mae", "mse", "rmse", "error", "msle", "mape", "hinge", "crossentropy")
 
 
 @dataclass(frozen=True)
@@ -10,57 +25,149 @@ class EvalResult:
     """Test-split quality of one model.
 
     Attributes:
-        accuracy: fraction of examples classified correctly.
-        loss: mean sparse categorical cross-entropy (from logits).
+        task: `classification` or `regression`.
+        accuracy: fraction of examples classified correctly (None for regression).
+        loss: the model's compiled loss, averaged over the examples.
         num_examples: examples evaluated.
-        confusion_matrix: rows are true labels, columns predictions.
+        confusion_matrix: rows are true labels, columns predictions (None for regression).
+        metrics: every metric by name (`loss`, the compiled metrics, and
+            `accuracy` or `mae`, `rmse`, `mse`).
+        per_class: classification: one dict per class (`class`, `precision`,
+            `recall`, `f1`, `support`).
+        points: regression: up to `PLOT_POINTS` (true, predicted) pairs.
     """
 
-    accuracy: float
+    task: str
+    accuracy: float | None
     loss: float
     num_examples: int
-    confusion_matrix: list[list[int]]
+    confusion_matrix: list[list[int]] | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    per_class: list[dict[str, float]] = field(default_factory=list)
+    points: list[tuple[float, float]] = field(default_factory=list)
 
 
-def evaluate(model, dataset, num_classes: int) -> EvalResult:
-    """Evaluates a logits-emitting Keras `model` on a batched (image, label) dataset.
+def lower_is_better(metric: str) -> bool:
+    """True for losses and errors (`loss`, `test_mae`, `rmse`...), False for the rest."""
+    name = metric.lower().removeprefix("test_").removeprefix("eval_")
+    return any(word in name for word in LOWER_IS_BETTER)
 
-    The loss is tf_keras's (Keras 2), as in training, whatever `tf.keras` is here.
+
+def evaluate(model, dataset, spec: InputSpec) -> EvalResult:
+    """Evaluates a compiled Keras `model` on a batched (inputs, label) dataset.
+
+    Args:
+        model: compiled with the run's loss and metrics (`model_build.build_compiled`).
+        dataset: the test split, batched, after the module's `preprocess`.
+        spec: the examples; its label says the task.
+
+    Raises:
+        ValueError: an empty split.
     """
     import numpy as np
-    import tensorflow as tf
-    import tf_keras as keras
 
-    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
-    total_loss = 0.0
-    count = 0
-    for images, labels in dataset:
-        logits = model(images, training=False)
-        total_loss += float(
-            tf.reduce_sum(
-                keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-            )
-        )
-        predictions = tf.argmax(logits, axis=-1).numpy()
-        np.add.at(matrix, (labels.numpy(), predictions), 1)
-        count += int(labels.shape[0])
-    if count == 0:
+    compiled = {
+        k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()
+    }
+    labels, outputs = [], []
+    for inputs, label in dataset:
+        outputs.append(np.asarray(model(inputs, training=False), dtype=np.float64))
+        labels.append(label.numpy())
+    if not labels:
         raise ValueError("the evaluation split is empty")
+    truth = np.concatenate(labels)
+    predicted = np.concatenate(outputs)
+    if spec.task == REGRESSION:
+        return _regression(truth, predicted, compiled)
+    return _classification(truth, predicted, spec.label.num_classes, compiled)
+
+
+def _classification(truth, outputs, num_classes: int, compiled: dict[str, float]) -> EvalResult:
+    import numpy as np
+
+    truth = truth.reshape(-1).astype(np.int64)
+    if outputs.ndim > 1 and outputs.shape[-1] > 1:
+        predicted = outputs.argmax(axis=-1)
+    else:  # one output for two classes: a logit or a probability
+        values = outputs.reshape(-1)
+        threshold = 0.5 if values.min() >= 0 and values.max() <= 1 else 0.0
+        predicted = (values > threshold).astype(np.int64)
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (truth, predicted), 1)
+    count = int(matrix.sum())
+    accuracy = float(np.trace(matrix) / count)
+    per_class = []
+    for k in range(num_classes):
+        hits = int(matrix[k, k])
+        precision = hits / max(int(matrix[:, k].sum()), 1)
+        recall = hits / max(int(matrix[k, :].sum()), 1)
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        per_class.append(
+            {"class": k, "precision": precision, "recall": recall, "f1": f1,
+             "support": int(matrix[k, :].sum())}
+        )  # fmt: skip
     return EvalResult(
-        accuracy=float(np.trace(matrix) / count),
-        loss=total_loss / count,
+        task=CLASSIFICATION,
+        accuracy=accuracy,
+        loss=compiled.get("loss", float("nan")),
         num_examples=count,
         confusion_matrix=matrix.tolist(),
+        metrics={**compiled, "accuracy": accuracy},
+        per_class=per_class,
     )
 
 
-def evaluate_saved_model(model_dir: str, shards_dir: str, split: str = "test") -> EvalResult:
-    """Loads an exported SavedModel and evaluates it on `split` of a shards folder."""
+def _regression(truth, outputs, compiled: dict[str, float]) -> EvalResult:
+    import numpy as np
+
+    truth = truth.reshape(-1).astype(np.float64)
+    predicted = outputs.reshape(len(truth), -1)[:, 0]
+    errors = predicted - truth
+    mse = float(np.mean(errors**2))
+    step = max(1, len(truth) // PLOT_POINTS)
+    return EvalResult(
+        task=REGRESSION,
+        accuracy=None,
+        loss=compiled.get("loss", mse),
+        num_examples=len(truth),
+        confusion_matrix=None,
+        metrics={
+            **compiled,
+            "mae": float(np.mean(np.abs(errors))),
+            "mse": mse,
+            "rmse": math.sqrt(mse),
+        },
+        points=[
+            (float(t), float(p)) for t, p in zip(truth[::step], predicted[::step], strict=True)
+        ],
+    )
+
+
+def evaluate_saved_model(
+    model_dir: str, shards_dir: str, split: str = "test", run_config: dict[str, Any] | None = None
+) -> EvalResult:
+    """Loads an exported SavedModel and evaluates it on `split` of a shards folder.
+
+    The model is compiled as the run compiled it (its module's loss and
+    metrics): from `run_config` when given, else from the run config the
+    trainer saved beside the model (`training.saved_run_config`).
+    """
     import tf_keras as keras
 
-    from components.core import datasets, storage
+    from components.core import datasets, model_build, models, storage, training
+    from components.core.config import RunConfig
 
     manifest = datasets.load_manifest(shards_dir)
+    raw = run_config if run_config is not None else training.saved_run_config(model_dir)
+    config = RunConfig.from_dict(raw or {})
+    module = models.resolve(config.model)
+    model = model_build.build_compiled(config, manifest.input_spec, module).model
     # TensorFlow opens the SavedModel itself: through `local_view` under a rehearsal.
-    model = keras.models.load_model(storage.local_view(model_dir), compile=False)
-    return evaluate(model, datasets.eval_dataset(manifest, split), manifest.num_classes)
+    saved = keras.models.load_model(storage.local_view(model_dir), compile=False)
+    model.set_weights(saved.get_weights())
+    by_name = datasets.inputs_by_name(manifest, model)
+    return evaluate(
+        model,
+        datasets.eval_dataset(manifest, split, preprocess=module.preprocess, by_name=by_name),
+        manifest.input_spec,
+    )

@@ -344,6 +344,38 @@ def profile_model(
     return _profile_cached(name, num_classes, shape, use_disk_cache)
 
 
+def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
+    """The profile of a run's model (`RunConfig.model`): a built-in, or the user's module.
+
+    A user's model module is built once for the examples of the shards in
+    `shards_dir` (its size depends on them) and counted; it is not cached,
+    since the file may change between runs.
+
+    Raises:
+        ConfigError: an unknown built-in, a module without shards to size it,
+            or a module that fails to build (naming its file and line).
+    """
+    if not model.module:
+        return profile_model(model.name)
+    if not shards_dir:
+        raise ConfigError(f"profiling model module {model.module} needs the shards it trains on")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    from components.core import datasets, model_module, models
+
+    spec = datasets.load_manifest(shards_dir).input_spec
+    module = models.resolve(model)
+    built = model_module.call(module, "build_model", spec)
+    macs, activations = count_macs_and_activations(built)
+    return ModelProfile(
+        name=model.name,
+        params=int(built.count_params()),
+        flops_per_example=float(max(2 * macs, 1)),
+        activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
+        largest_variable_params=max((int(_size(w.shape)) for w in built.weights), default=0),
+        source=f"built from {model.module} for {', '.join(spec.features)}",
+    )
+
+
 @functools.lru_cache(maxsize=64)
 def _profile_cached(
     name: str, num_classes: int, shape: tuple[int, ...], use_disk_cache: bool

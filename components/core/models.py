@@ -1,4 +1,10 @@
-"""The model registry: a name -> a function that builds an uncompiled Keras model.
+"""The built-in models: registry names that are model modules of the user's contract.
+
+`mlp`, `cnn`, `resnet50` and `mobilenet_v2` are `ModelModule`s whose
+`build_model(spec)` sizes the model from the `InputSpec` (one feature, its
+shape; the label's classes, or one output for regression), like a user's
+module (`components.core.model_module`); `resolve` gives the module a run
+trains, built-in or the user's.
 
 Models are built with tf-keras (Keras 2): Keras 3's `fit` fails under
 MultiWorkerMirroredStrategy and ParameterServerStrategy.
@@ -10,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from components.core.config import ConfigError
+from components.core import model_module
+from components.core.config import ConfigError, ModelConfig
+from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
 if TYPE_CHECKING:
     import tf_keras
@@ -84,7 +92,54 @@ DEFAULT_INPUT_SHAPES: dict[str, tuple[int, ...]] = {
 def check_model_name(name: str) -> None:
     """Raises ConfigError for a name the registry does not hold."""
     if name not in MODELS:
-        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+        raise ConfigError(
+            f"unknown model {name!r}; choose one of {', '.join(MODELS)}, or give your own "
+            "with --model-module"
+        )
+
+
+def check_model(model: ModelConfig) -> None:
+    """Refuses an unknown registry name, or a user module that cannot be imported.
+
+    Raises:
+        ConfigError: naming the flag, or the user's file and line.
+    """
+    if model.module:
+        model_module.load(model.module)
+    else:
+        check_model_name(model.name)
+
+
+def resolve(model: ModelConfig) -> model_module.ModelModule:
+    """The model module a run trains: the user's (`model.module`) or a built-in (`model.name`).
+
+    Raises:
+        ConfigError: see `check_model`.
+    """
+    if model.module:
+        return model_module.load(model.module)
+    return builtin(model.name)
+
+
+def builtin(name: str) -> model_module.ModelModule:
+    """Registry model `name` as a model module: `build_model(spec)`, default compile settings.
+
+    Raises:
+        ConfigError: for an unknown name.
+    """
+    check_model_name(name)
+
+    def build(spec: InputSpec) -> tf_keras.Model:
+        feature = spec.single_feature
+        if feature is None or None in feature.shape:
+            raise ConfigError(
+                f"the built-in {name} takes one fixed-size feature; the data has "
+                f"{', '.join(spec.features)}: give your own model with --model-module"
+            )
+        outputs = spec.label.num_classes or 1  # one value for regression
+        return _float32_logits(MODELS[name](tuple(feature.shape), outputs))
+
+    return model_module.ModelModule(source=name, name=name, file=None, build_model=build)
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> tf_keras.Model:
@@ -95,8 +150,11 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> tf
     Raises:
         ConfigError: for an unknown model name.
     """
-    check_model_name(name)
-    return _float32_logits(MODELS[name](tuple(input_shape), num_classes))
+    spec = InputSpec(
+        features={"image": FeatureSpec(tuple(input_shape))},
+        label=LabelSpec(num_classes=num_classes),
+    )
+    return builtin(name).build_model(spec)
 
 
 def _float32_logits(model: tf_keras.Model) -> tf_keras.Model:

@@ -31,12 +31,13 @@ from components.core.storage_paths import to_gcsfuse
 GCSFUSE_MOUNT = "/gcs"
 
 TARGETS = ("pointer", "vertex", "none")
-METRICS = ("test_accuracy", "test_loss")
+# Promotion metrics are test-split metrics: `test_` + any metric the evaluation
+# gives (accuracy, loss, mae, rmse, mse, the model's compiled metrics).
+METRIC_PREFIX = "test_"
 POINTER_FILE = "promoted.json"
 DEFAULT_MODEL_NAME = "strategist-model"
 # Vertex AI prebuilt TensorFlow serving container for a SavedModel.
 SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
-_LOWER_IS_BETTER = re.compile(r"(loss|error)", re.IGNORECASE)
 _LABEL_KEY_METRIC = "strategist-metric"
 _LABEL_KEY_VALUE = "strategist-value"
 
@@ -88,8 +89,23 @@ class Promoted:
 
 
 def higher_is_better(metric: str) -> bool:
-    """False for losses and errors (`test_loss`, `error_rate`), True otherwise."""
-    return not _LOWER_IS_BETTER.search(metric)
+    """False for losses and errors (`test_loss`, `test_mae`, `test_rmse`...), True otherwise."""
+    from components.core.evaluation import lower_is_better
+
+    return not lower_is_better(metric)
+
+
+def metric_value(metric: str, evaluated: dict[str, float]) -> float:
+    """The value of promotion metric `test_<name>` among a model's evaluated metrics.
+
+    Raises:
+        ConfigError: the evaluation gave no such metric, naming those it gave.
+    """
+    value = evaluated.get(metric.removeprefix(METRIC_PREFIX))
+    if value is None:
+        names = ", ".join(METRIC_PREFIX + name for name in sorted(evaluated))
+        raise ConfigError(f"promotion_metric {metric!r} was not evaluated: choose one of {names}")
+    return float(value)
 
 
 def decide(candidate: float, current: float | None, metric: str, margin: float = 0.0) -> Blessing:
@@ -158,8 +174,11 @@ def check_settings(target: str, metric: str, margin: float) -> None:
     """
     if target not in TARGETS:
         raise ConfigError(f"promotion_target {target!r}: choose one of {', '.join(TARGETS)}")
-    if metric not in METRICS:
-        raise ConfigError(f"promotion_metric {metric!r}: choose one of {', '.join(METRICS)}")
+    if not re.fullmatch(METRIC_PREFIX + r"\w+", metric):
+        raise ConfigError(
+            f"promotion_metric {metric!r}: name a test-split metric, test_<metric> "
+            "(test_accuracy, test_loss, test_mae, test_rmse, or one your model compiles)"
+        )
     if not math.isfinite(margin) or margin < 0:
         raise ConfigError(f"promotion_margin must be a number >= 0, got {margin}")
 

@@ -115,12 +115,20 @@ class RunMetrics:
     resolved for this machine; None in records older than the field);
     `run_config` is the RunConfig the trainer ran, whole; `sidecar_evaluations`
     are the evaluator task's results, one per checkpoint it evaluated.
+    `task` is `classification` or `regression` (the label's); `eval_metrics`
+    holds every test-split metric (the loss, the compiled metrics, the user's
+    too, accuracy or MAE/RMSE/MSE), `eval_accuracy` is None for regression;
+    `model_module` is the user's module (None for a built-in model);
+    `compile_settings` what the model was compiled with (optimizer, learning
+    rate, loss, metrics, and where they came from); `adjustments` what
+    Strategist changed of the user's choices, one sentence each (the batch,
+    the scaled learning rate, its warm-up).
     """
 
     strategy: str
     num_replicas: int
     examples_per_second: float
-    eval_accuracy: float
+    eval_accuracy: float | None
     model: str = ""
     dataset: str = ""
     dataset_version: str | None = None
@@ -140,7 +148,12 @@ class RunMetrics:
     elapsed_at_epoch_end: list[float] = field(default_factory=list)
     epoch_attempts: list[int] = field(default_factory=list)
     history: dict[str, list[float]] = field(default_factory=dict)
+    task: str = "classification"
     eval_loss: float | None = None
+    eval_metrics: dict[str, float] = field(default_factory=dict)
+    model_module: str | None = None
+    compile_settings: dict[str, Any] = field(default_factory=dict)
+    adjustments: list[str] = field(default_factory=list)
     confusion_matrix: list[list[int]] | None = None
     hardware: Hardware = field(default_factory=lambda: Hardware(detected=False))
     phase_seconds: dict[str, float | None] = field(default_factory=dict)
@@ -238,6 +251,8 @@ def _check_required(raw: Mapping[str, Any], source: str) -> None:
     label = f"{source} {strategy}" if isinstance(strategy, str) else source
     for key, kind in _REQUIRED.items():
         value = raw.get(key)
+        if key == "eval_accuracy" and raw.get("task") == "regression" and value is None:
+            continue  # a regression has no accuracy
         if value is None:
             raise ConfigError(f"{label}: missing {key!r} (is this a metrics.json record?)")
         if not (isinstance(value, str) if kind is str else _is_number(value)):

@@ -83,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     if strategies.is_server_role(config.cluster, role):
         strategies.run_server(role)
         return 0
-    if role.task_type == EVALUATOR:
-        training.evaluate_beside(config)
-        return 0
     try:
-        training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
-    except ConfigError as err:  # e.g. shards that cannot feed this cluster
+        if role.task_type == EVALUATOR:
+            training.evaluate_beside(config)
+        else:
+            training.train(config, role, restarts=int(os.environ.get(RESTARTS_ENV, "0")))
+    except ConfigError as err:  # e.g. shards that cannot feed this cluster, a bad model module
         print(f"trainer: error: {err}", file=sys.stderr, flush=True)
         return CONFIG_ERROR_EXIT
     return 0

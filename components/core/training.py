@@ -23,6 +23,7 @@ from typing import Any
 from components.core import (
     datasets,
     evaluation,
+    model_build,
     models,
     run_metrics,
     sidecar,
@@ -36,6 +37,7 @@ from components.core.strategies import Role
 METRICS_NAME = "metrics.json"
 MODEL_DIR_NAME = "model"
 CONFIG_NAME = "config.json"
+SAVED_RUN_CONFIG = os.path.join("assets.extra", "strategist_run_config.json")
 # Epoch records survive a restart here, beside the BackupAndRestore checkpoint.
 EPOCH_LOG_NAME = "epochs.json"
 # TensorBoard logs: OUTPUT/tensorboard, or where Vertex AI asks a job with a TensorBoard
@@ -134,12 +136,26 @@ def check_replicas(config: RunConfig, replicas_in_sync: int) -> None:
         )
 
 
-def make_learning_rate(config: RunConfig, batch_per_update: int, steps_per_epoch: int):
-    """Linear scaling rule with linear warm-up (Goyal et al., 2017)."""
+def make_learning_rate(
+    config: RunConfig,
+    batch_per_update: int,
+    steps_per_epoch: int,
+    base_learning_rate: float | None = None,
+):
+    """Linear scaling rule with linear warm-up (Goyal et al., 2017).
+
+    Args:
+        config: the run (base batch size, warm-up epochs).
+        batch_per_update: examples per optimizer update.
+        steps_per_epoch: steps of one epoch.
+        base_learning_rate: the rate at `training.base_batch_size` (a user's
+            optimizer's own rate); None: `training.base_learning_rate`.
+    """
     import tf_keras as keras
 
     t = config.training
-    peak = t.base_learning_rate * batch_per_update / t.base_batch_size
+    base = t.base_learning_rate if base_learning_rate is None else base_learning_rate
+    peak = base * batch_per_update / t.base_batch_size
     warmup_steps = t.warmup_epochs * steps_per_epoch
     if warmup_steps == 0:
         return peak
@@ -243,15 +259,18 @@ class EpochRecorder:
                 "loss": float(logs.get("loss", float("nan"))),
                 "accuracy": float(logs.get("accuracy", float("nan"))),
                 "elapsed_s": previous + seconds,
+                # Every metric the model was compiled with (the user's too).
+                "metrics": {name: float(value) for name, value in logs.items()},
             }
         )
         if self.log_path:
             storage.write_json(self.log_path, self.records)
         if self.verbose:
             r = self.records[-1]
+            values = "  ".join(f"{name} {value:.4f}" for name, value in r["metrics"].items())
             print(
-                f"epoch {epoch + 1}/{self.epochs}: loss {r['loss']:.4f}  accuracy "
-                f"{r['accuracy']:.4f}  {seconds:.2f}s  {r['examples_per_second']:.0f} examples/s",
+                f"epoch {epoch + 1}/{self.epochs}: {values}  {seconds:.2f}s  "
+                f"{r['examples_per_second']:.0f} examples/s",
                 flush=True,
             )
 
@@ -277,6 +296,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     strategies.configure_devices(config.cluster)
     strategy = strategies.make_strategy(config, role, gpus)
     manifest = datasets.load_manifest(config.data.shards_dir)
+    module = models.resolve(config.model)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
     batching = plan_batching(config, replicas, manifest.split("train").num_examples)
@@ -284,7 +304,16 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     backup_dir = config.backup_dir or storage.join(config.output_dir, "backup")
     storage.makedirs(output_dir)
 
-    model = _compiled_model(config, manifest, batching, strategy)
+    keras_seed(config)
+    built = model_build.build_compiled(
+        config,
+        manifest.input_spec,
+        module,
+        strategy=strategy,
+        batch_per_update=batching.batch_per_step,
+        steps_per_epoch=batching.steps_per_epoch,
+    )
+    model = built.model
     recorder = EpochRecorder(
         storage.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
         batching.examples_per_epoch,
@@ -294,24 +323,44 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     )
     if role.is_chief:
         print(
-            f"training {config.model.name} ({model.count_params():,} parameters) on "
+            f"training {module.name} ({model.count_params():,} parameters) on "
             f"{manifest.dataset} with {config.cluster.strategy}: {replicas} replica(s) in sync, "
             f"global batch {batching.global_batch_size}, {batching.steps_per_epoch} steps/epoch",
             flush=True,
         )
+        for change in built.adjustments:
+            print(f"strategist changed: {change}", flush=True)
     fit_started = time.perf_counter()
-    _fit(model, config, manifest, batching, recorder, backup_dir, tensorboard_log_dir(output_dir))
+    _fit(
+        model,
+        config,
+        manifest,
+        batching,
+        recorder,
+        backup_dir,
+        tensorboard_log_dir(output_dir),
+        module.preprocess,
+    )
     fit_ended = time.perf_counter()
     weights_sha256 = _weights_digest(model)
-    _export(model, output_dir)
+    _export(model, output_dir, config)
     exported = time.perf_counter()
     if not role.is_chief:
         _finish_task(config.output_dir, output_dir, role, weights_sha256)
         return None
 
-    eval_model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
+    # Evaluated in this one process, without the strategy, by a copy compiled as the user chose.
+    eval_model = model_build.build_compiled(config, manifest.input_spec, module).model
     eval_model.set_weights(model.get_weights())
-    result = evaluation.evaluate(eval_model, datasets.eval_dataset(manifest), manifest.num_classes)
+    result = evaluation.evaluate(
+        eval_model,
+        datasets.eval_dataset(
+            manifest,
+            preprocess=module.preprocess,
+            by_name=datasets.inputs_by_name(manifest, model),
+        ),
+        manifest.input_spec,
+    )
     phases = {
         "startup": startup_s,
         "setup": fit_started - started,
@@ -330,6 +379,9 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         weights_sha256=weights_sha256,
         variable_placement=_variable_placement(model),
         parameters=int(model.count_params()),
+        model_module=config.model.module,
+        compile_settings=built.compile,
+        adjustments=[*batch_adjustments(config, batching, replicas), *built.adjustments],
     )
     storage.write_json(storage.join(config.output_dir, CONFIG_NAME), config.to_dict())
     run_metrics.write(storage.join(config.output_dir, METRICS_NAME), metrics)
@@ -338,38 +390,21 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     return metrics
 
 
-def _compiled_model(config: RunConfig, manifest, batching: Batching, strategy):
-    """The model built and compiled in the strategy's scope, with the scaled learning rate.
-
-    The precision policy is set first: layers take it when they are built, and
-    `compile` wraps the optimizer in a `LossScaleOptimizer` under `mixed_float16`.
-    """
+def keras_seed(config: RunConfig) -> None:
+    """Seeds weights and shuffling before the model is built (`model_build` sets the
+    precision policy, which layers take when they are built)."""
     import tf_keras as keras
 
     keras.utils.set_random_seed(config.training.seed)
-    keras.mixed_precision.set_global_policy(config.training.precision)
-    with strategy.scope():
-        model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
-        learning_rate = make_learning_rate(
-            config, batching.batch_per_step, batching.steps_per_epoch
-        )
-        model.compile(
-            optimizer=keras.optimizers.Adam(learning_rate),
-            steps_per_execution=config.training.steps_per_execution,
-            jit_compile=config.training.jit_compile,
-            **_loss_and_metrics(),
-        )
-    return model
 
 
-def _loss_and_metrics() -> dict[str, Any]:
-    """What every model of a run is compiled with besides its optimizer."""
-    import tf_keras as keras
-
-    return {
-        "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        "metrics": ["accuracy"],
-    }
+def batch_adjustments(config: RunConfig, batching: Batching, replicas: int) -> list[str]:
+    """What Strategist chose of the batch, in words, for the record."""
+    per_replica = config.training.per_replica_batch_size
+    return [
+        f"batch {per_replica} per replica x {replicas} replica(s) in sync = "
+        f"{batching.batch_per_step} per step (global batch {batching.global_batch_size})"
+    ]
 
 
 def evaluate_beside(config: RunConfig) -> list[dict[str, Any]]:
@@ -382,17 +417,30 @@ def evaluate_beside(config: RunConfig) -> list[dict[str, Any]]:
         One result per evaluated checkpoint.
     """
     manifest = datasets.load_manifest(config.data.shards_dir)
-    model = models.build_model(config.model.name, manifest.image_shape, manifest.num_classes)
-    model.compile(**_loss_and_metrics())
-    return sidecar.evaluate_checkpoints(config, model, datasets.eval_dataset(manifest))
+    module = models.resolve(config.model)
+    model = model_build.build_compiled(config, manifest.input_spec, module).model
+    by_name = datasets.inputs_by_name(manifest, model)
+    return sidecar.evaluate_checkpoints(
+        config,
+        model,
+        datasets.eval_dataset(manifest, preprocess=module.preprocess, by_name=by_name),
+    )
 
 
 def _fit(
-    model, config: RunConfig, manifest, batching: Batching, recorder, backup_dir: str, log_dir: str
+    model,
+    config: RunConfig,
+    manifest,
+    batching: Batching,
+    recorder,
+    backup_dir: str,
+    log_dir: str,
+    preprocess=None,
 ):
     """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`.
 
-    TensorBoard logs go to `log_dir` (`tensorboard_callback`).
+    TensorBoard logs go to `log_dir` (`tensorboard_callback`); each example
+    goes through the model module's `preprocess`.
     """
     import tf_keras as keras
 
@@ -403,6 +451,8 @@ def _fit(
             batching.batch_per_step,
             seed=config.training.seed,
             per_worker_order=config.cluster.spec.uses_ps,
+            preprocess=preprocess,
+            by_name=datasets.inputs_by_name(manifest, model),
         )
     )
     storage.makedirs(backup_dir)
@@ -489,6 +539,9 @@ def _metrics(
     seconds = [r["seconds"] for r in records]
     throughput = [r["examples_per_second"] for r in records]
     steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
+    history = {"loss": [r["loss"] for r in records]}
+    for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
+        history[name] = [r.get("metrics", r).get(name, float("nan")) for r in records]
     return run_metrics.RunMetrics(
         strategy=config.cluster.strategy,
         model=config.model.name,
@@ -512,12 +565,11 @@ def _metrics(
         elapsed_at_epoch_end=[r["elapsed_s"] for r in records],
         # Which attempt (0 = first start, k = after k cluster restarts) trained each epoch.
         epoch_attempts=[r.get("attempt", 0) for r in records],
-        history={
-            "loss": [r["loss"] for r in records],
-            "accuracy": [r["accuracy"] for r in records],
-        },
+        history=history,
+        task=result.task,
         eval_accuracy=result.accuracy,
         eval_loss=result.loss,
+        eval_metrics=result.metrics,
         confusion_matrix=result.confusion_matrix,
         hardware=run_metrics.detect_hardware(config.cluster, gpu_names),
         precision=config.training.precision,
@@ -608,16 +660,28 @@ def _scratch_dir(output_dir: str, role: Role) -> str:
     return storage.join(output_dir, "_scratch", role.name)
 
 
-def _export(model, output_dir: str) -> None:
-    """Saves the model as a SavedModel, atomically.
+def _export(model, output_dir: str, config: RunConfig) -> None:
+    """Saves the model as a SavedModel, atomically, with the run config in `assets.extra/`.
 
     Saved into a local folder first, then published by `storage.staged_tree`:
     renamed into place on a local disk, uploaded file by file with its marker
-    last on Cloud Storage and gcsfuse (which refuses folder renames).
+    last on Cloud Storage and gcsfuse (which refuses folder renames). The run
+    config says which model module built it, so an evaluation elsewhere
+    compiles it with the same loss and metrics (`saved_run_config`).
     """
     with storage.staged_tree(storage.join(output_dir, MODEL_DIR_NAME)) as staging:
         # The serving model needs no optimizer (nor its warm-up schedule class).
         model.save(staging, save_format="tf", include_optimizer=False)
+        # assets.extra: the SavedModel folder's place for files its loaders ignore.
+        storage.write_json(storage.join(staging, SAVED_RUN_CONFIG), config.to_dict())
+
+
+def saved_run_config(model_dir: str) -> dict[str, Any] | None:
+    """The run config exported beside a SavedModel (None for models exported without one)."""
+    try:
+        return storage.read_json(storage.join(model_dir, SAVED_RUN_CONFIG))
+    except (OSError, ValueError):
+        return None
 
 
 def _weights_digest(model) -> str:

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from components.core.config import ConfigError, RunConfig
-from components.core.launch.cloud import CloudConfig, JobFailed
+from components.core.launch.cloud import CloudConfig, JobFailed, module_origin
 from components.core.launch.remote import RemoteCallFailed
 from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
@@ -197,6 +197,9 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     job = build_cloud_job(run, cloud)  # validates, once
     if args.dry_run:
         _print_dry_run(job, cloud)
+        origin = module_origin(run, cloud)
+        if origin:
+            print(f"dry run: {origin}", file=sys.stderr)
         return 0
     if args.rehearse:
         return _rehearse(job, cloud, run, restarts=getattr(args, "restarts", 0))

@@ -58,10 +58,20 @@ def add_parser(subparsers) -> None:
     common.add_data_model_arguments(parser)
     common.add_cluster_arguments(parser)
     parser.add_argument(
+        "--target-metric",
+        default="accuracy",
+        help="training metric time-to-target and the winner are judged on: accuracy, loss, "
+        "mae, or a metric your model compiles; losses and errors count lower as better "
+        "(default: accuracy)",
+    )
+    parser.add_argument(
+        "--target-value",
         "--target-accuracy",
-        type=common.fraction,
-        default=0.9,
-        help="accuracy that time-to-accuracy is measured to (default: 0.9)",
+        dest="target_value",
+        type=float,
+        default=None,
+        help="value of --target-metric that counts as trained (default: 0.9 for accuracy; "
+        "required for another metric)",
     )
     hardware = parser.add_argument_group("target hardware, for the recorded recommendation")
     hardware.add_argument("--gpu", default="t4", help="GPU type (default: t4)")
@@ -73,6 +83,11 @@ def add_parser(subparsers) -> None:
         type=common.positive_float,
         default=10.0,
         help="network between machines, Gbit/s (default: 10)",
+    )
+    parser.add_argument(
+        "--shards-dir",
+        help="compare on existing shards (a folder with manifest.json, written by an earlier "
+        "run) instead of sharding the data; every record is checked first",
     )
     parser.add_argument(
         "--output",
@@ -118,15 +133,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     Raises:
         ConfigError: for anything a strategy of the comparison cannot run.
     """
-    from components.core import datasets
     from components.core.hardware import get_gpu
     from components.core.launch.local import check_rehearsal
 
-    strategies = parse_strategies(args.strategies)
-    clusters = [
-        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator, args.all_reduce)
-        for name in strategies
-    ]
+    clusters = _clusters(args)
     # Data, model and batch flags are shared; each strategy gets its own cluster.
     shared = argparse.Namespace(
         **{**vars(args), "workers": None, "ps": None, "devices": None, "all_reduce": "auto"}
@@ -143,7 +153,14 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         check_rehearsal(run)
         common.check_machine_size(args, run)
     get_gpu(args.gpu)
-    datasets.get_builder(args.dataset, args.data_dir)
+    if args.shards_dir:
+        base = _on_shards(base, args)
+    else:
+        common.check_data(base)
+    if base.model.module:
+        from components.core import model_module
+
+        model_module.check_isolated_import(base.model.module)
     return {
         "run_config": base.to_pipeline_parameter(),
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
@@ -151,9 +168,62 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         "gpus_per_machine": args.devices or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
-        "target_accuracy": args.target_accuracy,
+        "target_accuracy": target_value(args),
+        "target_metric": args.target_metric,
         "backend": "local",
     }
+
+
+def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """The comparison's run on existing shards, checked record by record.
+
+    Raises:
+        ConfigError: `--data` given too, or shards `train --shards-dir` refuses.
+    """
+    from pipelines.cli.train import use_shards
+
+    if args.data:
+        raise ConfigError("--shards-dir and --data exclude each other: pass one of them")
+    config, manifest = use_shards(base, args.shards_dir, args.dataset)
+    pipelines = max(c.spec.shard_files_needed(c) for c in _clusters(args))
+    if len(manifest.split("train").files) < pipelines:
+        raise ConfigError(
+            f"--shards-dir {args.shards_dir} has {len(manifest.split('train').files)} train "
+            f"shard file(s), too few for {pipelines} workers: shard again with --num-shards "
+            f"{pipelines} or more"
+        )
+    return config
+
+
+def _clusters(args: argparse.Namespace):
+    return [
+        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator, args.all_reduce)
+        for name in parse_strategies(args.strategies)
+    ]
+
+
+def target_value(args: argparse.Namespace) -> float:
+    """The target of `--target-metric`: `--target-value`, or 0.9 for accuracy.
+
+    Raises:
+        ConfigError: no value for another metric, or an accuracy outside (0, 1].
+    """
+    import math
+    import re
+
+    if not re.fullmatch(r"\w+", args.target_metric):
+        raise ConfigError(f"--target-metric {args.target_metric!r}: name one metric, e.g. mae")
+    value = args.target_value
+    if value is None:
+        if args.target_metric != "accuracy":
+            raise ConfigError(
+                f"--target-metric {args.target_metric} needs --target-value: the "
+                f"{args.target_metric} that counts as trained"
+            )
+        return 0.9
+    if not math.isfinite(value) or (args.target_metric == "accuracy" and not 0 < value <= 1):
+        raise ConfigError(f"--target-value {value} for accuracy: pass a number in (0, 1]")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

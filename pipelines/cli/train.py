@@ -8,11 +8,9 @@ import os
 import sys
 
 from components.core import datasets, training
-from components.core.config import STRATEGIES, ConfigError, DataConfig, RunConfig
+from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
-
-DEFAULT_DATASET = DataConfig.dataset
 
 
 def add_parser(subparsers) -> None:
@@ -154,10 +152,19 @@ def _run_local(args: argparse.Namespace) -> int:
     check_rehearsal(config)
     common.check_machine_size(args, config)
     if args.shards_dir:
+        if args.data:
+            raise ConfigError("--shards-dir and --data exclude each other: pass one of them")
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:
+        common.check_data(config)
         config, manifest = prepare_shards(config, log=print)
     training.check_fits(config, manifest)
+    if config.model.module:
+        from components.core import model_build, model_module
+
+        model_module.check_isolated_import(config.model.module)
+        seconds = model_build.preflight(config, manifest)
+        print(f"train: {config.model.module} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
         metrics = run_local(
@@ -174,7 +181,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 
 def use_shards(
-    config: RunConfig, shards_dir: str, dataset: str
+    config: RunConfig, shards_dir: str, dataset: str | None
 ) -> tuple[RunConfig, datasets.Manifest]:
     """Points the config at existing shards, after reading every record back.
 
@@ -183,7 +190,7 @@ def use_shards(
             truncated or corrupted shard files, or shards of another dataset.
     """
     manifest = datasets.load_manifest(os.path.abspath(shards_dir), verify_records=True)
-    if dataset not in (DEFAULT_DATASET, manifest.dataset):
+    if dataset not in (None, manifest.dataset):
         raise ConfigError(
             f"--shards-dir {shards_dir} holds {manifest.dataset!r}, not {dataset!r}: drop "
             "--dataset, or pass the shards of that dataset"
@@ -199,18 +206,21 @@ def prepare_shards(config: RunConfig, log=print) -> tuple[RunConfig, datasets.Ma
         ConfigError: unknown dataset, no label, unreachable download, bad data dir.
     """
     data = config.data
-    shards_dir = data.shards_dir or datasets.default_shards_dir(
-        data.data_dir, data.dataset, data.num_shards
-    )
-    manifest = datasets.shard_dataset(
-        data.dataset, shards_dir, num_shards=data.num_shards, data_dir=data.data_dir, log=log
-    )
+    shards_dir = data.shards_dir or datasets.default_shards_dir(data)
+    manifest = datasets.shard_data(data, shards_dir, log=log)
     config = dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
     return config, manifest
 
 
 def print_summary(metrics: RunMetrics, output_dir: str) -> None:
+    compiled = metrics.compile_settings
     rows = [
+        ("model", f"{metrics.model} ({metrics.model_module or 'built-in'})"),
+        (
+            "compiled with",
+            f"{compiled.get('optimizer')}, loss {compiled.get('loss')}, metrics "
+            f"{', '.join(compiled.get('metrics', [])) or '-'} (from {compiled.get('from')})",
+        ),
         ("strategy", metrics.strategy),
         ("replicas", metrics.num_replicas),
         ("workers / ps", f"{metrics.workers} / {metrics.ps}"),
@@ -223,11 +233,11 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         ),
         ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
         ("examples/s", f"{metrics.examples_per_second:.0f} (median after epoch 1)"),
-        ("final train accuracy", f"{metrics.history['accuracy'][-1]:.4f}"),
-        ("test accuracy", f"{metrics.eval_accuracy:.4f}"),
-        ("test loss", f"{metrics.eval_loss:.4f}"),
+        *[(f"final train {name}", f"{values[-1]:.4f}") for name, values in _train_metrics(metrics)],
+        *[(f"test {name}", f"{value:.4f}") for name, value in _test_metrics(metrics)],
         ("restarts", metrics.restarts),
         ("hardware", metrics.hardware.describe()),
+        *[("strategist changed", change) for change in metrics.adjustments],
     ]
     width = max(len(name) for name, _ in rows)
     print("\nsummary")
@@ -235,3 +245,15 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         print(f"  {name:<{width}}  {value}")
     print(f"\nmetrics: {os.path.join(output_dir, 'metrics.json')}")
     print(f"model:   {os.path.join(output_dir, 'model')}")
+
+
+def _train_metrics(metrics: RunMetrics) -> list[tuple[str, list[float]]]:
+    """The training metrics of the last epoch worth a line (not the loss, never empty)."""
+    return [(n, v) for n, v in metrics.history.items() if n != "loss" and v and v[-1] == v[-1]]
+
+
+def _test_metrics(metrics: RunMetrics) -> list[tuple[str, float]]:
+    """The test metrics: every evaluated one, or accuracy and loss for older records."""
+    if metrics.eval_metrics:
+        return sorted(metrics.eval_metrics.items())
+    return [("accuracy", metrics.eval_accuracy), ("loss", metrics.eval_loss)]

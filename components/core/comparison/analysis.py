@@ -19,29 +19,55 @@ from components.core.comparison.measured_on import measured_on, rehearsal_note
 from components.core.comparison.pricing import PriceTable, estimate_cost, load_prices
 from components.core.comparison.values import finite, is_number, pct, round_or_none, usd
 from components.core.config import STRATEGIES, ConfigError
+from components.core.evaluation import lower_is_better
 from components.core.run_metrics import RunMetrics
 from components.core.strategy_spec import spec_for
 
-# Runs whose eval accuracy is within this of the best count as equal quality.
+# Runs whose eval accuracy is within this of the best count as equal quality (for
+# another target metric: within this fraction of the best value).
 EQUAL_QUALITY = 0.01
+ACCURACY = "accuracy"
 
 
-def time_to_target(record: Mapping[str, Any], target_accuracy: float) -> float | None:
-    """Seconds from fit start to the end of the first epoch at or above the target.
+def time_to_target(
+    record: Mapping[str, Any], target: float, metric: str = ACCURACY
+) -> float | None:
+    """Seconds from fit start to the end of the first epoch that reached the target.
 
-    Uses the training accuracy history and `elapsed_at_epoch_end` (or the
+    Uses the training history of `metric` and `elapsed_at_epoch_end` (or the
     running sum of `epoch_seconds` when that is absent), so it is measured at
-    epoch granularity.
+    epoch granularity. A loss or error reaches the target at or below it,
+    any other metric at or above (`evaluation.lower_is_better`).
 
     Returns:
         The time, or None when the target was never reached.
     """
-    accuracy = accuracy_history(record)
+    lower = lower_is_better(metric)
     elapsed = epoch_end_times(record)
-    for acc, seconds in zip(accuracy, elapsed, strict=False):
-        if is_number(acc) and acc >= target_accuracy:
+    for value, seconds in zip(metric_history(record, metric), elapsed, strict=False):
+        if is_number(value) and (value <= target if lower else value >= target):
             return float(seconds)
     return None
+
+
+def metric_history(record: Mapping[str, Any], metric: str) -> list[float]:
+    """Training values of `metric` per epoch (`accuracy` also finds another `*accuracy`)."""
+    if metric == ACCURACY:
+        return accuracy_history(record)
+    return list((record.get("history") or {}).get(metric) or [])
+
+
+def eval_quality(record: Mapping[str, Any], metric: str) -> float | None:
+    """The run's test-split value of `metric` (None when it was not evaluated)."""
+    value = (record.get("eval_metrics") or {}).get(metric)
+    if value is None:
+        value = {ACCURACY: record.get("eval_accuracy"), "loss": record.get("eval_loss")}.get(metric)
+    return float(value) if is_number(value) else None
+
+
+def target_words(metric: str, target: float) -> str:
+    """`training accuracy of 90.0 %`, `training mae of 0.5`."""
+    return f"training {metric} of {pct(target) if metric == ACCURACY else f'{target:g}'}"
 
 
 def accuracy_history(record: Mapping[str, Any]) -> list[float]:
@@ -158,43 +184,93 @@ def choose_baseline(results: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def choose_winner(
-    results: list[Mapping[str, Any]], target_accuracy: float
+    results: list[Mapping[str, Any]], target_accuracy: float, metric: str = ACCURACY
 ) -> tuple[str | None, str]:
     """Picks the best run and says why, with numbers.
 
-    Rules, in order: only runs within 1 pp of the best eval accuracy compete
-    (equal quality); of those, the first to reach the target accuracy wins;
-    when none reached it, the cheapest wins; when no cost is known, the
-    highest throughput wins.
+    Rules, in order: only runs within 1 pp of the best eval accuracy (for
+    another target metric: within 1 % of its best test value) compete
+    (equal quality); of those, the first to reach the target wins; when none
+    reached it, the cheapest wins; when no cost is known, the highest
+    throughput wins.
 
     Args:
         results: records enriched by `build_report`.
-        target_accuracy: the training accuracy that counts as done.
+        target_accuracy: the training value of `metric` that counts as done.
+        metric: the target metric.
 
     Returns:
         The winner's name (None without results) and the reason in a sentence.
     """
     if not results:
         return None, "No runs to compare."
-    best = max(r["eval_accuracy"] for r in results)
-    equal = [r for r in results if r["eval_accuracy"] >= best - EQUAL_QUALITY - 1e-9]
+    quality = _Quality(results, metric)
+    equal = [r for r in results if quality.equal(r)]
     left_out = [r for r in results if r not in equal]
+    words = target_words(metric, target_accuracy)
     win, because = (
-        _first_to_target(equal, target_accuracy)
-        or _cheapest(equal, target_accuracy)
-        or _fastest(equal, target_accuracy)
+        _first_to_target(equal, words) or _cheapest(equal, words) or _fastest(equal, words)
     )
-    return win["name"], f"{because}, {_quality(win, best)}.{_dropped(left_out)}"
+    return win["name"], f"{because}, {quality.describe(win)}.{quality.dropped(left_out)}"
+
+
+class _Quality:
+    """Equal quality on the target metric's test value, in its direction."""
+
+    def __init__(self, results: list[Mapping[str, Any]], metric: str):
+        self.metric = metric
+        self.lower = lower_is_better(metric)
+        values = [v for v in (eval_quality(r, metric) for r in results) if v is not None]
+        self.best = (min if self.lower else max)(values) if values else None
+
+    def _show(self, value: float) -> str:
+        return pct(value) if self.metric == ACCURACY else f"{value:.4g}"
+
+    def _slack(self) -> str:
+        return "1 pp" if self.metric == ACCURACY else "1 %"
+
+    def equal(self, run: Mapping[str, Any]) -> bool:
+        value = eval_quality(run, self.metric)
+        if self.best is None or value is None:
+            return self.best is None
+        tolerance = EQUAL_QUALITY if self.metric == ACCURACY else EQUAL_QUALITY * abs(self.best)
+        gap = value - self.best if self.lower else self.best - value
+        return gap <= tolerance + 1e-9
+
+    def describe(self, run: Mapping[str, Any]) -> str:
+        """The winner's test value in words, against the best of all runs."""
+        value = eval_quality(run, self.metric)
+        name = "eval accuracy" if self.metric == ACCURACY else f"test {self.metric}"
+        if value is None or self.best is None:
+            return f"no {name} to compare"
+        if value == self.best:
+            return f"with the best {name}, {self._show(self.best)}"
+        return (
+            f"with {name} {self._show(value)}, within {self._slack()} of the best "
+            f"({self._show(self.best)}), which counts as equal quality"
+        )
+
+    def dropped(self, left_out: list[Mapping[str, Any]]) -> str:
+        """A sentence naming the runs too far from the best to compete; empty when none."""
+        if not left_out:
+            return ""
+        return (
+            " "
+            + ", ".join(
+                f"{r['name']} ({self._show(eval_quality(r, self.metric))})" for r in left_out
+            )
+            + f" fell more than {self._slack()} short and did not compete."
+        )
 
 
 def _first_to_target(
-    equal: list[Mapping[str, Any]], target_accuracy: float
+    equal: list[Mapping[str, Any]], target: str
 ) -> tuple[Mapping[str, Any], str] | None:
     """The run that reached the target first, ahead of the runner-up by how much.
 
     Args:
         equal: the runs of equal quality.
-        target_accuracy: the training accuracy that counts as done.
+        target: the target in words (`target_words`).
 
     Returns:
         The winner and the reason without its quality, or None when no run
@@ -208,7 +284,7 @@ def _first_to_target(
         return None
     win = reached[0]
     reason = (
-        f"{win['name']} reached the target training accuracy of {pct(target_accuracy)} "
+        f"{win['name']} reached the target {target} "
         f"first, after {win['time_to_target_accuracy_s']:.1f} s"
     )
     if len(reached) > 1:
@@ -221,14 +297,12 @@ def _first_to_target(
     return win, reason
 
 
-def _cheapest(
-    equal: list[Mapping[str, Any]], target_accuracy: float
-) -> tuple[Mapping[str, Any], str] | None:
+def _cheapest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str, Any], str] | None:
     """The run with the lowest estimated cost, against the next cheapest.
 
     Args:
         equal: the runs of equal quality; none reached the target.
-        target_accuracy: the training accuracy that counts as done.
+        target: the target in words (`target_words`).
 
     Returns:
         The winner and the reason without its quality, or None when no run
@@ -242,8 +316,8 @@ def _cheapest(
         return None
     win = priced[0]
     reason = (
-        f"No run of equal quality reached the target training accuracy of "
-        f"{pct(target_accuracy)}, so the cheapest wins: {win['name']} at "
+        f"No run of equal quality reached the target {target}, so the cheapest wins: "
+        f"{win['name']} at "
         f"{usd(win['estimated_cost_usd'])}"
     )
     if len(priced) > 1:
@@ -251,53 +325,31 @@ def _cheapest(
     return win, reason
 
 
-def _fastest(
-    equal: list[Mapping[str, Any]], target_accuracy: float
-) -> tuple[Mapping[str, Any], str]:
+def _fastest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str, Any], str]:
     """The run with the highest throughput, the rule of last resort.
 
     Args:
         equal: the runs of equal quality (at least one); none reached the
             target and none could be priced.
-        target_accuracy: the training accuracy that counts as done.
+        target: the target in words (`target_words`).
 
     Returns:
         The winner and the reason without its quality.
     """
     win = sorted(equal, key=lambda r: -r["examples_per_second"])[0]
     reason = (
-        f"No run of equal quality reached the target training accuracy of "
-        f"{pct(target_accuracy)} and none could be priced, so the highest throughput wins: "
+        f"No run of equal quality reached the target {target} "
+        "and none could be priced, so the highest throughput wins: "
         f"{win['name']} at {win['examples_per_second']:,.0f} examples/s"
     )
     return win, reason
-
-
-def _quality(run: Mapping[str, Any], best: float) -> str:
-    """The winner's eval accuracy in words, against the best of all runs."""
-    if run["eval_accuracy"] >= best:
-        return f"with the best eval accuracy, {pct(best)}"
-    return (
-        f"with eval accuracy {pct(run['eval_accuracy'])}, within 1 pp of the best "
-        f"({pct(best)}), which counts as equal quality"
-    )
-
-
-def _dropped(left_out: list[Mapping[str, Any]]) -> str:
-    """A sentence naming the runs too inaccurate to compete; empty when there are none."""
-    if not left_out:
-        return ""
-    return (
-        " "
-        + ", ".join(f"{r['name']} ({pct(r['eval_accuracy'])})" for r in left_out)
-        + " fell more than 1 pp short and did not compete."
-    )
 
 
 def build_report(
     results: list[dict],
     *,
     target_accuracy: float = 0.9,
+    target_metric: str = ACCURACY,
     prices: PriceTable | None = None,
     recommendation: dict | None = None,
     generated_at: str | None = None,
@@ -306,8 +358,12 @@ def build_report(
 
     Args:
         results: one `metrics.json` record per run; not modified.
-        target_accuracy: training accuracy (0-1) that counts as "trained" for
-            `time_to_target_accuracy_s` and the winner.
+        target_accuracy: the training value of `target_metric` that counts as
+            "trained" for `time_to_target_accuracy_s` and the winner (0-1 for
+            accuracy).
+        target_metric: the metric the target is on (`--target-metric`):
+            `accuracy` or any metric the runs recorded per epoch (`loss`,
+            `mae`, a compiled metric); losses and errors are better lower.
         prices: price table for `estimated_cost_usd`; the bundled one by default.
         recommendation: what `strategist select` would have chosen (its
             `--json` output), passed through.
@@ -319,7 +375,7 @@ def build_report(
         `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `cost_note`),
         `baseline`, `measured_on` (the hardware, in words, and its runs),
         `rehearsal_note` (None unless a run was a local CPU rehearsal),
-        `winner`, `winner_reason`, `target_accuracy`,
+        `winner`, `winner_reason`, `target_accuracy`, `target_metric`,
         `equal_quality_tolerance`, `recommendation`, `prices`, `prices_as_of`,
         `dataset`, `model` and `generated_at`.
 
@@ -327,15 +383,17 @@ def build_report(
         ReportError: when a record lacks a required field, or the target is
             not between 0 and 1.
     """
-    if not is_number(target_accuracy) or not 0 < target_accuracy <= 1:
+    if not is_number(target_accuracy) or (
+        target_metric == ACCURACY and not 0 < target_accuracy <= 1
+    ):
         raise ReportError(f"target accuracy must be in (0, 1], got {target_accuracy!r}")
     prices = prices if prices is not None else load_prices()
     records = _named_records(results)
     baseline = choose_baseline(records) if records else None
     for r in records:
-        _add_derived(r, baseline, target_accuracy, prices)
+        _add_derived(r, baseline, target_accuracy, target_metric, prices)
 
-    winner, reason = choose_winner(records, target_accuracy)
+    winner, reason = choose_winner(records, target_accuracy, target_metric)
     if generated_at is None:
         generated_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return {
@@ -343,6 +401,7 @@ def build_report(
         "dataset": _common(records, "dataset"),
         "model": _common(records, "model"),
         "target_accuracy": target_accuracy,
+        "target_metric": target_metric,
         "equal_quality_tolerance": EQUAL_QUALITY,
         "baseline": baseline,
         "measured_on": measured_on(records),
@@ -378,6 +437,7 @@ def _add_derived(
     record: dict,
     baseline: Mapping[str, Any] | None,
     target_accuracy: float,
+    target_metric: str,
     prices: PriceTable,
 ) -> None:
     """Adds speed-up, scaling efficiency, time to target and cost to one record."""
@@ -389,7 +449,9 @@ def _add_derived(
         ]
     record["speedup"] = round_or_none(speedup, 4)
     record["scaling_efficiency"] = round_or_none(efficiency, 4)
-    record["time_to_target_accuracy_s"] = round_or_none(time_to_target(record, target_accuracy), 3)
+    record["time_to_target_accuracy_s"] = round_or_none(
+        time_to_target(record, target_accuracy, target_metric), 3
+    )
     cost = estimate_cost(record, prices)
     record["estimated_cost_usd"] = cost.usd
     record["cost_usd_per_hour"] = round_or_none(cost.usd_per_hour, 6)

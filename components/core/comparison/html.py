@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.plots import PLOT_FILES, render_plots, strategy_colors
 from components.core.comparison.summary import TEXT_COLUMNS, notes, recommended, table_rows
-from components.core.comparison.values import pct
 
 _CSS = """
 :root { color-scheme: light; }
@@ -134,7 +134,10 @@ def _meta(report: Mapping[str, Any]) -> str:
         x
         for x in (
             subject,
-            f"target accuracy {pct(report.get('target_accuracy', 0))}",
+            "target "
+            + target_words(
+                report.get("target_metric") or "accuracy", report.get("target_accuracy", 0)
+            ),
             f"generated {escape(str(report.get('generated_at', '')))}",
         )
         if x

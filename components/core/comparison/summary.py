@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
-from components.core.comparison.values import pct, usd
+from components.core.comparison.values import usd
 
 # The columns of every results table: record key, heading, cell format.
 TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
@@ -151,8 +152,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
         out.append(report["rehearsal_note"])
     out.append(
         f"Time to target: wall-clock seconds from the start of fit to the end of the first "
-        f"epoch whose training accuracy reached {pct(report.get('target_accuracy', 0))} "
-        "(epoch granularity)."
+        f"epoch whose {_target(report)} was reached (epoch granularity)."
     )
     prices = report.get("prices") or {}
     out.append(
@@ -172,3 +172,8 @@ def notes(report: Mapping[str, Any]) -> list[str]:
             f"`strategist select` would have chosen {rec}. {recommendation_check(report, rec)[1]}"
         )
     return out
+
+
+def _target(report: dict) -> str:
+    """The report's target in words: `training accuracy of 90.0 %`."""
+    return target_words(report.get("target_metric") or "accuracy", report.get("target_accuracy", 0))

@@ -71,10 +71,14 @@ def train_to_artifacts(
             output_dir=workdir,
         )
         validate_run(config)
-        models.check_model_name(config.model.name)
+        models.check_model(config.model)
         if backend == "local":
             from components.core.launch.local import run_local
 
+            if config.model.module:  # a bad module is refused before the cluster starts
+                from components.core import datasets, model_build
+
+                model_build.preflight(config, datasets.load_manifest(shards_dir))
             metrics = run_local(config)
             source = workdir
         elif rehearse:
@@ -175,6 +179,9 @@ def submit_cloud(
 
     if job is None:
         job = build_cloud_job(run, cloud)
+    staged = cloud_lib.stage_module(run, cloud)  # before any replica starts
+    if staged:
+        log(f"model module staged at {staged}")
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
@@ -207,12 +214,13 @@ def _copy_model(source: str, destination: str) -> None:
 def headline_metrics(metrics: RunMetrics) -> dict[str, float]:
     """The numbers a KFP UI `Metrics` artifact shows for one run."""
     seconds = metrics.epoch_seconds
+    evaluated = {"accuracy": metrics.eval_accuracy, "loss": metrics.eval_loss}
+    evaluated.update(metrics.eval_metrics)  # every test metric, the user's compiled ones too
     return {
         "examples_per_second": float(metrics.examples_per_second),
         "mean_epoch_seconds": float(sum(seconds) / len(seconds)),
         "train_wall_seconds": float(metrics.wall_seconds),
-        "eval_accuracy": float(metrics.eval_accuracy),
-        "eval_loss": float(metrics.eval_loss),
+        **{f"eval_{name}": float(v) for name, v in evaluated.items() if v is not None},
         "num_replicas": float(metrics.num_replicas),
         "restarts": float(metrics.restarts),
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -454,6 +455,7 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     `/gcs/` (gcsfuse); on Kubeflow `gs://` stays (TensorFlow reads it directly).
     Local paths of this machine are dropped. Under `mirrored` on GPUs,
     `devices_per_worker` becomes the GPU count, so replicas and batch agree.
+    A model module file becomes its staged copy (`staged_module_uri`).
     """
 
     def remote(path: str | None) -> str | None:
@@ -468,13 +470,73 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     data = dataclasses.replace(
         run.data, shards_dir=remote(shards_uri(run, cloud)), data_dir=remote(run.data.data_dir)
     )
+    model = run.model
+    staged = staged_module_uri(run, cloud)
+    if staged:
+        model = dataclasses.replace(model, module=remote(staged))
     return dataclasses.replace(
         run,
         data=data,
+        model=model,
         cluster=cluster,
         output_dir=remote(output_uri(run, cloud)) or run.output_dir,
         backup_dir=remote(run.backup_dir),
     )
+
+
+def staged_module_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
+    """Where the run's model module file is in Cloud Storage for the job's replicas.
+
+    A local `.py` file is staged beside the job's outputs,
+    `<output>/model_module/<file>` (`stage_module` copies it at submission); a
+    `gs://` file is read where it is. None for a built-in model or an
+    importable module name, which the trainer image must hold (a two-line
+    Dockerfile `FROM` Strategist's image: containers/README.md).
+    """
+    from components.core import model_module
+
+    source = run.model.module
+    if not source or not model_module.is_file_source(source):
+        return None
+    if source.startswith("gs://"):
+        return source
+    return f"{output_uri(run, cloud)}/{MODULE_DIR}/{os.path.basename(source)}"
+
+
+def module_origin(run: RunConfig, cloud: CloudConfig) -> str | None:
+    """One line saying where the replicas' model module comes from (None for built-ins)."""
+    source = run.model.module
+    if not source:
+        return None
+    staged = staged_module_uri(run, cloud)
+    if staged is None:
+        return f"model module {source}: imported on every replica, so the image must hold it"
+    if staged == source:
+        return f"model module {source}: read by every replica from Cloud Storage"
+    return f"model module {source}: staged to {staged} at submission, read by every replica"
+
+
+def stage_module(run: RunConfig, cloud: CloudConfig) -> str | None:
+    """Copies a local model module file to `staged_module_uri`; returns that URI.
+
+    Raises:
+        ConfigError: the file cannot be read or written.
+    """
+    staged = staged_module_uri(run, cloud)
+    source = run.model.module
+    if staged is None or staged == source:
+        return staged
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.makedirs(staged.rsplit("/", 1)[0])
+        tf.io.gfile.copy(source, staged, overwrite=True)
+    except (tf.errors.OpError, OSError) as err:
+        raise ConfigError(f"cannot stage --model-module {source} to {staged}: {err}") from None
+    return staged
+
+
+MODULE_DIR = "model_module"
 
 
 def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:

@@ -48,6 +48,14 @@ from components.core.training import METRICS_NAME
 
 HOST = "127.0.0.1"  # local clusters never listen beyond this machine
 _TAIL_LINES = 40
+# Trainers run this launcher's own code: its folder is put on the isolated interpreter's path
+# (last, so nothing there shadows an installed module), else an editable install of another
+# checkout would provide `components`.
+_CODE_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+_RUN_TRAINER = (
+    "import runpy, sys; sys.path.append(sys.argv[1]); module = sys.argv[2]; "
+    "sys.argv[1:3] = []; runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 _POLL_S = 0.1
 # TensorFlow's start-up chatter (absl INFO/WARNING lines, the CUDA probe on a
 # machine without GPUs): kept in a task's tail for failures, not printed.
@@ -352,7 +360,9 @@ class LocalCluster:
         command = [
             sys.executable,
             "-I",  # isolated: the working directory cannot shadow a module of the trainer
-            "-m",
+            "-c",
+            _RUN_TRAINER,
+            _CODE_ROOT,
             "components.core.trainer",
             "--config-json",
             self.config.to_json(),

@@ -1,0 +1,326 @@
+"""A user's model module: refused before anything starts when bad, staged for the cloud,
+and (cluster tests) trained by every strategy with the user's own compile settings kept."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import trainer_pids
+
+REPO = Path(__file__).resolve().parents[1]
+CNN_MODULE = REPO / "examples" / "digits_cnn_module.py"
+SGD_MODULE = REPO / "examples" / "sgd_compiled_module.py"
+
+GOOD_MODEL = """
+import tf_keras as keras
+
+def build_model(spec):
+    return keras.Sequential([
+        keras.layers.Input(spec.single_feature.shape),
+        keras.layers.Flatten(),
+        keras.layers.Dense(spec.label.num_classes),
+    ])
+"""
+
+# name -> (module text, or None for no file; words the one-line message must hold;
+# the line of the user's file it must name, or None).
+NO_BUILD = "import tf_keras\n\ndef build(spec):\n    pass\n"
+RAISES = "def build_model(spec):\n    width = spec.features['pixels']\n"
+KERAS_3 = (
+    "import keras\n\ndef build_model(spec):\n"
+    "    return keras.Sequential([keras.layers.Input((8, 8, 1)), keras.layers.Dense(10)])\n"
+)
+BAD_MODULES = {
+    "file-missing": (None, "no such file", None),
+    "syntax-error": ("import tf_keras\ndef build_model(spec)\n    pass\n", "SyntaxError", 2),
+    "import-error": ("import tf_keras\nimport no_such_package_xyz\n", "ModuleNotFoundError", 2),
+    "no-build-model": (NO_BUILD, "defines no build_model", None),
+    "build-model-raises": (RAISES, "KeyError: 'pixels'", 2),
+    "returns-none": ("def build_model(spec):\n    return None\n", "NoneType, not a tf_keras", None),
+    "returns-a-keras-3-model": (KERAS_3, "import tf_keras (Keras 2), not keras", None),
+    "output-does-not-fit-the-classes": (
+        GOOD_MODEL.replace("spec.label.num_classes", "3"),
+        "has 10 classes: end the model with Dense(10)",
+        None,
+    ),
+    "task-does-not-fit-the-labels": (
+        GOOD_MODEL + "\nTASK = 'regression'\n",
+        "makes it classification",
+        None,
+    ),
+    "labels-do-not-fit-the-loss": (
+        GOOD_MODEL + "\ndef compile_settings(spec):\n"
+        "    return {'loss': keras.losses.CategoricalCrossentropy(from_logits=True)}\n",
+        "the model does not take the data",
+        None,
+    ),
+    "unknown-compile-setting": (
+        GOOD_MODEL + "\ndef compile_settings(spec):\n    return {'optimiser': 'sgd'}\n",
+        "returned optimiser; it may set optimizer, loss, metrics",
+        None,
+    ),
+    "preprocess-breaks-the-input": (
+        GOOD_MODEL + "\ndef preprocess(image, label):\n    return image[..., :0], label\n",
+        "the model does not take the data",
+        None,
+    ),
+}
+
+
+def strategist(argv: list[str]) -> int:
+    from pipelines import cli
+
+    try:
+        return cli.main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+
+
+@pytest.mark.parametrize("case", list(BAD_MODULES), ids=list(BAD_MODULES))
+def test_a_bad_module_exits_2_naming_its_file_and_line_before_anything_starts(
+    case, digits_shards, tmp_path, capsys
+):
+    text, says, line = BAD_MODULES[case]
+    module = tmp_path / "my_model.py"
+    if text is not None:
+        module.write_text(textwrap.dedent(text))
+    out = tmp_path / "out"
+    argv = [
+        "train", "--local", "--strategy", "multi_worker_mirrored", "--workers", "2",
+        "--model-module", str(module), "--shards-dir", digits_shards, "--epochs", "1",
+        "--output", str(out),
+    ]  # fmt: skip
+    assert strategist(argv) == 2
+    err = capsys.readouterr().err
+    (message,) = err.strip().splitlines()  # one line, no traceback
+    assert says in message, message
+    assert "my_model.py" in message
+    if line is not None:
+        assert f"my_model.py:{line}:" in message, message
+    assert not (out / "status.json").exists()  # no cluster was started
+    assert not trainer_pids(str(out))
+
+
+def test_an_unknown_module_name_is_refused_as_such(capsys):
+    assert strategist(["train", "--model-module", "no_such_module_xyz", "--epochs", "1"]) == 2
+    assert "no such file or importable module" in capsys.readouterr().err
+
+
+def test_model_and_model_module_exclude_each_other(capsys):
+    assert strategist(["train", "--model", "cnn", "--model-module", str(CNN_MODULE)]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_pre_flight_check_is_cheap(digits_shards):
+    """Building the module once on the launcher's CPU and running one batch costs little."""
+    import dataclasses
+
+    from components.core import datasets, model_build
+    from components.core.config import ModelConfig, RunConfig
+
+    config = dataclasses.replace(RunConfig(), model=ModelConfig("cnn", str(CNN_MODULE)))
+    model_build.preflight(config, datasets.load_manifest(digits_shards))  # warm: imports, tracing
+    seconds = model_build.preflight(config, datasets.load_manifest(digits_shards))
+    assert seconds < 3.0, seconds
+
+
+def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_it(capsys):
+    from google.cloud import aiplatform_v1
+
+    argv = [
+        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "--image", "us-docker.pkg.dev/p/r/trainer:1", "--output", "gs://bucket/runs/x",
+        "--shards-dir", "gs://bucket/shards", "--strategy", "multi_worker_mirrored",
+        "--workers", "2", "--model-module", str(CNN_MODULE), "--dry-run",
+    ]  # fmt: skip
+    assert strategist(argv) == 0
+    out, err = capsys.readouterr()
+    job = aiplatform_v1.CustomJob.from_json(out, ignore_unknown_fields=False)
+    staged = "gs://bucket/runs/x/model_module/digits_cnn_module.py"
+    for pool in job.job_spec.worker_pool_specs:
+        config = json.loads(pool.container_spec.args[1])
+        # Vertex AI mounts Cloud Storage at /gcs/ (gcsfuse) in every replica.
+        assert config["model"] == {"name": "digits_cnn_module", "module": "/gcs/" + staged[5:]}
+    assert f"model module {CNN_MODULE}: staged to {staged} at submission" in err
+
+
+def test_kubeflow_replicas_fetch_the_staged_module_from_cloud_storage(capsys):
+    import yaml
+
+    argv = [
+        "train", "--target", "kubeflow", "--image", "img:1", "--output", "gs://bucket/runs/k",
+        "--shards-dir", "gs://bucket/shards", "--strategy", "parameter_server",
+        "--model-module", str(CNN_MODULE), "--dry-run",
+    ]  # fmt: skip
+    assert strategist(argv) == 0
+    out, err = capsys.readouterr()
+    job = yaml.safe_load(out)
+    for replica in job["spec"]["tfReplicaSpecs"].values():
+        args = replica["template"]["spec"]["containers"][0]["args"]
+        config = json.loads(args[args.index("--config-json") + 1])
+        assert config["model"]["module"] == "gs://bucket/runs/k/model_module/digits_cnn_module.py"
+    assert "staged to gs://bucket/runs/k/model_module/digits_cnn_module.py" in err
+
+
+def test_an_importable_module_name_is_imported_from_the_image(capsys):
+    argv = [
+        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "--image", "img:1", "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/s",
+        "--strategy", "one_device", "--model-module", "examples.digits_cnn_module", "--dry-run",
+    ]  # fmt: skip
+    assert strategist(argv) == 0
+    err = capsys.readouterr().err
+    assert "model module examples.digits_cnn_module: imported on every replica" in err
+
+
+# -- training on real localhost clusters ---------------------------------------------------
+
+
+STRATEGY_FLAGS = {
+    "mirrored": ["--strategy", "mirrored", "--devices", "2"],
+    "multi_worker_mirrored": ["--strategy", "multi_worker_mirrored", "--workers", "2"],
+    "parameter_server": ["--strategy", "parameter_server", "--workers", "2", "--ps", "1"],
+}
+
+
+def train(module: Path, flags: list[str], shards: str, out: Path, epochs: int = 4) -> dict:
+    argv = ["train", "--local", *flags, "--model-module", str(module), "--shards-dir", shards]
+    assert strategist([*argv, "--epochs", str(epochs), "--output", str(out)]) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
+def test_the_example_cnn_module_learns_the_digits_with_every_strategy(
+    strategy, digits_shards, tmp_path
+):
+    metrics = train(CNN_MODULE, STRATEGY_FLAGS[strategy], digits_shards, tmp_path / strategy)
+    assert metrics["eval_accuracy"] >= 0.85, metrics["eval_accuracy"]  # chance is 0.10
+    assert metrics["model"] == "digits_cnn_module"
+    assert metrics["model_module"] == str(CNN_MODULE)
+    assert metrics["compile_settings"]["from"] == "compile_settings"
+    assert metrics["compile_settings"]["optimizer"] == "Adam"
+    # Adam's 0.002 is the rate for a batch of 32: scaled to the batch of one update, 64 for
+    # two replicas in sync; a parameter-server worker updates alone, with its own 32.
+    per_update = 32 * metrics["replicas_in_sync"]
+    assert per_update == (32 if strategy == "parameter_server" else 64)
+    assert metrics["compile_settings"]["learning_rate"] == pytest.approx(0.002 * per_update / 32)
+    scaled = "learning rate 0.002 -> 0.004" in " ".join(metrics["adjustments"])
+    assert scaled is (per_update == 64)
+
+
+@pytest.mark.cluster
+def test_the_users_own_compile_reaches_the_trained_model_and_the_record_names_the_scaling(
+    digits_shards, tmp_path, capsys
+):
+    """SGD with momentum, a custom metric, compiled by the user: kept; only the rate scaled."""
+    out = tmp_path / "sgd"
+    metrics = train(SGD_MODULE, STRATEGY_FLAGS["multi_worker_mirrored"], digits_shards, out, 6)
+    settings = metrics["compile_settings"]
+    assert settings["from"] == "build_model's compile"
+    assert settings["optimizer"] == "SGD"
+    assert settings["optimizer_config"]["momentum"] == pytest.approx(0.9)
+    assert settings["optimizer_config"]["nesterov"] is True
+    assert settings["metrics"] == ["accuracy", "top2_accuracy"]
+    assert settings["learning_rate"] == pytest.approx(0.02)  # 0.01 at batch 32, 64 per step
+    # The custom metric was computed in training (every epoch) and on the test split.
+    assert len(metrics["history"]["top2_accuracy"]) == 6
+    assert metrics["eval_metrics"]["top2_accuracy"] >= metrics["eval_accuracy"] >= 0.85
+    changed = metrics["adjustments"]
+    assert "learning rate 0.01 -> 0.02 (scaled linearly: batch 64 per update / base batch 32)" in (
+        changed
+    )
+    printed = capsys.readouterr().out
+    assert re.search(r"strategist changed +learning rate 0\.01 -> 0\.02", printed), printed
+    assert "SGD, loss sparse_categorical_crossentropy" in printed
+
+
+def test_the_select_step_profiles_a_users_module_for_the_shards_examples(digits_shards):
+    """The pipelines' select step sizes the user's model for the data it will train on."""
+    from components.core.config import ModelConfig, RunConfig
+    from components.strategy_choice import choose_for_pipeline
+
+    run = RunConfig(model=ModelConfig("digits_cnn_module", str(CNN_MODULE)))
+    choice = choose_for_pipeline(
+        run_config=run.to_pipeline_parameter(),
+        machines=1,
+        gpus_per_machine=2,
+        gpu="t4",
+        interconnect=None,
+        network_gbps=10.0,
+        shards_dir=digits_shards,
+    )
+    model = json.loads(choice.recommendation_json)["inputs"]["model"]
+    assert model["params"] == 43_050  # the example CNN on 8x8x1 digits, 10 classes
+    assert f"built from {CNN_MODULE} for image" in model["source"]
+
+
+@pytest.mark.cluster
+def test_compare_takes_the_module_and_judges_on_its_custom_metric(tmp_path, capsys):
+    """`compare --model-module`: the module crosses the pipeline (run_config.model.module) to
+    every train and evaluate step; time to target is measured on the user's own metric."""
+    out = tmp_path / "compare"
+    argv = [
+        "compare", "--local", "--strategies", "one_device,mirrored",
+        "--model-module", str(SGD_MODULE), "--epochs", "3",
+        "--target-metric", "top2_accuracy", "--target-value", "0.9", "--output", str(out),
+    ]  # fmt: skip
+    assert strategist(argv) == 0, capsys.readouterr()
+    report = json.loads((out / "comparison.json").read_text())
+    assert report["target_metric"] == "top2_accuracy"
+    for result in report["results"]:
+        assert result["model_module"] == str(SGD_MODULE)
+        assert result["run_config"]["model"]["module"] == str(SGD_MODULE)
+        assert result["compile_settings"]["optimizer"] == "SGD"
+        assert result["eval_accuracy"] >= 0.85
+        assert result["time_to_target_accuracy_s"] is not None  # top-2 reaches 0.9 quickly
+    assert "target training top2_accuracy of 0.9" in report["winner_reason"]
+    # The evaluate step compiled the exported model as the run did: the custom metric is there.
+    logged = [p.read_text() for p in (out / "pipeline_root").rglob("*") if p.name == "metrics"]
+    assert any("test_top2_accuracy" in text for text in logged) or any(
+        "test_top2_accuracy" in p.read_text()
+        for p in (out / "pipeline_root").rglob("executor_output.json")
+    )
+
+
+def test_the_regression_example_learns_with_mse_and_is_evaluated_as_a_regression():
+    """examples/diabetes_regression_module.py, built and compiled as a run builds it, learns
+    scikit-learn's diabetes data (in this process: the shards of a float-labelled CSV come
+    with the data side, `--data ... --label progression`) and beats the mean predictor."""
+    import dataclasses
+
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.datasets import load_diabetes
+
+    from components.core import evaluation, model_build, model_module
+    from components.core.config import ModelConfig, RunConfig
+    from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
+
+    x, y = load_diabetes(return_X_y=True, scaled=False)
+    x = ((x - x.mean(axis=0)) / x.std(axis=0)).astype(np.float32)
+    y = y.astype(np.float32)
+    order = np.random.default_rng(0).permutation(len(y))
+    train, test = order[:354], order[354:]
+    path = str(REPO / "examples" / "diabetes_regression_module.py")
+    spec = InputSpec({"features": FeatureSpec((10,))}, LabelSpec("progression", "float32"))
+    config = dataclasses.replace(RunConfig(), model=ModelConfig("diabetes", path))
+    tf.keras.utils.set_random_seed(1)
+    built = model_build.build_compiled(config, spec, model_module.load(path), batch_per_update=32)
+    assert built.compile["loss"] == "mean_squared_error" and built.compile["metrics"] == ["mae"]
+    built.model.fit(x[train], y[train], batch_size=32, epochs=20, verbose=0)
+
+    result = evaluation.evaluate(
+        built.model, tf.data.Dataset.from_tensor_slices((x[test], y[test])).batch(64), spec
+    )
+    mean_mse = float(np.mean((y[test] - y[train].mean()) ** 2))
+    assert result.task == "regression" and result.accuracy is None
+    # A clear margin: R² above 0.25 on this split (a linear fit reaches about 0.37 here).
+    assert result.metrics["mse"] < 0.75 * mean_mse, (result.metrics, mean_mse)
+    assert result.metrics["rmse"] == pytest.approx(result.metrics["mse"] ** 0.5)
+    assert len(result.points) == len(test)  # the predicted-vs-true plot's points
