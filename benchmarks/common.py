@@ -85,7 +85,9 @@ def make_shards(
     with atomic.staged_dir(folder) as staging:
         for split, count in (("train", train_examples), ("test", test_examples)):
             splits[split] = datasets.write_shards(examples(count), split, staging, num_shards)
-        manifest = datasets.Manifest(DATASET_NAME, "1.0.0", (8, 8, 1), 10, splits, root=folder)
+        manifest = datasets.Manifest.of_images(
+            DATASET_NAME, "1.0.0", (8, 8, 1), 10, splits, root=folder
+        )
         atomic.write_json(os.path.join(staging, datasets.MANIFEST_NAME), manifest.to_dict())
     return datasets.load_manifest(folder)
 

@@ -67,7 +67,7 @@ def manifest_not_json(folder: Path) -> None:
 
 def manifest_without_label(folder: Path) -> None:
     manifest = _manifest(folder)
-    del manifest["features"]["label"]
+    del manifest["label"]
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -151,14 +151,14 @@ CASES = {
         message="use a multiple of 4",
     ),
     "output-is-a-file": train("--output", "{tmp}/a-file", message="is a file: pass a folder"),
-    # datasets that are not image classifiers (builders that need no download to inspect)
+    # datasets a model cannot take (builders that need no download to inspect)
     "dataset-without-label": train(
         "--dataset", "wider_face", "--data-dir", "{tmp}",
-        message="has no (input, label) supervised keys",
+        message="has no supervised (input, label) keys: pass --label NAME",
     ),
-    "dataset-without-image": train(
+    "text-dataset-for-the-built-in-mlp": train(
         "--dataset", "imdb_reviews", "--data-dir", "{tmp}",
-        message="is not a fixed-size image feature",
+        message="--model mlp takes one numeric input, the data has text (string)",
     ),
     # existing shards: missing, damaged, or not matching their manifest
     "shards-dir-missing": train(

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from components.core import datasets
+from components.core import data_sources, datasets
 from components.core.config import ConfigError
 
 
@@ -26,7 +26,8 @@ def test_manifest_describes_real_digits(digits_shards):
     assert max(counts) - min(counts) <= 1  # dealt round-robin
     with open(os.path.join(digits_shards, "manifest.json")) as handle:
         on_disk = json.load(handle)
-    assert on_disk["features"]["label"]["num_classes"] == 10
+    assert on_disk["label"]["num_classes"] == 10
+    assert on_disk["record_format"] == "tfds"  # TFDS's own records: PNGs, not pixels
 
 
 def test_reader_yields_normalised_labelled_batches(digits_shards):
@@ -155,13 +156,32 @@ def test_missing_manifest_means_unfinished(tmp_path):
 
 def test_unknown_dataset_suggests_close_names(tfds_dir):
     with pytest.raises(ConfigError, match="did you mean.*mnist"):
-        datasets.get_builder("mnistt", str(tfds_dir))
+        data_sources.tfds_builder("mnistt", str(tfds_dir))
 
 
-def test_dataset_without_label_is_refused(tfds_dir):
-    # A real TFDS dataset whose supervised keys are not (image, class label).
-    with pytest.raises(ConfigError, match="label|image|supervised"):
-        datasets.get_builder("wine_quality", str(tfds_dir))
+def test_tfds_resolves_configs_and_versions(tfds_dir):
+    """What `tfds.builder` takes passes: name/config and name:version, no list check."""
+    from components.core.config import DataConfig
+
+    builder = data_sources.tfds_builder("glue/sst2", str(tfds_dir))
+    assert builder.builder_config.name == "sst2"
+    assert str(data_sources.tfds_builder("digits:1.0.0", str(tfds_dir)).info.version) == "1.0.0"
+    with pytest.raises(ConfigError, match="cannot build.*glue/nope"):
+        data_sources.tfds_builder("glue/nope", str(tfds_dir))
+    # No supervised keys: --label names the label, the other features are the inputs.
+    with pytest.raises(ConfigError, match="pass --label NAME"):
+        datasets.describe(DataConfig(dataset="glue/sst2", data_dir=str(tfds_dir)))
+    spec = datasets.describe(DataConfig(dataset="glue/sst2", label="label", data_dir=str(tfds_dir)))
+    assert spec.task == "classification" and spec.label.num_classes == 2
+    assert spec.features["sentence"].dtype == "string"
+
+
+def test_numeric_tfds_label_is_a_regression(tfds_dir):
+    from components.core.config import DataConfig
+
+    spec = datasets.describe(DataConfig(dataset="wine_quality", data_dir=str(tfds_dir)))
+    assert spec.task == "regression" and spec.label.dtype == "float32"
+    assert len(spec.features) == 11  # the dict feature's leaves, by name
 
 
 def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):

@@ -45,6 +45,15 @@ SPEED_FLAGS = {
     # A trace in the TensorBoard logs: tests/test_cli_train.py.
     "--profile-steps": ("2,4", "training.profile_steps", "2,4"),
 }
+# Data flags beside --dataset (--data excludes it): value (formatted with {csv} and
+# {module}), path, expected value in the config. Real runs on files: tests/test_user_data.py.
+DATA_FLAGS = {
+    "--data": ("{csv}", "data.files", "{csv}"),
+    "--label": ("target", "data.label", "target"),
+    "--test-fraction": ("0.25", "data.test_fraction", 0.25),
+    "--dataset-module": ("{module}", "data.dataset_module", "{module}"),
+    "--feature-spec": (None, "data.feature_spec", None),  # .tfrecord only: test_user_data.py
+}
 # Flags that are not part of a run's settings, and what they do instead.
 OTHER_FLAGS = {
     "--help": "prints help",
@@ -97,13 +106,13 @@ def cloud_flags() -> set[str]:
 
 
 def test_every_train_flag_has_a_known_destination():
-    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *SPEED_FLAGS, *OTHER_FLAGS, *cloud_flags()}
+    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *SPEED_FLAGS, *OTHER_FLAGS, *DATA_FLAGS, *cloud_flags()}
     unknown = flags_of("train") - known
     assert not unknown, f"say where these flags go (and test it): {sorted(unknown)}"
 
 
 def test_every_compare_flag_has_a_known_destination():
-    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *SPEED_FLAGS, *OTHER_FLAGS, *COMPARE_FLAGS}
+    known = {*RUN_FLAGS, *MIRRORED_FLAGS, *SPEED_FLAGS, *OTHER_FLAGS, *COMPARE_FLAGS, *DATA_FLAGS}
     known -= {"--strategy"}
     unknown = flags_of("compare") - known - {"--restarts", "--shards-dir"}
     assert not unknown, f"say where these flags go (and test it): {sorted(unknown)}"
@@ -169,6 +178,31 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     assert [(c.workers, c.ps) for c in clusters] == [(1, 0), (2, 0), (2, 2)]
     # The pipeline parameter is the run config the train step parses, whole.
     assert RunConfig.from_dict(config).to_pipeline_parameter() == config
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_every_data_flag_lands_in_the_run_config(command, tmp_path):
+    from pipelines.cli import common
+
+    csv = tmp_path / "rows.csv"
+    csv.write_text("a,b,target\n" + "".join(f"{i},{i * 2},{i % 2}\n" for i in range(20)))
+    module = tmp_path / "builders.py"
+    module.write_text("X = 1\n")
+    values = {"csv": str(csv), "module": str(module)}
+    argv = [command]
+    for flag, (value, _, _) in DATA_FLAGS.items():
+        if value is not None:
+            argv += [flag, value.format(**values)]
+    args = build_parser().parse_args(argv)
+    if command == "train":
+        config = common.build_run_config(args, "mirrored", "out").to_dict()
+    else:
+        config = pipeline_arguments(args)["run_config"]
+    for flag, (_, path, expected) in DATA_FLAGS.items():
+        if expected is not None:
+            expected = expected.format(**values) if isinstance(expected, str) else expected
+            assert field(config, path) == expected, flag
+    assert field(config, "data.dataset") == "rows"  # the files' name, for reports
 
 
 def speed_argv() -> list[str]:

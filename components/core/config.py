@@ -30,10 +30,23 @@ PRECISIONS = (FLOAT32, MIXED_FLOAT16, MIXED_BFLOAT16)
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Where the training data comes from.
+    """Where the training data comes from: a TFDS dataset, or files (`files`).
 
     Attributes:
-        dataset: TFDS dataset name (`digits` is built offline, `mnist` downloads).
+        dataset: what `tfds.builder` resolves (`digits` is built offline,
+            `mnist`, `glue/sst2`, `mnist:3.0.1` ...) or a prepared dataset
+            folder; with `files`, only the name reports use.
+        dataset_module: a `.py` file or module that registers the user's TFDS
+            builder (imported before `dataset` is resolved).
+        files: `.csv`, `.npz` or `.tfrecord` file(s), a path or a glob,
+            instead of a TFDS dataset.
+        label: the label's column (CSV), array (npz), feature (tfrecord, TFDS);
+            for TFDS, the other features become the inputs instead of the
+            dataset's supervised keys.
+        feature_spec: the features of `.tfrecord` files, JSON or a JSON file
+            (`data_sources.tfrecord_spec`).
+        test_fraction: for data without a test split (files, TFDS datasets with
+            only `train`): the share of examples held out, every (1/f)-th example.
         data_dir: TFDS data directory (prepared datasets and downloads).
         shards_dir: folder of TFRecord shards and `manifest.json`; written by
             `shard`, read by the trainer.
@@ -42,6 +55,11 @@ class DataConfig:
     """
 
     dataset: str = "digits"
+    dataset_module: str | None = None
+    files: str | None = None
+    label: str | None = None
+    feature_spec: str | None = None
+    test_fraction: float = 0.2
     data_dir: str | None = None
     shards_dir: str | None = None
     num_shards: int = 8
@@ -201,14 +219,15 @@ class RunConfig:
     def to_pipeline_parameter(self) -> dict[str, Any]:
         """The config as a pipeline's `run_config` parameter.
 
-        Paths are left out: the pipeline's artifacts decide where the shards
-        and the outputs live. So are unset (None) values, which a pipeline
-        parameter cannot hold. `from_dict` restores both to their defaults.
+        Output paths are left out: the pipeline's artifacts decide where the
+        outputs live; `data.shards_dir`, when set, names existing shards the
+        shard step takes instead of sharding. Unset (None) values are left out
+        too, which a pipeline parameter cannot hold. `from_dict` restores them
+        to their defaults.
         """
         raw = self.to_dict()
         for key in ("output_dir", "backup_dir"):
             raw.pop(key)
-        raw["data"].pop("shards_dir")
         return {
             name: {key: value for key, value in section.items() if value is not None}
             for name, section in raw.items()
@@ -377,6 +396,12 @@ def validate_run(config: RunConfig) -> None:
     t.profile_batches  # noqa: B018  (raises on a malformed value)
     if config.data.num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {config.data.num_shards}")
+    if not 0 < config.data.test_fraction < 1:
+        raise ConfigError(
+            f"--test-fraction must be between 0 and 1, got {config.data.test_fraction}"
+        )
+    if config.data.feature_spec and not (config.data.files or "").endswith(".tfrecord"):
+        raise ConfigError("--feature-spec describes .tfrecord files: pass them with --data")
 
 
 def validate_for_machine(config: RunConfig, gpus: int) -> None:

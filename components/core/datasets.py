@@ -1,8 +1,9 @@
-"""TFDS datasets -> TFRecord shards with a manifest -> `tf.data` input pipelines.
+"""A run's data -> TFRecord shards with a manifest -> `tf.data` input pipelines.
 
-`shard_dataset` turns any supervised image-classification TFDS dataset into
-per-worker TFRecord shard files plus `manifest.json` (dataset, version, splits,
-example counts, feature spec, shard files with their sizes). `make_dataset_fn`
+`shard_data` turns a supervised TFDS dataset or the user's files
+(`components.core.data_sources`) into per-worker TFRecord shard files plus
+`manifest.json` (dataset, version, splits, example counts, how each feature
+is stored, shard files with their sizes). `make_dataset_fn`
 reads them back as a `dataset_fn(input_context)` that every `tf.distribute`
 strategy accepts: files are split across input pipelines (so each worker reads
 its own files), batches are per replica, and prefetching is AUTOTUNEd.
@@ -10,8 +11,8 @@ its own files), batches are per replica, and prefetching is AUTOTUNEd.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
@@ -21,8 +22,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import atomic
-from components.core.config import ConfigError
+import numpy as np
+
+from components.core import atomic, data_sources
+from components.core.config import ConfigError, DataConfig
+from components.core.data_sources import (
+    BYTES,
+    FLOAT,
+    IMAGE,
+    INT,
+    RAW_UINT8,
+    VECTOR_FEATURE,
+    StoredFeature,
+)
 from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
 
 MANIFEST_NAME = "manifest.json"
@@ -53,34 +65,70 @@ class SplitInfo:
     files: tuple[ShardFile, ...]
 
 
+TFDS_RECORDS = "tfds"  # TFDS's own records, decoded with its features.json
+EXAMPLE_RECORDS = "example"  # tf.train.Examples keyed as the manifest's features say
+TFDS_FEATURES_NAME = "features.json"
+
+
 @dataclass(frozen=True)
 class Manifest:
     """What a shards folder holds; written last, so its presence means complete.
 
     Attributes:
-        dataset: TFDS name.
-        version: TFDS version the shards were made from.
-        image_shape: shape of one image (height, width, channels).
-        num_classes: number of labels.
+        dataset: TFDS name, or the name of the files (`--data`).
+        version: TFDS version, or a digest of the files.
+        features: the input features as records hold them.
+        label: the label as records hold it.
+        num_classes: classes, or None for a regression.
         splits: split name -> its shard files.
+        record_format: `TFDS_RECORDS` or `EXAMPLE_RECORDS`.
+        columns: a CSV's numeric columns, in order: they reach a single-input
+            model as one float vector named `features`.
+        classes: class names, when the source gave names.
+        source: the data settings the shards were made from (reuse checks them).
         root: the folder the manifest was read from (not serialised).
     """
 
     dataset: str
     version: str
-    image_shape: tuple[int, ...]
-    num_classes: int
+    features: tuple[StoredFeature, ...]
+    label: StoredFeature
+    num_classes: int | None
     splits: dict[str, SplitInfo]
+    record_format: str = EXAMPLE_RECORDS
+    columns: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+    source: dict[str, Any] = dataclasses.field(default_factory=dict)
     root: str = ""
+
+    @classmethod
+    def of_images(
+        cls, dataset: str, version: str, image_shape, num_classes: int, splits, root: str = ""
+    ) -> Manifest:
+        """Shards written by `write_shards`: raw uint8 images and class ids."""
+        return cls(
+            dataset,
+            version,
+            (StoredFeature("image", "image", tuple(image_shape), RAW_UINT8),),
+            StoredFeature("label", "label", (), INT),
+            num_classes,
+            splits,
+            root=root,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset,
             "version": self.version,
-            "features": {
-                "image": {"shape": list(self.image_shape), "dtype": "uint8"},
-                "label": {"num_classes": self.num_classes, "dtype": "int64"},
+            "record_format": self.record_format,
+            "features": {f.name: f.to_dict() for f in self.features},
+            "label": {
+                **self.label.to_dict(),
+                "num_classes": self.num_classes,
+                "classes": list(self.classes),
             },
+            "columns": list(self.columns),
+            "source": self.source,
             "splits": {
                 name: {
                     "num_examples": split.num_examples,
@@ -100,27 +148,61 @@ class Manifest:
                 )
                 for name, split in raw["splits"].items()
             }
+            label = raw["label"]
             return cls(
                 dataset=raw["dataset"],
                 version=raw["version"],
-                image_shape=tuple(raw["features"]["image"]["shape"]),
-                num_classes=int(raw["features"]["label"]["num_classes"]),
+                features=tuple(
+                    StoredFeature.from_dict(name, f) for name, f in raw["features"].items()
+                ),
+                label=StoredFeature.from_dict("label", label),
+                num_classes=label["num_classes"],
                 splits=splits,
+                record_format=raw["record_format"],
+                columns=tuple(raw["columns"]),
+                classes=tuple(label.get("classes", ())),
+                source=raw.get("source", {}),
                 root=root,
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ConfigError(
-                f"{root}/{MANIFEST_NAME} is not a Strategist manifest ({err!r}); "
+                f"{root}/{MANIFEST_NAME} is not a Strategist manifest of this version ({err!r}); "
                 "delete the folder and shard the dataset again"
             ) from None
 
     @property
     def input_spec(self) -> InputSpec:
-        """The examples these shards hold, as models see them after parsing."""
-        return InputSpec(
-            features={"image": FeatureSpec(shape=tuple(self.image_shape), dtype="float32")},
-            label=LabelSpec(name="label", dtype="int64", num_classes=self.num_classes),
-        )
+        """The examples as models see them after `parse_fn` (see `column_input_spec`)."""
+        if self.columns:
+            vector = FeatureSpec(shape=(len(self.columns),), dtype="float32")
+            return InputSpec({VECTOR_FEATURE: vector}, self._label_spec())
+        return self.column_input_spec
+
+    @property
+    def column_input_spec(self) -> InputSpec:
+        """Every feature by its own name: what `parse_fn(by_name=True)` yields."""
+        features = {f.name: FeatureSpec(shape=f.shape, dtype=f.dtype) for f in self.features}
+        return InputSpec(features, self._label_spec())
+
+    def _label_spec(self) -> LabelSpec:
+        dtype = "int64" if self.num_classes else "float32"
+        return LabelSpec(name=self.label.key, dtype=dtype, num_classes=self.num_classes)
+
+    @property
+    def image_shape(self) -> tuple[int | None, ...]:
+        """The shape of the single input feature (what the built-in models take).
+
+        Raises:
+            ConfigError: when the data has several features.
+        """
+        single = self.input_spec.single_feature
+        if single is None:
+            names = ", ".join(f.name for f in self.features)
+            raise ConfigError(
+                f"dataset {self.dataset!r} has several input features ({names}): the built-in "
+                "models take one; give a model with named inputs (--model-module)"
+            )
+        return single.shape
 
     def file_paths(self, split: str) -> list[str]:
         return [os.path.join(self.root, f.path) for f in self.split(split).files]
@@ -134,67 +216,48 @@ class Manifest:
             ) from None
 
 
-def _register_builders() -> None:
-    import components.core.builders  # noqa: F401  (registers `digits` with TFDS)
+def describe(data: DataConfig) -> InputSpec:
+    """What the run's examples will look like, checked before anything is launched.
 
-
-def get_builder(name: str, data_dir: str | None = None):
-    """The TFDS builder for `name`, checked to be a supervised image classifier.
-
-    Raises:
-        ConfigError: unknown dataset (with close matches), or one without an
-            image and a class label.
-    """
-    import tensorflow_datasets as tfds
-
-    _register_builders()
-    if data_dir is not None and not os.path.isdir(data_dir):
-        raise ConfigError(f"--data-dir {data_dir} does not exist: create it or pass another folder")
-    known = tfds.list_builders(with_community_datasets=False)
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(
-            f"unknown dataset {name!r}{hint}; `digits` works offline, any TFDS image "
-            "classification dataset works with a network"
-        )
-    builder = tfds.builder(name, data_dir=data_dir)
-    check_supervised(builder.info)
-    return builder
-
-
-def check_supervised(info) -> None:
-    """Refuses datasets that are not (image, class label) pairs.
+    Reads files' headers and small files whole; for TFDS, only the dataset's
+    metadata (nothing is downloaded).
 
     Raises:
-        ConfigError: naming what is missing.
+        ConfigError: anything `shard_data` would refuse that is known up front.
     """
-    import tensorflow_datasets as tfds
-
-    keys = info.supervised_keys
-    if not keys or len(keys) != 2:
-        raise ConfigError(
-            f"dataset {info.name!r} has no (input, label) supervised keys; Strategist trains "
-            "image classifiers: choose a dataset with an image and a label feature"
-        )
-    image_key, label_key = keys
-    label = info.features[label_key]
-    if not isinstance(label, tfds.features.ClassLabel):
-        raise ConfigError(
-            f"dataset {info.name!r}: {label_key!r} is not a class label feature; "
-            "Strategist needs a classification label"
-        )
-    image = info.features[image_key]
-    if not isinstance(image, tfds.features.Image) or None in (image.shape or (None,)):
-        raise ConfigError(f"dataset {info.name!r}: {image_key!r} is not a fixed-size image feature")
+    if data.files:
+        features, label, num_classes, columns = _file_layout(data)
+    else:
+        builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+        features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
+        columns = ()
+    return Manifest(
+        data.dataset, "", tuple(features), label, num_classes, {}, columns=columns
+    ).input_spec
 
 
-def prepare(builder, *, probe_timeout_s: float = 3.0) -> None:
+def _file_layout(data: DataConfig):
+    """(features, label, num_classes, columns) of `--data` files."""
+    paths = data_sources.match_files(data.files)
+    kind = os.path.splitext(paths[0])[1].lower()
+    if kind == ".tfrecord":
+        return (*data_sources.tfrecord_spec(data.feature_spec, data.label), ())
+    source = _read_arrays(paths, kind, data.label)
+    return source.features, source.label, source.num_classes, source.columns
+
+
+def _read_arrays(paths: list[str], kind: str, label: str | None) -> data_sources.ArraySource:
+    reader = data_sources.read_csv if kind == ".csv" else data_sources.read_npz
+    return reader(paths, label)
+
+
+def prepare(builder, *, probe_timeout_s: float = 3.0, users_builder: bool = False) -> None:
     """Downloads and prepares `builder` unless it already is.
 
     A dataset that needs a download is first checked against the network, so
     an offline machine fails in seconds with what to do, not after minutes of
-    retries.
+    retries. A user's builder (`users_builder`, from `--dataset-module`) is
+    not: it may read local files.
 
     Raises:
         ConfigError: when the download host cannot be reached.
@@ -204,7 +267,8 @@ def prepare(builder, *, probe_timeout_s: float = 3.0) -> None:
     if _is_prepared(builder):
         return
     tfds.disable_progress_bar()  # progress goes through `log`, line by line
-    if builder.name not in OFFLINE_DATASETS and not _reachable(_DOWNLOAD_PROBE, probe_timeout_s):
+    offline = builder.name in OFFLINE_DATASETS or users_builder
+    if not offline and not _reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(
             f"dataset {builder.name!r} is not prepared in {builder.data_dir} and cannot be "
             f"downloaded: {_DOWNLOAD_PROBE[0]} is unreachable. Prepare it where there is a "
@@ -230,9 +294,34 @@ def _reachable(address: tuple[str, int], timeout_s: float) -> bool:
         return False
 
 
-def default_shards_dir(data_dir: str | None, dataset: str, num_shards: int) -> str:
-    root = data_dir or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
-    return os.path.join(root, "strategist_shards", dataset, f"{num_shards}-shards")
+def default_shards_dir(data: DataConfig) -> str:
+    """Where a run's shards go when no folder is given: beside the TFDS data, keyed by source."""
+    root = data.data_dir or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
+    name = _safe_name(_dataset_name(data))
+    if data.files or data.label or data.dataset_module:
+        name += (
+            "-" + hashlib.sha256(json.dumps(_source(data), sort_keys=True).encode()).hexdigest()[:8]
+        )
+    return os.path.join(root, "strategist_shards", name, f"{data.num_shards}-shards")
+
+
+def _dataset_name(data: DataConfig) -> str:
+    """The name runs record: the TFDS name, or the files' (`data_sources.files_name`)."""
+    return data_sources.files_name(data.files) if data.files else data.dataset
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name.strip("/"))
+
+
+def _source(data: DataConfig) -> dict[str, Any]:
+    """The data settings shards depend on: shards are reused only when they match."""
+    keys = ("dataset", "dataset_module", "files", "label", "feature_spec", "test_fraction")
+    keys += ("num_shards",)
+    raw = {key: getattr(data, key) for key in keys}
+    if data.files:
+        raw.pop("dataset")
+    return raw
 
 
 def shard_dataset(
@@ -243,94 +332,291 @@ def shard_dataset(
     data_dir: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Manifest:
-    """Writes a TFDS dataset as TFRecord shards plus `manifest.json`.
+    """`shard_data` of a TFDS dataset by name (`digits` builds offline)."""
+    data = DataConfig(dataset=dataset, data_dir=data_dir, num_shards=num_shards)
+    return shard_data(data, shards_dir, log=log)
 
-    Examples are dealt round-robin to `num_shards` files per split, so files
-    differ in size by at most one example. The folder is built beside its final
-    place and renamed into it, so a crash never leaves a complete-looking one.
-    An existing, valid shards folder for the same dataset is reused.
+
+def shard_data(
+    data: DataConfig, shards_dir: str, *, log: Callable[[str], None] = print
+) -> Manifest:
+    """Writes the run's data as TFRecord shards plus `manifest.json`.
+
+    The records keep the source's encoding: TFDS's records are copied as they
+    are (images stay PNG/JPEG), reusing TFDS's own files when a split already
+    has at least `num_shards` of them; otherwise records are dealt round-robin
+    to `num_shards` files in one pass, the source files read in parallel
+    (`deal_records`). `.tfrecord` files are copied the same way. CSV and npz data
+    (small, read whole) are written as `tf.train.Example`s. Data without a
+    test split gets one: every (1/test_fraction)-th example of each file
+    (`data_sources.in_test_split`).
+
+    The folder is built beside its final place and renamed into it, so a crash
+    never leaves a complete-looking one. An existing, valid shards folder made
+    from the same data settings is reused.
 
     Args:
-        dataset: TFDS name (`digits` builds offline).
+        data: the run's data settings.
         shards_dir: output folder.
-        num_shards: files per split; at least the number of input pipelines
-            (workers) that will read them.
-        data_dir: TFDS data directory.
         log: progress sink.
 
     Returns:
         The manifest.
 
     Raises:
-        ConfigError: unknown or unsuitable dataset, unreachable download.
+        ConfigError: unknown or unsuitable data, unreachable download, an empty split.
     """
-    if num_shards < 1:
-        raise ConfigError(f"--num-shards must be at least 1, got {num_shards}")
-    existing = _reusable_manifest(shards_dir, dataset, num_shards)
+    if data.num_shards < 1:
+        raise ConfigError(f"--num-shards must be at least 1, got {data.num_shards}")
+    if not 0 < data.test_fraction < 1:
+        raise ConfigError(f"--test-fraction must be between 0 and 1, got {data.test_fraction}")
+    existing = _reusable_manifest(shards_dir, data)
     if existing is not None:
         log(f"shards: reusing {shards_dir} ({_describe(existing)})")
         return existing
-
-    builder = get_builder(dataset, data_dir)
     started = time.perf_counter()
-    log(f"shards: preparing {dataset} {builder.info.version} in {builder.data_dir}")
-    prepare(builder)
-    image_key, label_key = builder.info.supervised_keys
-    image_shape = tuple(int(d) for d in builder.info.features[image_key].shape)
-    num_classes = builder.info.features[label_key].num_classes
-
-    splits: dict[str, SplitInfo] = {}
     with atomic.staged_dir(shards_dir) as staging:
-        for split in SPLITS:
-            if split not in builder.info.splits:
-                raise ConfigError(f"dataset {dataset!r} has no {split!r} split")
-            splits[split] = _write_split(builder, split, staging, num_shards)
-            log(f"shards: {split}: {splits[split].num_examples} examples in {num_shards} files")
-        manifest = Manifest(
-            dataset=dataset,
-            version=str(builder.info.version),
-            image_shape=image_shape,
-            num_classes=num_classes,
-            splits=splits,
-            root=shards_dir,
-        )
+        if data.files:
+            manifest = _shard_files(data, staging, log)
+        else:
+            manifest = _shard_tfds(data, staging, log)
+        manifest = dataclasses.replace(manifest, source=_source(data), root=shards_dir)
+        for name, split in manifest.splits.items():
+            if split.num_examples == 0:
+                raise ConfigError(
+                    f"the {name} split of {manifest.dataset!r} is empty: give more data or "
+                    "raise --test-fraction"
+                )
+            log(f"shards: {name}: {split.num_examples} examples in {len(split.files)} files")
         # Written last: a folder with a manifest is a finished folder.
         atomic.write_json(os.path.join(staging, MANIFEST_NAME), manifest.to_dict())
     log(f"shards: wrote {shards_dir} in {time.perf_counter() - started:.1f}s")
     return manifest
 
 
-def _write_split(builder, split: str, folder: str, num_shards: int) -> SplitInfo:
-    """Writes one split of a TFDS builder as shards (see `write_shards`)."""
-    import tensorflow_datasets as tfds
+def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
+    """TFDS's records of the train and test splits, copied or dealt into shards."""
+    import shutil
 
-    examples = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True))
-    return write_shards(examples, split, folder, num_shards)
+    builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+    features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
+    log(f"shards: preparing {builder.info.full_name} in {builder.data_dir}")
+    prepare(builder, users_builder=bool(data.dataset_module))
+    # The trainer decodes TFDS's records with the feature description TFDS wrote.
+    shutil.copyfile(
+        os.path.join(str(builder.data_dir), TFDS_FEATURES_NAME),
+        os.path.join(folder, TFDS_FEATURES_NAME),
+    )
+    info_splits = builder.info.splits
+    if "train" not in info_splits:
+        raise ConfigError(
+            f"dataset {data.dataset!r} has no 'train' split (it has {', '.join(info_splits)})"
+        )
+
+    def files(split: str) -> list[str]:
+        return [str(p) for p in info_splits[split].filepaths]
+
+    splits: dict[str, SplitInfo] = {}
+    if "test" in info_splits:
+        for split in SPLITS:
+            info = info_splits[split]
+            if len(info.filepaths) >= data.num_shards:
+                splits[split] = _link_files(files(split), list(info.shard_lengths), split, folder)
+            else:
+                splits.update(deal_records(files(split), folder, data.num_shards, split))
+    else:
+        log(f"shards: no test split: every 1/{data.test_fraction:g}-th example becomes one")
+        splits = deal_records(
+            files("train"), folder, data.num_shards, test_fraction=data.test_fraction
+        )
+    return Manifest(
+        dataset=data.dataset,
+        version=str(builder.info.version),
+        features=tuple(features),
+        label=label,
+        num_classes=num_classes,
+        splits=splits,
+        record_format=TFDS_RECORDS,
+        classes=tuple(_class_names(builder.info, label)),
+    )
 
 
-def write_shards(
-    examples: Iterable[tuple[Any, int]], split: str, folder: str, num_shards: int
-) -> SplitInfo:
-    """Deals (image, label) examples round-robin into `num_shards` TFRecord files.
+def _class_names(info, label: StoredFeature) -> list[str]:
+    feature = info.features[label.key]
+    return list(getattr(feature, "names", []) or []) if label.encoding == INT else []
 
-    The files are `folder/<split>-0000i-of-0000n.tfrecord`, each record an
-    `Example` with the uint8 image bytes and the int64 label: what `parse_fn`
-    reads. Files differ in size by at most one example.
+
+def _shard_files(data: DataConfig, folder: str, log) -> Manifest:
+    """`--data` files: tfrecords copied record for record, CSV and npz serialised."""
+    paths = data_sources.match_files(data.files)
+    kind = os.path.splitext(paths[0])[1].lower()
+    version = _files_digest(paths)
+    log(f"shards: reading {len(paths)} {kind} file(s) of {data.files}")
+    if kind == ".tfrecord":
+        features, label, num_classes = data_sources.tfrecord_spec(data.feature_spec, data.label)
+        _check_first_record(paths, features, label)
+        splits = deal_records(paths, folder, data.num_shards, test_fraction=data.test_fraction)
+        return Manifest(_dataset_name(data), version, tuple(features), label, num_classes, splits)
+    source = _read_arrays(paths, kind, data.label)
+    splits = {}
+    for split in SPLITS:
+        chosen = (
+            _serialize(source, i)
+            for i, position in enumerate(source.positions)
+            if data_sources.in_test_split(position, data.test_fraction) == (split == "test")
+        )
+        splits[split] = write_records(chosen, split, folder, data.num_shards)
+    return Manifest(
+        _dataset_name(data),
+        version,
+        tuple(source.features),
+        source.label,
+        source.num_classes,
+        splits,
+        columns=source.columns,
+        classes=source.classes,
+    )
+
+
+def _files_digest(paths: list[str]) -> str:
+    """A short fingerprint of the files' names, sizes and modification times."""
+    stats = [(p, os.path.getsize(p), int(os.path.getmtime(p))) for p in paths]
+    return "files-" + hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:12]
+
+
+def _check_first_record(paths: list[str], features, label) -> None:
+    """Parses the first record of `.tfrecord` files with the spec.
+
+    Raises:
+        ConfigError: unreadable files, no records, or a first record the spec
+            does not parse.
+    """
+    import tensorflow as tf
+
+    parse = _parser(EXAMPLE_RECORDS, (*features, label), root="")
+    try:
+        first = next(iter(tf.data.TFRecordDataset(paths).take(1)), None)
+        if first is None:
+            raise ConfigError(f"--data {paths[0]}...: the files hold no records")
+        parse(first)
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError, ValueError) as err:
+        message = getattr(err, "message", str(err)).splitlines()[0]
+        raise ConfigError(
+            f"--data {paths[0]}: its records do not match --feature-spec ({message}); fix "
+            "the spec's names, shapes and dtypes"
+        ) from None
+
+
+def deal_records(
+    files: list[str],
+    folder: str,
+    num_shards: int,
+    split: str = "train",
+    *,
+    test_fraction: float | None = None,
+) -> dict[str, SplitInfo]:
+    """Deals the serialised records of `files` into shards, as they are (never decoded).
+
+    One pass over the records: the source files are divided among up to
+    `num_shards` threads (at most one per CPU), each reading its own files in
+    batches (TensorFlow reads without the GIL) and dealing their records
+    round-robin to its own shard files. With `test_fraction` the records go to
+    the train and test splits, record k of each file to test when
+    `data_sources.in_test_split(k, test_fraction)`; otherwise all go to `split`.
+
+    Returns:
+        Each split's entry of the manifest.
+    """
+    import tensorflow as tf
+
+    names = SPLITS if test_fraction is not None else (split,)
+    workers = max(1, min(len(files), num_shards, os.cpu_count() or 1))
+    shard_names = {
+        name: [f"{name}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+        for name in names
+    }
+    counts = {name: [0] * num_shards for name in names}
+    writers = {
+        name: [tf.io.TFRecordWriter(os.path.join(folder, n)) for n in shard_names[name]]
+        for name in names
+    }
+
+    def work(worker: int) -> None:
+        mine = list(range(worker, num_shards, workers))  # the shard files this thread writes
+        dealt = dict.fromkeys(names, 0)
+        for path in files[worker::workers]:
+            position = 0
+            for batch in tf.data.TFRecordDataset(path).batch(8192):
+                records = batch.numpy()
+                tests = _test_mask(position, len(records), test_fraction)
+                position += len(records)
+                for record, is_test in zip(records, tests, strict=True):
+                    name = "test" if is_test else names[0]
+                    shard = mine[dealt[name] % len(mine)]
+                    writers[name][shard].write(record)
+                    counts[name][shard] += 1
+                    dealt[name] += 1
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, range(workers)))
+    finally:
+        for writer in (w for group in writers.values() for w in group):
+            writer.close()
+    return {
+        name: SplitInfo(
+            sum(counts[name]),
+            tuple(
+                ShardFile(n, c, os.path.getsize(os.path.join(folder, n)))
+                for n, c in zip(shard_names[name], counts[name], strict=True)
+            ),
+        )
+        for name in names
+    }
+
+
+def _test_mask(start: int, count: int, fraction: float | None):
+    """`data_sources.in_test_split` of positions start..start+count-1, vectorised."""
+    if fraction is None:
+        return np.zeros(count, bool)
+    positions = np.arange(start, start + count, dtype=np.float64)
+    return np.floor((positions + 1) * fraction) > np.floor(positions * fraction)
+
+
+def _link_files(files: list[str], lengths: list[int], split: str, folder: str) -> SplitInfo:
+    """TFDS's own files of a split, as its shards (hard links where possible)."""
+    import shutil
+
+    shards = []
+    for i, (path, length) in enumerate(zip(files, lengths, strict=True)):
+        name = f"{split}-{i:05d}-of-{len(files):05d}.tfrecord"
+        target = os.path.join(folder, name)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copyfile(path, target)
+        shards.append(ShardFile(name, length, os.path.getsize(target)))
+    return SplitInfo(sum(lengths), tuple(shards))
+
+
+def write_records(records: Iterable[bytes], split: str, folder: str, num_shards: int) -> SplitInfo:
+    """Deals serialised records round-robin into `num_shards` TFRecord files.
+
+    The files are `folder/<split>-0000i-of-0000n.tfrecord`; they differ in size
+    by at most one record.
 
     Returns:
         The split's entry of the manifest.
     """
-    import numpy as np
     import tensorflow as tf
 
     names = [f"{split}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
     counts = [0] * num_shards
     writers = [tf.io.TFRecordWriter(os.path.join(folder, n)) for n in names]
     try:
-        for index, (image, label) in enumerate(examples):
-            shard = index % num_shards
-            writers[shard].write(_serialize(np.asarray(image, np.uint8), int(label)))
-            counts[shard] += 1
+        for index, record in enumerate(records):
+            writers[index % num_shards].write(record)
+            counts[index % num_shards] += 1
     finally:
         for writer in writers:
             writer.close()
@@ -341,6 +627,83 @@ def write_shards(
     return SplitInfo(sum(counts), files)
 
 
+def write_shards(
+    examples: Iterable[tuple[Any, int]], split: str, folder: str, num_shards: int
+) -> SplitInfo:
+    """Deals (uint8 image, class id) pairs into shards (`Manifest.of_images` reads them)."""
+    return write_records(
+        (_image_example(np.asarray(image, np.uint8), int(label)) for image, label in examples),
+        split,
+        folder,
+        num_shards,
+    )
+
+
+def _image_example(image, label: int) -> bytes:
+    return _example({"image": _bytes_feature([image.tobytes()]), "label": _int_feature([label])})
+
+
+def _serialize(source: data_sources.ArraySource, index: int) -> bytes:
+    """Example `index` of an array source as a `tf.train.Example`."""
+    values = {}
+    for feature in (*source.features, source.label):
+        value = source.arrays[feature.key][index]
+        if feature.encoding == BYTES:
+            values[feature.key] = _bytes_feature([str(value).encode()])
+        elif feature.encoding == RAW_UINT8:
+            values[feature.key] = _bytes_feature([np.ascontiguousarray(value).tobytes()])
+        elif feature.encoding == INT:
+            values[feature.key] = _int_feature(np.ravel(value).tolist())
+        else:
+            values[feature.key] = _float_feature(np.ravel(value).tolist())
+    return _example(values)
+
+
+def _example(feature: dict[str, Any]) -> bytes:
+    import tensorflow as tf
+
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def _bytes_feature(values):
+    import tensorflow as tf
+
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+
+
+def _int_feature(values):
+    import tensorflow as tf
+
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def _float_feature(values):
+    import tensorflow as tf
+
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def import_shards(source_dir: str, shards_dir: str) -> Manifest:
+    """Existing shards, every record checked, linked (or copied) into `shards_dir`.
+
+    Raises:
+        ConfigError: what `load_manifest(verify_records=True)` refuses.
+    """
+    import shutil
+
+    manifest = load_manifest(source_dir, verify_records=True)
+    with atomic.staged_dir(shards_dir) as staging:
+        names = [f.path for split in manifest.splits.values() for f in split.files]
+        if manifest.record_format == TFDS_RECORDS:
+            names.append(TFDS_FEATURES_NAME)
+        for name in [*names, MANIFEST_NAME]:
+            try:
+                os.link(os.path.join(source_dir, name), os.path.join(staging, name))
+            except OSError:
+                shutil.copyfile(os.path.join(source_dir, name), os.path.join(staging, name))
+    return dataclasses.replace(manifest, root=shards_dir)
+
+
 def _describe(manifest: Manifest) -> str:
     return ", ".join(
         f"{name} {split.num_examples} examples/{len(split.files)} files"
@@ -348,28 +711,18 @@ def _describe(manifest: Manifest) -> str:
     )
 
 
-def _reusable_manifest(shards_dir: str, dataset: str, num_shards: int) -> Manifest | None:
+def _reusable_manifest(shards_dir: str, data: DataConfig) -> Manifest | None:
     if not os.path.exists(os.path.join(shards_dir, MANIFEST_NAME)):
         return None
     try:
         manifest = load_manifest(shards_dir)
     except ConfigError:
         return None
-    if manifest.dataset != dataset or any(
-        len(s.files) != num_shards for s in manifest.splits.values()
-    ):
+    if manifest.source != _source(data):
         return None
+    if data.files and manifest.version != _files_digest(data_sources.match_files(data.files)):
+        return None  # the files changed
     return manifest
-
-
-def _serialize(image, label: int) -> bytes:
-    import tensorflow as tf
-
-    feature = {
-        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
-        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
@@ -434,22 +787,110 @@ def _verify_records(file_path: str, expected: int, remedy: str) -> None:
         )
 
 
-def parse_fn(manifest: Manifest):
-    """A function that turns a serialised example into (image float32 in [0,1], label)."""
+def parse_fn(manifest: Manifest, *, by_name: bool = False):
+    """A function that turns a serialised record into (features, label).
+
+    Features are a single tensor when there is one feature (or a CSV's numeric
+    columns, stacked into one float32 vector in column order), else a dict
+    keyed by feature name; `by_name` always gives the dict (a CSV's columns by
+    column name), for models with named inputs. Images are float32 in [0, 1];
+    labels are int64 class ids, or float32 values for a regression.
+    """
     import tensorflow as tf
 
-    spec = {
-        "image": tf.io.FixedLenFeature([], tf.string),
-        "label": tf.io.FixedLenFeature([], tf.int64),
-    }
-    shape = manifest.image_shape
+    decode = _parser(manifest.record_format, (*manifest.features, manifest.label), manifest.root)
+    stack = bool(manifest.columns) and not by_name
+    label_dtype = tf.int64 if manifest.num_classes else tf.float32
 
     def parse(record):
-        example = tf.io.parse_single_example(record, spec)
-        image = tf.reshape(tf.io.decode_raw(example["image"], tf.uint8), shape)
-        return tf.cast(image, tf.float32) / 255.0, example["label"]
+        values = decode(record)
+        features = {f.name: values[f.key] for f in manifest.features}
+        label = tf.cast(values[manifest.label.key], label_dtype)
+        if stack:
+            return tf.stack([features[c] for c in manifest.columns], axis=-1), label
+        if len(features) == 1 and not by_name:
+            return next(iter(features.values())), label
+        return features, label
 
     return parse
+
+
+def _parser(record_format: str, stored, root: str):
+    """record -> {key: the value as the model receives it} for `stored` features."""
+    import tensorflow as tf
+
+    if record_format == TFDS_RECORDS:
+        import tensorflow_datasets as tfds
+
+        # https://www.tensorflow.org/datasets/api_docs/python/tfds/features/FeatureConnector#from_config
+        connector = tfds.features.FeatureConnector.from_config(root)
+
+        def decode(record):
+            flat = _flatten(connector.deserialize_example(record))
+            return {f.key: _from_tfds(flat[f.key], f) for f in stored}
+
+        return decode
+    spec = {f.key: _parse_spec(f) for f in stored}
+
+    def decode(record):
+        parsed = tf.io.parse_single_example(record, spec)
+        return {f.key: _from_example(parsed[f.key], f) for f in stored}
+
+    return decode
+
+
+def _flatten(example, prefix: str = "") -> dict[str, Any]:
+    """A decoded TFDS example with nested dicts flattened to `outer/inner` keys."""
+    flat = {}
+    for key, value in example.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _model_dtype(feature: StoredFeature):
+    import tensorflow as tf
+
+    return tf.as_dtype(feature.dtype)
+
+
+def _from_tfds(value, feature: StoredFeature):
+    import tensorflow as tf
+
+    if feature.encoding == IMAGE:
+        return tf.cast(value, tf.float32) / 255.0
+    if feature.encoding == BYTES:
+        return value
+    return tf.cast(value, _model_dtype(feature))
+
+
+def _parse_spec(feature: StoredFeature):
+    import tensorflow as tf
+
+    if feature.encoding in (IMAGE, RAW_UINT8):
+        return tf.io.FixedLenFeature([], tf.string)
+    dtype = {FLOAT: tf.float32, INT: tf.int64, BYTES: tf.string}[feature.encoding]
+    if None in feature.shape:
+        return tf.io.VarLenFeature(dtype)
+    return tf.io.FixedLenFeature(list(feature.shape), dtype)
+
+
+def _from_example(value, feature: StoredFeature):
+    import tensorflow as tf
+
+    shape = [-1 if d is None else d for d in feature.shape]
+    if feature.encoding == IMAGE:
+        channels = feature.shape[-1] if feature.shape and feature.shape[-1] else 0
+        image = tf.io.decode_image(value, channels=channels, expand_animations=False)
+        image.set_shape(feature.shape or None)
+        return tf.cast(image, tf.float32) / 255.0
+    if feature.encoding == RAW_UINT8:
+        return tf.cast(tf.reshape(tf.io.decode_raw(value, tf.uint8), shape), tf.float32) / 255.0
+    if isinstance(value, tf.SparseTensor):
+        return tf.reshape(tf.sparse.to_dense(value), shape)
+    return value
 
 
 def make_dataset_fn(
@@ -460,6 +901,7 @@ def make_dataset_fn(
     training: bool = True,
     seed: int = 0,
     per_worker_order: bool = False,
+    by_name: bool = False,
     preprocess=None,
 ):
     """A `dataset_fn(input_context)` for `DatasetCreator` and every strategy.
@@ -479,6 +921,7 @@ def make_dataset_fn(
     created. Parameter-server training is asynchronous, so its order was never
     reproducible anyway.
 
+    `by_name` yields features as a dict by name (`parse_fn`).
     `preprocess(features, label) -> (inputs, label)`, a model module's, is
     mapped over each example after the cache, so random augmentation differs
     per epoch.
@@ -491,7 +934,9 @@ def make_dataset_fn(
     files = manifest.file_paths(split)
     info = manifest.split(split)
     total_bytes = sum(f.num_bytes for f in info.files)
-    parse = parse_fn(manifest)
+    parse = parse_fn(manifest, by_name=by_name)
+    # Variable-size features are padded to the longest of each batch.
+    variable = any(None in f.shape for f in manifest.features)
 
     def dataset_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         pipelines = input_context.num_input_pipelines if input_context else 1
@@ -523,15 +968,37 @@ def make_dataset_fn(
             if per_worker_order:
                 order = seed + tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31)
             ds = ds.shuffle(min(info.num_examples, 10_000), seed=order).repeat()
-        ds = ds.batch(batch, drop_remainder=training)
+        if variable:
+            ds = ds.padded_batch(batch, drop_remainder=training)
+        else:
+            ds = ds.batch(batch, drop_remainder=training)
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
 
 
-def eval_dataset(manifest: Manifest, split: str = "test", batch_size: int = 256, preprocess=None):
+def eval_dataset(
+    manifest: Manifest,
+    split: str = "test",
+    batch_size: int = 256,
+    preprocess=None,
+    *,
+    by_name: bool = False,
+):
     """The whole `split`, in order, for evaluation in one process (through `preprocess`)."""
-    return make_dataset_fn(manifest, split, batch_size, training=False, preprocess=preprocess)(None)
+    return make_dataset_fn(
+        manifest, split, batch_size, training=False, preprocess=preprocess, by_name=by_name
+    )(None)
+
+
+def inputs_by_name(manifest: Manifest, model) -> bool:
+    """Whether `model` takes a CSV's columns by name rather than as one vector.
+
+    True when the data has columns and every one of the model's Keras inputs
+    is named after one of them: such a model gets `parse_fn(by_name=True)`.
+    """
+    names = list(getattr(model, "input_names", None) or [])
+    return bool(manifest.columns) and bool(names) and set(names) <= set(manifest.columns)
 
 
 def manifest_sha256(manifest: Manifest) -> str:

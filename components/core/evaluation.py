@@ -163,8 +163,9 @@ def evaluate_saved_model(
     module = models.resolve(config.model)
     model = model_build.build_compiled(config, manifest.input_spec, module).model
     model.set_weights(keras.models.load_model(model_dir, compile=False).get_weights())
+    by_name = datasets.inputs_by_name(manifest, model)
     return evaluate(
         model,
-        datasets.eval_dataset(manifest, split, preprocess=module.preprocess),
+        datasets.eval_dataset(manifest, split, preprocess=module.preprocess, by_name=by_name),
         manifest.input_spec,
     )

@@ -202,7 +202,10 @@ def preflight(config: RunConfig, manifest) -> float:
     try:
         with tf.device("/cpu:0"):
             built = build_compiled(config, spec, module)
-            batch = datasets.eval_dataset(manifest, "train", 2, preprocess=module.preprocess)
+            by_name = datasets.inputs_by_name(manifest, built.model)
+            batch = datasets.eval_dataset(
+                manifest, "train", 2, preprocess=module.preprocess, by_name=by_name
+            )
             features, labels = _first(batch, module)
             try:
                 built.model.test_on_batch(features, labels)

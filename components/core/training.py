@@ -357,7 +357,11 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     eval_model.set_weights(model.get_weights())
     result = evaluation.evaluate(
         eval_model,
-        datasets.eval_dataset(manifest, preprocess=module.preprocess),
+        datasets.eval_dataset(
+            manifest,
+            preprocess=module.preprocess,
+            by_name=datasets.inputs_by_name(manifest, model),
+        ),
         manifest.input_spec,
     )
     phases = {
@@ -418,8 +422,11 @@ def evaluate_beside(config: RunConfig) -> list[dict[str, Any]]:
     manifest = datasets.load_manifest(config.data.shards_dir)
     module = models.resolve(config.model)
     model = model_build.build_compiled(config, manifest.input_spec, module).model
+    by_name = datasets.inputs_by_name(manifest, model)
     return sidecar.evaluate_checkpoints(
-        config, model, datasets.eval_dataset(manifest, preprocess=module.preprocess)
+        config,
+        model,
+        datasets.eval_dataset(manifest, preprocess=module.preprocess, by_name=by_name),
     )
 
 
@@ -448,6 +455,7 @@ def _fit(
             seed=config.training.seed,
             per_worker_order=config.cluster.spec.uses_ps,
             preprocess=preprocess,
+            by_name=datasets.inputs_by_name(manifest, model),
         )
     )
     os.makedirs(backup_dir, exist_ok=True)

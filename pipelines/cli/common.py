@@ -61,13 +61,51 @@ def positive_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """argparse type: a number strictly between 0 and 1."""
+    value = _number(text, float, "a number")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
 def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Data, model and optimisation flags."""
     data = parser.add_argument_group("data and model")
-    data.add_argument(
+    source = data.add_mutually_exclusive_group()
+    source.add_argument(
         "--dataset",
-        default="digits",
-        help="TFDS dataset (default: digits, built offline; mnist and others download)",
+        help="what tfds.builder takes: NAME, NAME/CONFIG, NAME:VERSION, or a prepared dataset "
+        "folder (default: digits, built offline; mnist and others download)",
+    )
+    source.add_argument(
+        "--data",
+        metavar="PATH_OR_GLOB",
+        help="train on files instead: .csv (with --label), .npz (arrays x and y, or named) or "
+        ".tfrecord (with --feature-spec)",
+    )
+    data.add_argument(
+        "--dataset-module",
+        metavar="FILE_OR_MODULE",
+        help="a .py file or module that registers your TFDS builder, imported before --dataset",
+    )
+    data.add_argument(
+        "--label",
+        help="the label's column (CSV), array (npz) or feature (tfrecord, TFDS); for TFDS the "
+        "other features become the inputs (default: the dataset's supervised keys; y for npz)",
+    )
+    data.add_argument(
+        "--feature-spec",
+        metavar="JSON_OR_FILE",
+        help='features of .tfrecord files: {"NAME": {"shape": [...], "dtype": "float32|int64|'
+        'string|image|uint8"}}, the label\'s entry with "num_classes" for classification',
+    )
+    data.add_argument(
+        "--test-fraction",
+        type=fraction,
+        default=0.2,
+        help="share held out as the test split when the data has none (files, TFDS datasets "
+        "with only train): every (1/F)-th example (default: 0.2)",
     )
     data.add_argument("--data-dir", help="TFDS data directory (default: ~/tensorflow_datasets)")
     data.add_argument(
@@ -204,7 +242,12 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         )
     config = RunConfig(
         data=DataConfig(
-            dataset=args.dataset,
+            dataset=_dataset_name(args),
+            dataset_module=args.dataset_module,
+            files=args.data,
+            label=args.label,
+            feature_spec=args.feature_spec,
+            test_fraction=args.test_fraction,
             data_dir=args.data_dir,
             num_shards=max(args.num_shards, spec.input_pipelines(cluster)),
         ),
@@ -225,6 +268,40 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
     )
     validate_run(config)
     return config
+
+
+def _dataset_name(args: argparse.Namespace) -> str:
+    """`--dataset`, or the files' name (what reports call `--data` files)."""
+    from components.core.data_sources import files_name
+
+    if args.data:
+        return files_name(args.data)
+    return args.dataset or DataConfig.dataset
+
+
+def check_data(config: RunConfig):
+    """Checks the run's data, and that the model can take it, before anything starts.
+
+    Returns:
+        The examples' `InputSpec`.
+
+    Raises:
+        ConfigError: bad data (`datasets.describe`), or several or non-numeric
+            features for a built-in model, which takes one numeric input.
+    """
+    from components.core import datasets
+
+    spec = datasets.describe(config.data)
+    if not config.model.module and config.model.name in models.MODELS:
+        single = spec.single_feature
+        if single is None or single.dtype == "string":
+            kinds = ", ".join(f"{n} ({f.dtype})" for n, f in spec.features.items())
+            raise ConfigError(
+                f"--model {config.model.name} takes one numeric input, the data has {kinds}: "
+                "keep numeric columns only (a CSV's numeric columns form one vector), or give "
+                "a model with named inputs"
+            )
+    return spec
 
 
 def model_config(args: argparse.Namespace) -> ModelConfig:

@@ -71,6 +71,11 @@ def add_parser(subparsers) -> None:
         default=10.0,
         help="network between machines, Gbit/s (default: 10)",
     )
+    parser.add_argument(
+        "--shards-dir",
+        help="compare on existing shards (a folder with manifest.json, written by an earlier "
+        "run) instead of sharding the data; every record is checked first",
+    )
     parser.add_argument("--output", help="output folder (default: runs/<timestamp>-compare)")
     parser.add_argument(
         "--verbose",
@@ -106,15 +111,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     Raises:
         ConfigError: for anything a strategy of the comparison cannot run.
     """
-    from components.core import datasets
     from components.core.hardware import get_gpu
     from components.core.launch.local import check_rehearsal
 
-    strategies = parse_strategies(args.strategies)
-    clusters = [
-        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator, args.all_reduce)
-        for name in strategies
-    ]
+    clusters = _clusters(args)
     # Data, model and batch flags are shared; each strategy gets its own cluster.
     shared = argparse.Namespace(
         **{**vars(args), "workers": None, "ps": None, "devices": None, "all_reduce": "auto"}
@@ -130,7 +130,10 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         validate_run(run)
         check_rehearsal(run)
     get_gpu(args.gpu)
-    datasets.get_builder(args.dataset, args.data_dir)
+    if args.shards_dir:
+        base = _on_shards(base, args)
+    else:
+        common.check_data(base)
     if base.model.module:
         from components.core import model_module
 
@@ -146,6 +149,34 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         "target_metric": args.target_metric,
         "backend": "local",
     }
+
+
+def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """The comparison's run on existing shards, checked record by record.
+
+    Raises:
+        ConfigError: `--data` given too, or shards `train --shards-dir` refuses.
+    """
+    from pipelines.cli.train import use_shards
+
+    if args.data:
+        raise ConfigError("--shards-dir and --data exclude each other: pass one of them")
+    config, manifest = use_shards(base, args.shards_dir, args.dataset)
+    pipelines = max(c.spec.shard_files_needed(c) for c in _clusters(args))
+    if len(manifest.split("train").files) < pipelines:
+        raise ConfigError(
+            f"--shards-dir {args.shards_dir} has {len(manifest.split('train').files)} train "
+            f"shard file(s), too few for {pipelines} workers: shard again with --num-shards "
+            f"{pipelines} or more"
+        )
+    return config
+
+
+def _clusters(args: argparse.Namespace):
+    return [
+        cluster_for(name, args.workers, args.ps, args.devices, args.evaluator, args.all_reduce)
+        for name in parse_strategies(args.strategies)
+    ]
 
 
 def target_value(args: argparse.Namespace) -> float:

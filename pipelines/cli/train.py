@@ -8,11 +8,9 @@ import os
 import sys
 
 from components.core import datasets, training
-from components.core.config import STRATEGIES, ConfigError, DataConfig, RunConfig
+from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
-
-DEFAULT_DATASET = DataConfig.dataset
 
 
 def add_parser(subparsers) -> None:
@@ -132,8 +130,11 @@ def _run_local(args: argparse.Namespace) -> int:
     config = common.build_run_config(args, args.strategy, output)
     check_rehearsal(config)
     if args.shards_dir:
+        if args.data:
+            raise ConfigError("--shards-dir and --data exclude each other: pass one of them")
         config, manifest = use_shards(config, args.shards_dir, args.dataset)
     else:
+        common.check_data(config)
         config, manifest = prepare_shards(config, log=print)
     training.check_fits(config, manifest)
     if config.model.module:
@@ -153,7 +154,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 
 def use_shards(
-    config: RunConfig, shards_dir: str, dataset: str
+    config: RunConfig, shards_dir: str, dataset: str | None
 ) -> tuple[RunConfig, datasets.Manifest]:
     """Points the config at existing shards, after reading every record back.
 
@@ -162,7 +163,7 @@ def use_shards(
             truncated or corrupted shard files, or shards of another dataset.
     """
     manifest = datasets.load_manifest(os.path.abspath(shards_dir), verify_records=True)
-    if dataset not in (DEFAULT_DATASET, manifest.dataset):
+    if dataset not in (None, manifest.dataset):
         raise ConfigError(
             f"--shards-dir {shards_dir} holds {manifest.dataset!r}, not {dataset!r}: drop "
             "--dataset, or pass the shards of that dataset"
@@ -178,12 +179,8 @@ def prepare_shards(config: RunConfig, log=print) -> tuple[RunConfig, datasets.Ma
         ConfigError: unknown dataset, no label, unreachable download, bad data dir.
     """
     data = config.data
-    shards_dir = data.shards_dir or datasets.default_shards_dir(
-        data.data_dir, data.dataset, data.num_shards
-    )
-    manifest = datasets.shard_dataset(
-        data.dataset, shards_dir, num_shards=data.num_shards, data_dir=data.data_dir, log=log
-    )
+    shards_dir = data.shards_dir or datasets.default_shards_dir(data)
+    manifest = datasets.shard_data(data, shards_dir, log=log)
     config = dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
     return config, manifest
 
