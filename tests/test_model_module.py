@@ -15,6 +15,7 @@ from tests.conftest import trainer_pids
 REPO = Path(__file__).resolve().parents[1]
 CNN_MODULE = REPO / "examples" / "digits_cnn_module.py"
 SGD_MODULE = REPO / "examples" / "sgd_compiled_module.py"
+REGRESSION_MODULE = REPO / "examples" / "diabetes_regression_module.py"
 
 GOOD_MODEL = """
 import tf_keras as keras
@@ -324,3 +325,43 @@ def test_the_regression_example_learns_with_mse_and_is_evaluated_as_a_regression
     assert result.metrics["mse"] < 0.75 * mean_mse, (result.metrics, mean_mse)
     assert result.metrics["rmse"] == pytest.approx(result.metrics["mse"] ** 0.5)
     assert len(result.points) == len(test)  # the predicted-vs-true plot's points
+
+
+@pytest.fixture(scope="module")
+def diabetes_csv(tmp_path_factory) -> Path:
+    """scikit-learn's diabetes data as the CSV a pandas user writes (examples/csv_data.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("csv_data", REPO / "examples" / "csv_data.py")
+    csv_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(csv_data)
+    return Path(csv_data.diabetes(str(tmp_path_factory.mktemp("csv"))))
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
+def test_the_regression_example_learns_a_float_csv_label_with_every_strategy(
+    strategy, diabetes_csv, tmp_path
+):
+    """MSE on `--data diabetes.csv --label progression`: a regression on a real cluster that
+    beats the mean predictor by a clear margin, evaluated with MAE, RMSE and MSE."""
+    import numpy as np
+
+    from components.core import datasets
+
+    out = tmp_path / strategy
+    argv = [
+        "train", "--local", *STRATEGY_FLAGS[strategy], "--data", str(diabetes_csv),
+        "--label", "progression", "--model-module", str(REGRESSION_MODULE), "--epochs", "20",
+        "--output", str(out),
+    ]  # fmt: skip
+    assert strategist(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "regression" and metrics["eval_accuracy"] is None
+    manifest = datasets.load_manifest(metrics["run_config"]["data"]["shards_dir"])
+    labels = np.concatenate([y.numpy() for _, y in datasets.eval_dataset(manifest)])
+    # The mean predictor's MSE on the test split (its own mean: the best constant).
+    constant = float(np.var(labels))
+    assert metrics["eval_metrics"]["mse"] < 0.75 * constant, (metrics["eval_metrics"], constant)
+    assert set(metrics["eval_metrics"]) >= {"loss", "mae", "rmse", "mse"}
+    assert metrics["compile_settings"]["loss"] == "mean_squared_error"
