@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.shards, "manifest.json")) as handle:
         manifest = json.load(handle)
     shape = manifest["features"]["image"]["shape"]
-    num_classes = manifest["features"]["label"]["num_classes"]
+    num_classes = manifest["label"]["num_classes"]
     train = manifest["splits"]["train"]
     files = [os.path.join(args.shards, f["path"]) for f in train["files"]]
     global_batch = args.batch_size * args.replicas

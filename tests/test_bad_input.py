@@ -438,7 +438,7 @@ BAD_FILE_CASES = {
     "train-seed-negative": train("--seed", "-1", message="between 0 and 4294967295"),
     "compare-target-accuracy-2": Case(
         ("compare", "--local", "--target-accuracy", "2", "--output", "{out}"),
-        "at most 1",
+        "pass a number in (0, 1]",
     ),
     # limits: what the machine and the data hold (issue 18, item 7)
     "train-a-trillion-shards": train(

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from components.core import datasets, promotion, run_metrics, storage
-from components.core.config import ConfigError
+from components.core.config import ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 
 BUCKET = "strategist-test"
@@ -125,9 +125,12 @@ def test_shards_written_to_gs_are_read_back_by_load_manifest(gs, uploads, tfds_d
     assert manifest.to_dict() == written.to_dict()
     assert manifest.split("train").num_examples + manifest.split("test").num_examples == 1797
     names = storage.listdir(shards)
+    # TFDS's records are kept as they are, with the feature description that decodes them.
+    assert manifest.record_format == datasets.TFDS_RECORDS
     assert names == sorted(
         [
             datasets.MANIFEST_NAME,
+            datasets.TFDS_FEATURES_NAME,
             *(f.path for s in ("train", "test") for f in manifest.split(s).files),
         ]
     )
@@ -182,7 +185,7 @@ def test_model_export_uploads_a_savedmodel_with_its_marker_last(gs, uploads, tmp
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     run = f"{gs}/run"
-    training._export(model, run)
+    training._export(model, run, RunConfig())
     exported = f"{run}/{training.MODEL_DIR_NAME}"
     puts = [target for name, target in uploads if name == "put_file"]
     assert puts[-1] == f"{exported}/{storage.TREE_MARKER}"[len("gs://") :]
@@ -193,7 +196,7 @@ def test_model_export_uploads_a_savedmodel_with_its_marker_last(gs, uploads, tmp
 
     # A second export first withdraws the marker, then replaces the tree.
     uploads.clear()
-    training._export(model, run)
+    training._export(model, run, RunConfig())
     assert uploads[0] == ("rm_file", f"{exported}/{storage.TREE_MARKER}"[len("gs://") :])
     assert uploads[-1][1].endswith(storage.TREE_MARKER)
 
@@ -282,12 +285,12 @@ def test_a_rehearsed_export_is_published_file_by_file_as_in_the_cloud(monkeypatc
 
     monkeypatch.setattr(atomic, "staged_dir", no_folder_rename)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    training._export(model, "gs://b/run")
+    training._export(model, "gs://b/run", RunConfig())
     exported = tmp_path / "b" / "run" / training.MODEL_DIR_NAME
     assert (exported / storage.TREE_MARKER).is_file()
     assert keras.models.load_model(str(exported), compile=False) is not None
     # Vertex AI's gcsfuse form of the same bucket: no folder rename either.
-    training._export(model, "/gcs/b/vertex-run")
+    training._export(model, "/gcs/b/vertex-run", RunConfig())
     assert (tmp_path / "b" / "vertex-run" / training.MODEL_DIR_NAME / storage.TREE_MARKER).is_file()
 
 

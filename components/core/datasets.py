@@ -423,6 +423,15 @@ def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
             f"dataset {data.dataset!r} has no 'train' split (it has {', '.join(info_splits)})"
         )
 
+    for split in SPLITS:
+        examples = info_splits[split].num_examples if split in info_splits else 0
+        if 0 < examples < data.num_shards:
+            raise ConfigError(
+                f"--num-shards {data.num_shards} is more than the {examples} examples of "
+                f"{data.dataset}'s {split} split: pass at most {examples} (a shard file holds "
+                "at least one)"
+            )
+
     def files(split: str) -> list[str]:
         return [str(p) for p in info_splits[split].filepaths]
 
@@ -837,7 +846,8 @@ def _parser(record_format: str, stored, root: str):
         import tensorflow_datasets as tfds
 
         # https://www.tensorflow.org/datasets/api_docs/python/tfds/features/FeatureConnector#from_config
-        connector = tfds.features.FeatureConnector.from_config(root)
+        # TFDS reads the file itself: through `local_view` under a rehearsal.
+        connector = tfds.features.FeatureConnector.from_config(storage.local_view(root))
 
         def decode(record):
             flat = _flatten(connector.deserialize_example(record))
