@@ -470,3 +470,36 @@ def test_readers_take_a_rehearsal_for_a_run_on_this_machine():
     assert (
         "local rehearsal: one machine per process" in estimate_cost(record, load_prices()).priced_as
     )
+
+
+# -- a user's model module, staged as submission stages it ---------------------------------
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_a_rehearsal_stages_the_users_module_and_every_replica_reads_it(
+    target, gcs_root, monkeypatch, capsys
+):
+    """The module reaches the replicas where submission puts it: `<output>/model_module/`."""
+    module = Path(__file__).resolve().parents[1] / "examples" / "digits_cnn_module.py"
+    monkeypatch.setenv(GCS_ROOT_ENV, str(gcs_root))
+    case = f"{target}-module"
+    argv = cloud_argv(
+        target,
+        "--strategy", "multi_worker_mirrored", "--workers", "2", "--epochs", "3",
+        "--model-module", str(module),
+        output=f"{BUCKET}/runs/{case}",
+    )  # fmt: skip
+    code = cli.main([*argv, "--rehearse"])
+    out, err = capsys.readouterr()
+    assert code == 0, f"{out[-3000:]}\n{err[-3000:]}"
+    local = gcs_root / "rehearsal-bucket" / "runs" / case
+    staged = local / "model_module" / module.name
+    assert staged.read_bytes() == module.read_bytes()
+    metrics = json.loads((local / "metrics.json").read_text())
+    assert metrics["eval_accuracy"] >= 0.85
+    # Every replica was told the staged copy (Vertex AI: its /gcs/ mount), not the laptop's file.
+    read_from = metrics["run_config"]["model"]["module"]
+    assert read_from.endswith(f"rehearsal-bucket/runs/{case}/model_module/{module.name}")
+    assert str(module) != read_from
+    assert not trainer_pids(f"rehearsal-bucket/runs/{case}")

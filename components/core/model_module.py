@@ -83,7 +83,9 @@ def load(source: str) -> ModelModule:
     if not source:
         raise ConfigError("--model-module is empty: pass a .py file or a module name")
     if is_file_source(source):
-        path = _fetch(source) if source.startswith("gs://") else os.path.abspath(source)
+        # Under a rehearsal `local_view` serves gs:// and /gcs/ from this machine.
+        local = storage.local_view(source)
+        path = _fetch(source) if storage.is_remote(local) else os.path.abspath(local)
         if not storage.isfile(path):
             raise ConfigError(f"--model-module {source}: no such file: pass the path of a .py file")
         module = _import_file(source, path)

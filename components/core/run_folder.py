@@ -50,6 +50,9 @@ RUN_ENTRIES = (
     "evaluator",
     "checkpoints",
 )
+# Where submission stages a model module file before any replica runs (beside the
+# job's outputs): a folder holding only it is still new.
+STAGED_MODULE_DIR = "model_module"
 # Names `atomic` gives files and folders while it writes them (`.tmp-x`, `.model-x`).
 _PARTIAL = re.compile(r"^\.(tmp-|model-)")
 
@@ -112,7 +115,7 @@ def _owned(path: str) -> bool:
         entries = os.listdir(path)
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror}; pass a readable folder") from None
-    return not entries or MARKER_NAME in entries
+    return not set(entries) - {STAGED_MODULE_DIR} or MARKER_NAME in entries
 
 
 def read_marker(path: str) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from components.core.config import ConfigError, RunConfig
-from components.core.launch.cloud import CloudConfig, JobFailed, module_origin
+from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
 from components.core.launch.remote import RemoteCallFailed
 from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
@@ -241,6 +241,7 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
                 job,
                 cloud.target,
                 data_dir=run.data.data_dir,
+                staged=files_to_stage(run, cloud),
                 restart=RestartPolicy(cluster_restarts=restarts),
             )
     except ClusterFailed as err:

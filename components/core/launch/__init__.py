@@ -82,11 +82,15 @@ def train_to_artifacts(
             metrics = run_local(config)
             source = workdir
         elif rehearse:
+            from components.core.launch import cloud as cloud_lib
             from components.core.launch.rehearsal import rehearse as rehearse_job
 
             run, cloud = _cloud_run(config, backend, cloud_config_json)
             metrics, local = rehearse_job(
-                build_cloud_job(run, cloud), cloud.target, data_dir=run.data.data_dir
+                build_cloud_job(run, cloud),
+                cloud.target,
+                data_dir=run.data.data_dir,
+                staged=cloud_lib.files_to_stage(run, cloud),
             )
             source = local.output_dir
         else:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import reduction_server, storage
+from components.core import reduction_server, run_folder, storage
 from components.core.config import (
     ConfigError,
     RunConfig,
@@ -526,17 +526,31 @@ def stage_module(run: RunConfig, cloud: CloudConfig) -> str | None:
     source = run.model.module
     if staged is None or staged == source:
         return staged
-    import tensorflow as tf
-
-    try:
-        tf.io.gfile.makedirs(staged.rsplit("/", 1)[0])
-        tf.io.gfile.copy(source, staged, overwrite=True)
-    except (tf.errors.OpError, OSError) as err:
-        raise ConfigError(f"cannot stage --model-module {source} to {staged}: {err}") from None
+    copy_file(source, staged, "--model-module")
     return staged
 
 
-MODULE_DIR = "model_module"
+def files_to_stage(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
+    """`{Cloud Storage URI: local file}` that submission copies before the job starts."""
+    staged = staged_module_uri(run, cloud)
+    if staged is None or staged == run.model.module:
+        return {}
+    return {staged: run.model.module}
+
+
+def copy_file(source: str, target: str, what: str) -> None:
+    """Copies one file through the storage layer (local, `/gcs/` or `gs://`).
+
+    Raises:
+        ConfigError: naming `what` when it cannot be read or written.
+    """
+    try:
+        storage.write_bytes(target, storage.read_bytes(source))
+    except OSError as err:
+        raise ConfigError(f"cannot stage {what} {source} to {target}: {err}") from None
+
+
+MODULE_DIR = run_folder.STAGED_MODULE_DIR
 
 
 def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:

@@ -29,12 +29,13 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from components.core import datasets, run_metrics, storage, trainer, training
 from components.core.config import ConfigError, RunConfig
+from components.core.launch.cloud import copy_file
 from components.core.launch.local import (
     HOST,
     LocalCluster,
@@ -468,6 +469,7 @@ def rehearse(
     *,
     data_dir: str | None = None,
     root: str | None = None,
+    staged: Mapping[str, str] | None = None,
     log: Callable[[str], None] = print,
     **kwargs: Any,
 ) -> tuple[RunMetrics, RunConfig]:
@@ -478,6 +480,9 @@ def rehearse(
         target: `vertex` or `kubeflow`.
         data_dir: TFDS data directory for shards that must be prepared.
         root: the folder that stands in for Cloud Storage (default `gcs_root()`).
+        staged: `{gs:// URI: local file}` that submission would copy to Cloud
+            Storage first (a model module file, `cloud.stage_module`): copied
+            into `root` the same way.
         log: where progress and replica output lines go.
         **kwargs: `LocalCluster` options (restart policy, on_line).
 
@@ -495,6 +500,9 @@ def rehearse(
     check_rehearsal(config)  # the shapes a local run refuses, refused the same way
     log(f"rehearsal of {target}: gs://BUCKET/... and /gcs/BUCKET/... are {root}/BUCKET/...")
     prepare_shards(config, local_path(data_dir, root), log=log)
+    for uri, source in (staged or {}).items():
+        copy_file(source, local_path(uri, root), "--model-module")
+        log(f"rehearsal: {source} staged at {local_path(uri, root)}, as submission stages it")
     log(
         f"rehearsal of {target}: {len(replicas)} replica(s) "
         f"({', '.join(r.name for r in replicas)}), each with its container's command, "
