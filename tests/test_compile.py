@@ -127,7 +127,7 @@ def test_kfp_target_defaults_to_one_t4(tmp_path):
 
 
 def test_vertex_target_with_gpu_uses_vertex_accelerator_names(tmp_path):
-    docs, _, _ = _compile(tmp_path, "training", "vertex", "--gpu", "t4", "--gpus", "4")
+    docs, _, _ = _compile(tmp_path, "training", "vertex", "--gpu", "t4", "--gpus-per-machine", "4")
     accelerator = docs[0]["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"][
         "accelerator"
     ]

@@ -37,7 +37,13 @@ def add_parser(subparsers) -> None:
         "(default: t4 for kubeflow, none for vertex, where training runs as a custom job)",
     )
     parser.add_argument(
-        "--gpus", type=common.positive_int, default=1, help="GPUs of the train step (default: 1)"
+        "--gpus-per-machine",
+        "--gpus",
+        dest="gpus",
+        type=common.positive_int,
+        default=1,
+        help="GPUs of the train step's machine, the name select and train use too "
+        "(--gpus is the older name) (default: 1)",
     )
     parser.add_argument("-o", "--output", required=True, help="the YAML file to write")
     parser.set_defaults(run=run)
