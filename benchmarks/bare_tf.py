@@ -144,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.strategy == "one_device":
-        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        # One device needs no distribution: the default strategy, what a script
+        # without tf.distribute runs under.
+        strategy = tf.distribute.get_strategy()
     elif args.strategy == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(

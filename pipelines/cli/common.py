@@ -103,6 +103,19 @@ def fraction(text: str) -> float:
     return value
 
 
+def add_train_step_gpus_argument(parser: argparse.ArgumentParser) -> None:
+    """`--gpus-per-machine` of a compiled pipeline's train step (compile, submit, schedule)."""
+    parser.add_argument(
+        "--gpus-per-machine",
+        "--gpus",
+        dest="gpus",
+        type=positive_int,
+        default=1,
+        help="GPUs of the train step's machine, the name select and train use too "
+        "(--gpus is the older name) (default: 1)",
+    )
+
+
 def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Data, model and optimisation flags."""
     data = parser.add_argument_group("data and model")

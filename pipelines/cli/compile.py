@@ -36,15 +36,7 @@ def add_parser(subparsers) -> None:
         help="GPU of the train step: t4, l4, v100, a100, ... or none "
         "(default: t4 for kubeflow, none for vertex, where training runs as a custom job)",
     )
-    parser.add_argument(
-        "--gpus-per-machine",
-        "--gpus",
-        dest="gpus",
-        type=common.positive_int,
-        default=1,
-        help="GPUs of the train step's machine, the name select and train use too "
-        "(--gpus is the older name) (default: 1)",
-    )
+    common.add_train_step_gpus_argument(parser)
     parser.add_argument("-o", "--output", required=True, help="the YAML file to write")
     parser.set_defaults(run=run)
 

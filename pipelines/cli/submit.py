@@ -31,15 +31,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu", help="GPU of the train step: t4, l4, a100, ... or none (default: t4 for kubeflow)"
     )
-    parser.add_argument(
-        "--gpus-per-machine",
-        "--gpus",
-        dest="gpus",
-        type=common.positive_int,
-        default=1,
-        help="GPUs of the train step's machine, the name select and train use too "
-        "(--gpus is the older name) (default: 1)",
-    )
+    common.add_train_step_gpus_argument(parser)
     parser.add_argument(
         "--param",
         action="append",
