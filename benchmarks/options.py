@@ -44,6 +44,13 @@ class Option:
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     all_reduce: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    def cluster(self, strategy: str) -> ClusterConfig:
+        """The cluster shape of `strategy` with this option's all-reduce."""
+        shape = SHAPES[strategy]
+        return dataclasses.replace(
+            shape, all_reduce=self.all_reduce.get(strategy, shape.all_reduce)
+        )
+
     def bare_args(self, strategy: str) -> tuple[str, ...]:
         args: list[str] = []
         if "precision" in self.training:
@@ -142,10 +149,7 @@ def refusal(option: Option, strategy: str) -> str | None:
     from components.core import config as config_module
     from components.core.strategies import visible_gpus
 
-    cluster = dataclasses.replace(
-        SHAPES[strategy], all_reduce=option.all_reduce.get(strategy, SHAPES[strategy].all_reduce)
-    )
-    run = RunConfig(training=TrainingConfig(**option.training), cluster=cluster)
+    run = RunConfig(training=TrainingConfig(**option.training), cluster=option.cluster(strategy))
     try:
         config_module.validate_for_machine(run, visible_gpus())
     except ConfigError as err:
@@ -155,9 +159,7 @@ def refusal(option: Option, strategy: str) -> str | None:
 
 def run_option(args: argparse.Namespace, option: Option, strategy: str, shards: str, log) -> dict:
     """The A/B rounds of one option under one strategy: medians and ours/bare per round."""
-    cluster = dataclasses.replace(
-        SHAPES[strategy], all_reduce=option.all_reduce.get(strategy, SHAPES[strategy].all_reduce)
-    )
+    cluster = option.cluster(strategy)
     eps: dict[str, list[float]] = {"ours": [], "bare": []}
     for round_index in range(args.rounds):
         order = ("ours", "bare") if round_index % 2 == 0 else ("bare", "ours")

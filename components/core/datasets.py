@@ -413,9 +413,9 @@ def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
     log(f"shards: preparing {builder.info.full_name} in {builder.data_dir}")
     prepare(builder, users_builder=bool(data.dataset_module))
     # The trainer decodes TFDS's records with the feature description TFDS wrote.
-    storage.write_bytes(
+    storage.copy_file(
+        storage.join(str(builder.data_dir), TFDS_FEATURES_NAME),
         storage.join(folder, TFDS_FEATURES_NAME),
-        storage.read_bytes(storage.join(str(builder.data_dir), TFDS_FEATURES_NAME)),
     )
     info_splits = builder.info.splits
     if "train" not in info_splits:
@@ -614,7 +614,7 @@ def _link_files(files: list[str], lengths: list[int], split: str, folder: str) -
         try:
             os.link(path, target)
         except OSError:
-            storage.write_bytes(target, storage.read_bytes(path))
+            storage.copy_file(path, target)
         shards.append(ShardFile(name, length, storage.size(target)))
     return SplitInfo(sum(lengths), tuple(shards))
 
@@ -719,9 +719,7 @@ def import_shards(source_dir: str, shards_dir: str) -> Manifest:
             try:
                 os.link(os.path.join(source_dir, name), os.path.join(staging, name))
             except OSError:
-                storage.write_bytes(
-                    storage.join(staging, name), storage.read_bytes(storage.join(source_dir, name))
-                )
+                storage.copy_file(storage.join(source_dir, name), storage.join(staging, name))
     return dataclasses.replace(manifest, root=shards_dir)
 
 

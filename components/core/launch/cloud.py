@@ -522,12 +522,9 @@ def stage_module(run: RunConfig, cloud: CloudConfig) -> str | None:
     Raises:
         ConfigError: the file cannot be read or written.
     """
-    staged = staged_module_uri(run, cloud)
-    source = run.model.module
-    if staged is None or staged == source:
-        return staged
-    copy_file(source, staged, "--model-module")
-    return staged
+    for staged, source in files_to_stage(run, cloud).items():
+        copy_file(source, staged, "--model-module")
+    return staged_module_uri(run, cloud)
 
 
 def files_to_stage(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
@@ -545,7 +542,7 @@ def copy_file(source: str, target: str, what: str) -> None:
         ConfigError: naming `what` when it cannot be read or written.
     """
     try:
-        storage.write_bytes(target, storage.read_bytes(source))
+        storage.copy_file(source, target)
     except OSError as err:
         raise ConfigError(f"cannot stage {what} {source} to {target}: {err}") from None
 
