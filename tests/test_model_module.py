@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -126,8 +127,10 @@ def test_the_pre_flight_check_is_cheap(digits_shards):
 
     config = dataclasses.replace(RunConfig(), model=ModelConfig("cnn", str(CNN_MODULE)))
     model_build.preflight(config, datasets.load_manifest(digits_shards))  # warm: imports, tracing
-    seconds = model_build.preflight(config, datasets.load_manifest(digits_shards))
-    assert seconds < 3.0, seconds
+    # CPU time, not wall time: other work on a shared machine must not fail this test.
+    started = time.process_time()
+    model_build.preflight(config, datasets.load_manifest(digits_shards))
+    assert time.process_time() - started < 3.0
 
 
 def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_it(capsys):

@@ -197,10 +197,26 @@ def tfds_builder(name: str, data_dir: str | None = None, module: str | None = No
             "--dataset-module, a prepared dataset folder, or files with --data"
         ) from None
     except (ValueError, AssertionError, KeyError, TypeError) as err:
-        # Unknown config or version: TFDS says which ones exist.
-        raise ConfigError(
-            f"TFDS cannot build dataset {name!r}: {str(err).splitlines()[0]}"
-        ) from None
+        reason = _unknown_config_hint(name) or str(err).splitlines()[0]
+        raise ConfigError(f"TFDS cannot build dataset {name!r}: {reason}") from None
+
+
+def _unknown_config_hint(name: str) -> str:
+    """What to pass instead of an unknown `name/config`, or "" when the config exists.
+
+    TFDS 4.9's own message promises the closest configs and then lists none.
+    """
+    import tensorflow_datasets as tfds
+
+    base, _, config = name.split(":")[0].partition("/")
+    if not config:
+        return ""
+    configs = [c.name for c in getattr(tfds.builder_cls(base), "BUILDER_CONFIGS", [])]
+    if config in configs:
+        return ""
+    close = difflib.get_close_matches(config, configs, n=3)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return f"it has no config {config!r}; {hint}configs: {', '.join(configs[:12])}"
 
 
 def tfds_features(info, label: str | None) -> tuple[list[StoredFeature], StoredFeature, int | None]:
