@@ -316,15 +316,20 @@ def gcs_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("gcs")
 
 
+MODULE = Path(__file__).resolve().parents[1] / "examples" / "digits_cnn_module.py"
 CASES = {
     "vertex-mirrored-1x2": ("vertex", ["--strategy", "mirrored", "--devices", "2"]),
-    "vertex-mwms-2-evaluator": (
+    # A user's model module rides along on one case per target: staged as submission stages it.
+    "vertex-mwms-2-evaluator-module": (
         "vertex",
         ["--strategy", "multi_worker_mirrored", "--workers", "2", "--evaluator"],
     ),
     "vertex-ps-2+1": ("vertex", ["--strategy", "parameter_server", "--workers", "2", "--ps", "1"]),
     "kubeflow-mirrored-1x2": ("kubeflow", ["--strategy", "mirrored", "--devices", "2"]),
-    "kubeflow-mwms-2": ("kubeflow", ["--strategy", "multi_worker_mirrored", "--workers", "2"]),
+    "kubeflow-mwms-2-module": (
+        "kubeflow",
+        ["--strategy", "multi_worker_mirrored", "--workers", "2"],
+    ),
     "kubeflow-ps-2+1-evaluator": (
         "kubeflow",
         ["--strategy", "parameter_server", "--workers", "2", "--ps", "1", "--evaluator"],
@@ -336,9 +341,13 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsys):
     target, flags = CASES[case]
+    module = case.endswith("-module")
+    epochs = EPOCHS + 1 if module else EPOCHS  # the CNN needs one more epoch than the MLP
+    if module:
+        flags = [*flags, "--model-module", str(MODULE)]
     monkeypatch.setenv(GCS_ROOT_ENV, str(gcs_root))
     output = f"{BUCKET}/runs/{case}"
-    argv = cloud_argv(target, *flags, "--epochs", str(EPOCHS), output=output)
+    argv = cloud_argv(target, *flags, "--epochs", str(epochs), output=output)
     assert cli.main([*argv, "--dry-run"]) == 0
     request = capsys.readouterr().out
     code = cli.main([*argv, "--rehearse"])
@@ -361,10 +370,14 @@ def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsy
     assert len(started) == 1 and str(spec.num_processes(cluster)) in started[0]
     if cluster.evaluator:
         evaluations = metrics["sidecar_evaluations"]
-        assert [e["epoch"] for e in evaluations][-1] == EPOCHS
+        assert [e["epoch"] for e in evaluations][-1] == epochs
         assert evaluations[-1]["accuracy"] >= 0.85
     assert (gcs_root / "rehearsal-bucket" / "shards" / "digits" / "manifest.json").exists()
     assert os.path.exists("/gcs") == GCSFUSE_MOUNT_EXISTED
+    if module:  # every replica was told the staged copy (Vertex AI: its /gcs/ mount)
+        assert (local / "model_module" / MODULE.name).read_bytes() == MODULE.read_bytes()
+        read_from = metrics["run_config"]["model"]["module"]
+        assert read_from.endswith(f"rehearsal-bucket/runs/{case}/model_module/{MODULE.name}")
     assert not trainer_pids(f"rehearsal-bucket/runs/{case}")
 
 
@@ -470,36 +483,3 @@ def test_readers_take_a_rehearsal_for_a_run_on_this_machine():
     assert (
         "local rehearsal: one machine per process" in estimate_cost(record, load_prices()).priced_as
     )
-
-
-# -- a user's model module, staged as submission stages it ---------------------------------
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
-def test_a_rehearsal_stages_the_users_module_and_every_replica_reads_it(
-    target, gcs_root, monkeypatch, capsys
-):
-    """The module reaches the replicas where submission puts it: `<output>/model_module/`."""
-    module = Path(__file__).resolve().parents[1] / "examples" / "digits_cnn_module.py"
-    monkeypatch.setenv(GCS_ROOT_ENV, str(gcs_root))
-    case = f"{target}-module"
-    argv = cloud_argv(
-        target,
-        "--strategy", "multi_worker_mirrored", "--workers", "2", "--epochs", "3",
-        "--model-module", str(module),
-        output=f"{BUCKET}/runs/{case}",
-    )  # fmt: skip
-    code = cli.main([*argv, "--rehearse"])
-    out, err = capsys.readouterr()
-    assert code == 0, f"{out[-3000:]}\n{err[-3000:]}"
-    local = gcs_root / "rehearsal-bucket" / "runs" / case
-    staged = local / "model_module" / module.name
-    assert staged.read_bytes() == module.read_bytes()
-    metrics = json.loads((local / "metrics.json").read_text())
-    assert metrics["eval_accuracy"] >= 0.85
-    # Every replica was told the staged copy (Vertex AI: its /gcs/ mount), not the laptop's file.
-    read_from = metrics["run_config"]["model"]["module"]
-    assert read_from.endswith(f"rehearsal-bucket/runs/{case}/model_module/{module.name}")
-    assert str(module) != read_from
-    assert not trainer_pids(f"rehearsal-bucket/runs/{case}")
