@@ -121,6 +121,20 @@ def build_model(keras, model: str, input_shape, num_classes: int):
     return keras.Sequential([keras.layers.Input(shape=input_shape), *layers])
 
 
+def compile_model(keras, model, args: argparse.Namespace) -> None:
+    """Compiles `model` as the TensorFlow guides do: Adam, cross-entropy from logits, accuracy.
+
+    `args` gives the learning rate and the options (steps per execution, XLA).
+    """
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        steps_per_execution=args.steps_per_execution,
+        jit_compile=args.jit_compile,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs this process's part of the cluster; returns the exit code."""
     args = parse_args(argv)
@@ -226,13 +240,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with strategy.scope():
         model = build_model(keras, args.model, shape, num_classes)
-        model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-            steps_per_execution=args.steps_per_execution,
-            jit_compile=args.jit_compile,
-        )
+        compile_model(keras, model, args)
 
     seconds: list[float] = []
 

@@ -201,3 +201,94 @@ def test_tiny_overhead_run_writes_the_promised_json(tmp_path):
         assert record["fit_outside_epochs_seconds_per_round"][side][0] >= 0
     assert record["ours_phase_seconds"]["epochs"] > 0
     assert "fit outside epochs" in overhead.time_table(results)
+
+
+def _train_step_ops(model, batch: int = 16, steps: int = 4):
+    """Op types (with counts) of the train function `fit` traces for `model`, nested ones too."""
+    from collections import Counter
+
+    import numpy as np
+    import tensorflow as tf
+
+    images = np.zeros((batch * steps, 8, 8, 1), np.float32)
+    labels = np.arange(batch * steps) % 10
+    data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch).repeat()
+    model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0)
+    ops: Counter[str] = Counter()
+    functions = model.train_tf_function._list_all_concrete_functions()
+    ops["(traced functions)"] = len(functions)
+    for function in functions:
+        graph = function.graph.as_graph_def()
+        ops.update(node.op for node in graph.node)
+        for nested in graph.library.function:
+            ops.update(node.op for node in nested.node_def)
+    return ops
+
+
+# What the trainer's learning-rate warm-up adds to each traced train step, per replica: the
+# schedule (step + 1, its cast, / warm-up steps, min(1, .), x peak, their constants) and the
+# optimizer's assignment and read of the current rate.
+WARMUP_OPS = {
+    "AddV2": 1,
+    "Cast": 1,
+    "RealDiv": 1,
+    "Minimum": 1,
+    "Mul": 1,
+    "Const": 4,
+    "AssignVariableOp": 1,
+    "ReadVariableOp": 1,
+}
+
+
+def test_trainer_and_bare_script_train_the_same_graph_under_the_options():
+    """The trainer's train step is the bare script's, op for op, but for the warm-up schedule.
+
+    Under mixed_bfloat16 with 4 steps per execution: the same layer dtypes
+    (bfloat16 compute, float32 variables and logits), the same casts, the same
+    optimizer and loop, the same number of traces, so the options benchmark
+    compares like with like (docs/benchmarks.md, section 5).
+    """
+    import argparse
+    from collections import Counter
+
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from components.core import model_build, models
+    from components.core.config import RunConfig, TrainingConfig
+    from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
+
+    option = {"precision": "mixed_bfloat16", "steps_per_execution": 4}
+    spec = InputSpec({"image": FeatureSpec((8, 8, 1))}, LabelSpec(num_classes=10))
+    config = RunConfig(training=TrainingConfig(warmup_epochs=1, **option))
+    bare_args = argparse.Namespace(
+        learning_rate=0.002, steps_per_execution=option["steps_per_execution"], jit_compile=False
+    )
+    try:
+        ours = model_build.build_compiled(
+            config,
+            spec,
+            models.builtin("cnn"),
+            strategy=tf.distribute.get_strategy(),
+            batch_per_update=16,
+        ).model
+        keras.mixed_precision.set_global_policy(option["precision"])
+        bare = bare_tf.build_model(keras, "cnn", (8, 8, 1), 10)
+        bare_tf.compile_model(keras, bare, bare_args)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+    def layout(model):
+        return [
+            (type(layer).__name__, layer.compute_dtype, layer.variable_dtype)
+            for layer in model.layers
+            if not isinstance(layer, keras.layers.InputLayer)
+        ]
+
+    assert layout(ours) == layout(bare)
+    assert layout(ours)[0] == ("Conv2D", "bfloat16", "float32")
+    assert ours.output.dtype == bare.output.dtype == "float32"
+    ours_ops, bare_ops = _train_step_ops(ours), _train_step_ops(bare)
+    traced = bare_ops["(traced functions)"]
+    assert not bare_ops - ours_ops
+    assert ours_ops - bare_ops == Counter({op: n * traced for op, n in WARMUP_OPS.items()})
