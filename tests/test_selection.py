@@ -263,6 +263,16 @@ def test_evidence_cases_are_complete():
         assert case["model"] in PUBLISHED_PROFILES
 
 
+def test_the_blind_set_is_frozen_and_kept_out_of_the_fit():
+    # Frozen before the model was first evaluated on it: any edit changes the digest.
+    assert evidence.blind_set_digest() == evidence.BLIND_SET_SHA256
+    blind = evidence.load_blind()
+    assert len(blind) >= 40
+    assert not any(c.get("split") == "blind" for c in selection.load_evidence())
+    for case in blind:
+        assert case["reference"].startswith("https://") and case["derivation"], case
+
+
 def test_docs_table_is_current_and_error_is_within_target():
     doc = (ROOT / "docs" / "selection.md").read_text()
     assert doc == selection.evidence_table_markdown(), (

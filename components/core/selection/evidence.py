@@ -36,24 +36,62 @@ EVIDENCE_PATH = DATA_DIR / "published_scaling.json"
 # One case in HELD_OUT_EVERY goes to the held-out part, by a stable hash of the
 # case, so the split does not depend on the order or on who added what.
 HELD_OUT_EVERY = 3
+# The blind set (cases stored with `"split": "blind"`) was collected after the
+# model was built and frozen before it was first evaluated on them; this digest
+# (`blind_set_digest()`) pins it, so a later edit shows in the tests.
+BLIND_SET_SHA256 = "2e334fd157e958d190bc276168ada09cf14770ae4d0f6782b638624e6b81d0e4"
 
 
-def load_evidence(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
-    """The published scaling cases, each with its `split` (`train` or `held-out`).
+def _read(path: str | Path) -> dict[str, Any]:
+    """The evidence file's JSON.
 
     Raises:
         ConfigError: when the file cannot be read.
     """
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read evidence file {path}: {err}") from None
-    return [{**c, "split": case_split(c)} for c in data["cases"] if not c.get("excluded")]
 
 
-def excluded_cases(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
-    """Cases kept for the record but left out, each with its `excluded` reason."""
-    return [c for c in json.loads(Path(path).read_text())["cases"] if c.get("excluded")]
+def load_evidence(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
+    """The published scaling cases of the fit, each with its `split` (`train` or `held-out`).
+
+    The blind set is not among them (`load_blind`).
+
+    Raises:
+        ConfigError: when the file cannot be read.
+    """
+    return [
+        {**c, "split": case_split(c)}
+        for c in _read(path)["cases"]
+        if not c.get("excluded") and c.get("split") != "blind"
+    ]
+
+
+def load_blind(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
+    """The frozen blind cases (never fitted on), without the excluded ones."""
+    return [c for c in _read(path)["cases"] if c.get("split") == "blind" and not c.get("excluded")]
+
+
+def blind_set_digest(path: str | Path = EVIDENCE_PATH) -> str:
+    """SHA-256 of the blind cases as stored (excluded ones included), in canonical JSON."""
+    blind = [c for c in _read(path)["cases"] if c.get("split") == "blind"]
+    return hashlib.sha256(json.dumps(blind, sort_keys=True).encode()).hexdigest()
+
+
+def excluded_cases(path: str | Path = EVIDENCE_PATH, blind: bool = False) -> list[dict[str, Any]]:
+    """Cases kept for the record but left out, each with its `excluded` reason.
+
+    Args:
+        path: the evidence file.
+        blind: the blind set's left-out cases instead of the fit's.
+    """
+    return [
+        c
+        for c in _read(path)["cases"]
+        if c.get("excluded") and (c.get("split") == "blind") == blind
+    ]
 
 
 def case_split(case: Mapping[str, Any]) -> str:
