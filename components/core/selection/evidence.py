@@ -118,6 +118,7 @@ def _case_topology(case: Mapping[str, Any]) -> tuple[Topology, dict[str, float] 
         gpu=gpu if gpu in GPUS else "v100",
         interconnect=case["interconnect"],
         network_gbps=float(case.get("network_gbps") or 10.0),
+        nics=int(case.get("nics", 1)),
         precision=case.get("precision", "fp32"),
     )
     return topo, spec
@@ -132,26 +133,60 @@ def case_tflops(case: Mapping[str, Any], constants: FittedConstants) -> float:
 
 
 def predict_case(case: Mapping[str, Any], constants: FittedConstants | None = None) -> float:
-    """Predicted scaling efficiency (0-1) of one published case (compute from FLOPs)."""
+    """Predicted scaling efficiency (0-1) of one published case (compute from FLOPs).
+
+    Efficiency is the time per example of the case's baseline (one GPU, or
+    `efficiency_baseline`: one machine with its own gradient accumulation)
+    over the case's own.
+    """
     c = constants or FITTED
     topo, spec = _case_topology(case)
     model = PUBLISHED_PROFILES[case["model"]]
-    batch = int(case["batch_size"])
     if spec:  # a GPU outside the catalog: scale compute by its peak
         ratio = achievable_tflops(topo.gpu, topo.precision, c) / case_tflops(case, c)
         model = dataclasses.replace(model, flops_per_example=model.flops_per_example * ratio)
-    m, g = topo.machines, topo.gpus_per_machine
-    single = step_compute_time(model, batch, achievable_tflops(topo.gpu, topo.precision, c))
+    baseline = case.get("efficiency_baseline") or {"machines": 1, "gpus_per_machine": 1}
+    base = _time_per_example(
+        case, topo, model, c,
+        baseline["machines"],
+        baseline.get("gpus_per_machine", topo.gpus_per_machine),
+        baseline.get("gradient_accumulation", 1),
+    )  # fmt: skip
+    own = _time_per_example(
+        case, topo, model, c,
+        topo.machines, topo.gpus_per_machine, case.get("gradient_accumulation", 1),
+    )  # fmt: skip
+    return base / own
+
+
+def _time_per_example(
+    case: Mapping[str, Any],
+    topo: Topology,
+    model: Any,
+    c: FittedConstants,
+    machines: int,
+    gpus: int,
+    accumulation: int,
+) -> float:
+    """Seconds per example of one replica on machines x gpus with the case's strategy.
+
+    With gradient accumulation, a replica computes `accumulation` micro-batches
+    per exchange, and only the last one's back-propagation can hide it.
+    """
+    batch = int(case["batch_size"])
+    if machines * gpus == 1:
+        single = step_compute_time(model, batch, achievable_tflops(topo.gpu, topo.precision, c))
+        return single / batch
     if case["strategy"] == "parameter_server":
         local = case.get("local_aggregation", True)
         parts = predict_parameter_server(
-            topo, model, batch, m, int(case["ps"]), g if local else 1, 1 if local else g,
-            constants=c,
+            topo, model, batch, machines, int(case["ps"]), gpus if local else 1,
+            1 if local else gpus, constants=c,
         )  # fmt: skip
     else:
-        parts = predict_allreduce(topo, model, batch, m, g, constants=c)
+        parts = predict_allreduce(topo, model, batch, machines, gpus, constants=c)
     compute, exposed, _ = parts
-    return single / (compute + exposed)
+    return (accumulation * compute + exposed) / (accumulation * batch)
 
 
 def evidence_rows(
@@ -191,6 +226,8 @@ class ErrorSummary:
         correlation: Pearson correlation of predicted and published.
         over_predicted: cases predicted above their published figure.
         baseline_pp: median absolute error of the constant guess.
+        mean_abs_pp: mean absolute error, percentage points.
+        baseline_mean_pp: mean absolute error of the constant guess.
     """
 
     cases: int
@@ -200,6 +237,8 @@ class ErrorSummary:
     correlation: float
     over_predicted: int
     baseline_pp: float
+    mean_abs_pp: float = 0.0
+    baseline_mean_pp: float = 0.0
 
     @property
     def improvement(self) -> float:
@@ -221,6 +260,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], constant_guess: float) -> Error
         correlation=_correlation(predicted, published),
         over_predicted=sum(x > 0 for x in signed),
         baseline_pp=statistics.median(abs(constant_guess - p) * 100 for p in published),
+        mean_abs_pp=statistics.fmean(abs(x) for x in signed),
+        baseline_mean_pp=statistics.fmean(abs(constant_guess - p) * 100 for p in published),
     )
 
 
@@ -249,6 +290,51 @@ def split_summaries(
     held = [r for r in rows if r["split"] == "held-out"]
     guess = best_constant(train)
     return summarize(train, guess), summarize(held, guess), guess, rows
+
+
+BLIND_RECORD_PATH = DATA_DIR / "blind_first_look.json"
+
+
+def blind_summary(
+    constants: FittedConstants | None = None,
+) -> tuple[ErrorSummary, float, list[dict[str, Any]]]:
+    """(blind-set summary, the constant guess, rows with predictions and choices).
+
+    The constant guess is the one fitted on the training part, as for the held-out part.
+    """
+    guess = best_constant([c for c in load_evidence() if c["split"] == "train"])
+    rows = choice_rows(evidence_rows(load_blind(), constants))
+    return summarize(rows, guess), guess, rows
+
+
+def record_first_look(path: str | Path = BLIND_RECORD_PATH) -> dict[str, Any]:
+    """Evaluates the fitted model on the blind set and stores the result, once.
+
+    Raises:
+        ConfigError: when a first look is already stored (the blind figure is
+            only blind the first time).
+    """
+    if Path(path).exists():
+        raise ConfigError(f"{path} exists: the blind set was already looked at once")
+    summary, guess, rows = blind_summary()
+    record = {
+        "made_by": "python -m components.core.selection.fit --first-look",
+        "blind_set_sha256": blind_set_digest(),
+        "constants": dataclasses.asdict(FITTED),
+        "constant_guess": guess,
+        "summary": dataclasses.asdict(summary),
+        "cases": [
+            {
+                k: r.get(k)
+                for k in ("source", "model", "gpu", "machines", "gpus_per_machine", "batch_size",
+                          "precision", "published_efficiency", "predicted_efficiency", "chosen",
+                          "right")
+            }  # fmt: skip
+            for r in rows
+        ],
+    }
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 def _family(strategy: str) -> str:

@@ -30,7 +30,14 @@ from components.core import storage
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
-from components.core.selection.evidence import evidence_rows, load_evidence, split_summaries
+from components.core.selection.evidence import (
+    BLIND_RECORD_PATH,
+    blind_summary,
+    evidence_rows,
+    load_evidence,
+    record_first_look,
+    split_summaries,
+)
 
 # The values coordinate descent tries for each communication constant.
 GRID: dict[str, tuple[float, ...]] = {
@@ -134,6 +141,27 @@ def report_lines(constants: FittedConstants | None = None) -> list[str]:
     return lines
 
 
+def blind_lines(summary: Any, guess: float, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The blind set's errors next to the constant guess, and each case's choice, as text."""
+    lines = [
+        f"blind     {summary.cases:3} cases: median |error| {summary.median_abs_pp:.1f} pp "
+        f"(constant guess {guess:.1%}: {summary.baseline_pp:.1f} pp), mean |error| "
+        f"{summary.mean_abs_pp:.1f} pp (constant guess {summary.baseline_mean_pp:.1f} pp), "
+        f"bias {summary.bias_pp:+.1f} pp, spread (IQR) {summary.spread_pp:.1f} pp, "
+        f"correlation {summary.correlation:.2f}, over-predicted "
+        f"{summary.over_predicted}/{summary.cases}, choice right on "
+        f"{sum(r['right'] for r in rows)}/{len(rows)}"
+    ]
+    for r in rows:
+        lines.append(
+            f"  {r['model']:27} {r['machines']:2} x {r['gpus_per_machine']:2} {r['gpu']:9} "
+            f"b{r['batch_size']:<4} {r.get('precision', 'fp32'):5} published "
+            f"{r['published_efficiency']:6.1%} predicted {r['predicted_efficiency']:6.1%} "
+            f"-> {r['chosen']}{'' if r['right'] else ' (wrong)'}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """Fits, prints the report, and with `--write` stores the constants.
 
@@ -142,11 +170,24 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="python -m components.core.selection.fit")
     parser.add_argument("--write", action="store_true", help=f"store the constants in {FIT_PATH}")
+    parser.add_argument(
+        "--first-look",
+        action="store_true",
+        help=f"evaluate the stored constants on the blind set once and store it in "
+        f"{BLIND_RECORD_PATH} (refused when it exists)",
+    )
+    parser.add_argument("--blind", action="store_true", help="print the blind set's errors too")
     args = parser.parse_args(argv)
+    if args.first_look:
+        record_first_look()
+        print("\n".join(blind_lines(*blind_summary())))
+        return 0
     constants = fit()
     for name, value in dataclasses.asdict(constants).items():
         print(f"{name} = {value:.4g}")
     print("\n".join(report_lines(constants)))
+    if args.blind:
+        print("\n".join(blind_lines(*blind_summary(constants))))
     if args.write:
         write(constants)
     return 0
