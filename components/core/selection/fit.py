@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from components.core import storage
+from components.core.config import ConfigError
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
@@ -35,6 +36,7 @@ from components.core.selection.evidence import (
     blind_summary,
     evidence_rows,
     load_evidence,
+    load_first_look,
     record_first_look,
     split_summaries,
 )
@@ -49,6 +51,9 @@ GRID: dict[str, tuple[float, ...]] = {
     "ps_overlap": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
     "sync_overhead": (0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05),
     "tensor_latency_s": (0.0, 10e-6, 20e-6, 40e-6, 80e-6, 120e-6, 160e-6, 240e-6, 320e-6),
+    # At most half: the cited measurements see little overlap left under XLA
+    # (cost_model.FittedConstants.xla_overlap_kept).
+    "xla_overlap_kept": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
 }
 ROUNDS = 4
 
@@ -138,7 +143,23 @@ def report_lines(constants: FittedConstants | None = None) -> list[str]:
             f"bias {s.bias_pp:+.1f} pp, spread (IQR) {s.spread_pp:.1f} pp, "
             f"correlation {s.correlation:.2f}, over-predicted {s.over_predicted}/{s.cases}"
         )
-    return lines
+    return lines + first_look_lines()
+
+
+def first_look_lines() -> list[str]:
+    """The blind set's one evaluation before any change (empty before it is made)."""
+    record = load_first_look()
+    if record is None:
+        return []
+    s = record["summary"]
+    right = sum(c["right"] for c in record["cases"])
+    return [
+        f"blind set, first look ({s['cases']} cases, the constants fitted before it): median "
+        f"|error| {s['median_abs_pp']:.1f} pp (constant guess {s['baseline_pp']:.1f} pp), mean "
+        f"|error| {s['mean_abs_pp']:.1f} pp (constant guess {s['baseline_mean_pp']:.1f} pp), "
+        f"bias {s['bias_pp']:+.1f} pp, correlation {s['correlation']:.2f}, choice right on "
+        f"{right}/{s['cases']}; since then its cases are part of the fit (no longer blind)"
+    ]
 
 
 def blind_lines(summary: Any, guess: float, rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -166,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     """Fits, prints the report, and with `--write` stores the constants.
 
     Returns:
-        0.
+        0, or 2 when `--first-look` finds the blind set already looked at.
     """
     parser = argparse.ArgumentParser(prog="python -m components.core.selection.fit")
     parser.add_argument("--write", action="store_true", help=f"store the constants in {FIT_PATH}")
@@ -179,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blind", action="store_true", help="print the blind set's errors too")
     args = parser.parse_args(argv)
     if args.first_look:
-        record_first_look()
+        try:
+            record_first_look()
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         print("\n".join(blind_lines(*blind_summary())))
         return 0
     constants = fit()
