@@ -202,6 +202,46 @@ def test_oversized_batch_is_reduced_with_a_reason():
     assert any("use at most" in r for r in rec.reasons)
 
 
+def test_xla_keeps_only_a_share_of_the_overlap():
+    # ResNet-101 on 4 x 8 V100 at 10 Gbit/s: the all-reduce takes longer than the
+    # backward pass can hide, so every hidden millisecond shows in the step.
+    c = dataclasses.replace(selection.FITTED, allreduce_overlap=0.6, xla_overlap_kept=0.25)
+    plain = Topology(4, 8, "v100", network_gbps=10)
+    xla = dataclasses.replace(plain, jit_compile=True)
+    compute, exposed, comm = selection.predict_allreduce(plain, RESNET101, 64, 4, 8, constants=c)
+    _, exposed_xla, comm_xla = selection.predict_allreduce(xla, RESNET101, 64, 4, 8, constants=c)
+    assert comm_xla == comm  # XLA moves the same bytes ...
+    assert exposed == pytest.approx(comm - min(0.6 * comm, 2 / 3 * compute))
+    # ... but hides only 0.6 x 0.25 = 15 % of them behind back-propagation
+    assert exposed_xla == pytest.approx(comm - min(0.15 * comm, 2 / 3 * compute))
+    assert exposed_xla > exposed
+    # one GPU has nothing to hide: XLA changes nothing there
+    one = selection.predict_allreduce(xla, RESNET101, 64, 1, 1, constants=c)
+    assert one == selection.predict_allreduce(plain, RESNET101, 64, 1, 1, constants=c)
+
+
+def test_select_jit_compile_predicts_less_overlap(capsys):
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--model", "resnet101",
+            "--network-gbps", "10", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--jit-compile"]) == 0
+    xla = json.loads(capsys.readouterr().out)
+    assert xla["strategy"] == plain["strategy"] == "multi_worker_mirrored"
+    assert xla["predicted"]["communication_s"] > plain["predicted"]["communication_s"]
+    assert xla["predicted"]["scaling_efficiency"] < plain["predicted"]["scaling_efficiency"]
+
+
+def test_the_published_cases_say_which_ran_under_xla():
+    cases = selection.load_evidence()
+    by_source = {c["source"]: evidence.case_xla(c) for c in cases if "K80" in c["source"]}
+    assert by_source and not any(by_source.values())  # TF 1.x benchmarks of 2017: no XLA
+    nvidia_bert = [c for c in cases if c["source"].startswith("NVIDIA DeepLearningExamples BERT")]
+    assert nvidia_bert and all(evidence.case_xla(c) for c in nvidia_bert)  # the scripts' default
+    resnet = [c for c in cases if c["source"] == "NVIDIA DeepLearningExamples"]
+    assert all(evidence.case_xla(c) == ("XLA" in c["detail"]) for c in resnet)
+
+
 def test_tiny_model_pays_latency_not_bandwidth():
     rec = recommend(Topology(1, 8, "v100", "pcie"), from_params(17_226, 34_048.0))
     mirrored = rec.chosen if rec.strategy == "mirrored" else rec.alternatives[0]
@@ -264,14 +304,31 @@ def test_evidence_cases_are_complete():
         assert case["model"] in PUBLISHED_PROFILES
 
 
-def test_the_blind_set_is_frozen_and_kept_out_of_the_fit():
+def test_the_blind_set_is_frozen_and_joins_the_fit_only_after_its_first_look(tmp_path):
     # Frozen before the model was first evaluated on it: any edit changes the digest.
     assert evidence.blind_set_digest() == evidence.BLIND_SET_SHA256
     blind = evidence.load_blind()
     assert len(blind) >= 40
-    assert not any(c.get("split") == "blind" for c in selection.load_evidence())
     for case in blind:
         assert case["reference"].startswith("https://") and case["derivation"], case
+    # the stored first look was made on this very set
+    record = evidence.load_first_look()
+    assert record["blind_set_sha256"] == evidence.BLIND_SET_SHA256
+    assert record["summary"]["cases"] == len(record["cases"]) == len(blind)
+    # without a first look the blind cases stay out of the fit; after it they join it
+    unlooked = selection.load_evidence(first_look=tmp_path / "none.json")
+    assert not any(c["was_blind"] for c in unlooked)
+    joined = selection.load_evidence()
+    assert sum(c["was_blind"] for c in joined) == len(blind)
+    assert len(joined) == len(unlooked) + len(blind)
+
+
+def test_a_second_look_at_the_blind_set_is_refused(capsys):
+    from components.core.selection import fit
+
+    assert fit.main(["--first-look"]) == 2
+    err = capsys.readouterr().err
+    assert "already looked at once" in err and len(err.strip().splitlines()) == 1
 
 
 def test_docs_table_is_current_and_error_is_within_target():
