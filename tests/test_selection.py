@@ -324,6 +324,10 @@ def test_evidence_cases_are_complete():
 def test_the_blind_set_is_frozen_and_joins_the_fit_only_after_its_first_look(tmp_path):
     # Frozen before the model was first evaluated on it: any edit changes the digest.
     assert evidence.blind_set_digest() == evidence.BLIND_SET_SHA256
+    # the second set, frozen before the changed model was evaluated on it, never joins the fit
+    assert evidence.blind_set_digest(name="blind-2") == evidence.BLIND_SET_2_SHA256
+    second = evidence.load_blind(name="blind-2")
+    assert second and not any(c["split"] == "blind-2" for c in selection.load_evidence())
     blind = evidence.load_blind()
     assert len(blind) >= 40
     for case in blind:

@@ -35,8 +35,11 @@ from components.core.selection.topology import Topology
 # components/core/data: one level above this package.
 DATA_DIR = Path(__file__).parents[1] / "data"
 EVIDENCE_PATH = DATA_DIR / "published_scaling.json"
-# The blind set's one evaluation before any change (`record_first_look`).
+# Each blind set's one evaluation (`record_first_look`), by the set's `split` name:
+# `blind` (before any change the set prompted) and `blind-2` (collected after
+# those changes, to test them blind once more).
 BLIND_RECORD_PATH = DATA_DIR / "blind_first_look.json"
+BLIND_RECORD_PATHS = {"blind": BLIND_RECORD_PATH, "blind-2": DATA_DIR / "blind_2_first_look.json"}
 # One case in HELD_OUT_EVERY goes to the held-out part, by a stable hash of the
 # case, so the split does not depend on the order or on who added what.
 HELD_OUT_EVERY = 3
@@ -44,6 +47,7 @@ HELD_OUT_EVERY = 3
 # model was built and frozen before it was first evaluated on them; this digest
 # (`blind_set_digest()`) pins it, so a later edit shows in the tests.
 BLIND_SET_SHA256 = "2e334fd157e958d190bc276168ada09cf14770ae4d0f6782b638624e6b81d0e4"
+BLIND_SET_2_SHA256 = "0141f63ec756629c4b4f43a4296a3a5cf76e562a37444710c24efff44f6f12cc"
 
 
 def _read(path: str | Path) -> dict[str, Any]:
@@ -74,18 +78,22 @@ def load_evidence(
     return [
         {**c, "split": case_split(c), "was_blind": c.get("split") == "blind"}
         for c in _read(path)["cases"]
-        if not c.get("excluded") and (looked or c.get("split") != "blind")
+        if not c.get("excluded")
+        and (c.get("split") not in BLIND_RECORD_PATHS or (looked and c["split"] == "blind"))
     ]
 
 
-def load_blind(path: str | Path = EVIDENCE_PATH) -> list[dict[str, Any]]:
-    """The frozen blind cases (never fitted on), without the excluded ones."""
-    return [c for c in _read(path)["cases"] if c.get("split") == "blind" and not c.get("excluded")]
+def load_blind(path: str | Path = EVIDENCE_PATH, name: str = "blind") -> list[dict[str, Any]]:
+    """The frozen blind set `name` (`blind`, `blind-2`), without the excluded cases.
+
+    `blind-2` is never fitted on; `blind` joins the fit after its first look.
+    """
+    return [c for c in _read(path)["cases"] if c.get("split") == name and not c.get("excluded")]
 
 
-def blind_set_digest(path: str | Path = EVIDENCE_PATH) -> str:
-    """SHA-256 of the blind cases as stored (excluded ones included), in canonical JSON."""
-    blind = [c for c in _read(path)["cases"] if c.get("split") == "blind"]
+def blind_set_digest(path: str | Path = EVIDENCE_PATH, name: str = "blind") -> str:
+    """SHA-256 of blind set `name` as stored (excluded cases included), in canonical JSON."""
+    blind = [c for c in _read(path)["cases"] if c.get("split") == name]
     return hashlib.sha256(json.dumps(blind, sort_keys=True).encode()).hexdigest()
 
 
@@ -318,7 +326,7 @@ def split_summaries(
 
 
 def blind_summary(
-    constants: FittedConstants | None = None,
+    constants: FittedConstants | None = None, name: str = "blind"
 ) -> tuple[ErrorSummary, float, list[dict[str, Any]]]:
     """(blind-set summary, the constant guess, rows with predictions and choices).
 
@@ -326,7 +334,7 @@ def blind_summary(
     part (at the first look, a training part without the blind set).
     """
     guess = best_constant([c for c in load_evidence() if c["split"] == "train"])
-    rows = choice_rows(evidence_rows(load_blind(), constants))
+    rows = choice_rows(evidence_rows(load_blind(name=name), constants))
     return summarize(rows, guess), guess, rows
 
 
@@ -337,19 +345,20 @@ def load_first_look(path: str | Path = BLIND_RECORD_PATH) -> dict[str, Any] | No
     return json.loads(storage.read_text(path))
 
 
-def record_first_look(path: str | Path = BLIND_RECORD_PATH) -> dict[str, Any]:
-    """Evaluates the fitted model on the blind set and stores the result, once.
+def record_first_look(name: str = "blind") -> dict[str, Any]:
+    """Evaluates the fitted model on blind set `name` and stores the result, once.
 
     Raises:
         ConfigError: when a first look is already stored (the blind figure is
             only blind the first time).
     """
+    path = BLIND_RECORD_PATHS[name]
     if storage.exists(path):
         raise ConfigError(f"{path} exists: the blind set was already looked at once")
-    summary, guess, rows = blind_summary()
+    summary, guess, rows = blind_summary(name=name)
     record = {
-        "made_by": "python -m components.core.selection.fit --first-look",
-        "blind_set_sha256": blind_set_digest(),
+        "made_by": f"python -m components.core.selection.fit --first-look {name}",
+        "blind_set_sha256": blind_set_digest(name=name),
         "constants": dataclasses.asdict(FITTED),
         "constant_guess": guess,
         "summary": dataclasses.asdict(summary),

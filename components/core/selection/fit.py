@@ -32,7 +32,7 @@ from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
 from components.core.selection.evidence import (
-    BLIND_RECORD_PATH,
+    BLIND_RECORD_PATHS,
     blind_summary,
     evidence_rows,
     load_evidence,
@@ -193,19 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"store the constants in {FIT_PATH}")
     parser.add_argument(
         "--first-look",
-        action="store_true",
-        help=f"evaluate the stored constants on the blind set once and store it in "
-        f"{BLIND_RECORD_PATH} (refused when it exists)",
+        nargs="?",
+        const="blind",
+        choices=sorted(BLIND_RECORD_PATHS),
+        help="evaluate the stored constants on a blind set (default: blind) once and store "
+        "the result in data/ (refused when it exists)",
     )
     parser.add_argument("--blind", action="store_true", help="print the blind set's errors too")
     args = parser.parse_args(argv)
     if args.first_look:
         try:
-            record_first_look()
+            record_first_look(args.first_look)
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        print("\n".join(blind_lines(*blind_summary())))
+        print("\n".join(blind_lines(*blind_summary(name=args.first_look))))
         return 0
     constants = fit()
     for name, value in dataclasses.asdict(constants).items():
