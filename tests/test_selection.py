@@ -601,6 +601,33 @@ def test_the_pipelines_select_step_takes_the_runs_precision():
     assert "TFLOP/s sustained, fp32" in choice("float32").markdown
 
 
+def test_the_pipelines_select_step_takes_the_runs_jit_compile():
+    from components.core.config import ModelConfig, RunConfig, TrainingConfig
+    from components.strategy_choice import choose_for_pipeline
+
+    def choose(jit_compile: bool) -> tuple[dict, str]:
+        run = RunConfig(
+            model=ModelConfig("resnet50"), training=TrainingConfig(jit_compile=jit_compile)
+        )
+        choice = choose_for_pipeline(
+            run_config=run.to_pipeline_parameter(),
+            machines=4,
+            gpus_per_machine=8,
+            gpu="v100",
+            interconnect=None,
+            network_gbps=10.0,
+        )
+        rec = json.loads(choice.recommendation_json)
+        every = [{"strategy": rec["strategy"], "predicted": rec["predicted"]}, *rec["alternatives"]]
+        mwm = next(c for c in every if c["strategy"] == "multi_worker_mirrored")
+        return mwm["predicted"], choice.markdown
+
+    plain, plain_md = choose(False)
+    xla, xla_md = choose(True)
+    assert xla["communication_s"] > plain["communication_s"]  # less of it hidden under XLA
+    assert "XLA" in xla_md and "XLA" not in plain_md
+
+
 # ------------------------------------------------------------------ the edge answers
 
 

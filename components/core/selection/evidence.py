@@ -365,9 +365,19 @@ def record_first_look(name: str = "blind") -> dict[str, Any]:
         "cases": [
             {
                 k: r.get(k)
-                for k in ("source", "model", "gpu", "machines", "gpus_per_machine", "batch_size",
-                          "precision", "published_efficiency", "predicted_efficiency", "chosen",
-                          "right")
+                for k in (
+                    "source",
+                    "model",
+                    "gpu",
+                    "machines",
+                    "gpus_per_machine",
+                    "batch_size",
+                    "precision",
+                    "published_efficiency",
+                    "predicted_efficiency",
+                    "chosen",
+                    "right",
+                )
             }  # fmt: skip
             for r in rows
         ],
@@ -522,7 +532,7 @@ def _blind_lines(choices: Sequence[Mapping[str, Any]]) -> list[str]:
         f"{first.cases} published cases collected after the model above was built (K80 single- "
         "and multi-machine at 10 Gbit/s, BERT-large SQuAD fine-tuning on DGX-1, DGX-2 and DGX "
         "A100, BERT-large pre-training on 2-32 DGX A100 and 4-32 DGX-2H machines with "
-        "gradient accumulation), stored as a frozen set (`\"split\": \"blind\"` in the evidence "
+        'gradient accumulation), stored as a frozen set (`"split": "blind"` in the evidence '
         "file, pinned by a SHA-256 the tests check) before the model was evaluated on them, then "
         "evaluated once with the constants fitted without them "
         "(`python -m components.core.selection.fit --first-look`, stored in "
@@ -585,7 +595,7 @@ def _second_blind_lines() -> list[str]:
         "",
         f"{s.cases} cases from GitHub issue threads (aws-samples/deep-learning-models#2, "
         "horovod/horovod#396: p3.16xlarge, 8 V100 with NVLink and 25 Gbit/s, 1-16 machines), "
-        "collected after the changes above, frozen (`\"split\": \"blind-2\"`, pinned by a "
+        'collected after the changes above, frozen (`"split": "blind-2"`, pinned by a '
         "SHA-256) before the changed model saw them, evaluated once "
         "(`fit --first-look blind-2`, `components/core/data/blind_2_first_look.json`), and "
         "never fitted on.",
