@@ -389,6 +389,7 @@ def test_the_fit_command_prints_both_parts(capsys):
     assert fit.main([]) == 0
     out = capsys.readouterr().out
     assert "training" in out and "held-out" in out and "constant guess" in out
+    assert "blind set, first look (60 cases" in out and "blind-2 set, first look (11" in out
 
 
 # ------------------------------------------------------------------ history

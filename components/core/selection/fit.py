@@ -147,19 +147,25 @@ def report_lines(constants: FittedConstants | None = None) -> list[str]:
 
 
 def first_look_lines() -> list[str]:
-    """The blind set's one evaluation before any change (empty before it is made)."""
-    record = load_first_look()
-    if record is None:
-        return []
-    s = record["summary"]
-    right = sum(c["right"] for c in record["cases"])
-    return [
-        f"blind set, first look ({s['cases']} cases, the constants fitted before it): median "
-        f"|error| {s['median_abs_pp']:.1f} pp (constant guess {s['baseline_pp']:.1f} pp), mean "
-        f"|error| {s['mean_abs_pp']:.1f} pp (constant guess {s['baseline_mean_pp']:.1f} pp), "
-        f"bias {s['bias_pp']:+.1f} pp, correlation {s['correlation']:.2f}, choice right on "
-        f"{right}/{s['cases']}; since then its cases are part of the fit (no longer blind)"
-    ]
+    """Each blind set's one evaluation (empty before it is made)."""
+    lines = []
+    for name, after in (
+        ("blind", "the constants fitted before it; since then its cases are part of the fit"),
+        ("blind-2", "the constants after the first set joined the fit; never fitted on"),
+    ):
+        record = load_first_look(BLIND_RECORD_PATHS[name])
+        if record is None:
+            continue
+        s = record["summary"]
+        right = sum(c["right"] for c in record["cases"])
+        lines.append(
+            f"{name} set, first look ({s['cases']} cases, {after}): median |error| "
+            f"{s['median_abs_pp']:.1f} pp (constant guess {s['baseline_pp']:.1f} pp), mean "
+            f"|error| {s['mean_abs_pp']:.1f} pp (constant guess {s['baseline_mean_pp']:.1f} pp), "
+            f"bias {s['bias_pp']:+.1f} pp, correlation {s['correlation']:.2f}, choice right on "
+            f"{right}/{s['cases']}"
+        )
+    return lines
 
 
 def blind_lines(summary: Any, guess: float, rows: Sequence[Mapping[str, Any]]) -> list[str]:
