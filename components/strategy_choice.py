@@ -67,6 +67,7 @@ def choose_for_pipeline(
         interconnect=interconnect,
         network_gbps=network_gbps,
         precision=precision_of_policy(config.training.precision),
+        jit_compile=config.training.jit_compile,
         preemptible=preemptible,
     )
     model_name = config.model.name

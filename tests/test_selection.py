@@ -170,10 +170,27 @@ def test_async_ok_favours_parameter_server_only_when_it_is_close():
     gap = 1 - ps.examples_per_second / plain.chosen.examples_per_second
     expected = "parameter_server" if gap <= 0.10 else "multi_worker_mirrored"
     assert recommend(fast, RESNET101, async_ok=True).strategy == expected
-    slow = Topology(8, 1, "v100", network_gbps=5)
+    slow = Topology(8, 1, "v100", network_gbps=10)
     rec = recommend(slow, RESNET101, async_ok=True)
     assert rec.strategy == "multi_worker_mirrored"
     assert any("considered" in r and "slower" in r for r in rec.reasons)
+
+
+def test_asynchronous_training_is_not_chosen_for_a_small_predicted_gain():
+    # BERT-large pre-training on 32 DGX A100 (8 x 200 Gbit/s each), as NVIDIA ran it
+    # with Horovod all-reduce: parameter_server is predicted under 10 % faster only
+    # because synchronous replicas pay a per-doubling barrier cost.
+    topology = Topology(32, 8, "a100-80gb", network_gbps=200, nics=8, precision="mixed")
+    model = PUBLISHED_PROFILES["bert_large_pretrain_seq128"]
+    rec = recommend(topology, model, batch_size=312)
+    ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
+    assert 0 < ps.examples_per_second / rec.chosen.examples_per_second - 1 <= 0.10
+    assert rec.strategy == "multi_worker_mirrored" and rec.layout.workers == 32
+    assert any("keeps training synchronous" in r for r in rec.reasons)
+    # accepting asynchronous updates makes the faster parameter_server the answer
+    assert recommend(topology, model, batch_size=312, async_ok=True).strategy == (
+        "parameter_server"
+    )
 
 
 def test_large_sparse_embedding_goes_to_parameter_servers():
@@ -202,6 +219,46 @@ def test_oversized_batch_is_reduced_with_a_reason():
     assert any("use at most" in r for r in rec.reasons)
 
 
+def test_xla_keeps_only_a_share_of_the_overlap():
+    # ResNet-101 on 4 x 8 V100 at 10 Gbit/s: the all-reduce takes longer than the
+    # backward pass can hide, so every hidden millisecond shows in the step.
+    c = dataclasses.replace(selection.FITTED, allreduce_overlap=0.6, xla_overlap_kept=0.25)
+    plain = Topology(4, 8, "v100", network_gbps=10)
+    xla = dataclasses.replace(plain, jit_compile=True)
+    compute, exposed, comm = selection.predict_allreduce(plain, RESNET101, 64, 4, 8, constants=c)
+    _, exposed_xla, comm_xla = selection.predict_allreduce(xla, RESNET101, 64, 4, 8, constants=c)
+    assert comm_xla == comm  # XLA moves the same bytes ...
+    assert exposed == pytest.approx(comm - min(0.6 * comm, 2 / 3 * compute))
+    # ... but hides only 0.6 x 0.25 = 15 % of them behind back-propagation
+    assert exposed_xla == pytest.approx(comm - min(0.15 * comm, 2 / 3 * compute))
+    assert exposed_xla > exposed
+    # one GPU has nothing to hide: XLA changes nothing there
+    one = selection.predict_allreduce(xla, RESNET101, 64, 1, 1, constants=c)
+    assert one == selection.predict_allreduce(plain, RESNET101, 64, 1, 1, constants=c)
+
+
+def test_select_jit_compile_predicts_less_overlap(capsys):
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--model", "resnet101",
+            "--network-gbps", "10", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--jit-compile"]) == 0
+    xla = json.loads(capsys.readouterr().out)
+    assert xla["strategy"] == plain["strategy"] == "multi_worker_mirrored"
+    assert xla["predicted"]["communication_s"] > plain["predicted"]["communication_s"]
+    assert xla["predicted"]["scaling_efficiency"] < plain["predicted"]["scaling_efficiency"]
+
+
+def test_the_published_cases_say_which_ran_under_xla():
+    cases = selection.load_evidence()
+    by_source = {c["source"]: evidence.case_xla(c) for c in cases if "K80" in c["source"]}
+    assert by_source and not any(by_source.values())  # TF 1.x benchmarks of 2017: no XLA
+    nvidia_bert = [c for c in cases if c["source"].startswith("NVIDIA DeepLearningExamples BERT")]
+    assert nvidia_bert and all(evidence.case_xla(c) for c in nvidia_bert)  # the scripts' default
+    resnet = [c for c in cases if c["source"] == "NVIDIA DeepLearningExamples"]
+    assert all(evidence.case_xla(c) == ("XLA" in c["detail"]) for c in resnet)
+
+
 def test_tiny_model_pays_latency_not_bandwidth():
     rec = recommend(Topology(1, 8, "v100", "pcie"), from_params(17_226, 34_048.0))
     mirrored = rec.chosen if rec.strategy == "mirrored" else rec.alternatives[0]
@@ -212,7 +269,8 @@ def test_tiny_model_pays_latency_not_bandwidth():
     latency = 14 * 15e-6 + 2 * fitted.tensor_latency_s
     assert mirrored.raw_communication_s == pytest.approx(transfer + latency, rel=1e-6)
     assert transfer < latency
-    assert mirrored.scaling_efficiency < 0.9
+    # the latency shows in the efficiency although the transfer is negligible
+    assert mirrored.scaling_efficiency < 0.95
 
 
 @pytest.mark.parametrize(
@@ -263,6 +321,37 @@ def test_evidence_cases_are_complete():
         assert case["model"] in PUBLISHED_PROFILES
 
 
+def test_the_blind_set_is_frozen_and_joins_the_fit_only_after_its_first_look(tmp_path):
+    # Frozen before the model was first evaluated on it: any edit changes the digest.
+    assert evidence.blind_set_digest() == evidence.BLIND_SET_SHA256
+    # the second set, frozen before the changed model was evaluated on it, never joins the fit
+    assert evidence.blind_set_digest(name="blind-2") == evidence.BLIND_SET_2_SHA256
+    second = evidence.load_blind(name="blind-2")
+    assert second and not any(c["split"] == "blind-2" for c in selection.load_evidence())
+    blind = evidence.load_blind()
+    assert len(blind) >= 40
+    for case in blind:
+        assert case["reference"].startswith("https://") and case["derivation"], case
+    # the stored first look was made on this very set
+    record = evidence.load_first_look()
+    assert record["blind_set_sha256"] == evidence.BLIND_SET_SHA256
+    assert record["summary"]["cases"] == len(record["cases"]) == len(blind)
+    # without a first look the blind cases stay out of the fit; after it they join it
+    unlooked = selection.load_evidence(first_look=tmp_path / "none.json")
+    assert not any(c["was_blind"] for c in unlooked)
+    joined = selection.load_evidence()
+    assert sum(c["was_blind"] for c in joined) == len(blind)
+    assert len(joined) == len(unlooked) + len(blind)
+
+
+def test_a_second_look_at_the_blind_set_is_refused(capsys):
+    from components.core.selection import fit
+
+    assert fit.main(["--first-look"]) == 2
+    err = capsys.readouterr().err
+    assert "already looked at once" in err and len(err.strip().splitlines()) == 1
+
+
 def test_docs_table_is_current_and_error_is_within_target():
     doc = (ROOT / "docs" / "selection.md").read_text()
     assert doc == selection.evidence_table_markdown(), (
@@ -300,6 +389,7 @@ def test_the_fit_command_prints_both_parts(capsys):
     assert fit.main([]) == 0
     out = capsys.readouterr().out
     assert "training" in out and "held-out" in out and "constant guess" in out
+    assert "blind set, first look (60 cases" in out and "blind-2 set, first look (11" in out
 
 
 # ------------------------------------------------------------------ history
@@ -510,6 +600,33 @@ def test_the_pipelines_select_step_takes_the_runs_precision():
 
     assert "TFLOP/s sustained, mixed" in choice("mixed_bfloat16").markdown
     assert "TFLOP/s sustained, fp32" in choice("float32").markdown
+
+
+def test_the_pipelines_select_step_takes_the_runs_jit_compile():
+    from components.core.config import ModelConfig, RunConfig, TrainingConfig
+    from components.strategy_choice import choose_for_pipeline
+
+    def choose(jit_compile: bool) -> tuple[dict, str]:
+        run = RunConfig(
+            model=ModelConfig("resnet50"), training=TrainingConfig(jit_compile=jit_compile)
+        )
+        choice = choose_for_pipeline(
+            run_config=run.to_pipeline_parameter(),
+            machines=4,
+            gpus_per_machine=8,
+            gpu="v100",
+            interconnect=None,
+            network_gbps=10.0,
+        )
+        rec = json.loads(choice.recommendation_json)
+        every = [{"strategy": rec["strategy"], "predicted": rec["predicted"]}, *rec["alternatives"]]
+        mwm = next(c for c in every if c["strategy"] == "multi_worker_mirrored")
+        return mwm["predicted"], choice.markdown
+
+    plain, plain_md = choose(False)
+    xla, xla_md = choose(True)
+    assert xla["communication_s"] > plain["communication_s"]  # less of it hidden under XLA
+    assert "XLA" in xla_md and "XLA" not in plain_md
 
 
 # ------------------------------------------------------------------ the issue's edge answers

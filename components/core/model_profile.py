@@ -291,6 +291,28 @@ PUBLISHED_PROFILES: dict[str, ModelProfile] = {
             source="Devlin et al. 2019 (340M parameters); FLOPs and activations computed",
             tensors=391,
         ),
+        # BERT-large pre-training at 128 and 512 tokens, by the same formulas as
+        # bert_large_squad (the masked-LM head adds under 1 % of the FLOPs); tensors
+        # add the pre-training heads' 7 (transform kernel and bias, its layer norm,
+        # the output bias, next-sentence kernel and bias).
+        ModelProfile(
+            "bert_large_pretrain_seq128",
+            340_000_000,
+            7.89e10,
+            2.8e8,
+            31_254_528,
+            source="Devlin et al. 2019; FLOPs and activations computed for 128 tokens",
+            tensors=398,
+        ),
+        ModelProfile(
+            "bert_large_pretrain_seq512",
+            340_000_000,
+            3.35e11,
+            1.9e9,
+            31_254_528,
+            source="Devlin et al. 2019; FLOPs and activations computed for 512 tokens",
+            tensors=398,
+        ),
     )
 }
 

@@ -134,6 +134,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="per-GPU (per-replica) batch size (default: 64)",
     )
     run.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="the train step is compiled with XLA (as `train --jit-compile`): less "
+        "communication hides behind back-propagation",
+    )
+    run.add_argument(
         "--async-ok",
         action="store_true",
         help="asynchronous updates are acceptable (parameter_server in TF2 is asynchronous)",
@@ -271,6 +277,7 @@ def run_select(args: argparse.Namespace) -> int:
         preemptible=args.preemptible,
         heterogeneous=args.heterogeneous,
         nics=args.nics,
+        jit_compile=args.jit_compile,
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:

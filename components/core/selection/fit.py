@@ -27,10 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from components.core import storage
+from components.core.config import ConfigError
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
-from components.core.selection.evidence import evidence_rows, load_evidence, split_summaries
+from components.core.selection.evidence import (
+    BLIND_RECORD_PATHS,
+    blind_summary,
+    evidence_rows,
+    load_evidence,
+    load_first_look,
+    record_first_look,
+    split_summaries,
+)
 
 # The values coordinate descent tries for each communication constant.
 GRID: dict[str, tuple[float, ...]] = {
@@ -42,6 +51,9 @@ GRID: dict[str, tuple[float, ...]] = {
     "ps_overlap": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
     "sync_overhead": (0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05),
     "tensor_latency_s": (0.0, 10e-6, 20e-6, 40e-6, 80e-6, 120e-6, 160e-6, 240e-6, 320e-6),
+    # At most half: the cited measurements see little overlap left under XLA
+    # (cost_model.FittedConstants.xla_overlap_kept).
+    "xla_overlap_kept": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
 }
 ROUNDS = 4
 
@@ -131,6 +143,49 @@ def report_lines(constants: FittedConstants | None = None) -> list[str]:
             f"bias {s.bias_pp:+.1f} pp, spread (IQR) {s.spread_pp:.1f} pp, "
             f"correlation {s.correlation:.2f}, over-predicted {s.over_predicted}/{s.cases}"
         )
+    return lines + first_look_lines()
+
+
+def first_look_lines() -> list[str]:
+    """Each blind set's one evaluation (empty before it is made)."""
+    lines = []
+    for name, after in (
+        ("blind", "the constants fitted before it; since then its cases are part of the fit"),
+        ("blind-2", "the constants after the first set joined the fit; never fitted on"),
+    ):
+        record = load_first_look(BLIND_RECORD_PATHS[name])
+        if record is None:
+            continue
+        s = record["summary"]
+        right = sum(c["right"] for c in record["cases"])
+        lines.append(
+            f"{name} set, first look ({s['cases']} cases, {after}): median |error| "
+            f"{s['median_abs_pp']:.1f} pp (constant guess {s['baseline_pp']:.1f} pp), mean "
+            f"|error| {s['mean_abs_pp']:.1f} pp (constant guess {s['baseline_mean_pp']:.1f} pp), "
+            f"bias {s['bias_pp']:+.1f} pp, correlation {s['correlation']:.2f}, choice right on "
+            f"{right}/{s['cases']}"
+        )
+    return lines
+
+
+def blind_lines(summary: Any, guess: float, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The blind set's errors next to the constant guess, and each case's choice, as text."""
+    lines = [
+        f"blind     {summary.cases:3} cases: median |error| {summary.median_abs_pp:.1f} pp "
+        f"(constant guess {guess:.1%}: {summary.baseline_pp:.1f} pp), mean |error| "
+        f"{summary.mean_abs_pp:.1f} pp (constant guess {summary.baseline_mean_pp:.1f} pp), "
+        f"bias {summary.bias_pp:+.1f} pp, spread (IQR) {summary.spread_pp:.1f} pp, "
+        f"correlation {summary.correlation:.2f}, over-predicted "
+        f"{summary.over_predicted}/{summary.cases}, choice right on "
+        f"{sum(r['right'] for r in rows)}/{len(rows)}"
+    ]
+    for r in rows:
+        lines.append(
+            f"  {r['model']:27} {r['machines']:2} x {r['gpus_per_machine']:2} {r['gpu']:9} "
+            f"b{r['batch_size']:<4} {r.get('precision', 'fp32'):5} published "
+            f"{r['published_efficiency']:6.1%} predicted {r['predicted_efficiency']:6.1%} "
+            f"-> {r['chosen']}{'' if r['right'] else ' (wrong)'}"
+        )
     return lines
 
 
@@ -138,15 +193,34 @@ def main(argv: list[str] | None = None) -> int:
     """Fits, prints the report, and with `--write` stores the constants.
 
     Returns:
-        0.
+        0, or 2 when `--first-look` finds the blind set already looked at.
     """
     parser = argparse.ArgumentParser(prog="python -m components.core.selection.fit")
     parser.add_argument("--write", action="store_true", help=f"store the constants in {FIT_PATH}")
+    parser.add_argument(
+        "--first-look",
+        nargs="?",
+        const="blind",
+        choices=sorted(BLIND_RECORD_PATHS),
+        help="evaluate the stored constants on a blind set (default: blind) once and store "
+        "the result in data/ (refused when it exists)",
+    )
+    parser.add_argument("--blind", action="store_true", help="print the blind set's errors too")
     args = parser.parse_args(argv)
+    if args.first_look:
+        try:
+            record_first_look(args.first_look)
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print("\n".join(blind_lines(*blind_summary(name=args.first_look))))
+        return 0
     constants = fit()
     for name, value in dataclasses.asdict(constants).items():
         print(f"{name} = {value:.4g}")
     print("\n".join(report_lines(constants)))
+    if args.blind:
+        print("\n".join(blind_lines(*blind_summary(constants))))
     if args.write:
         write(constants)
     return 0

@@ -4,6 +4,9 @@ The fastest candidate wins, except that a simpler strategy within a small
 margin is preferred, and parameter_server is preferred, within a tolerance,
 when the machines are heterogeneous or preemptible, asynchronous updates are
 acceptable, or a sparse embedding table should live on the parameter servers.
+Without such a reason, parameter_server (asynchronous in TF2) must beat the
+best synchronous candidate by more than that tolerance to change how the
+model trains.
 """
 
 from __future__ import annotations
@@ -64,8 +67,29 @@ def apply_rules(
         return best, []  # both measured: the measurement decides
     why, tolerance = _why_parameter_server(topology, model, async_ok)
     if not why:
-        return best, []
+        return _synchronous_unless_much_faster(best, ranked)
     return _verdict(best, ps, why, tolerance, async_ok)
+
+
+def _synchronous_unless_much_faster(
+    best: Prediction, ranked: list[Prediction]
+) -> tuple[Prediction, list[str]]:
+    """`best`, or the best synchronous candidate when `best` is an asynchronous
+    parameter_server less than PS_TOLERANCE_ASYNC_OK faster (the margin
+    `--async-ok` grants the other way)."""
+    sync = next((p for p in ranked if not spec_for(p.strategy).uses_ps), None)
+    if not spec_for(best.strategy).uses_ps or sync is None:
+        return best, []
+    if best.measured_examples_per_second is not None:
+        return best, []  # a measurement decides
+    gain = best.rank_examples_per_second / sync.rank_examples_per_second - 1
+    if gain > PS_TOLERANCE_ASYNC_OK:
+        return best, []
+    return sync, [
+        f"Parameter_server is predicted {pct(gain)} faster than {sync.strategy}, not more "
+        f"than the {pct(PS_TOLERANCE_ASYNC_OK)} that would justify TF2's asynchronous "
+        f"updates without --async-ok: {sync.strategy} keeps training synchronous."
+    ]
 
 
 def _why_parameter_server(

@@ -78,6 +78,8 @@ class Topology:
             (reading, decoding, augmenting on its CPUs) can deliver; None when
             it keeps up with any number of GPUs.
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
+        jit_compile: the train step is compiled with XLA (`--jit-compile`),
+            which hides less communication behind back-propagation.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
     """
@@ -94,6 +96,7 @@ class Topology:
     gpu_mix: tuple[tuple[str, int], ...] = ()
     preemptions_per_machine_hour: float | None = None
     input_examples_per_second: float | None = None
+    jit_compile: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
@@ -214,7 +217,11 @@ class Topology:
             text += f", {self.machine_network_gbps:g} Gbps network{nics}"
         flags = [
             f
-            for f, on in (("preemptible", self.preemptible), ("heterogeneous", self.heterogeneous))
+            for f, on in (
+                ("preemptible", self.preemptible),
+                ("heterogeneous", self.heterogeneous),
+                ("XLA", self.jit_compile),
+            )
             if on
         ]
         return text + (f", {', '.join(flags)}" if flags else "")
