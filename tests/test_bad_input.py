@@ -220,6 +220,10 @@ CASES = {
         ("compare", "--local", "--strategies", "mirrored,mirrored", "--output", "{out}"),
         "names a strategy twice",
     ),
+    "compare-no-repeats": Case(
+        ("compare", "--local", "--repeats", "0", "--output", "{out}"),
+        "argument --repeats: must be at least 1",
+    ),
     "compare-no-workers": Case(
         ("compare", "--local", "--workers", "0", "--output", "{out}"),
         "--workers must be at least 1",
