@@ -9,6 +9,12 @@ from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.values import usd
 
+
+def _accuracy(value: float) -> str:
+    """An accuracy as a percentage with two decimals (0.9554 -> `95.54%`)."""
+    return f"{100 * value:.2f}%"
+
+
 # The columns of every results table: record key, heading, cell format.
 TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("name", "Strategy", str),
@@ -17,7 +23,7 @@ TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("speedup", "Speed-up", lambda v: f"{v:.2f}×"),
     ("scaling_efficiency", "Scaling eff.", lambda v: f"{100 * v:.1f}%"),
     ("time_to_target_accuracy_s", "To target (s)", lambda v: f"{v:.1f}"),
-    ("eval_accuracy", "Eval accuracy", lambda v: f"{100 * v:.2f}%"),
+    ("eval_accuracy", "Eval accuracy", _accuracy),
     ("eval_loss", "Eval loss", lambda v: f"{v:.4f}"),
     ("wall_seconds", "Wall (s)", lambda v: f"{v:.1f}"),
     ("seconds_per_epoch", "Wall/epoch (s)", lambda v: f"{v:.2f}"),
@@ -86,11 +92,14 @@ def spread_headers() -> list[str]:
 
 def spread_rows(report: Mapping[str, Any]) -> list[list[str]]:
     """Per strategy: its name, runs and `median (min–max)` of each measure in `SPREAD_COLUMNS`."""
+    accuracy = (report.get("target_metric") or "accuracy") == "accuracy"
     rows = []
     for r in report.get("results", []):
         spread = r.get("spread") or {}
         cells = [r["name"], str(r.get("repeats") or 1)]
         for key, _, fmt in SPREAD_COLUMNS:
+            if key == "eval_quality" and accuracy:
+                fmt = _accuracy  # as the Eval accuracy column shows it
             cells.append(_spread_cell(spread.get(key), fmt, _MISSING.get(key, "–")))
         rows.append(cells)
     return rows
