@@ -476,6 +476,11 @@ BAD_FILE_CASES = {
          "--param", "target_accuracy=2"),
         "target_accuracy must be above 0 and at most 1",
     ),
+    "submit-param-repeats-0": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
+         "--param", "repeats=0"),
+        "--param repeats must be at least 1",
+    ),
     "submit-param-seed-negative": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
          "--param", "run_config.training.seed=-1"),
