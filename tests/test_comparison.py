@@ -447,6 +447,10 @@ def test_a_winner_is_called_only_when_the_ranges_do_not_overlap():
     report = build_report(clear, prices=PRICES)
     assert report["winner"] == "mirrored"
     assert "One run per strategy" not in report["winner_reason"]
+    assert (
+        "Clear over the run-to-run spread: median 1.6 s (1.5 s to 1.8 s over 3 runs) against "
+        "one_device's median 3.0 s (2.9 s to 3.3 s over 3 runs)."
+    ) in report["winner_reason"]
     # mirrored's slowest run (0.6 s/epoch) is slower than one_device's fastest (0.55).
     overlap = interleave(
         repeated("one_device", (0.7, 0.55, 0.75)),

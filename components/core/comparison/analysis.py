@@ -231,7 +231,15 @@ def choose_winner(
             f"the ranges overlap, so the difference is within the run-to-run spread."
             f"{dropped}{_one_run_note(results)}"
         )
-    return win["name"], (f"{because}, {quality.describe(win)}.{dropped}{_one_run_note(results)}")
+    clear = ""
+    if second is not None and min(runs_per_result([win, second])) > 1:
+        clear = (
+            f" Clear over the run-to-run spread: {measure.spread(win)} against "
+            f"{second['name']}'s {measure.spread(second)}."
+        )
+    return win["name"], (
+        f"{because}, {quality.describe(win)}.{clear}{dropped}{_one_run_note(results)}"
+    )
 
 
 def winner_rule(report_results: list[Mapping[str, Any]], metric: str) -> str:
