@@ -226,7 +226,7 @@ def choose_winner(
     dropped = quality.dropped(left_out)
     if second is not None and not _separated(win, second, measure):
         return None, (
-            f"No clear winner: {win['name']} leads on {measure.label} with "
+            f"No clear winner: {win['name']} leads on {measure.label} (target {words}) with "
             f"{measure.spread(win)}, but {second['name']} has {measure.spread(second)}; "
             f"the ranges overlap, so the difference is within the run-to-run spread."
             f"{dropped}{_one_run_note(results)}"
