@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kfp import dsl
 
-from components import compare, evaluate, promote, select, shard, train
+from components import compare, evaluate, plan, promote, select, shard, train
 from components.image import DEFAULT_IMAGE
 
 
@@ -18,6 +18,7 @@ class Components:
 
     shard_dataset: dsl.base_component.BaseComponent
     select_strategy: dsl.base_component.BaseComponent
+    plan_runs: dsl.base_component.BaseComponent
     train: dsl.base_component.BaseComponent
     evaluate: dsl.base_component.BaseComponent
     promote: dsl.base_component.BaseComponent
@@ -33,6 +34,7 @@ def build_components(image: str = DEFAULT_IMAGE) -> Components:
     return Components(
         shard_dataset=make(shard.shard_dataset),
         select_strategy=make(select.select_strategy),
+        plan_runs=make(plan.plan_runs),
         train=make(train.train),
         evaluate=make(evaluate.evaluate),
         promote=make(promote.promote),

@@ -31,7 +31,8 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
     """The comparison pipeline with every component on `image`.
 
     Strategies run one after another (`parallelism=1`) so that each is timed on
-    the same, otherwise idle hardware.
+    the same, otherwise idle hardware; with `repeats` each runs that many
+    times, interleaved (`plan_runs`).
 
     Args:
         image: the one container image of every step.
@@ -58,6 +59,7 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         backend: str = "local",
         cloud_config_json: str = "{}",
         rehearse: bool = False,
+        repeats: int = 1,
     ) -> NamedTuple("Outputs", comparison=Artifact, report=HTML, summary=Markdown, plots=Artifact):
         """Trains the same model on the same data with each cluster and compares them.
 
@@ -77,6 +79,8 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
             cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
             rehearse: with vertex or kubeflow, the train step runs every replica
                 of its cloud job on its own machine instead (docs/cloud.md).
+            repeats: how many times each strategy trains, interleaved (s1, s2,
+                s1, s2); the report shows the median and spread of each.
         """
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard")
@@ -89,7 +93,9 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
             network_gbps=network_gbps,
         )
         recommendation.set_display_name("select strategy")
-        with dsl.ParallelFor(clusters, parallelism=1) as cluster:
+        runs = c.plan_runs(clusters=clusters, repeats=repeats)
+        runs.set_display_name("plan runs")
+        with dsl.ParallelFor(runs.output, parallelism=1) as cluster:
             trained = c.train(
                 shards=shard.outputs["shards"],
                 run_config=run_config,

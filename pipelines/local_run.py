@@ -227,8 +227,9 @@ def count_tasks(pipeline_func, arguments: dict[str, Any]) -> int | None:
     """How many tasks kfp.local will run for `pipeline_func(**arguments)`.
 
     A loop counts its tasks once per item of the pipeline parameter it iterates
-    over (the argument, else the parameter's default). None when that cannot be
-    known before the run: a loop over another task's output, or a task under a
+    over (the argument, else the parameter's default), or, for the comparison's
+    run plan, once per cluster and repeat. None when that cannot be known
+    before the run: a loop over another task's output, or a task under a
     condition that may skip it.
     """
     spec = getattr(pipeline_func, "pipeline_spec", None)
@@ -258,12 +259,25 @@ def _loop_items(task, root, arguments: dict[str, Any]) -> int | None:
     items = task.parameter_iterator.items
     if items.raw:
         return len(json.loads(items.raw))
-    source = task.inputs.parameters[items.input_parameter].component_input_parameter
-    if source in arguments:
-        value = arguments[source]
-        return len(value) if isinstance(value, list) else None
-    default = root.input_definitions.parameters[source].default_value
-    return len(default.list_value.values) if default.HasField("list_value") else None
+    loop_input = task.inputs.parameters[items.input_parameter]
+    if loop_input.task_output_parameter.producer_task == "plan-runs":
+        # The comparison's run plan: every cluster `repeats` times (`plan_runs`).
+        clusters, repeats = (_argument(root, arguments, k) for k in ("clusters", "repeats"))
+        return len(clusters) * int(repeats) if clusters is not None and repeats else None
+    value = _argument(root, arguments, loop_input.component_input_parameter)
+    return len(value) if isinstance(value, list) else None
+
+
+def _argument(root, arguments: dict[str, Any], name: str) -> Any:
+    """A pipeline parameter's value: the argument, else its default (None when neither)."""
+    if name in arguments:
+        return arguments[name]
+    parameter = root.input_definitions.parameters.get(name)
+    if parameter is None or not parameter.HasField("default_value"):
+        return None
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(parameter.default_value)
 
 
 def run_locally(

@@ -241,6 +241,9 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     accuracy = typed.get("target_accuracy")
     if accuracy is not None and not 0 < accuracy <= 1:
         raise ConfigError(f"--param target_accuracy must be above 0 and at most 1, got {accuracy}")
+    repeats = typed.get("repeats")
+    if repeats is not None and repeats < 1:
+        raise ConfigError(f"--param repeats must be at least 1 (runs per strategy), got {repeats}")
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))

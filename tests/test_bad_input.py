@@ -220,6 +220,10 @@ CASES = {
         ("compare", "--local", "--strategies", "mirrored,mirrored", "--output", "{out}"),
         "names a strategy twice",
     ),
+    "compare-no-repeats": Case(
+        ("compare", "--local", "--repeats", "0", "--output", "{out}"),
+        "argument --repeats: must be at least 1",
+    ),
     "compare-no-workers": Case(
         ("compare", "--local", "--workers", "0", "--output", "{out}"),
         "--workers must be at least 1",
@@ -471,6 +475,11 @@ BAD_FILE_CASES = {
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
          "--param", "target_accuracy=2"),
         "target_accuracy must be above 0 and at most 1",
+    ),
+    "submit-param-repeats-0": Case(
+        ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
+         "--param", "repeats=0"),
+        "--param repeats must be at least 1",
     ),
     "submit-param-seed-negative": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,

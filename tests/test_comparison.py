@@ -145,7 +145,13 @@ def test_the_report_states_the_hardware_and_what_a_cpu_rehearsal_predicts():
         "logical_devices_per_machine": 0,
     }
     runs = [
-        record("mirrored", 1800.0, replicas=2, hardware={**hw, "processes": 1}),
+        record(
+            "mirrored",
+            1800.0,
+            replicas=2,
+            epoch_seconds=(1.5, 0.5, 0.5, 0.5),
+            hardware={**hw, "processes": 1},
+        ),
         record("parameter_server", 1200.0, replicas=2, workers=2, ps=1, hardware=hw),
     ]
     rec = {"strategy": "mirrored", "inputs": {"topology": {"gpu": "t4", "gpus_per_machine": 2}}}
@@ -199,6 +205,7 @@ def test_a_regression_comparison_is_judged_on_its_target_metric():
     for r, test_mae in zip(runs, (0.50, 0.49, 0.60, 0.494), strict=True):
         r.update(task="regression", eval_accuracy=None, eval_metrics={"mae": test_mae})
         r["history"] = {"loss": [4.0, 2.0, 1.0, 0.5], "mae": [1.6, 1.1, 0.7, 0.5]}
+    runs[3]["elapsed_at_epoch_end"] = [2.0, 3.0, 3.8, 4.8]  # ahead of one_device, not tied
     report = build_report(runs, target_accuracy=0.8, target_metric="mae", prices=PRICES)
     assert report["target_metric"] == "mae"
     times = {r["name"]: r["time_to_target_accuracy_s"] for r in report["results"]}
@@ -381,6 +388,141 @@ def test_nan_becomes_null_and_repeated_strategies_are_named_by_shape():
     assert "parameter_server (workers=3, ps=1, replicas=3)" in names
     assert report["results"][-2]["history"]["loss"][-1] is None
     json.dumps(report, allow_nan=False)
+
+
+# --------------------------------------------------------------------------- repeats
+
+
+def repeated(strategy: str, paces: tuple[float, ...], eval_accuracy: float = 0.95, **kw) -> list:
+    """One record per repeat of `strategy`, each epoch taking `pace` seconds."""
+    return [
+        record(
+            strategy,
+            1000.0 / pace,
+            epoch_seconds=(pace,) * 4,
+            eval_accuracy=eval_accuracy,
+            **kw,
+        )
+        for pace in paces
+    ]
+
+
+def interleave(*strategies: list) -> list:
+    """s1, s2, s1, s2, ...: the order `--repeats` runs them in."""
+    return [run for runs in zip(*strategies, strict=True) for run in runs]
+
+
+def test_repeats_are_one_result_each_with_the_median_and_the_spread():
+    runs = interleave(
+        repeated("one_device", (1.0, 1.2, 0.9)),
+        repeated("mirrored", (0.5, 0.6, 0.55), replicas=2),
+    )
+    report = build_report(runs, prices=PRICES)
+    assert report["repeats"] == 3
+    assert [r["name"] for r in report["results"]] == ["one_device", "mirrored"]
+    one = by_name(report)["one_device"]
+    assert one["repeats"] == 3
+    spread = one["spread"]
+    assert spread["seconds_per_epoch"] == {
+        "median": 1.0,
+        "min": 0.9,
+        "max": 1.2,
+        "n": 3,
+        "values": [1.0, 1.2, 0.9],
+    }
+    assert one["seconds_per_epoch"] == 1.0 and one["wall_seconds"] == 4.0
+    assert one["examples_per_second"] == pytest.approx(1000.0)  # the median, 1000 / 1.0
+    assert spread["time_to_target_accuracy_s"]["min"] == pytest.approx(2.7)  # 0.9 reached at 3
+    assert spread["time_to_target_accuracy_s"]["max"] == pytest.approx(3.6)
+    assert spread["eval_quality"]["median"] == 0.95
+    # Speed-up is of the medians: 1000/0.55 against 1000/1.0.
+    assert by_name(report)["mirrored"]["speedup"] == pytest.approx(1 / 0.55, rel=1e-3)
+
+
+def test_a_winner_is_called_only_when_the_ranges_do_not_overlap():
+    clear = interleave(
+        repeated("one_device", (1.0, 1.1, 0.95)),
+        repeated("mirrored", (0.5, 0.6, 0.55), replicas=2),
+    )
+    report = build_report(clear, prices=PRICES)
+    assert report["winner"] == "mirrored"
+    assert "One run per strategy" not in report["winner_reason"]
+    assert (
+        "Clear over the run-to-run spread: median 1.6 s (1.5 s to 1.8 s over 3 runs) against "
+        "one_device's median 3.0 s (2.9 s to 3.3 s over 3 runs)."
+    ) in report["winner_reason"]
+    # mirrored's slowest run (0.6 s/epoch) is slower than one_device's fastest (0.55).
+    overlap = interleave(
+        repeated("one_device", (0.7, 0.55, 0.75)),
+        repeated("mirrored", (0.5, 0.6, 0.52), replicas=2),
+    )
+    report = build_report(overlap, prices=PRICES)
+    assert report["winner"] is None
+    reason = report["winner_reason"]
+    assert reason.startswith("No clear winner: mirrored leads on time to target")
+    assert "median 1.6 s (1.5 s to 1.8 s over 3 runs)" in reason  # mirrored: 3 epochs
+    assert "one_device has median 2.1 s (1.6 s to 2.2 s over 3 runs)" in reason
+    assert "ranges overlap" in reason
+    for text in (summary_table(report), summary_markdown(report)):
+        assert "Winner: –" in text or "**Winner: –.**" in text
+        assert "No clear winner" in text
+        assert "How the winner is decided (each strategy's median over 3 interleaved runs)" in text
+
+
+def test_with_one_run_a_tie_within_one_test_example_is_no_win():
+    """eval accuracy 1 of 359 test examples apart, the same time to target: no winner."""
+    runs = [
+        record("one_device", 1000.0, eval_accuracy=0.95),
+        record("mirrored", 1000.0, replicas=2, eval_accuracy=0.95 + 1 / 359),
+    ]
+    for run in runs:
+        run["confusion_matrix"] = [[180, 0], [0, 179]]  # 359 test examples
+    report = build_report(runs, prices=PRICES)
+    assert report["winner"] is None
+    assert report["winner_reason"].startswith("No clear winner")
+    assert (
+        "One run per strategy, so the run-to-run spread was not measured"
+        in (report["winner_reason"])
+    )
+    rule = report["winner_rule"]
+    assert rule.startswith("How the winner is decided (one run per strategy)")
+    assert "within 1 pp (3.59 of 359 test examples) of the best" in rule
+    assert rule in summary_table(report) and rule in summary_markdown(report)
+
+
+def test_the_tolerance_is_at_least_one_test_example():
+    """On 50 test examples one example is 2 pp: 0.94 against 0.96 is still equal quality."""
+    runs = [
+        record("one_device", 1000.0, eval_accuracy=0.96),
+        record("mirrored", 1800.0, replicas=2, eval_accuracy=0.94, epoch_seconds=(1.0,) * 4),
+    ]
+    for run in runs:
+        run["confusion_matrix"] = [[25, 0], [0, 25]]
+    report = build_report(runs, prices=PRICES)
+    assert report["winner"] == "mirrored"
+    assert "within 2 pp (1 of 50 test examples) of the best" in report["winner_reason"]
+
+
+def test_the_spread_table_shows_median_min_max_and_n():
+    runs = interleave(
+        repeated("one_device", (1.0, 1.2, 0.9)),
+        repeated("mirrored", (0.5, 0.6, 0.55), replicas=2),
+    )
+    report = build_report(runs, prices=PRICES)
+    text = summary_table(report)
+    assert "Spread over repeated runs (median, min–max over N interleaved runs" in text
+    line = next(x for x in text.splitlines() if x.startswith("one_device  ") and "–" in x)
+    assert line.split()[:5] == ["one_device", "3", "1.00", "(0.90–1.20)", "1,000"]
+    markdown = summary_markdown(report)
+    assert "| one_device | 3 | 1.00 (0.90–1.20) | 1,000 (833–1,111) |" in markdown
+    page = comparison.render_html(report, plots={})  # no plots: the table is the point
+    assert '<table id="spread">' in page and "<td>1.00 (0.90–1.20)</td>" in page
+    saved = json.loads(json.dumps(report, allow_nan=False))
+    assert saved["results"][0]["spread"]["seconds_per_epoch"]["n"] == 3
+    # Without repeats there is no spread table, and the reason says so.
+    single = build_report(four_runs(), prices=PRICES)
+    assert "Spread over" not in summary_table(single)
+    assert "--repeats 3 measures it" in single["winner_reason"]
 
 
 # --------------------------------------------------------------------------- files

@@ -84,9 +84,17 @@ def test_comparison_pipeline_loop_and_fan_in(tmp_path):
     loops = [name for name in root if name.startswith("for-loop")]
     assert len(loops) == 1
     loop = root[loops[0]]
-    assert loop.parameter_iterator.items.input_parameter.endswith("clusters")
+    # The loop runs the plan: every cluster `repeats` times, interleaved.
+    items = loop.inputs.parameters[loop.parameter_iterator.items.input_parameter]
+    assert items.task_output_parameter.producer_task == "plan-runs"
+    plan = root["plan-runs"].inputs.parameters
+    assert plan["clusters"].component_input_parameter == "clusters"
+    assert plan["repeats"].component_input_parameter == "repeats"
+    assert spec.root.input_definitions.parameters["repeats"].default_value.number_value == 1
     assert loop.iterator_policy.parallelism_limit == 1  # strategies timed one at a time
-    assert set(root) == {"shard-dataset", "select-strategy", loops[0], "compare-strategies"}
+    assert set(root) == {
+        "shard-dataset", "select-strategy", "plan-runs", loops[0], "compare-strategies",
+    }  # fmt: skip
     assert loops[0] in root["compare-strategies"].dependent_tasks
     body = spec.components[loop.component_ref.name].dag
     assert _deps(body) == {"train": set(), "evaluate": {"train"}}
@@ -149,3 +157,17 @@ def test_bad_compile_input_exits_2_and_writes_nothing(tmp_path, capsys, extra, m
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_run_plan_interleaves_every_strategys_repeats():
+    """`plan_runs`, the comparison's run order: s1, s2, s1, s2, so drift hits both alike."""
+    from components.core.config import ConfigError, interleaved_runs
+    from components.plan import plan_runs
+
+    clusters = [{"strategy": "mirrored"}, {"strategy": "parameter_server"}]
+    order = plan_runs(clusters=clusters, repeats=2)
+    assert [c["strategy"] for c in order] == ["mirrored", "parameter_server"] * 2
+    assert interleaved_runs(clusters, 1) == clusters
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="repeats"):
+            interleaved_runs(clusters, bad)

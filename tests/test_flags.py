@@ -80,6 +80,7 @@ COMPARE_FLAGS = {
     "--machines": "target hardware of the recorded recommendation",
     "--network-gbps": "target hardware of the recorded recommendation",
     "--verbose": "shows OUTPUT/pipeline.log live (tests/test_local_console.py)",
+    "--repeats": "the pipeline's repeats: each strategy trains N times (tests/test_cli_compare)",
 }
 
 
@@ -165,9 +166,10 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     shared = {k: v for k, v in RUN_FLAGS.items() if not v[1].startswith("cluster.")}
     for flag, (value, _) in shared.items():
         argv += [flag, value.format(tfds=tfds)]
-    argv += ["--batch-size", "16", "--ps", "2"]
+    argv += ["--batch-size", "16", "--ps", "2", "--repeats", "3"]
     args = build_parser().parse_args(argv)
     arguments = pipeline_arguments(args)
+    assert arguments["repeats"] == 3  # the pipeline's parameter of the same name
     config = arguments["run_config"]
     for flag, (value, path) in shared.items():
         expected = json.loads(value) if value[0].isdigit() else value.format(tfds=tfds)

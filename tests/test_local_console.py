@@ -112,8 +112,10 @@ def test_the_log_stream_keeps_everything_and_feeds_whole_lines():
 
 def test_tasks_are_counted_from_the_pipeline_and_its_loop_items():
     comparison = build_comparison_pipeline()
-    assert count_tasks(comparison, {"clusters": DEFAULT_CLUSTERS[:2]}) == 7
-    assert count_tasks(comparison, {}) == 3 + 2 * len(DEFAULT_CLUSTERS)  # the default
+    assert count_tasks(comparison, {"clusters": DEFAULT_CLUSTERS[:2]}) == 8
+    assert count_tasks(comparison, {}) == 4 + 2 * len(DEFAULT_CLUSTERS)  # the default
+    # --repeats 2: shard, select, plan, 2 x 2 x (train, evaluate), compare.
+    assert count_tasks(comparison, {"clusters": DEFAULT_CLUSTERS[:2], "repeats": 2}) == 12
     # A task under a condition may be skipped: no total rather than a wrong one.
     assert count_tasks(build_training_pipeline(), {}) is None
 

@@ -27,7 +27,7 @@ def comparison_run(tmp_path_factory):
                 "compare", "--local", "--strategies", "mirrored,parameter_server",
                 "--epochs", "4", "--workers", "2", "--ps", "1", "--num-shards", "2",
                 "--seed", "7", "--warmup-epochs", "0", "--learning-rate", "0.002",
-                "--data-dir", str(tfds_dir), "--output", str(out),
+                "--data-dir", str(tfds_dir), "--output", str(out), "--repeats", "2",
             ]
         )  # fmt: skip
     print(console.getvalue())  # shown by pytest when a test fails
@@ -41,11 +41,20 @@ def test_compare_writes_the_report_files(comparison_run):
         assert (out / name).stat().st_size > 0, name
     report = json.loads((out / "comparison.json").read_text())
     assert [r["strategy"] for r in report["results"]] == ["mirrored", "parameter_server"]
+    assert report["repeats"] == 2  # --repeats 2: each strategy is one result of two runs
     for result in report["results"]:
         assert result["eval_accuracy"] >= 0.85
         assert len(result["epoch_seconds"]) == 4
         assert "scaling_efficiency" in result and "estimated_cost_usd" in result
-    assert report["winner"] in ("mirrored", "parameter_server")
+        assert result["repeats"] == 2
+        spread = result["spread"]["seconds_per_epoch"]
+        assert spread["n"] == 2 and spread["min"] <= result["seconds_per_epoch"] <= spread["max"]
+        assert spread["min"] < spread["max"]  # two real runs never take the same time
+    if report["winner"] is None:
+        assert report["winner_reason"].startswith("No clear winner")
+    else:
+        assert report["winner"] in ("mirrored", "parameter_server")
+    assert "Spread over repeated runs" in (out / "summary.md").read_text()
     assert report["recommendation"]["strategy"]  # what `select` would have chosen
 
 
@@ -104,8 +113,8 @@ def test_task_timings_are_recorded(comparison_run):
     _, out, _ = comparison_run
     timings = json.loads((out / "timings.json").read_text())
     names = [t["name"] for t in timings["tasks"]]
-    assert names.count("train") == 2 and names.count("evaluate") == 2
-    assert {"shard-dataset", "select-strategy", "compare-strategies"} <= set(names)
+    assert names.count("train") == 4 and names.count("evaluate") == 4
+    assert {"shard-dataset", "select-strategy", "plan-runs", "compare-strategies"} <= set(names)
     assert all(t["status"] == "SUCCESS" for t in timings["tasks"])
     assert timings["pipeline_wall_seconds"] >= sum(
         t["seconds"] for t in timings["tasks"] if t["name"] == "train"
@@ -115,21 +124,24 @@ def test_task_timings_are_recorded(comparison_run):
 def test_the_console_shows_tasks_epochs_and_the_table_and_the_log_holds_the_rest(comparison_run):
     _, out, console = comparison_run
     lines = console.splitlines()
-    assert len(lines) <= 60, console
-    tasks = [line for line in lines if re.match(r"^\[\d+/7\] ", line)]
-    assert len(tasks) == 7  # shard, select, compare + train and evaluate per strategy
+    # The default comparison's 60 lines, plus the second round's 2 x (train, evaluate
+    # and 4 epoch lines) and the spread table.
+    assert len(lines) <= 60 + 2 * 6 + 5, console
+    tasks = [line for line in lines if re.match(r"^\[\d+/12\] ", line)]
+    assert len(tasks) == 12  # shard, select, plan, compare + train and evaluate per run
     trains = [line for line in tasks if " train " in line]
-    assert [line.split()[2] for line in trains] == ["mirrored", "parameter_server"]
+    # --repeats 2 runs the strategies interleaved, so drift hits both alike.
+    assert [line.split()[2] for line in trains] == ["mirrored", "parameter_server"] * 2
     assert all(re.search(r" \.\.\. \d+\.\d s$", line) for line in tasks)
-    assert sum("parameter_server epoch " in line for line in lines) == 4
+    assert sum("parameter_server epoch " in line for line in lines) == 8
     assert "Strategy" in console and "Eval accuracy" in console  # the closing table
     log_path = out / "pipeline.log"
     assert f"full log: {log_path}" in console
     for noise in ("executor_input", "INFO", "non-Python base image", "have no effect", "E0000"):
         assert noise not in console, noise
     log = log_path.read_text()
-    assert log.count("Got executor_input:") == 7  # every task's full executor output
-    assert log.count("[chief-0] epoch ") == 8 and "Wrote executor output file" in log
+    assert log.count("Got executor_input:") == 12  # every task's full executor output
+    assert log.count("[chief-0] epoch ") == 16 and "Wrote executor output file" in log
     timings = json.loads((out / "timings.json").read_text())
     assert "train parameter_server" in [t["label"] for t in timings["tasks"]]
 

@@ -99,6 +99,11 @@ def rendered(tmp_path_factory) -> dict:
         record("multi_worker_mirrored", 1200.0, 2, 1.2, [0.58, 0.84, 0.9, 0.93, 0.945]),
         record("parameter_server", 700.0, 2, 2.0, [0.55, 0.8, 0.88, 0.91, 0.93]),
     ]
+    # `--repeats 2`: a second, slightly slower run of each, interleaved.
+    runs += [
+        record(r["strategy"], r["examples_per_second"] * 0.9, 2, seconds, r["history"]["accuracy"])
+        for r, seconds in zip(runs, (1.0, 1.3, 2.2), strict=True)
+    ]
     recommendation = {
         "strategy": "mirrored",
         "inputs": {"topology": {"machines": 1, "gpus_per_machine": 2, "gpu": "t4"}},
@@ -237,3 +242,18 @@ def test_no_efficiency_above_100_percent_is_shown_without_a_baseline(page, rende
     assert "No one_device run" in page.by_id["baseline"] and "n/a" in page.by_id["baseline"]
     shown = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s?%", text)]
     assert shown and max(shown) <= 100.0, shown
+
+
+def test_the_page_shows_the_median_and_spread_of_repeated_runs(page, rendered):
+    report = rendered["report"]
+    assert report["repeats"] == 2
+    spread = page.by_id["spread"]
+    for r in report["results"]:
+        low, high = (r["spread"]["seconds_per_epoch"][k] for k in ("min", "max"))
+        # The row's cells: name, N, then wall per epoch as median (min–max).
+        assert f"{r['name']}2{r['seconds_per_epoch']:.2f} ({low:.2f}–{high:.2f})" in spread
+    text = " ".join(page.text)
+    assert "Spread over repeated runs (median, min–max over N interleaved runs" in text
+    assert "How the winner is decided (each strategy's median over 2 interleaved runs)" in text
+    # The winner card names the winner, or says plainly that there is none.
+    assert page.by_id["winner"] == (report["winner"] or "no clear winner")

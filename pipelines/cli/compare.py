@@ -55,6 +55,14 @@ def add_parser(subparsers) -> None:
         default=",".join(DEFAULT_STRATEGIES),
         help=f"comma-separated strategies (default: {','.join(DEFAULT_STRATEGIES)})",
     )
+    parser.add_argument(
+        "--repeats",
+        type=common.positive_int,
+        default=1,
+        help="train each strategy N times, interleaved (s1,s2,s1,s2), and report the median "
+        "and min-max spread; a winner is called only when the ranges do not overlap "
+        "(default: 1)",
+    )
     common.add_data_model_arguments(parser)
     common.add_cluster_arguments(parser)
     parser.add_argument(
@@ -171,6 +179,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         "target_accuracy": target_value(args),
         "target_metric": args.target_metric,
         "backend": "local",
+        "repeats": args.repeats,
     }
 
 
@@ -254,8 +263,9 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     config = RunConfig.from_dict(arguments["run_config"])
     names = ", ".join(c["strategy"] for c in arguments["clusters"])
     log_path = os.path.join(output, LOG_NAME)
+    times = f", each {arguments['repeats']} times interleaved" if arguments["repeats"] > 1 else ""
     print(
-        f"compare: {names} on {config.data.dataset} "
+        f"compare: {names}{times} on {config.data.dataset} "
         f"({config.model.name}, {config.training.epochs} epochs) through kfp.local"
     )
     print(f"full log: {log_path}", flush=True)

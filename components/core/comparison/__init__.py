@@ -3,8 +3,9 @@
 `build_report` turns the `metrics.json` records of several training runs into
 the content of `comparison.json`: each record gains its speed-up and scaling
 efficiency against a baseline run, the wall-clock time it took to reach a
-target accuracy and an estimated cost from an editable price table; a winner
-is chosen with a reason in plain words. `write_report` writes that content as
+target accuracy and an estimated cost from an editable price table; repeated
+runs of a strategy become one result with their medians and spread; a winner
+is chosen with a reason in plain words, only when it is clear. `write_report` writes that content as
 JSON, a self-contained HTML page (plots embedded, no external resources, so
 the KFP UI's HTML viewer shows it), a Markdown summary and PNG plots, each file
 atomically. `gate` compares a report with a committed baseline and lists what
@@ -14,6 +15,7 @@ One concept per module:
 
 - `pricing`: the price table and the cost of one run.
 - `analysis`: derived numbers, baseline, winner and `build_report`.
+- `repeats`: a strategy's repeated runs as one result, median and spread.
 - `summary`: the plain-text table and the Markdown summary, with their notes.
 - `plots`: the PNG plots.
 - `html`: the self-contained HTML page.

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from components.core.comparison.errors import ReportError
 from components.core.comparison.measured_on import measured_on, rehearsal_note
 from components.core.comparison.pricing import PriceTable, estimate_cost, load_prices
+from components.core.comparison.repeats import (
+    combine,
+    group_runs,
+    run_key,
+    runs_per_result,
+    value_range,
+)
 from components.core.comparison.values import finite, is_number, pct, round_or_none, usd
 from components.core.config import STRATEGIES, ConfigError
 from components.core.evaluation import lower_is_better
@@ -115,23 +123,22 @@ def _parse_record(record: Any, index: int) -> dict[str, Any]:
 
 
 def _names(records: list[Mapping[str, Any]]) -> list[str]:
-    """Strategy names, with the cluster shape added where a strategy ran twice."""
-    counts: dict[str, int] = {}
+    """Strategy names, with the cluster shape added where a strategy ran in two shapes.
+
+    Records of the same strategy and shape are repeats of one run and share its name.
+    """
+    shapes: dict[str, set] = {}
     for r in records:
-        counts[r["strategy"]] = counts.get(r["strategy"], 0) + 1
+        shapes.setdefault(r["strategy"], set()).add(run_key(r))
     names = []
     for r in records:
         name = r["strategy"]
-        if counts[name] > 1:
+        if len(shapes[name]) > 1:
             name += (
                 f" (workers={r.get('workers', 1)}, ps={r.get('ps', 0)}, "
                 f"replicas={r['num_replicas']})"
             )
         names.append(name)
-    if len(set(names)) != len(names):
-        raise ReportError(
-            "two results have the same strategy and cluster shape: pass each run once"
-        )
     return names
 
 
@@ -186,21 +193,26 @@ def choose_baseline(results: list[Mapping[str, Any]]) -> dict[str, Any]:
 def choose_winner(
     results: list[Mapping[str, Any]], target_accuracy: float, metric: str = ACCURACY
 ) -> tuple[str | None, str]:
-    """Picks the best run and says why, with numbers.
+    """Picks the best run and says why, with numbers; or says there is no clear winner.
 
-    Rules, in order: only runs within 1 pp of the best eval accuracy (for
-    another target metric: within 1 % of its best test value) compete
-    (equal quality); of those, the first to reach the target wins; when none
-    reached it, the cheapest wins; when no cost is known, the highest
-    throughput wins.
+    Rules, in order: only runs within 1 pp of the best eval accuracy (and at
+    least one test example; for another target metric: within 1 % of its best
+    test value) compete (equal quality), so quality alone never decides; of
+    those, the first to reach the target wins; when none reached it, the
+    cheapest wins; when no cost is known, the highest throughput wins. The
+    winner is called only when its range on the deciding measure (min to max
+    over its repeated runs; one value for one run) does not overlap the
+    runner-up's; otherwise there is no clear winner.
 
     Args:
-        results: records enriched by `build_report`.
+        results: records enriched by `build_report` (medians and `spread`
+            when a strategy ran more than once).
         target_accuracy: the training value of `metric` that counts as done.
         metric: the target metric.
 
     Returns:
-        The winner's name (None without results) and the reason in a sentence.
+        The winner's name (None without results or without a clear winner)
+        and the reason in a sentence.
     """
     if not results:
         return None, "No runs to compare."
@@ -208,10 +220,88 @@ def choose_winner(
     equal = [r for r in results if quality.equal(r)]
     left_out = [r for r in results if r not in equal]
     words = target_words(metric, target_accuracy)
-    win, because = (
+    win, second, because, measure = (
         _first_to_target(equal, words) or _cheapest(equal, words) or _fastest(equal, words)
     )
-    return win["name"], f"{because}, {quality.describe(win)}.{quality.dropped(left_out)}"
+    dropped = quality.dropped(left_out)
+    if second is not None and not _separated(win, second, measure):
+        return None, (
+            f"No clear winner: {win['name']} leads on {measure.label} (target {words}) with "
+            f"{measure.spread(win)}, but {second['name']} has {measure.spread(second)}; "
+            f"the ranges overlap, so the difference is within the run-to-run spread."
+            f"{dropped}{_one_run_note(results)}"
+        )
+    clear = ""
+    if second is not None and min(runs_per_result([win, second])) > 1:
+        clear = (
+            f" Clear over the run-to-run spread: {measure.spread(win)} against "
+            f"{second['name']}'s {measure.spread(second)}."
+        )
+    return win["name"], (
+        f"{because}, {quality.describe(win)}.{clear}{dropped}{_one_run_note(results)}"
+    )
+
+
+def winner_rule(report_results: list[Mapping[str, Any]], metric: str) -> str:
+    """How the winner is decided, in words, for the report's notes."""
+    quality = _Quality(report_results, metric)
+    runs = runs_per_result(report_results)
+    counted = (
+        f"each strategy's median over {runs[0]} interleaved runs"
+        if runs and min(runs) == max(runs) and runs[0] > 1
+        else "one run per strategy"
+        if runs and max(runs) == 1
+        else "each strategy's median"
+    )
+    return (
+        f"How the winner is decided ({counted}): runs whose {quality.name} is within "
+        f"{quality.slack()} of the best count as equal quality, so quality alone never decides; "
+        "of those, the first to reach the target wins, else the cheapest, else the fastest. "
+        "The winner is called only when its range on that measure (min–max over its runs) "
+        "does not overlap the runner-up's; otherwise the report says there is no clear winner."
+    )
+
+
+def _one_run_note(results: list[Mapping[str, Any]]) -> str:
+    """A sentence saying the spread was not measured, when any strategy ran once."""
+    if min(runs_per_result(results)) > 1:
+        return ""
+    return (
+        " One run per strategy, so the run-to-run spread was not measured: --repeats 3 measures it."
+    )
+
+
+class _Measure:
+    """The measure a rule decided on: its record key, direction and display."""
+
+    def __init__(self, key: str, label: str, lower_is_better: bool, show):
+        self.key, self.label, self.lower, self.show = key, label, lower_is_better, show
+
+    def spread(self, result: Mapping[str, Any]) -> str:
+        """`10.2 s (9.8–10.9 s over 3 runs)`, or the one value of a single run."""
+        value = result.get(self.key)
+        shown = "not reached" if value is None else self.show(value)
+        spread = (result.get("spread") or {}).get(self.key)
+        if not spread or spread["n"] < 2:
+            return f"{shown} (1 run)"
+        low, high = (
+            "not reached" if spread[k] is None else self.show(spread[k]) for k in ("min", "max")
+        )
+        return f"median {shown} ({low} to {high} over {spread['n']} runs)"
+
+
+_TIME = _Measure("time_to_target_accuracy_s", "time to target", True, lambda v: f"{v:.1f} s")
+_COST = _Measure("estimated_cost_usd", "estimated cost", True, usd)
+_SPEED = _Measure("examples_per_second", "throughput", False, lambda v: f"{v:,.0f} examples/s")
+
+
+def _separated(win: Mapping[str, Any], second: Mapping[str, Any], measure: _Measure) -> bool:
+    """Whether the winner's range on `measure` is wholly better than the runner-up's."""
+    win_low, win_high = value_range(win, measure.key)
+    second_low, second_high = value_range(second, measure.key)
+    if measure.lower:
+        return win_high < second_low
+    return win_low > second_high  # higher is better: the winner's worst beats their best
 
 
 class _Quality:
@@ -222,31 +312,43 @@ class _Quality:
         self.lower = lower_is_better(metric)
         values = [v for v in (eval_quality(r, metric) for r in results) if v is not None]
         self.best = (min if self.lower else max)(values) if values else None
+        self.examples = _test_examples(results)
+        self.name = "eval accuracy" if metric == ACCURACY else f"test {metric}"
 
     def _show(self, value: float) -> str:
         return pct(value) if self.metric == ACCURACY else f"{value:.4g}"
 
-    def _slack(self) -> str:
-        return "1 pp" if self.metric == ACCURACY else "1 %"
+    def _tolerance(self) -> float:
+        if self.metric != ACCURACY:
+            return EQUAL_QUALITY * abs(self.best or 0.0)
+        # Never less than one test example: 1 of 359 is a tie, not a better model.
+        return max(EQUAL_QUALITY, 1.0 / self.examples) if self.examples else EQUAL_QUALITY
+
+    def slack(self) -> str:
+        """The tolerance in words: `1 pp (3.6 of 359 test examples)`, `1 %`."""
+        if self.metric != ACCURACY:
+            return "1 %"
+        words = f"{100 * self._tolerance():.3g} pp"
+        if self.examples:
+            words += f" ({self._tolerance() * self.examples:.3g} of {self.examples} test examples)"
+        return words
 
     def equal(self, run: Mapping[str, Any]) -> bool:
         value = eval_quality(run, self.metric)
         if self.best is None or value is None:
             return self.best is None
-        tolerance = EQUAL_QUALITY if self.metric == ACCURACY else EQUAL_QUALITY * abs(self.best)
         gap = value - self.best if self.lower else self.best - value
-        return gap <= tolerance + 1e-9
+        return gap <= self._tolerance() + 1e-9
 
     def describe(self, run: Mapping[str, Any]) -> str:
         """The winner's test value in words, against the best of all runs."""
         value = eval_quality(run, self.metric)
-        name = "eval accuracy" if self.metric == ACCURACY else f"test {self.metric}"
         if value is None or self.best is None:
-            return f"no {name} to compare"
+            return f"no {self.name} to compare"
         if value == self.best:
-            return f"with the best {name}, {self._show(self.best)}"
+            return f"with the best {self.name}, {self._show(self.best)}"
         return (
-            f"with {name} {self._show(value)}, within {self._slack()} of the best "
+            f"with {self.name} {self._show(value)}, within {self.slack()} of the best "
             f"({self._show(self.best)}), which counts as equal quality"
         )
 
@@ -259,13 +361,22 @@ class _Quality:
             + ", ".join(
                 f"{r['name']} ({self._show(eval_quality(r, self.metric))})" for r in left_out
             )
-            + f" fell more than {self._slack()} short and did not compete."
+            + f" fell more than {self.slack()} short and did not compete."
         )
 
 
-def _first_to_target(
-    equal: list[Mapping[str, Any]], target: str
-) -> tuple[Mapping[str, Any], str] | None:
+def _test_examples(results: list[Mapping[str, Any]]) -> int | None:
+    """The test examples each run was evaluated on (its confusion matrix's total), if known."""
+    totals = [
+        sum(sum(row) for row in r["confusion_matrix"]) for r in results if r.get("confusion_matrix")
+    ]
+    return min(totals) if totals else None
+
+
+_Decision = tuple[Mapping[str, Any], Mapping[str, Any] | None, str, _Measure]
+
+
+def _first_to_target(equal: list[Mapping[str, Any]], target: str) -> _Decision | None:
     """The run that reached the target first, ahead of the runner-up by how much.
 
     Args:
@@ -273,31 +384,34 @@ def _first_to_target(
         target: the target in words (`target_words`).
 
     Returns:
-        The winner and the reason without its quality, or None when no run
-        reached the target.
+        The winner, the runner-up (None alone), the reason without its quality
+        and the measure; None when no run reached the target.
     """
-    reached = sorted(
-        (r for r in equal if r["time_to_target_accuracy_s"] is not None),
-        key=lambda r: (r["time_to_target_accuracy_s"], -r["examples_per_second"]),
+    ordered = sorted(
+        equal,
+        key=lambda r: (
+            math.inf if r[_TIME.key] is None else r[_TIME.key],
+            -r["examples_per_second"],
+        ),
     )
-    if not reached:
+    if ordered[0][_TIME.key] is None:
         return None
-    win = reached[0]
+    win = ordered[0]
+    second = ordered[1] if len(ordered) > 1 else None
     reason = (
         f"{win['name']} reached the target {target} "
         f"first, after {win['time_to_target_accuracy_s']:.1f} s"
     )
-    if len(reached) > 1:
-        second = reached[1]
+    if second is not None and second[_TIME.key] is not None:
         ratio = second["time_to_target_accuracy_s"] / max(win["time_to_target_accuracy_s"], 1e-9)
         reason += (
             f", {ratio:.2f}× sooner than {second['name']} "
             f"({second['time_to_target_accuracy_s']:.1f} s)"
         )
-    return win, reason
+    return win, second, reason, _TIME
 
 
-def _cheapest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str, Any], str] | None:
+def _cheapest(equal: list[Mapping[str, Any]], target: str) -> _Decision | None:
     """The run with the lowest estimated cost, against the next cheapest.
 
     Args:
@@ -305,8 +419,8 @@ def _cheapest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str,
         target: the target in words (`target_words`).
 
     Returns:
-        The winner and the reason without its quality, or None when no run
-        could be priced.
+        The winner, the runner-up, the reason without its quality and the
+        measure; None when no run could be priced.
     """
     priced = sorted(
         (r for r in equal if r["estimated_cost_usd"] is not None),
@@ -315,17 +429,18 @@ def _cheapest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str,
     if not priced:
         return None
     win = priced[0]
+    second = priced[1] if len(priced) > 1 else None
     reason = (
         f"No run of equal quality reached the target {target}, so the cheapest wins: "
         f"{win['name']} at "
         f"{usd(win['estimated_cost_usd'])}"
     )
-    if len(priced) > 1:
-        reason += f" against {usd(priced[1]['estimated_cost_usd'])} for {priced[1]['name']}"
-    return win, reason
+    if second is not None:
+        reason += f" against {usd(second['estimated_cost_usd'])} for {second['name']}"
+    return win, second, reason, _COST
 
 
-def _fastest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str, Any], str]:
+def _fastest(equal: list[Mapping[str, Any]], target: str) -> _Decision:
     """The run with the highest throughput, the rule of last resort.
 
     Args:
@@ -334,15 +449,16 @@ def _fastest(equal: list[Mapping[str, Any]], target: str) -> tuple[Mapping[str, 
         target: the target in words (`target_words`).
 
     Returns:
-        The winner and the reason without its quality.
+        The winner, the runner-up, the reason without its quality and the measure.
     """
-    win = sorted(equal, key=lambda r: -r["examples_per_second"])[0]
+    ordered = sorted(equal, key=lambda r: -r["examples_per_second"])
+    win = ordered[0]
     reason = (
         f"No run of equal quality reached the target {target} "
         "and none could be priced, so the highest throughput wins: "
         f"{win['name']} at {win['examples_per_second']:,.0f} examples/s"
     )
-    return win, reason
+    return win, ordered[1] if len(ordered) > 1 else None, reason, _SPEED
 
 
 def build_report(
@@ -355,6 +471,10 @@ def build_report(
     generated_at: str | None = None,
 ) -> dict:
     """Builds the content of `comparison.json` from `metrics.json` records.
+
+    Records of the same strategy and cluster shape are repeated runs of it
+    (`strategist compare --repeats N`): the report shows each strategy once,
+    with the medians of its runs and their spread.
 
     Args:
         results: one `metrics.json` record per run; not modified.
@@ -370,14 +490,17 @@ def build_report(
         generated_at: ISO timestamp to record; now (UTC) by default.
 
     Returns:
-        A JSON-serialisable dict: `results` (each record plus `name`,
-        `speedup`, `scaling_efficiency`, `time_to_target_accuracy_s`,
-        `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `cost_note`),
+        A JSON-serialisable dict: `results` (one per strategy and shape: the
+        record of its median run plus `name`, `speedup`, `scaling_efficiency`,
+        `time_to_target_accuracy_s`, `seconds_per_epoch`, `eval_quality`,
+        `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `cost_note`,
+        `repeats` and `spread`, the measures being medians over its runs),
         `baseline`, `measured_on` (the hardware, in words, and its runs),
         `rehearsal_note` (None unless a run was a local CPU rehearsal),
-        `winner`, `winner_reason`, `target_accuracy`, `target_metric`,
-        `equal_quality_tolerance`, `recommendation`, `prices`, `prices_as_of`,
-        `dataset`, `model` and `generated_at`.
+        `winner` (None when no winner is clear), `winner_reason`,
+        `winner_rule`, `repeats` (runs per strategy), `target_accuracy`,
+        `target_metric`, `equal_quality_tolerance`, `recommendation`,
+        `prices`, `prices_as_of`, `dataset`, `model` and `generated_at`.
 
     Raises:
         ReportError: when a record lacks a required field, or the target is
@@ -388,14 +511,19 @@ def build_report(
     ):
         raise ReportError(f"target accuracy must be in (0, 1], got {target_accuracy!r}")
     prices = prices if prices is not None else load_prices()
-    records = _named_records(results)
+    runs = _named_records(results)
+    for run in runs:
+        _add_run_derived(run, target_accuracy, target_metric, prices)
+    quality = "eval_accuracy" if target_metric == ACCURACY else f"eval_metrics.{target_metric}"
+    records = [combine(group, quality) for group in group_runs(runs)]
     baseline = choose_baseline(records) if records else None
     for r in records:
-        _add_derived(r, baseline, target_accuracy, target_metric, prices)
+        _add_scaling(r, baseline)
 
     winner, reason = choose_winner(records, target_accuracy, target_metric)
     if generated_at is None:
         generated_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    counts = runs_per_result(records)
     return {
         "generated_at": generated_at,
         "dataset": _common(records, "dataset"),
@@ -403,11 +531,13 @@ def build_report(
         "target_accuracy": target_accuracy,
         "target_metric": target_metric,
         "equal_quality_tolerance": EQUAL_QUALITY,
+        "repeats": max(counts) if counts else 0,
         "baseline": baseline,
         "measured_on": measured_on(records),
         "rehearsal_note": rehearsal_note(records),
         "winner": winner,
         "winner_reason": reason,
+        "winner_rule": winner_rule(records, target_metric) if records else None,
         "recommendation": recommendation,
         "prices_as_of": prices.as_of,
         "prices": prices.describe(),
@@ -418,9 +548,10 @@ def build_report(
 def _named_records(results: list[dict]) -> list[dict]:
     """Checked, JSON-safe copies of the records in strategy order, each with its `name`.
 
+    The sort is stable, so a strategy's repeated runs keep the order they ran in.
+
     Raises:
-        ReportError: when a record lacks a required field, or two records
-            have the same strategy and cluster shape.
+        ReportError: when a record lacks a required field.
     """
     parsed = [_parse_record(record, index) for index, record in enumerate(results)]
     order = {name: i for i, name in enumerate(STRATEGIES)}
@@ -433,14 +564,23 @@ def _named_records(results: list[dict]) -> list[dict]:
     return records
 
 
-def _add_derived(
-    record: dict,
-    baseline: Mapping[str, Any] | None,
-    target_accuracy: float,
-    target_metric: str,
-    prices: PriceTable,
+def _add_run_derived(
+    record: dict, target_accuracy: float, target_metric: str, prices: PriceTable
 ) -> None:
-    """Adds speed-up, scaling efficiency, time to target and cost to one record."""
+    """Adds one run's time to target, test quality and cost."""
+    record["time_to_target_accuracy_s"] = round_or_none(
+        time_to_target(record, target_accuracy, target_metric), 3
+    )
+    record["eval_quality"] = eval_quality(record, target_metric)
+    cost = estimate_cost(record, prices)
+    record["estimated_cost_usd"] = cost.usd
+    record["cost_usd_per_hour"] = round_or_none(cost.usd_per_hour, 6)
+    record["priced_as"] = cost.priced_as
+    record["cost_note"] = cost.note
+
+
+def _add_scaling(record: dict, baseline: Mapping[str, Any] | None) -> None:
+    """Adds speed-up and scaling efficiency of a strategy's median throughput."""
     speedup = efficiency = None
     if baseline and (baseline["examples_per_second"] or 0) > 0:
         speedup = record["examples_per_second"] / baseline["examples_per_second"]
@@ -449,14 +589,6 @@ def _add_derived(
         ]
     record["speedup"] = round_or_none(speedup, 4)
     record["scaling_efficiency"] = round_or_none(efficiency, 4)
-    record["time_to_target_accuracy_s"] = round_or_none(
-        time_to_target(record, target_accuracy, target_metric), 3
-    )
-    cost = estimate_cost(record, prices)
-    record["estimated_cost_usd"] = cost.usd
-    record["cost_usd_per_hour"] = round_or_none(cost.usd_per_hour, 6)
-    record["priced_as"] = cost.priced_as
-    record["cost_note"] = cost.note
 
 
 def _common(records: list[Mapping[str, Any]], key: str) -> Any:

@@ -10,7 +10,15 @@ from typing import Any
 from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.plots import PLOT_FILES, render_plots, strategy_colors
-from components.core.comparison.summary import TEXT_COLUMNS, notes, recommended, table_rows
+from components.core.comparison.summary import (
+    TEXT_COLUMNS,
+    notes,
+    recommended,
+    spread_headers,
+    spread_heading,
+    spread_rows,
+    table_rows,
+)
 
 _CSS = """
 :root { color-scheme: light; }
@@ -96,7 +104,7 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
 <ul id="hardware">{"".join(f"<li>{escape(line)}</li>" for line in hardware_lines(report))}</ul>
 <section class="callouts">
 <div class="card winner"><p class="label">Winner</p>
-<p class="name" id="winner">{escape(winner or "none")}</p>
+<p class="name" id="winner">{escape(winner or "no clear winner")}</p>
 <p id="winner-reason">{escape(report.get("winner_reason", ""))}</p></div>
 <div class="card rec"><p class="label">strategist select would choose</p>{recommendation}</div>
 </section>
@@ -111,6 +119,7 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
 </table>
 </div>
 {_baseline_caption(baseline)}
+{_spread_table(report)}
 <h2>Plots</h2>
 <section class="plots">
 {_figures(plots)}
@@ -219,6 +228,25 @@ def _table_cell(record: Mapping[str, Any], key: str, text: str, colors: Mapping[
     if key == "estimated_cost_usd" and (record.get("priced_as") or record.get("cost_note")):
         title = f' title="{escape(record.get("cost_note") or record["priced_as"])}"'
     return f'<td data-key="{key}"{title}>{content}</td>'
+
+
+def _spread_table(report: Mapping[str, Any]) -> str:
+    """The median and min–max of each measure over repeated runs; empty when each ran once."""
+    heading = spread_heading(report)
+    if not heading:
+        return ""
+    head = "".join(f'<th scope="col">{escape(title)}</th>' for title in spread_headers())
+    body = "\n".join(
+        f'<tr data-spread="{escape(row[0])}">'
+        + "".join(f"<td>{escape(cell)}</td>" for cell in row)
+        + "</tr>"
+        for row in spread_rows(report)
+    )
+    return (
+        f'<h2>Spread</h2><p class="caption">{escape(heading)}.</p>'
+        f'<div class="table-wrap"><table id="spread"><thead><tr>{head}</tr></thead>'
+        f"<tbody>\n{body}\n</tbody></table></div>"
+    )
 
 
 def _baseline_caption(baseline: str | None) -> str:

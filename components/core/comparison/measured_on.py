@@ -118,6 +118,8 @@ def recommendation_check(report: Mapping[str, Any], rec: str) -> tuple[str, str]
             f"Predicted for {target}; the runs measured {ran}, so it is not compared with "
             "the measured winner.",
         )
+    if report.get("winner") is None:
+        return "unlike", "No clear winner was measured to compare it with."
     if rec == report.get("winner"):
         return "agree", "Agrees with the measured winner."
     return "differ", "Differs from the measured winner."

@@ -86,7 +86,14 @@ def plot_throughput(report: Mapping[str, Any]) -> bytes:
     names = [r["name"] for r in results][::-1]
     values = [r["examples_per_second"] for r in results][::-1]
     if results:
-        bars = ax.barh(names, values, color=[colors[n] for n in names], height=0.6)
+        bars = ax.barh(
+            names,
+            values,
+            color=[colors[n] for n in names],
+            height=0.6,
+            xerr=_throughput_spread(results[::-1]),
+            error_kw={"ecolor": "#111827", "capsize": 4, "linewidth": 1},
+        )
         top = max(values) or 1.0
         for bar, r in zip(bars, results[::-1], strict=True):
             label = f"{r['examples_per_second']:,.0f}"
@@ -106,11 +113,31 @@ def plot_throughput(report: Mapping[str, Any]) -> bytes:
     else:
         _no_data(ax, "throughput")
     ax.grid(False, axis="y")
-    ax.set_xlabel("examples per second (median epoch after the first)")
+    ax.set_xlabel(
+        "examples per second (median epoch after the first"
+        + (
+            "; bars: medians, whiskers: min–max over repeats)"
+            if report.get("repeats", 1) > 1
+            else ")"
+        )
+    )
     baseline = (report.get("baseline") or {}).get("name")
     title = f"Training throughput (speed-up vs {baseline})" if baseline else "Training throughput"
     ax.set_title(title, loc="left", fontsize=11)
     return _png(fig)
+
+
+def _throughput_spread(results: list[Mapping[str, Any]]) -> list[list[float]] | None:
+    """Error bars from each run's median to its min and max throughput; None when all ran once."""
+    spreads = [(r.get("spread") or {}).get("examples_per_second") or {} for r in results]
+    if all((s.get("n") or 1) < 2 for s in spreads):
+        return None
+    below, above = [], []
+    for r, s in zip(results, spreads, strict=True):
+        median = r["examples_per_second"]
+        below.append(max(0.0, median - (s.get("min") or median)))
+        above.append(max(0.0, (s.get("max") or median) - median))
+    return [below, above]
 
 
 def _plot_history(report: Mapping[str, Any], metric: str, title: str, ylabel: str) -> bytes:

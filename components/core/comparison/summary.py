@@ -9,6 +9,12 @@ from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.values import usd
 
+
+def _accuracy(value: float) -> str:
+    """An accuracy as a percentage with two decimals (0.9554 -> `95.54%`)."""
+    return f"{100 * value:.2f}%"
+
+
 # The columns of every results table: record key, heading, cell format.
 TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("name", "Strategy", str),
@@ -17,9 +23,10 @@ TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("speedup", "Speed-up", lambda v: f"{v:.2f}×"),
     ("scaling_efficiency", "Scaling eff.", lambda v: f"{100 * v:.1f}%"),
     ("time_to_target_accuracy_s", "To target (s)", lambda v: f"{v:.1f}"),
-    ("eval_accuracy", "Eval accuracy", lambda v: f"{100 * v:.2f}%"),
+    ("eval_accuracy", "Eval accuracy", _accuracy),
     ("eval_loss", "Eval loss", lambda v: f"{v:.4f}"),
     ("wall_seconds", "Wall (s)", lambda v: f"{v:.1f}"),
+    ("seconds_per_epoch", "Wall/epoch (s)", lambda v: f"{v:.2f}"),
     ("estimated_cost_usd", "Est. cost", lambda v: usd(v)),
 )
 
@@ -33,8 +40,17 @@ DISPLAY_PRECISION = {
     "eval_accuracy": 4,  # shown as a percentage with two decimals
     "eval_loss": 4,
     "wall_seconds": 1,
+    "seconds_per_epoch": 2,
     "estimated_cost_usd": 6,
 }
+
+# The measures whose spread over repeated runs is shown: `spread` key, heading, format.
+SPREAD_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("seconds_per_epoch", "Wall/epoch (s)", lambda v: f"{v:.2f}"),
+    ("examples_per_second", "Examples/s", lambda v: f"{v:,.0f}"),
+    ("time_to_target_accuracy_s", "To target (s)", lambda v: f"{v:.1f}"),
+    ("eval_quality", "Eval quality", lambda v: f"{v:.4g}"),
+)
 
 
 # What a missing value means, where it is not simply unknown.
@@ -58,6 +74,60 @@ def table_rows(report: Mapping[str, Any]) -> list[list[str]]:
     return [[_cell(r, key, fmt) for key, _, fmt in TEXT_COLUMNS] for r in report.get("results", [])]
 
 
+def spread_heading(report: Mapping[str, Any]) -> str | None:
+    """The spread table's title, or None when every strategy ran once (nothing to spread)."""
+    if (report.get("repeats") or 1) < 2:
+        return None
+    metric = report.get("target_metric") or "accuracy"
+    return (
+        f"Spread over repeated runs (median, min–max over N interleaved runs; "
+        f"eval quality is the test {metric})"
+    )
+
+
+def spread_headers() -> list[str]:
+    """The spread table's column headings."""
+    return ["Strategy", "N", *(title for _, title, _ in SPREAD_COLUMNS)]
+
+
+def spread_rows(report: Mapping[str, Any]) -> list[list[str]]:
+    """Per strategy: its name, runs and `median (min–max)` of each measure in `SPREAD_COLUMNS`."""
+    accuracy = (report.get("target_metric") or "accuracy") == "accuracy"
+    rows = []
+    for r in report.get("results", []):
+        spread = r.get("spread") or {}
+        cells = [r["name"], str(r.get("repeats") or 1)]
+        for key, _, fmt in SPREAD_COLUMNS:
+            if key == "eval_quality" and accuracy:
+                fmt = _accuracy  # as the Eval accuracy column shows it
+            cells.append(_spread_cell(spread.get(key), fmt, _MISSING.get(key, "–")))
+        rows.append(cells)
+    return rows
+
+
+def _spread_cell(summary: Mapping[str, Any] | None, fmt: Callable[[Any], str], missing: str) -> str:
+    """`1,234 (1,200–1,260)`; a missing median or bound in words."""
+    if not summary:
+        return "–"
+
+    def shown(value: Any) -> str:
+        return missing if value is None else fmt(value)
+
+    return f"{shown(summary['median'])} ({shown(summary['min'])}–{shown(summary['max'])})"
+
+
+def _aligned(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Lines of a plain-text table: the first column left-aligned, the others right."""
+    widths = [max(len(x) for x in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        out = [cells[0].ljust(widths[0])]
+        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join(out).rstrip()
+
+    return [line(headers), "  ".join("-" * w for w in widths), *(line(row) for row in rows)]
+
+
 def summary_table(report: Mapping[str, Any]) -> str:
     """A plain-text table of the report for terminals, with the winner below it.
 
@@ -67,19 +137,14 @@ def summary_table(report: Mapping[str, Any]) -> str:
     Returns:
         Lines of aligned columns, the winner and its reason, and the baseline.
     """
-    headers = [title for _, title, _ in TEXT_COLUMNS]
-    rows = table_rows(report)
-    widths = [max(len(x) for x in column) for column in zip(headers, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        out = [cells[0].ljust(widths[0])]
-        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
-        return "  ".join(out).rstrip()
-
-    lines = [line(headers), "  ".join("-" * w for w in widths)]
-    lines += [line(row) for row in rows]
+    lines = _aligned([title for _, title, _ in TEXT_COLUMNS], table_rows(report))
+    heading = spread_heading(report)
+    if heading:
+        lines += ["", heading + ":", *_aligned(spread_headers(), spread_rows(report))]
     lines.append("")
     lines.append(f"Winner: {report.get('winner') or '–'}. {report.get('winner_reason', '')}")
+    if report.get("winner_rule"):
+        lines.append(report["winner_rule"])
     if report.get("baseline"):
         lines.append(report["baseline"]["description"])
     lines.extend(hardware_lines(report))
@@ -118,6 +183,12 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
             cells[0] = f"**{cells[0]}**"
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
+    heading = spread_heading(report)
+    if heading:
+        out += [f"**{heading}**", "", "| " + " | ".join(spread_headers()) + " |"]
+        out.append("|" + "|".join([":---"] + ["---:"] * (len(spread_headers()) - 1)) + "|")
+        out += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in spread_rows(report)]
+        out.append("")
     out.extend(f"- {_md_escape(note)}" for note in notes(report))
     return "\n".join(out) + "\n"
 
@@ -145,6 +216,8 @@ def notes(report: Mapping[str, Any]) -> list[str]:
         One sentence or more per note, in display order.
     """
     out = []
+    if report.get("winner_rule"):
+        out.append(report["winner_rule"])
     if report.get("baseline"):
         out.append(report["baseline"]["description"])
     out.extend(hardware_lines(report))
@@ -152,7 +225,8 @@ def notes(report: Mapping[str, Any]) -> list[str]:
         out.append(report["rehearsal_note"])
     out.append(
         f"Time to target: wall-clock seconds from the start of fit to the end of the first "
-        f"epoch whose {_target(report)} was reached (epoch granularity)."
+        f"epoch whose {_target(report)} was reached (epoch granularity). Wall/epoch: the "
+        "time inside epochs over the epochs run."
     )
     prices = report.get("prices") or {}
     out.append(
