@@ -19,7 +19,8 @@ sides and Strategist's phases (start-up, set-up, export, evaluation), so time
 that per-epoch throughput cannot see is in the report too.
 
 `--output FILE` gets `{strategy: {"ours": eps, "bare": eps, "ratio": ours/bare,
-"rounds": n, "ours_run_seconds", "bare_run_seconds", ...}}`.
+"rounds": n, "ours_run_seconds", "bare_run_seconds", "machine", ...}}`; `machine` is
+`common.machine_info()` (CPU model, cores, memory, TensorFlow version).
 """
 
 from __future__ import annotations
@@ -252,6 +253,10 @@ def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any
     shards = os.path.join(args.work_dir, f"shards-{args.steps}-steps")
     log(f"overhead: shards {shards} ({common.train_examples_for(args.steps)} training examples)")
     common.make_shards(shards, common.train_examples_for(args.steps))
+    # The gap under parameter_server followed the machine kind (docs/benchmarks.md), so
+    # every record says which machine it was measured on.
+    machine = common.machine_info()
+    log(f"overhead: machine {machine['cpu_model']}, {machine['nproc']} cores")
     results: dict[str, dict[str, Any]] = {}
     for strategy in args.strategies:
         sides = sides_for(strategy, args.creator_baseline)
@@ -320,6 +325,7 @@ def run_overhead(args: argparse.Namespace, log=print) -> dict[str, dict[str, Any
             epochs=args.epochs,
             model=args.model,
             global_batch_size=common.GLOBAL_BATCH,
+            machine=machine,
         )
         results[strategy] = record
     return results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -201,6 +202,9 @@ def test_tiny_overhead_run_writes_the_promised_json(tmp_path):
         assert record["fit_outside_epochs_seconds_per_round"][side][0] >= 0
     assert record["ours_phase_seconds"]["epochs"] > 0
     assert "fit outside epochs" in overhead.time_table(results)
+    # The machine kind the ratio was measured on (the parameter-server gap followed it).
+    assert record["machine"]["nproc"] == os.cpu_count()
+    assert record["machine"]["cpu_model"]
 
 
 def _train_step_ops(model, batch: int = 16, steps: int = 4):

@@ -65,3 +65,39 @@ def test_tensorboard_logs_go_under_the_output_or_where_vertex_ai_says(monkeypatc
     # Vertex AI gives a gs:// folder; TensorFlow writes it through the job's gcsfuse mount.
     monkeypatch.setenv(training.TENSORBOARD_ENV, "gs://bucket/logs/run-1")
     assert training.tensorboard_log_dir("/runs/a") == "/gcs/bucket/logs/run-1"
+
+
+def _schedule_ops(step_device: str) -> list:
+    """The ops the warm-up schedule adds to a graph, for a step counter on `step_device`."""
+    import tensorflow as tf
+
+    from components.core.config import RunConfig, TrainingConfig
+
+    schedule = training.make_learning_rate(
+        RunConfig(training=TrainingConfig(warmup_epochs=1)), 32, 10
+    )
+    with tf.Graph().as_default() as graph:
+        with tf.device(step_device):
+            step = tf.Variable(0, dtype=tf.int64, name="iterations")
+        before = set(graph.get_operations())
+        rate = schedule(step)
+    return [op for op in graph.get_operations() if op not in before], rate
+
+
+def test_warm_up_is_computed_where_a_parameter_server_keeps_the_step():
+    """Under parameter_server the rate is computed on the PS task: no transfer per step.
+
+    tf-keras assigns the schedule's value to a variable on the PS every step; computed on
+    the worker it would cost a read and an assign across tasks (docs/benchmarks.md).
+    """
+    ops, rate = _schedule_ops("/job:ps/replica:0/task:0/device:CPU:0")
+    # The counter's read is colocated with the counter by TensorFlow itself; the arithmetic
+    # on it is what would otherwise run on the worker.
+    ops = [op for op in ops if op.type != "ReadVariableOp"]
+    assert ops and all(op.device.startswith("/job:ps/replica:0/task:0") for op in ops), [
+        (op.type, op.device) for op in ops
+    ]
+    assert rate.device.startswith("/job:ps/")
+    # Anywhere else (one machine, mirrored replicas) the schedule is left unplaced.
+    local_ops, _ = _schedule_ops("/device:CPU:0")
+    assert not any("/job:" in op.device for op in local_ops)

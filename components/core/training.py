@@ -168,13 +168,33 @@ def make_learning_rate(
         def __call__(self, step):
             import tensorflow as tf
 
-            progress = tf.cast(step + 1, tf.float32) / float(self.warmup_steps)
-            return self.peak * tf.minimum(1.0, progress)
+            with on_parameter_server_of(step):
+                progress = tf.cast(step + 1, tf.float32) / float(self.warmup_steps)
+                return self.peak * tf.minimum(1.0, progress)
 
         def get_config(self) -> dict[str, Any]:
             return {"peak": self.peak, "warmup_steps": self.warmup_steps}
 
     return WarmUp(peak, warmup_steps)
+
+
+def on_parameter_server_of(step):
+    """A device scope on the parameter server that holds `step`, else no scope.
+
+    tf-keras computes a learning-rate schedule from the optimizer's step counter
+    and assigns the result to a variable every step (`_compute_current_learning_rate`
+    in tf_keras/src/optimizers/optimizer.py). Under parameter_server both
+    variables live on a parameter server; computed on the worker, the schedule
+    costs two transfers per step in series before the update (the counter read
+    to the worker, the rate sent back), which the profile in docs/benchmarks.md
+    measured. Computed where the counter lives, it costs none.
+    """
+    import tensorflow as tf
+
+    device = getattr(step, "device", "") or ""
+    if isinstance(step, tf.Variable) and "/job:ps/" in device:
+        return tf.device(device)
+    return contextlib.nullcontext()
 
 
 class EpochRecorder:
