@@ -2,7 +2,7 @@
 
 from typing import NamedTuple
 
-from kfp.dsl import ClassificationMetrics, Dataset, Input, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
 
 def evaluate(
@@ -10,6 +10,7 @@ def evaluate(
     shards: Input[Dataset],
     metrics: Output[Metrics],
     confusion: Output[ClassificationMetrics],
+    report: Output[HTML],
     promotion_target: str = "none",
     promotion_root: str = "",
     promotion_metric: str = "test_accuracy",
@@ -34,8 +35,11 @@ def evaluate(
         metrics: every test metric (test_accuracy or test_mae/test_rmse/test_mse,
             test_loss, the model's compiled metrics).
         confusion: classification: the confusion matrix, drawn by the KFP UI;
-            regression: the (true, predicted) points of a predicted-vs-true
+            regression: the (true, predicted) points of the predicted-vs-true
             plot, in its metadata.
+        report: a page the KFP UI shows: every test metric and, for a
+            regression, the predicted-vs-true plot (inline SVG); for a
+            classification, the per-class precision, recall and F1.
         promotion_target: where the promoted model is recorded: pointer (a
             promoted.json under promotion_root), vertex (Vertex AI Model
             Registry) or none (no blessing).
@@ -57,7 +61,7 @@ def evaluate(
         metric_value: the candidate's value of promotion_metric.
         blessing_reason: why, with the numbers compared.
     """
-    from components.core import evaluation, promotion
+    from components.core import evaluation, evaluation_page, promotion, storage
 
     promotion.check_settings(promotion_target, promotion_metric, promotion_margin)
     result = evaluation.evaluate_saved_model(model.path, shards.path)
@@ -69,6 +73,7 @@ def evaluate(
         confusion.log_confusion_matrix(labels, result.confusion_matrix)
     else:
         confusion.metadata["predicted_vs_true"] = [list(p) for p in result.points]
+    storage.write_text(report.path, evaluation_page.render(result))
     value = promotion.metric_value(promotion_metric, result.metrics)
     store = promotion.pipeline_store(
         promotion_target, promotion_root, pipeline_root, model_display_name, cloud_config_json
