@@ -58,7 +58,9 @@ def evaluate(
             `Output` because kfp.local 2.17.0 resolves a dsl.If condition on
             a task output only when the output is called `Output`.)
         test_accuracy: the test accuracy (NaN for regression).
-        metric_value: the candidate's value of promotion_metric.
+        metric_value: the candidate's value of promotion_metric (NaN when
+            promotion_target is none and the task has no such metric, as a
+            regression in the comparison pipeline has no test_accuracy).
         blessing_reason: why, with the numbers compared.
     """
     from components.core import evaluation, evaluation_page, promotion, storage
@@ -74,10 +76,13 @@ def evaluate(
     else:
         confusion.metadata["predicted_vs_true"] = [list(p) for p in result.points]
     storage.write_text(report.path, evaluation_page.render(result))
-    value = promotion.metric_value(promotion_metric, result.metrics)
     store = promotion.pipeline_store(
         promotion_target, promotion_root, pipeline_root, model_display_name, cloud_config_json
     )
+    if store is None:  # nothing is promoted (the comparison pipeline): any task evaluates
+        value = result.metrics.get(promotion_metric.removeprefix("test_"), float("nan"))
+    else:
+        value = promotion.metric_value(promotion_metric, result.metrics)
     blessing = promotion.bless(store, value, promotion_metric, promotion_margin)
     print(f"evaluate: {'blessed' if blessing.blessed else 'not blessed'}: {blessing.reason}")
     metrics.log_metric("blessed", int(blessing.blessed))
