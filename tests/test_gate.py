@@ -276,7 +276,9 @@ def test_cli_gates_a_regression_report_on_its_metric(files, capsys):
     worse = regression_report(mirrored=errors(0.6, 0.4), one_device=errors(0.5, 0.4))
     worse = files("w.json", worse)
     assert main(["gate", worse, "--baseline", base, "--metric", "mae"]) == 1
-    assert "mirrored: test mae rose 20.0% (0.5 -> 0.6" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "mirrored: test mae rose 20.0% (0.5 -> 0.6" in out
+    assert "examples/s (+0.0%), test mae 0.5 -> 0.5 (unchanged)" in out  # one_device
     assert main(["gate", worse, "--baseline", base, "--metric", "mse"]) == 0
     args = ["--metric", "mae", "--max-metric-change", "0.25"]
     assert main(["gate", worse, "--baseline", base, *args]) == 0

@@ -78,12 +78,13 @@ class StrategyCheck:
                 f"eval accuracy {pct(self.baseline_quality)} -> {pct(self.quality)} "
                 f"({0.0 - 100 * self.quality_drop:+.2f} pp)"
             )
-        change = abs(100 * self.quality_drop)
-        verdict = "better" if self.quality_drop < 0 else "worse" if self.quality_drop else "same"
-        return (
-            f"test {self.metric} {self.baseline_quality:.4g} -> {self.quality:.4g} "
-            f"({change:.1f}% {verdict})"
-        )
+        change = f"{abs(100 * self.quality_drop):.1f}%"
+        verdict = (
+            f"{change} better" if self.quality_drop < 0
+            else f"{change} worse" if self.quality_drop > 0
+            else "unchanged"
+        )  # fmt: skip
+        return f"test {self.metric} {self.baseline_quality:.4g} -> {self.quality:.4g} ({verdict})"
 
 
 @dataclass(frozen=True)
