@@ -370,10 +370,15 @@ def test_the_regression_example_learns_a_float_csv_label_with_every_strategy(
 
     from components.core import datasets
 
-    metrics = json.loads((regression_run(strategy) / "metrics.json").read_text())
+    out = regression_run(strategy)
+    metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["task"] == "regression" and metrics["eval_accuracy"] is None
     manifest = datasets.load_manifest(metrics["run_config"]["data"]["shards_dir"])
     labels = np.concatenate([y.numpy() for _, y in datasets.eval_dataset(manifest)])
+    # The chief's page beside metrics.json: the plot has a point per test example.
+    page = (out / "evaluation.html").read_text()
+    assert page.count('<circle class="point"') == len(labels)
+    assert f"<td>mae</td><td>{metrics['eval_metrics']['mae']:.5g}</td>" in page
     # The mean predictor's MSE on the test split (its own mean: the best constant).
     constant = float(np.var(labels))
     assert metrics["eval_metrics"]["mse"] < 0.75 * constant, (metrics["eval_metrics"], constant)
