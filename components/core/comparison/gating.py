@@ -206,11 +206,10 @@ def _quality(r: Mapping[str, Any], name: str, role: str, metric: str) -> float:
     """
     if metric == ACCURACY:
         value = r.get("eval_accuracy")
-        if value is None and is_number(eval_quality(r, "loss")):
+        if value is None and (r.get("eval_metrics") or is_number(r.get("eval_loss"))):
             raise ReportError(
                 f"{role}: result {name} has no eval accuracy (a {r.get('task') or 'regression'} "
-                f"run): gate it on one of its test metrics with --metric "
-                f"({_metric_names(r)})"
+                f"run): gate it on one of its test metrics with --metric ({_metric_names(r)})"
             )
         if not is_number(value):
             raise ReportError(
