@@ -2,7 +2,7 @@
 
 from typing import NamedTuple
 
-from kfp.dsl import ClassificationMetrics, Dataset, Input, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
 
 def evaluate(
@@ -10,6 +10,7 @@ def evaluate(
     shards: Input[Dataset],
     metrics: Output[Metrics],
     confusion: Output[ClassificationMetrics],
+    report: Output[HTML],
     promotion_target: str = "none",
     promotion_root: str = "",
     promotion_metric: str = "test_accuracy",
@@ -34,8 +35,11 @@ def evaluate(
         metrics: every test metric (test_accuracy or test_mae/test_rmse/test_mse,
             test_loss, the model's compiled metrics).
         confusion: classification: the confusion matrix, drawn by the KFP UI;
-            regression: the (true, predicted) points of a predicted-vs-true
+            regression: the (true, predicted) points of the predicted-vs-true
             plot, in its metadata.
+        report: a page the KFP UI shows: every test metric and, for a
+            regression, the predicted-vs-true plot (inline SVG); for a
+            classification, the per-class precision, recall and F1.
         promotion_target: where the promoted model is recorded: pointer (a
             promoted.json under promotion_root), vertex (Vertex AI Model
             Registry) or none (no blessing).
@@ -54,10 +58,12 @@ def evaluate(
             `Output` because kfp.local 2.17.0 resolves a dsl.If condition on
             a task output only when the output is called `Output`.)
         test_accuracy: the test accuracy (NaN for regression).
-        metric_value: the candidate's value of promotion_metric.
+        metric_value: the candidate's value of promotion_metric (NaN when
+            promotion_target is none and the task has no such metric, as a
+            regression in the comparison pipeline has no test_accuracy).
         blessing_reason: why, with the numbers compared.
     """
-    from components.core import evaluation, promotion
+    from components.core import evaluation, evaluation_page, promotion, storage
 
     promotion.check_settings(promotion_target, promotion_metric, promotion_margin)
     result = evaluation.evaluate_saved_model(model.path, shards.path)
@@ -69,10 +75,14 @@ def evaluate(
         confusion.log_confusion_matrix(labels, result.confusion_matrix)
     else:
         confusion.metadata["predicted_vs_true"] = [list(p) for p in result.points]
-    value = promotion.metric_value(promotion_metric, result.metrics)
+    storage.write_text(report.path, evaluation_page.render(result))
     store = promotion.pipeline_store(
         promotion_target, promotion_root, pipeline_root, model_display_name, cloud_config_json
     )
+    if store is None:  # nothing is promoted (the comparison pipeline): any task evaluates
+        value = result.metrics.get(promotion_metric.removeprefix("test_"), float("nan"))
+    else:
+        value = promotion.metric_value(promotion_metric, result.metrics)
     blessing = promotion.bless(store, value, promotion_metric, promotion_margin)
     print(f"evaluate: {'blessed' if blessing.blessed else 'not blessed'}: {blessing.reason}")
     metrics.log_metric("blessed", int(blessing.blessed))

@@ -116,6 +116,7 @@ def main(work_dir: str, tfds_dir: str) -> dict:
     import tensorflow as tf
 
     from components.core import datasets, storage
+    from components.core.config import DataConfig
 
     shards = f"gs://{BUCKET}/shards"
     # Written by the storage layer (gcsfs), read by TensorFlow's GCS filesystem.
@@ -128,6 +129,25 @@ def main(work_dir: str, tfds_dir: str) -> dict:
         for index in range(3):
             writer.write(f"record {index}".encode())
     read_back = [r.numpy().decode() for r in tf.data.TFRecordDataset(written)]
+    # `--data gs://.../*.tfrecord`: globbed by the storage layer, read by TensorFlow.
+    for part in range(2):
+        with tf.io.TFRecordWriter(f"gs://{BUCKET}/data/part-{part}.tfrecord") as writer:
+            for index in range(10):
+                feature = {
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=[index, part])),
+                    "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[index % 2])),
+                }
+                writer.write(
+                    tf.train.Example(
+                        features=tf.train.Features(feature=feature)
+                    ).SerializeToString()
+                )
+    spec = (
+        '{"x": {"shape": [2], "dtype": "float32"}, "y": {"shape": [], "dtype": "int64", '
+        '"num_classes": 2}}'
+    )
+    data = DataConfig(files=f"gs://{BUCKET}/data/*.tfrecord", label="y", feature_spec=spec)
+    records = datasets.shard_data(data, os.path.join(work_dir, "tfrecord-shards"), log=print)
     result = {
         "tf_listdir": sorted(tf.io.gfile.listdir(shards)),
         "storage_listdir": storage.listdir(shards),
@@ -137,6 +157,7 @@ def main(work_dir: str, tfds_dir: str) -> dict:
         "tf_written_size_seen_by_storage": storage.size(written),
         "tf_written_size_seen_by_tf": tf.io.gfile.stat(written).length,
         "tf_records_read_back": read_back,
+        "gs_tfrecord_examples_sharded": [records.split(n).num_examples for n in ("train", "test")],
     }
     emulator.terminate()
     return result

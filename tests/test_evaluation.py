@@ -82,3 +82,56 @@ def test_metric_directions(metric, lower):
     from components.core.evaluation import lower_is_better
 
     assert lower_is_better(metric) is lower
+
+
+def svg_points(page: str):
+    """The (cx, cy) of every point, and the diagonal's ends, of the page's inline SVG plot."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    svg = ET.fromstring(re.search(r"<svg.*?</svg>", page, re.S).group(0))
+    ns = "{http://www.w3.org/2000/svg}"
+    points = [
+        (float(c.get("cx")), float(c.get("cy")))
+        for c in svg.iter(f"{ns}circle")
+        if c.get("class") == "point"
+    ]
+    (line,) = [e for e in svg.iter(f"{ns}line") if e.get("class") == "identity"]
+    ends = tuple(float(line.get(k)) for k in ("x1", "y1", "x2", "y2"))
+    return points, ends
+
+
+def test_the_predicted_vs_true_plot_draws_every_point_where_it_belongs():
+    """One circle per (true, predicted) pair: right is a larger true value, up a larger
+    prediction, and an exact prediction lies on the diagonal."""
+    from components.core import evaluation_page
+    from components.core.evaluation import EvalResult
+
+    pairs = [(10.0, 10.0), (20.0, 35.0), (30.0, 25.0), (40.0, 40.0), (50.0, float("nan"))]
+    metrics = {"loss": 1.0, "mae": 2.0, "mse": 1.0, "rmse": 1.0}
+    result = EvalResult("regression", None, 1.0, 5, None, metrics, points=pairs)
+
+    page = evaluation_page.render(result)
+    drawn, (x1, y1, x2, y2) = svg_points(page)
+
+    assert len(drawn) == 4  # the NaN prediction is left out, and said so
+    assert "1 predictions are not finite numbers" in page
+    xs = [cx for cx, _ in drawn]
+    assert xs == sorted(xs) and len(set(xs)) == 4  # true values 10 < 20 < 30 < 40
+    ys = {pair: cy for pair, (_, cy) in zip(pairs, drawn, strict=False)}
+    assert ys[(20.0, 35.0)] < ys[(30.0, 25.0)]  # SVG's y grows downwards
+    for (t, p), (cx, cy) in zip(pairs, drawn, strict=False):  # on the diagonal iff exact
+        on_diagonal = abs((cx - x1) * (y2 - y1) - (cy - y1) * (x2 - x1)) < 1e-6 * (x2 - x1) ** 2
+        assert on_diagonal == (t == p), (t, p)
+    for name in ("mae", "rmse", "mse", "loss"):
+        assert f"<td>{name}</td>" in page
+    assert ">lower</td>" in page
+
+
+def test_the_axis_ticks_are_round_numbers_inside_the_range():
+    from components.core.evaluation_page import axis_range, ticks
+
+    assert ticks(0.0, 1.0) == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert ticks(23.0, 346.0) == [100.0, 200.0, 300.0]
+    low, high = axis_range([5.0, 5.0])  # a constant prediction still has a range
+    assert low < 5.0 < high

@@ -184,3 +184,102 @@ def test_cli_help(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--max-throughput-drop" in out and "exit 1" in out
+
+
+# --------------------------------------------------------------------------- regression reports
+
+
+def regression_report(target_metric: str | None = None, **runs: dict[str, float]) -> dict:
+    """A comparison.json of regression runs: strategy -> test metrics (no accuracy)."""
+    results = [
+        {"strategy": name, "name": name, "examples_per_second": 1000.0, "task": "regression",
+         "eval_accuracy": None, "eval_loss": metrics["loss"], "eval_metrics": metrics}
+        for name, metrics in runs.items()
+    ]  # fmt: skip
+    return {"results": results, **({"target_metric": target_metric} if target_metric else {})}
+
+
+def errors(mae: float, mse: float) -> dict[str, float]:
+    return {"loss": mse, "mae": mae, "mse": mse, "rmse": mse**0.5}
+
+
+REGRESSION_BASELINE = regression_report(mirrored=errors(0.50, 0.40), one_device=errors(0.5, 0.4))
+
+
+@pytest.mark.parametrize("metric", ["loss", "mae", "rmse", "mse"])
+def test_a_lower_is_better_metric_regresses_when_it_rises_and_passes_when_it_falls(metric):
+    worse = regression_report(mirrored=errors(0.60, 0.60), one_device=errors(0.5, 0.4))
+    result = gate(worse, REGRESSION_BASELINE, metric=metric)
+    (regression,) = result.regressions
+    assert regression.name == "mirrored" and regression.metric == f"test_{metric}"
+    assert regression.drop > 0.05
+    assert f"mirrored: test {metric} rose" in result.summary()
+    assert "lower is better; allowed 5.0%" in result.summary()
+    better = regression_report(mirrored=errors(0.30, 0.20), one_device=errors(0.5, 0.4))
+    passed = gate(better, REGRESSION_BASELINE, metric=f"test_{metric}")  # the prefix is fine
+    assert passed.passed, passed.summary()
+    assert f"test {metric} +5.0%" in passed.summary() and "% better)" in passed.summary()
+
+
+def test_the_relative_limit_of_a_metric_other_than_accuracy():
+    """MAE 0.50 -> 0.525 is 5 % worse: at the default limit it passes, beyond it fails."""
+    at_limit = regression_report(mirrored=errors(0.525, 0.4), one_device=errors(0.5, 0.4))
+    assert gate(at_limit, REGRESSION_BASELINE, metric="mae").passed
+    assert not gate(at_limit, REGRESSION_BASELINE, metric="mae", max_metric_change=0.04).passed
+    text = gate(at_limit, REGRESSION_BASELINE, metric="mae").summary()
+    line = "mirrored: 1,000.0 -> 1,000.0 examples/s (+0.0%), test mae 0.5 -> 0.525 (5.0% worse)"
+    assert line in text
+
+
+def test_a_higher_is_better_metric_regresses_when_it_falls():
+    base = regression_report(mirrored={"loss": 1.0, "auc": 0.90})
+    result = gate(regression_report(mirrored={"loss": 1.0, "auc": 0.80}), base, metric="auc")
+    (regression,) = result.regressions
+    assert "test auc fell 11.1% (0.9 -> 0.8; higher is better" in regression.describe()
+    assert gate(regression_report(mirrored={"loss": 1.0, "auc": 0.95}), base, metric="auc").passed
+
+
+def test_the_default_metric_is_the_one_the_baseline_was_compared_on():
+    base = regression_report("rmse", mirrored=errors(0.5, 0.40))
+    worse = regression_report("rmse", mirrored=errors(0.5, 0.64))  # rmse 0.632 -> 0.8
+    result = gate(worse, base)
+    assert result.metric == "rmse"
+    assert [r.metric for r in result.regressions] == ["test_rmse"]
+
+
+def test_a_regression_report_gated_on_accuracy_says_which_metric_to_pass():
+    with pytest.raises(ReportError, match=r"has no eval accuracy \(a regression run\): gate it on"):
+        gate(REGRESSION_BASELINE, REGRESSION_BASELINE)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], r"result mirrored has no eval accuracy \(a regression run\): gate it on one of its "
+             r"test metrics with --metric \(loss, mae, mse, rmse\)"),
+        (["--metric", "r2"], r"has no test 'r2': pass --metric with one of its test metrics "
+                             r"\(loss, mae, mse, rmse\)"),
+        (["--metric", "mae", "--max-metric-change", "-1"], "--max-metric-change must be"),
+    ],
+)  # fmt: skip
+def test_cli_exits_2_on_a_regression_report_without_the_gated_metric(files, capsys, argv, message):
+    path = files("r.json", REGRESSION_BASELINE)
+    code = main(["gate", path, "--baseline", files("base.json", REGRESSION_BASELINE), *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("strategist gate: error: ")
+    assert re.search(message, err), err
+
+
+def test_cli_gates_a_regression_report_on_its_metric(files, capsys):
+    base = files("base.json", REGRESSION_BASELINE)
+    worse = regression_report(mirrored=errors(0.6, 0.4), one_device=errors(0.5, 0.4))
+    worse = files("w.json", worse)
+    assert main(["gate", worse, "--baseline", base, "--metric", "mae"]) == 1
+    out = capsys.readouterr().out
+    assert "mirrored: test mae rose 20.0% (0.5 -> 0.6" in out
+    assert "examples/s (+0.0%), test mae 0.5 -> 0.5 (unchanged)" in out  # one_device
+    assert main(["gate", worse, "--baseline", base, "--metric", "mse"]) == 0
+    args = ["--metric", "mae", "--max-metric-change", "0.25"]
+    assert main(["gate", worse, "--baseline", base, *args]) == 0
+    assert capsys.readouterr().out.startswith("PASS: no regression in 2 strategies")

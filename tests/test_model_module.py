@@ -341,10 +341,31 @@ def diabetes_csv(tmp_path_factory) -> Path:
     return Path(csv_data.diabetes(str(tmp_path_factory.mktemp("csv"))))
 
 
+@pytest.fixture(scope="module")
+def regression_run(diabetes_csv, tmp_path_factory):
+    """`regression_run(strategy)`: the output folder of `--data diabetes.csv --label
+    progression` with the regression example, trained once per strategy on a real cluster."""
+    runs: dict[str, Path] = {}
+
+    def run(strategy: str) -> Path:
+        if strategy not in runs:
+            out = tmp_path_factory.mktemp("regression") / strategy
+            argv = [
+                "train", "--local", *STRATEGY_FLAGS[strategy], "--data", str(diabetes_csv),
+                "--label", "progression", "--model-module", str(REGRESSION_MODULE),
+                "--epochs", "20", "--output", str(out),
+            ]  # fmt: skip
+            assert strategist(argv) == 0
+            runs[strategy] = out
+        return runs[strategy]
+
+    return run
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
 def test_the_regression_example_learns_a_float_csv_label_with_every_strategy(
-    strategy, diabetes_csv, tmp_path
+    strategy, regression_run
 ):
     """MSE on `--data diabetes.csv --label progression`: a regression on a real cluster that
     beats the mean predictor by a clear margin, evaluated with MAE, RMSE and MSE."""
@@ -352,19 +373,66 @@ def test_the_regression_example_learns_a_float_csv_label_with_every_strategy(
 
     from components.core import datasets
 
-    out = tmp_path / strategy
-    argv = [
-        "train", "--local", *STRATEGY_FLAGS[strategy], "--data", str(diabetes_csv),
-        "--label", "progression", "--model-module", str(REGRESSION_MODULE), "--epochs", "20",
-        "--output", str(out),
-    ]  # fmt: skip
-    assert strategist(argv) == 0
+    out = regression_run(strategy)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["task"] == "regression" and metrics["eval_accuracy"] is None
     manifest = datasets.load_manifest(metrics["run_config"]["data"]["shards_dir"])
     labels = np.concatenate([y.numpy() for _, y in datasets.eval_dataset(manifest)])
+    # The chief's page beside metrics.json: the plot has a point per test example.
+    page = (out / "evaluation.html").read_text()
+    assert page.count('<circle class="point"') == len(labels)
+    assert f"<td>mae</td><td>{metrics['eval_metrics']['mae']:.5g}</td>" in page
     # The mean predictor's MSE on the test split (its own mean: the best constant).
     constant = float(np.var(labels))
     assert metrics["eval_metrics"]["mse"] < 0.75 * constant, (metrics["eval_metrics"], constant)
     assert set(metrics["eval_metrics"]) >= {"loss", "mae", "rmse", "mse"}
     assert metrics["compile_settings"]["loss"] == "mean_squared_error"
+
+
+@pytest.mark.cluster
+def test_the_evaluate_step_shows_the_predicted_vs_true_plot_of_a_trained_regression(
+    regression_run, tmp_path
+):
+    """The KFP evaluate component, run on the regression a real mirrored cluster trained, as
+    the comparison pipeline runs it (no promotion, the default promotion_metric test_accuracy,
+    which a regression lacks), writes a page (the KFP UI's HTML visualization) whose inline
+    SVG has one point per test example, at its true value and the exported model's prediction."""
+    import numpy as np
+    import tf_keras as keras
+    from kfp.dsl import HTML, ClassificationMetrics, Dataset, Metrics, Model
+
+    from components.core import datasets, evaluation_page
+    from components.evaluate import evaluate
+    from tests.test_evaluation import svg_points
+
+    out = regression_run("mirrored")
+    metrics = json.loads((out / "metrics.json").read_text())
+    shards_dir = metrics["run_config"]["data"]["shards_dir"]
+    page = HTML(uri=str(tmp_path / "report.html"))
+    model = Model(uri=str(out / "model"))
+    outputs = evaluate(
+        model=model,
+        shards=Dataset(uri=shards_dir),
+        metrics=Metrics(uri=str(tmp_path / "metrics")),
+        confusion=ClassificationMetrics(uri=str(tmp_path / "confusion")),
+        report=page,
+    )
+    assert np.isnan(outputs[1]) and np.isnan(outputs[2])  # no accuracy for a regression
+    assert not outputs[0] and "nothing is promoted" in outputs[3]
+
+    text = Path(page.path).read_text()
+    assert not list(tmp_path.glob(".tmp-*"))  # written atomically: nothing left beside it
+    drawn, (x1, y1, x2, y2) = svg_points(text)
+    manifest = datasets.load_manifest(shards_dir)
+    truth = np.concatenate([y.numpy() for _, y in datasets.eval_dataset(manifest)])
+    assert len(drawn) == len(truth) == manifest.splits["test"].num_examples
+    # Each point's x is its true value and its y the model's prediction, on the plot's scale.
+    predicted = keras.models.load_model(str(out / "model"), compile=False).predict(
+        datasets.eval_dataset(manifest).map(lambda x, y: x), verbose=0
+    )[:, 0]
+    low, high = evaluation_page.axis_range([*truth, *predicted])  # the diagonal's ends
+    across, up = (x2 - x1) / (high - low), (y1 - y2) / (high - low)
+    assert [cx for cx, _ in drawn] == pytest.approx(x1 + (truth - low) * across, abs=0.01)
+    assert [cy for _, cy in drawn] == pytest.approx(y1 - (predicted - low) * up, abs=0.05)
+    for name in ("mae", "rmse", "mse"):
+        assert f"<td>{name}</td><td>{metrics['eval_metrics'][name]:.5g}</td>" in text

@@ -160,6 +160,55 @@ def test_damaged_shards_on_gs_are_refused_with_what_to_do(gs, tfds_dir):
         datasets.load_manifest(shards)
 
 
+def _upload_npz(path: str, x, y) -> None:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, x=x, y=y)
+    storage.write_bytes(path, buffer.getvalue())
+
+
+def test_data_files_on_gs_are_sharded_through_the_storage_layer(gs, tmp_path):
+    """`--data gs://bucket/*.npz` and `gs://.../*.csv`: globbed, read and fingerprinted on
+    Cloud Storage (the emulator), sharded with every example; changed files are sharded anew."""
+    import numpy as np
+    import tensorflow as tf
+
+    from components.core.config import DataConfig
+
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = (np.arange(20) % 2).astype(np.int64)
+    _upload_npz(f"{gs}/data/part-0.npz", x[:12], y[:12])
+    _upload_npz(f"{gs}/data/part-1.npz", x[12:], y[12:])
+    csv = "a,b,label\n" + "".join(f"{i},{2 * i},{i * 0.5}\n" for i in range(10))
+    storage.write_text(f"{gs}/table/rows.csv", csv)
+
+    data = DataConfig(files=f"{gs}/data/*.npz", num_shards=2, test_fraction=0.25)
+    manifest = datasets.shard_data(data, str(tmp_path / "npz"), log=lambda _: None)
+    assert manifest.dataset == "data" and manifest.num_classes == 2  # named by the folder
+    assert (manifest.split("train").num_examples, manifest.split("test").num_examples) == (15, 5)
+    read = []  # every record, parsed as a protocol buffer (no tf.data graph to build)
+    for path in manifest.file_paths("train") + manifest.file_paths("test"):
+        for record in tf.data.TFRecordDataset(path):
+            feature = tf.train.Example.FromString(record.numpy()).features.feature
+            read.append((list(feature["x"].float_list.value), feature["y"].int64_list.value[0]))
+    assert sorted(read) == sorted(zip(x.tolist(), y.tolist(), strict=True))  # every example
+
+    table = DataConfig(files=f"{gs}/table/rows.csv", label="label", test_fraction=0.2)
+    rows = datasets.shard_data(table, str(tmp_path / "csv"), log=lambda _: None)
+    assert rows.columns == ("a", "b") and rows.num_classes is None  # float labels: regression
+    assert rows.split("train").num_examples + rows.split("test").num_examples == 10
+
+    # Reused while the objects are unchanged; a rewritten object is sharded again.
+    assert datasets.shard_data(data, str(tmp_path / "npz"), log=print).version == manifest.version
+    _upload_npz(f"{gs}/data/part-1.npz", x[12:16], y[12:16])
+    again = datasets.shard_data(data, str(tmp_path / "npz"), log=lambda _: None)
+    assert again.version != manifest.version
+    assert again.split("train").num_examples + again.split("test").num_examples == 16
+
+
 def test_metrics_and_status_are_written_whole_and_read_back(gs, uploads):
     path = f"{gs}/run/metrics.json"
     run_metrics.write(path, a_record())
@@ -517,3 +566,5 @@ def test_tensorflow_reads_and_writes_gs_through_its_own_filesystem(tmp_path, tfd
     assert result["test_examples_read_by_tf"] == result["test_examples_in_manifest"] > 0
     assert result["tf_written_size_seen_by_storage"] == result["tf_written_size_seen_by_tf"]
     assert result["tf_records_read_back"] == ["record 0", "record 1", "record 2"]
+    # `--data gs://.../*.tfrecord`: 2 files of 10 records, 1 in 5 of each to the test split.
+    assert result["gs_tfrecord_examples_sharded"] == [16, 4]

@@ -403,6 +403,17 @@ def test_bad_data_is_refused_by_compare_too(bad_files, capsys):
     assert "takes one numeric input" in capsys.readouterr().err
 
 
+def test_compare_refuses_to_judge_a_regression_on_accuracy(csv_dir, tmp_path, capsys):
+    """A float label has no accuracy: compare says which --target-metric to pass, and starts
+    nothing (no output folder)."""
+    out = tmp_path / "compare"
+    data = ["--data", str(csv_dir / "diabetes.csv"), "--label", "progression"]
+    assert main(["compare", *data, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "is a regression (its label is a float), which has no accuracy: pass" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_dataset_module_error_names_its_file_and_line(bad_files):
     with pytest.raises(ConfigError, match=r"broken\.py:2"):
         datasets.describe(DataConfig(dataset="x", dataset_module=str(bad_files / "broken.py")))

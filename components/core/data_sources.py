@@ -515,7 +515,8 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
     positions: list[int] = []
     for path in paths:
         try:
-            with np.load(path, allow_pickle=False) as archive:
+            # Through the storage layer: `--data gs://bucket/*.npz` reads like a local glob.
+            with np.load(io.BytesIO(storage.read_bytes(path)), allow_pickle=False) as archive:
                 for key in archive.files:
                     merged.setdefault(key, []).append(archive[key])
                 first = archive[archive.files[0]] if archive.files else []

@@ -499,7 +499,7 @@ def _shard_files(data: DataConfig, folder: str, log) -> Manifest:
 
 def _files_digest(paths: list[str]) -> str:
     """A short fingerprint of the files' names, sizes and modification times."""
-    stats = [(p, storage.size(p), int(os.path.getmtime(p))) for p in paths]
+    stats = [(p, storage.size(p), int(storage.modified(p))) for p in paths]
     return "files-" + hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:12]
 
 
@@ -514,7 +514,8 @@ def _check_first_record(paths: list[str], features, label) -> None:
 
     parse = _parser(EXAMPLE_RECORDS, (*features, label), root="")
     try:
-        first = next(iter(tf.data.TFRecordDataset(paths).take(1)), None)
+        records = tf.data.TFRecordDataset([storage.local_view(p) for p in paths])
+        first = next(iter(records.take(1)), None)
         if first is None:
             raise ConfigError(f"--data {paths[0]}...: the files hold no records")
         parse(first)
@@ -567,7 +568,8 @@ def deal_records(
         dealt = dict.fromkeys(names, 0)
         for path in files[worker::workers]:
             position = 0
-            for batch in tf.data.TFRecordDataset(path).batch(8192):
+            # TensorFlow reads `gs://` itself; a rehearsal's mapped path through `local_view`.
+            for batch in tf.data.TFRecordDataset(storage.local_view(path)).batch(8192):
                 records = batch.numpy()
                 tests = _test_mask(position, len(records), test_fraction)
                 position += len(records)

@@ -40,7 +40,7 @@ MARKER_NAME = "strategist-run.json"
 STATUS_NAME = "status.json"
 # What a training run writes at the top of its output folder: all a replaced
 # run's cleanup may remove (components/core/training.py, sidecar.py, launch/local.py).
-FINAL_ENTRIES = ("metrics.json", "model", "config.json", "tasks")
+FINAL_ENTRIES = ("metrics.json", "model", "config.json", "evaluation.html", "tasks")
 RUN_ENTRIES = (
     *FINAL_ENTRIES,
     STATUS_NAME,

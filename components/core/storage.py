@@ -154,6 +154,20 @@ def size(path: str | os.PathLike) -> int:
     return int(info["size"])
 
 
+def modified(path: str | os.PathLike) -> float:
+    """When a file or object was last written, in seconds since the epoch.
+
+    Raises:
+        FileNotFoundError: when there is none.
+    """
+    text = os.fspath(path)
+    key = _remote(text)
+    if key is None:
+        return os.path.getmtime(local_view(text))
+    # gcsfs gives the object's `updated` time as `mtime` (a datetime).
+    return filesystem().modified(key).timestamp()
+
+
 def listdir(path: str | os.PathLike) -> list[str]:
     """Names directly inside a folder (files and sub-folders), sorted.
 

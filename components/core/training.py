@@ -23,6 +23,7 @@ from typing import Any
 from components.core import (
     datasets,
     evaluation,
+    evaluation_page,
     model_build,
     models,
     run_metrics,
@@ -37,6 +38,8 @@ from components.core.strategies import Role
 METRICS_NAME = "metrics.json"
 MODEL_DIR_NAME = "model"
 CONFIG_NAME = "config.json"
+# The test metrics as a page; for a regression with its predicted-vs-true plot.
+EVALUATION_PAGE_NAME = "evaluation.html"
 SAVED_RUN_CONFIG = os.path.join("assets.extra", "strategist_run_config.json")
 # Epoch records survive a restart here, beside the BackupAndRestore checkpoint.
 EPOCH_LOG_NAME = "epochs.json"
@@ -404,6 +407,9 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         adjustments=[*batch_adjustments(config, batching, replicas), *built.adjustments],
     )
     storage.write_json(storage.join(config.output_dir, CONFIG_NAME), config.to_dict())
+    storage.write_text(
+        storage.join(config.output_dir, EVALUATION_PAGE_NAME), evaluation_page.render(result)
+    )
     run_metrics.write(storage.join(config.output_dir, METRICS_NAME), metrics)
     _write_task_summary(config.output_dir, role, weights_sha256)
     storage.remove_tree(backup_dir)  # finished: nothing to resume

@@ -13,6 +13,7 @@ import time
 from components.core import run_folder
 from components.core.comparison.plots import PLOT_FILES
 from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
+from components.core.input_spec import REGRESSION, InputSpec
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
 from pipelines.cli import common
@@ -162,9 +163,15 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         common.check_machine_size(args, run)
     get_gpu(args.gpu)
     if args.shards_dir:
-        base = _on_shards(base, args)
+        base, spec = _on_shards(base, args)
     else:
-        common.check_data(base)
+        spec = common.check_data(base)
+    if spec.task == REGRESSION and args.target_metric == "accuracy":
+        raise ConfigError(
+            "the data is a regression (its label is a float), which has no accuracy: pass "
+            "--target-metric mae (or loss, rmse, mse, a metric your model compiles) and "
+            "--target-value, the training value that counts as trained"
+        )
     if base.model.module:
         from components.core import model_module
 
@@ -183,7 +190,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     }
 
 
-def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
+def _on_shards(base: RunConfig, args: argparse.Namespace) -> tuple[RunConfig, InputSpec]:
     """The comparison's run on existing shards, checked record by record.
 
     Raises:
@@ -201,7 +208,7 @@ def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
             f"shard file(s), too few for {pipelines} workers: shard again with --num-shards "
             f"{pipelines} or more"
         )
-    return config
+    return config, manifest.input_spec
 
 
 def _clusters(args: argparse.Namespace):

@@ -7,10 +7,15 @@ import argparse
 DESCRIPTION = """\
 Compare a comparison.json with a committed baseline, strategy by strategy, and
 exit 1 when a strategy's throughput fell by more than --max-throughput-drop
-(relative), its eval accuracy fell by more than --max-accuracy-drop (absolute),
-or a baseline strategy is missing from the report. Strategies new in the report
-are listed but not gated. Exits 0 when nothing regressed and 2 when an input
-cannot be read or a threshold is invalid.
+(relative), its quality got worse than allowed, or a baseline strategy is
+missing from the report. Quality is eval accuracy (allowed to fall by
+--max-accuracy-drop, absolute) or, with --metric or a baseline compared on
+--target-metric, another test metric (allowed to get worse by
+--max-metric-change, relative: a loss, MAE, RMSE or MSE may rise by that much,
+any other metric fall). Strategies new in the report are listed but not gated.
+Exits 0 when nothing regressed and 2 when an input cannot be read, a threshold
+is invalid, or a result lacks the gated metric (a regression report has no
+accuracy: pass --metric mae, rmse, mse or loss).
 """
 
 
@@ -47,6 +52,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         metavar="F",
         help="largest allowed absolute drop in eval accuracy (default 0.02 = 2 points)",
     )
+    parser.add_argument(
+        "--metric",
+        metavar="NAME",
+        help="test metric to gate quality on: accuracy, loss, mae, rmse, mse or a metric the "
+        "model compiles (default: the baseline's --target-metric, else accuracy)",
+    )
+    parser.add_argument(
+        "--max-metric-change",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="largest allowed relative worsening of a --metric other than accuracy (default "
+        "0.05: a loss or error 5%% higher, another metric 5%% lower)",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -60,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from components.core.comparison import gate, load_report, validate_thresholds
 
-    validate_thresholds(args.max_throughput_drop, args.max_accuracy_drop)
+    validate_thresholds(args.max_throughput_drop, args.max_accuracy_drop, args.max_metric_change)
     report = load_report(args.report, role="report")
     baseline = load_report(args.baseline, role="baseline")
     result = gate(
@@ -68,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         baseline,
         max_throughput_drop=args.max_throughput_drop,
         max_accuracy_drop=args.max_accuracy_drop,
+        metric=args.metric,
+        max_metric_change=args.max_metric_change,
     )
     print(result.summary())
     return 0 if result.passed else 1
