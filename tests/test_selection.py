@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,27 +73,40 @@ def test_compute_overlap_and_memory_formulas():
     )
 
 
-def test_model_profile_counts_macs_and_caches(tmp_path, monkeypatch):
-    monkeypatch.setenv("STRATEGIST_CACHE_DIR", str(tmp_path))
-    model_profile._profile_cached.cache_clear()
-    mlp = model_profile.profile_model("mlp", num_classes=10)
+def test_model_profile_counts_macs():
+    mlp, _, _ = model_profile._build_and_count("mlp", 10, (8, 8, 1))
     # Dense MACs: 64x128 + 128x64 + 64x10 = 17,024 -> 34,048 FLOPs
     assert mlp.flops_per_example == 34_048
     assert mlp.params == 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10
     assert mlp.largest_variable_params == 64 * 128
-    cnn = model_profile.profile_model("cnn", num_classes=10)
+    cnn, _, _ = model_profile._build_and_count("cnn", 10, (8, 8, 1))
     # 8x8x16x9 + 4x4x32x(9x16) + 32x64 + 64x10 = 85,632 MACs
     assert cnn.flops_per_example == 2 * 85_632
-    assert (tmp_path / "model_profiles.json").exists()
-    # a fresh process reads the disk cache instead of building
-    model_profile._profile_cached.cache_clear()
 
-    def no_build(*args):
-        raise AssertionError("rebuilt a cached model")
 
-    monkeypatch.setattr(model_profile, "_build_and_count", no_build)
-    assert model_profile.profile_model("mlp", num_classes=10) == mlp
-    model_profile._profile_cached.cache_clear()
+@pytest.mark.parametrize(
+    ("name", "classes"),
+    [("mlp", 10), ("mlp", 1000), ("cnn", 3), ("resnet50", 10), ("mobilenet_v2", 1000)],
+)
+def test_bundled_profiles_match_a_live_count(name, classes):
+    """data/model_profiles.json (rewritten by `python -m components.core.model_profile`) is
+    what building and counting the registry model gives, for any class count."""
+    from components.core.models import DEFAULT_INPUT_SHAPES
+
+    live, _, _ = model_profile._build_and_count(name, classes, DEFAULT_INPUT_SHAPES[name])
+    assert model_profile.profile_model(name, num_classes=classes) == live
+
+
+def test_select_sizes_a_registry_model_without_tensorflow():
+    code = (
+        "import sys; from pipelines.cli import main; "
+        "code = main(['select', '--machines', '2', '--gpus-per-machine', '4', '--model', "
+        "'resnet50', '--classes', '1000', '--json']); "
+        "assert 'tensorflow' not in sys.modules, 'imported TensorFlow'; sys.exit(code)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["inputs"]["model"]["params"] == 25_636_712  # as built
 
 
 def test_from_params_refuses_bad_counts():
