@@ -86,7 +86,9 @@ def parse_param(text: str) -> tuple[str, str]:
     """`key=value` -> (key, value); raises ConfigError otherwise."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--param {text!r}: write NAME=VALUE, e.g. --param epochs=10")
+        raise ConfigError(
+            f"--param {text!r}: write NAME=VALUE, e.g. --param run_config.training.epochs=10"
+        )
     return key.strip(), value
 
 

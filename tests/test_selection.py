@@ -424,7 +424,8 @@ def test_cli_history_and_text(tmp_path, capsys):
     measured = [("parameter_server", 6000.0), ("multi_worker_mirrored", 3000.0)]
     path = _comparison(tmp_path, "comparison.json", measured)
     rc = main(["select", "--machines", "4", "--gpus-per-machine", "8", "--network-gbps", "100",
-               "--model", "resnet101", "--history", str(tmp_path)])  # fmt: skip
+               "--gpu", "v100", "--batch-size", "64", "--model", "resnet101",
+               "--history", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0
     assert out.startswith("recommended: parameter_server")
@@ -635,7 +636,7 @@ def _cpu_records(tmp_path: Path, measured: dict[str, float]) -> str:
             strategy=strategy, num_replicas=workers, examples_per_second=eps,
             eval_accuracy=0.9, model="mlp", workers=workers,
             ps=1 if strategy == "parameter_server" else 0,
-            per_replica_batch_size=64, hardware=hardware,
+            per_replica_batch_size=32, hardware=hardware,
         )  # fmt: skip
         results.append(record.to_dict())
     path = tmp_path / "comparison.json"
@@ -669,13 +670,14 @@ def test_history_of_another_model_batch_or_precision_does_not_match(tmp_path):
     records = selection.load_history([path])
     topo = Topology(2, 1, "cpu")
     mlp = model_profile.profile_model("mlp")
-    assert selection.history.mismatch(records[0], topo, mlp, 64) is None
-    assert "batch 64" in selection.history.mismatch(records[0], topo, mlp, 32)
+    # Strategist's own records and select share the default batch (32 per replica).
+    assert selection.history.mismatch(records[0], topo, mlp, 32) is None
+    assert "batch 32" in selection.history.mismatch(records[0], topo, mlp, 64)
     assert "precision fp32" in selection.history.mismatch(
-        records[0], Topology(2, 1, "cpu", precision="mixed"), mlp, 64
+        records[0], Topology(2, 1, "cpu", precision="mixed"), mlp, 32
     )
-    assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 64)
-    assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 64)
+    assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 32)
+    assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 32)
 
 
 # ------------------------------------------------------------------ embeddings, mixes, preemption

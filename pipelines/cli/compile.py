@@ -19,6 +19,12 @@ def add_parser(subparsers) -> None:
             "settings that put the train step on a GPU node pool (node selector "
             "cloud.google.com/gke-accelerator, toleration nvidia.com/gpu, GPU limit)."
         ),
+        epilog=(
+            "examples:\n"
+            "  strategist compile --pipeline training --target vertex -o training.yaml\n"
+            "  strategist compile --pipeline comparison --target kubeflow --gpu a100 "
+            "--gpus-per-machine 4 --image REGISTRY/PATH:TAG -o comparison.yaml"
+        ),
     )
     parser.add_argument("--pipeline", required=True, choices=("training", "comparison"))
     add_target_argument(
