@@ -250,10 +250,14 @@ def test_golden_names_and_descriptions_of_the_run_form(tmp_path, pipeline):
         ("vertex", ["--gpu", "t4", "--gpus-per-machine", "2"], "local", 2),
     ],
 )
-def test_a_cluster_spec_defaults_to_where_it_runs(tmp_path, target, extra, backend, devices):
+def test_a_cluster_spec_defaults_to_where_it_runs(
+    tmp_path, capsys, target, extra, backend, devices
+):
     """`backend` follows the compile target, and the GPUs per machine the train step's."""
     for pipeline in ("training", "comparison"):
         _, spec, _ = _compile(tmp_path, pipeline, target, *extra)
+        said = f"defaults: backend={backend}, gpus_per_machine={devices} "
+        assert said in capsys.readouterr().out
         params = json_format.MessageToDict(spec.root.input_definitions)["parameters"]
         assert params["backend"]["defaultValue"] == backend
         assert params["gpus_per_machine"]["defaultValue"] == devices
