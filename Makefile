@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## Create .venv and install Strategist with its dev tools (idempotent)
 
 run: install ## Compare mirrored, multi-worker and parameter-server training locally (kfp.local)
-	$(STRATEGIST) compare --local
+	$(STRATEGIST) compare
 
 test: install ## Run the whole test suite
 	$(PY) -m pytest -q

@@ -79,7 +79,7 @@ def check_available() -> None:
         text=True,
         timeout=120,
     )
-    if probe.returncode != 0 or "--local" not in probe.stdout:
+    if probe.returncode != 0 or "kfp.local" not in probe.stdout:
         raise Unavailable(
             "`strategist compare --local` is not available in this checkout "
             f"(`strategist compare --help` exited {probe.returncode}); the comparison pipeline "
@@ -102,7 +102,6 @@ def run_pipeline_overhead(args: argparse.Namespace, log=print) -> dict[str, Any]
     command = [
         *strategist_command(),
         "compare",
-        "--local",
         "--strategies",
         args.strategies,
         "--model",

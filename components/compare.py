@@ -24,15 +24,17 @@ def compare_strategies(
 
     Args:
         runs: the metrics.json of each training run.
-        comparison: comparison.json.
-        report: the HTML report, readable in the KFP UI.
-        summary: the summary table as Markdown.
-        plots: a folder of PNG plots.
         recommendation_json: what strategy selection recommended, for the record.
         target_accuracy: the training value of target_metric "time to target" is
             measured to.
         target_metric: accuracy, loss, or any metric the runs record per epoch
             (losses and errors are reached from above).
+
+    Returns:
+        comparison: comparison.json.
+        report: the HTML report, readable in the KFP UI.
+        summary: the summary table as Markdown.
+        plots: a folder of PNG plots.
     """
     import json
 

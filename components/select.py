@@ -26,7 +26,6 @@ def select_strategy(
     Args:
         shards: the shards; their examples size a user's model module
             (`run_config.model.module`), which is built once to be profiled.
-        reasons: the recommendation and its reasons, as Markdown.
         run_config: the run's settings as RunConfig JSON (model, per-replica
             batch, and the cluster: strategy `auto` or one to keep).
         machines: machines available.
@@ -37,8 +36,10 @@ def select_strategy(
         preemptible: whether machines may be preempted (Spot).
 
     Returns:
-        The strategy, the cluster (ClusterConfig JSON) the train step runs, and
-        the recommendation as JSON.
+        reasons: the recommendation and its reasons, as Markdown.
+        strategy: the strategy the train step runs.
+        cluster: the cluster (ClusterConfig JSON) the train step runs.
+        recommendation_json: the recommendation, with its predictions, as JSON.
     """
     import dataclasses
     from collections import namedtuple

@@ -13,10 +13,12 @@ def shard_dataset(shards: Output[Dataset], run_config: dict):
     attached as the artifact's metadata.
 
     Args:
-        shards: the shards folder.
         run_config: the run's settings as RunConfig JSON; its `data` section
             names the TFDS dataset (`digits` builds offline, others download)
             or the files, the TFDS data directory and the shard files per split.
+
+    Returns:
+        shards: the shards folder (TFRecord files and manifest.json).
     """
     from components.core import datasets
     from components.core.config import RunConfig

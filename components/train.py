@@ -12,7 +12,7 @@ def train(
     run_config: dict,
     cluster: dict,
     backend: str = "local",
-    cloud_config_json: str = "{}",
+    cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
     rehearse: bool = False,
 ):
     """Trains a Keras model with a tf.distribute strategy and exports it.
@@ -25,25 +25,28 @@ def train(
 
     Args:
         shards: shards written by shard_dataset.
-        model: the exported SavedModel.
-        metrics: throughput, epoch times and test accuracy, for the KFP UI.
-        metrics_json: the run's full record (metrics.json: what ran, on which
-            hardware, epoch by epoch).
-        gcp_resources: the cloud job, in Google Cloud Pipeline Components'
-            GcpResources JSON: the KFP UI links to it, a cancelled run cancels
-            it, and a retried step re-attaches to it instead of launching
-            another (empty resources for the local backend).
         run_config: the run's settings (data, model, training), as
             RunConfig JSON; see docs/design.md.
         cluster: the strategy and cluster shape to train with, e.g.
             {"strategy": "multi_worker_mirrored", "workers": 2, "ps": 0,
             "devices_per_worker": 1}; replaces the run config's.
         backend: local, vertex or kubeflow (kfp is another name for kubeflow).
-        cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+        cloud_config: the CloudConfig of the vertex and kubeflow backends
+            (project, region, bucket, ...; docs/cloud.md).
         rehearse: with vertex or kubeflow, run every replica of the job this
             step would submit on the step's machine instead (nothing is sent;
             gs:// paths are served from $STRATEGIST_GCS_LOCAL_ROOT, default
             runs/gcs; see docs/cloud.md).
+
+    Returns:
+        model: the exported SavedModel.
+        metrics: throughput, epoch times and test accuracy, for the KFP UI.
+        metrics_json: the run's full record (metrics.json: what ran, on which
+            hardware, epoch by epoch, and the test-split evaluation).
+        gcp_resources: the cloud job, in Google Cloud Pipeline Components'
+            GcpResources JSON: the KFP UI links to it, a cancelled run cancels
+            it, and a retried step re-attaches to it instead of launching
+            another (empty resources for the local backend).
     """
     from components.core import launch
 
@@ -54,7 +57,7 @@ def train(
         model_dir=model.path,
         metrics_path=metrics_json.path,
         backend=backend,
-        cloud_config_json=cloud_config_json,
+        cloud_config=cloud_config,
         gcp_resources_path=gcp_resources,
         rehearse=rehearse,
     )

@@ -7,15 +7,28 @@ from kfp import dsl
 from kfp.dsl import HTML, Artifact, Markdown
 
 from components.core.config import RunConfig, cluster_for
-from components.core.strategy_spec import COMPARED_BY_DEFAULT
+from components.core.strategy_spec import COMPARED_BY_DEFAULT, spec_for
 from components.image import DEFAULT_IMAGE
 from components.registry import build_components
-from pipelines.scheduling import GpuPlacement, place_training
+from pipelines.scheduling import LOCAL_DEVICES, GpuPlacement, place_training, spec_defaults
 
 DEFAULT_STRATEGIES = list(COMPARED_BY_DEFAULT)
 # The comparison's run: the recommendation's strategy is only recorded, never trained.
 DEFAULT_RUN_CONFIG = RunConfig(cluster=cluster_for("mirrored")).to_pipeline_parameter()
-DEFAULT_CLUSTERS = [dataclasses.asdict(cluster_for(name)) for name in DEFAULT_STRATEGIES]
+
+
+def default_clusters(devices: int = LOCAL_DEVICES) -> list[dict]:
+    """The compared clusters: each strategy's default, `devices` per machine where it takes
+    several (mirrored)."""
+    return [
+        dataclasses.asdict(
+            cluster_for(name, devices=devices if spec_for(name).default_devices > 1 else None)
+        )
+        for name in DEFAULT_STRATEGIES
+    ]
+
+
+DEFAULT_CLUSTERS = default_clusters()
 
 
 class ComparisonOutputs(NamedTuple):
@@ -27,7 +40,11 @@ class ComparisonOutputs(NamedTuple):
     plots: Artifact
 
 
-def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacement | None = None):
+def build_comparison_pipeline(
+    image: str = DEFAULT_IMAGE,
+    placement: GpuPlacement | None = None,
+    target: str | None = None,
+):
     """The comparison pipeline with every component on `image`.
 
     Strategies run one after another (`parallelism=1`) so that each is timed on
@@ -37,27 +54,32 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
     Args:
         image: the one container image of every step.
         placement: GPU scheduling of the train steps for a compile target, or
-            None (local runs).
+            None (no GPU on the step).
+        target: the compile target (`vertex`, `kubeflow`), whose defaults the
+            parameters take (`scheduling.spec_defaults`); None for kfp.local.
     """
     c = build_components(image)
+    defaults = spec_defaults(target, placement)
+    clusters_default = default_clusters(defaults.devices)
 
     @dsl.pipeline(
         name="strategist-comparison",
+        display_name="Strategist comparison",
         description="Train the same model on the same data with several tf.distribute "
         "strategies and compare wall-clock per epoch, throughput, scaling efficiency, time to "
         "accuracy, final quality and cost.",
     )
     def comparison(
         run_config: dict = DEFAULT_RUN_CONFIG,
-        clusters: List[dict] = DEFAULT_CLUSTERS,  # noqa: UP006
+        clusters: List[dict] = clusters_default,  # noqa: UP006
         machines: int = 1,
-        gpus_per_machine: int = 2,
+        gpus_per_machine: int = defaults.devices,
         gpu: str = "t4",
         network_gbps: float = 10.0,
         target_accuracy: float = 0.9,
         target_metric: str = "accuracy",
-        backend: str = "local",
-        cloud_config_json: str = "{}",
+        backend: str = defaults.backend,
+        cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
         rehearse: bool = False,
         repeats: int = 1,
     ) -> NamedTuple("Outputs", comparison=Artifact, report=HTML, summary=Markdown, plots=Artifact):
@@ -75,15 +97,17 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
             target_accuracy: the training value of target_metric that time-to-target
                 is measured to (an accuracy, or a loss or error to get below).
             target_metric: accuracy, loss, or any metric the runs record per epoch.
-            backend: where training runs: local, vertex or kubeflow.
-            cloud_config_json: CloudConfig JSON for the vertex and kubeflow backends.
+            backend: where training runs: local (on the train step's machine),
+                vertex (a Vertex AI CustomJob) or kubeflow (a TFJob).
+            cloud_config: the CloudConfig of the vertex and kubeflow backends
+                (project, region, base_output_dir, ...; docs/cloud.md).
             rehearse: with vertex or kubeflow, the train step runs every replica
                 of its cloud job on its own machine instead (docs/cloud.md).
             repeats: how many times each strategy trains, interleaved (s1, s2,
                 s1, s2); the report shows the median and spread of each.
         """
         shard = c.shard_dataset(run_config=run_config)
-        shard.set_display_name("shard")
+        shard.set_display_name("shard data")
         recommendation = c.select_strategy(
             shards=shard.outputs["shards"],
             run_config=run_config,
@@ -95,18 +119,20 @@ def build_comparison_pipeline(image: str = DEFAULT_IMAGE, placement: GpuPlacemen
         recommendation.set_display_name("select strategy")
         runs = c.plan_runs(clusters=clusters, repeats=repeats)
         runs.set_display_name("plan runs")
-        with dsl.ParallelFor(runs.output, parallelism=1) as cluster:
+        with dsl.ParallelFor(runs.output, parallelism=1, name="each strategy") as cluster:
             trained = c.train(
                 shards=shard.outputs["shards"],
                 run_config=run_config,
                 cluster=cluster,
                 backend=backend,
-                cloud_config_json=cloud_config_json,
+                cloud_config=cloud_config,
                 rehearse=rehearse,
             )
             trained.set_display_name("train")
             place_training(trained, placement)
-            evaluated = c.evaluate(model=trained.outputs["model"], shards=shard.outputs["shards"])
+            evaluated = c.evaluate(
+                model=trained.outputs["model"], run=trained.outputs["metrics_json"]
+            )
             evaluated.set_display_name("evaluate")
         compared = c.compare_strategies(
             runs=dsl.Collected(trained.outputs["metrics_json"]),

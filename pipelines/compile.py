@@ -78,7 +78,7 @@ def compile_pipeline(
         raise ConfigError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
     check_image(image)
     placement = placement_for(target, gpu, gpus)
-    func = PIPELINES[pipeline](image=image, placement=placement)
+    func = PIPELINES[pipeline](image=image, placement=placement, target=canonical(target))
     output = Path(output)
     with atomic.staged_file(output) as tmp:
         compiler.Compiler().compile(func, tmp)

@@ -40,3 +40,32 @@ def place_training(task, placement: GpuPlacement | None) -> None:
     task.set_accelerator_limit(placement.count)
     kubernetes.add_node_selector(task, GKE_ACCELERATOR_LABEL, gpu.gke_accelerator)
     kubernetes.add_toleration(task, key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")
+
+
+# Devices per machine a local (kfp.local) run rehearses: logical CPU devices under mirrored.
+LOCAL_DEVICES = 2
+
+
+@dataclass(frozen=True)
+class SpecDefaults:
+    """Pipeline parameter defaults that depend on where the compiled spec runs.
+
+    Attributes:
+        backend: where the train step trains: `local` (on the step's own
+            machine: kfp.local, or a train step placed on GPUs), else the
+            target's cloud job (`vertex` CustomJob, `kubeflow` TFJob).
+        devices: devices (GPUs) per machine: the placed step's GPU count, 1 for
+            a cloud job, `LOCAL_DEVICES` logical CPU devices for kfp.local.
+    """
+
+    backend: str = "local"
+    devices: int = LOCAL_DEVICES
+
+
+def spec_defaults(target: str | None, placement: GpuPlacement | None) -> SpecDefaults:
+    """The defaults of a spec compiled for `target` (None: run by kfp.local)."""
+    if placement is not None:
+        return SpecDefaults("local", placement.count)
+    if target is None:
+        return SpecDefaults()
+    return SpecDefaults(target, 1)

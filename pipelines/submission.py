@@ -86,7 +86,9 @@ def parse_param(text: str) -> tuple[str, str]:
     """`key=value` -> (key, value); raises ConfigError otherwise."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--param {text!r}: write NAME=VALUE, e.g. --param epochs=10")
+        raise ConfigError(
+            f"--param {text!r}: write NAME=VALUE, e.g. --param run_config.training.epochs=10"
+        )
     return key.strip(), value
 
 
@@ -213,7 +215,20 @@ def typed_params(spec: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
                 f"--param {key}={text!r}: expected {kind.lower().replace('_', ' ')}"
             ) from None
     _validate_run(declared, typed)
+    _validate_cloud(typed.get("cloud_config"))
     return typed
+
+
+def _validate_cloud(cloud_config: dict[str, Any] | None) -> None:
+    """Refuses a `cloud_config` the train step would refuse (an unknown field), before sending."""
+    if not cloud_config:
+        return
+    from components.core.launch.cloud import CloudConfig
+
+    try:
+        CloudConfig(**{**cloud_config, "target": "vertex"})
+    except TypeError as err:
+        raise ConfigError(f"--param cloud_config: not a CloudConfig ({err})") from None
 
 
 def _with_field(struct: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]:

@@ -421,7 +421,7 @@ BAD_FILE_CASES = {
     ),
     "select-1000-gpus-per-machine": Case(
         ("select", "--machines", "1", "--gpus-per-machine", "1000", "--model", "mlp"),
-        "no machine holds more than 16",
+        "no machine holds more than 8 t4 GPUs",
     ),
     "select-network-1e12": select(
         "--model", "mlp", "--network-gbps", "1e12", message="is not a network speed"

@@ -53,13 +53,19 @@ def test_training_pipeline_structure(tmp_path):
         # The select step sizes a user's model module for the shards' examples.
         "select-strategy": {"shard-dataset"},
         "train": {"shard-dataset", "select-strategy"},
-        "evaluate": {"train", "shard-dataset"},
-        "condition-1": {"train", "evaluate"},
+        # evaluate reads the trainer's record: no shards, no second evaluation.
+        "evaluate": {"train"},
+        "promote-if-blessed": {"train", "evaluate"},
     }
-    # promote runs only inside the `blessed` condition, on evaluate's blessing.
-    blessed = spec.root.dag.tasks["condition-1"]
+    # promote runs only inside the `blessed` condition, on evaluate's `blessed` output.
+    gate = spec.root.dag.tasks["promote-if-blessed"]
+    assert gate.inputs.parameters["blessed"].task_output_parameter.output_parameter_key == (
+        "blessed"
+    )
+    gate_dag = spec.components[gate.component_ref.name].dag
+    blessed = gate_dag.tasks["condition-1"]
     assert blessed.task_info.name == "blessed"
-    assert "evaluate" in blessed.trigger_policy.condition
+    assert "blessed" in blessed.trigger_policy.condition
     assert set(spec.components[blessed.component_ref.name].dag.tasks) == {"promote"}
     train_inputs = spec.root.dag.tasks["train"].inputs.parameters
     assert train_inputs["cluster"].task_output_parameter.producer_task == "select-strategy"
@@ -91,6 +97,7 @@ def test_comparison_pipeline_loop_and_fan_in(tmp_path):
     assert plan["clusters"].component_input_parameter == "clusters"
     assert plan["repeats"].component_input_parameter == "repeats"
     assert spec.root.input_definitions.parameters["repeats"].default_value.number_value == 1
+    assert loop.task_info.name == "each strategy"
     assert loop.iterator_policy.parallelism_limit == 1  # strategies timed one at a time
     assert set(root) == {
         "shard-dataset", "select-strategy", "plan-runs", loops[0], "compare-strategies",
@@ -171,3 +178,119 @@ def test_the_run_plan_interleaves_every_strategys_repeats():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ConfigError, match="repeats"):
             interleaved_runs(clusters, bad)
+
+
+# What the KFP run form and graph show: every parameter and output described, each name
+# meaning one thing in both pipelines, structured settings typed (the golden names).
+GOLDEN = {
+    "training": {
+        "display_name": "Strategist training",
+        "tasks": {
+            "shard-dataset": "shard data",
+            "select-strategy": "select strategy",
+            "train": "train",
+            "evaluate": "evaluate and bless",
+            "promote-if-blessed": "promote if blessed",
+        },
+        "parameters": {
+            "run_config": "STRUCT", "machines": "NUMBER_INTEGER",
+            "gpus_per_machine": "NUMBER_INTEGER", "gpu": "STRING",
+            "network_gbps": "NUMBER_DOUBLE", "backend": "STRING", "cloud_config": "STRUCT",
+            "rehearse": "BOOLEAN", "promotion_target": "STRING", "promotion_root": "STRING",
+            "promotion_metric": "STRING", "promotion_margin": "NUMBER_DOUBLE",
+            "model_display_name": "STRING",
+        },
+        "outputs": {
+            "test_accuracy": "NUMBER_DOUBLE",
+            "promotion_metric_value": "NUMBER_DOUBLE",
+            "blessed": "BOOLEAN",
+        },
+    },
+    "comparison": {
+        "display_name": "Strategist comparison",
+        "tasks": {
+            "shard-dataset": "shard data",
+            "select-strategy": "select strategy",
+            "plan-runs": "plan runs",
+            "for-loop-1": "each strategy",
+            "compare-strategies": "compare strategies",
+        },
+        "parameters": {
+            "run_config": "STRUCT", "clusters": "LIST", "machines": "NUMBER_INTEGER",
+            "gpus_per_machine": "NUMBER_INTEGER", "gpu": "STRING",
+            "network_gbps": "NUMBER_DOUBLE", "target_accuracy": "NUMBER_DOUBLE",
+            "target_metric": "STRING", "backend": "STRING", "cloud_config": "STRUCT",
+            "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER",
+        },
+        "outputs": {},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("pipeline", ["training", "comparison"])
+def test_golden_names_and_descriptions_of_the_run_form(tmp_path, pipeline):
+    docs, spec, _ = _compile(tmp_path, pipeline, "vertex")
+    golden = GOLDEN[pipeline]
+    assert spec.pipeline_info.display_name == golden["display_name"]
+    root = spec.root
+    tasks = {name: task.task_info.name for name, task in root.dag.tasks.items()}
+    assert tasks == golden["tasks"]
+    params = root.input_definitions.parameters
+    kinds = {
+        name: pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(p.parameter_type)
+        for name, p in params.items()
+    }
+    assert kinds == golden["parameters"]
+    assert all(len(p.description) > 10 for p in params.values()), "a parameter has no description"
+    outputs = root.output_definitions.parameters
+    assert {
+        name: pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(o.parameter_type)
+        for name, o in outputs.items()
+    } == golden["outputs"]
+    assert all(o.description for o in outputs.values())
+    # Every step's inputs and outputs are described too, and no output is called `Output`.
+    for name, component in spec.components.items():
+        if component.HasField("dag"):
+            continue
+        described = [
+            *component.input_definitions.parameters.values(),
+            *component.input_definitions.artifacts.values(),
+            *component.output_definitions.parameters.values(),
+            *component.output_definitions.artifacts.values(),
+        ]
+        assert all(d.description for d in described), name
+        assert "Output" not in component.output_definitions.parameters, name
+    evaluate = spec.components["comp-evaluate"].output_definitions.parameters
+    assert set(evaluate) == {"blessed", "test_accuracy", "metric_value", "blessing_reason"}
+
+
+@pytest.mark.parametrize(
+    ("target", "extra", "backend", "devices"),
+    [
+        ("vertex", [], "vertex", 1),  # training runs as a Vertex AI CustomJob
+        ("kubeflow", ["--gpu", "none"], "kubeflow", 1),  # a TFJob
+        ("kubeflow", ["--gpu", "a100", "--gpus-per-machine", "4"], "local", 4),  # on the step
+        ("vertex", ["--gpu", "t4", "--gpus-per-machine", "2"], "local", 2),
+    ],
+)
+def test_a_cluster_spec_defaults_to_where_it_runs(
+    tmp_path, capsys, target, extra, backend, devices
+):
+    """`backend` follows the compile target, and the GPUs per machine the train step's."""
+    for pipeline in ("training", "comparison"):
+        _, spec, _ = _compile(tmp_path, pipeline, target, *extra)
+        said = f"defaults: backend={backend}, gpus_per_machine={devices} "
+        assert said in capsys.readouterr().out
+        params = json_format.MessageToDict(spec.root.input_definitions)["parameters"]
+        assert params["backend"]["defaultValue"] == backend
+        assert params["gpus_per_machine"]["defaultValue"] == devices
+        if pipeline == "comparison":
+            mirrored = params["clusters"]["defaultValue"][0]
+            assert mirrored["strategy"] == "mirrored"
+            assert mirrored["devices_per_worker"] == devices
+
+
+def test_compiled_files_are_readable_by_the_group(tmp_path):
+    _compile(tmp_path, "training", "vertex")
+    mode = (tmp_path / "training-vertex.yaml").stat().st_mode
+    assert mode & 0o040, oct(mode)  # group may read (the process umask permitting, 022 here)

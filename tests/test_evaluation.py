@@ -3,6 +3,7 @@ loss) and regression (MAE, RMSE, MSE, points to plot), with the model's own comp
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -135,3 +136,22 @@ def test_the_axis_ticks_are_round_numbers_inside_the_range():
     assert ticks(23.0, 346.0) == [100.0, 200.0, 300.0]
     low, high = axis_range([5.0, 5.0])  # a constant prediction still has a range
     assert low < 5.0 < high
+
+
+def test_the_evaluate_step_reads_the_trainers_evaluation_from_its_record():
+    """What the chief measured crosses `metrics.json` whole: no second evaluation needed."""
+    from components.core.evaluation import from_record
+    from components.core.run_metrics import RunMetrics
+
+    regression = RunMetrics(
+        strategy="mirrored", num_replicas=2, examples_per_second=1.0, eval_accuracy=None,
+        task="regression", eval_loss=0.5, eval_metrics={"loss": 0.5, "mae": 0.4, "mse": 0.5},
+        eval_examples=89, eval_points=[[1.0, 1.5], [2.0, 1.8]],
+    )  # fmt: skip
+    read = from_record(RunMetrics.from_json(json.dumps(regression.to_dict())))
+    assert (read.task, read.accuracy, read.num_examples) == ("regression", None, 89)
+    assert read.metrics["mae"] == 0.4 and read.points == [(1.0, 1.5), (2.0, 1.8)]
+    older = RunMetrics(strategy="mirrored", num_replicas=2, examples_per_second=1.0,
+                       eval_accuracy=0.9)  # fmt: skip
+    with pytest.raises(ValueError, match="older Strategist"):
+        from_record(older)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 
 import pytest
 
@@ -246,3 +247,67 @@ def test_compare_refuses_what_it_cannot_pass_on(capsys):
     code = main(["compare", "--global-batch-size", "64"])
     assert code == 2
     assert "--global-batch-size does not fit a comparison" in capsys.readouterr().err
+
+
+def _subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _action(command: str, flag: str) -> argparse.Action:
+    return next(a for a in _subcommand_parsers()[command]._actions if flag in a.option_strings)
+
+
+def test_every_flag_of_every_command_is_documented():
+    """README.md or docs/*.md name every flag a `--help` shows."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    docs = "".join(p.read_text() for p in [root / "README.md", *sorted(root.glob("docs/*.md"))])
+    for command, parser in _subcommand_parsers().items():
+        shown = {
+            flag
+            for action in parser._actions
+            if action.help != argparse.SUPPRESS
+            for flag in action.option_strings
+            if flag.startswith("--")
+        }
+        missing = sorted(f for f in shown if not re.search(re.escape(f) + r"(?![\w-])", docs))
+        assert not missing, f"document these `{command}` flags: {missing}"
+
+
+def test_every_help_ends_with_examples():
+    for command, parser in _subcommand_parsers().items():
+        text = parser.format_help()
+        assert "\nexamples:\n  strategist " in text, command
+        examples = text.split("\nexamples:\n", 1)[1]
+        # Each example is kept whole on its line (not re-wrapped) and parses.
+        lines = [line for line in examples.splitlines() if line.startswith("  strategist ")]
+        assert lines and all(line.startswith(f"  strategist {command}") for line in lines)
+        for line in lines:
+            build_parser().parse_args(shlex.split(line)[1:])
+
+
+def test_one_name_one_meaning_one_default_across_commands():
+    # The GPU recommended for: select, compare and the pipelines' `gpu` agree.
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.training import build_training_pipeline
+
+    assert _action("select", "--gpu").default == _action("compare", "--gpu").default == "t4"
+    for build in (build_training_pipeline, build_comparison_pipeline):
+        params = build().pipeline_spec.root.input_definitions.parameters
+        assert params["gpu"].default_value.string_value == "t4"
+    # Examples per replica per step, the same default everywhere.
+    batch = {c: _action(c, "--batch-size").default for c in ("train", "compare", "select")}
+    assert set(batch.values()) == {RunConfig().training.per_replica_batch_size}, batch
+    # GPUs per machine: one name wherever it exists (`--gpus` stays as the older one).
+    for command in ("train", "select", "compile", "submit", "schedule"):
+        assert "--gpus-per-machine" in _action(command, "--gpus-per-machine").option_strings
+    # --target: the same choices everywhere, `kfp` accepted as `kubeflow`.
+    for command in ("train", "compile", "submit", "schedule"):
+        target = _action(command, "--target")
+        assert tuple(target.choices) == ("vertex", "kubeflow") and target.type("kfp") == "kubeflow"
+    # No shown flag that does nothing: compare's --local (older scripts) is accepted, not shown.
+    assert _action("compare", "--local").help == argparse.SUPPRESS
+    assert build_parser().parse_args(["compare", "--local"]).local is True

@@ -17,8 +17,8 @@ COMMON = dict(
 
 
 def test_vertex_paths_map_back_to_cloud_storage():
-    cloud_json = json.dumps({"project": "p", "region": "us-central1", "image": "r/i:1"})
-    _, cloud = launch._cloud_run(RunConfig(), "vertex", cloud_json)
+    settings = {"project": "p", "region": "us-central1", "image": "r/i:1"}
+    _, cloud = launch._cloud_run(RunConfig(), "vertex", settings)
     assert cloud.target == "vertex"
     config = RunConfig.from_dict(
         {
@@ -26,13 +26,13 @@ def test_vertex_paths_map_back_to_cloud_storage():
             "data": {**RunConfig().to_dict()["data"], "shards_dir": "/gcs/b/s"},
         }
     )
-    _, cloud = launch._cloud_run(config, "vertex", cloud_json)
+    _, cloud = launch._cloud_run(config, "vertex", settings)
     assert cloud.shards_dir == "gs://b/s"
 
 
 def test_unknown_cloud_setting_is_refused():
     with pytest.raises(ConfigError, match="not a CloudConfig"):
-        launch._cloud_run(RunConfig(), "vertex", json.dumps({"zone": "mars-1"}))
+        launch._cloud_run(RunConfig(), "vertex", {"zone": "mars-1"})
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_bad_backend_settings_fail_before_submission(tmp_path, backend, cloud, m
             model_dir=str(tmp_path / "model"),
             metrics_path=str(tmp_path / "metrics.json"),
             backend=backend,
-            cloud_config_json=json.dumps({"base_output_dir": "gs://bucket/out", **cloud}),
+            cloud_config={"base_output_dir": "gs://bucket/out", **cloud},
         )
     assert not (tmp_path / "model").exists()
     assert not (tmp_path / "metrics.json").exists()

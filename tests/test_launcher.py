@@ -497,7 +497,7 @@ def test_train_step_records_the_job_before_it_ends(tmp_path, monkeypatch):
             model_dir=str(tmp_path / "model"),
             metrics_path=str(tmp_path / "metrics.json"),
             backend="vertex",
-            cloud_config_json=json.dumps(cloud),
+            cloud_config=cloud,
             gcp_resources_path=str(path),
         )
     assert recorded(path)["resources"][0]["resourceUri"].endswith("customJobs/1000")

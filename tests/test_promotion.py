@@ -102,7 +102,7 @@ def test_pipeline_store_from_the_pipeline_parameters(tmp_path):
     pointer = promotion.pipeline_store("pointer", "", str(tmp_path))
     assert pointer.path == f"{tmp_path}/strategist-promotion/promoted.json"
     assert promotion.pipeline_store("pointer", "/x", str(tmp_path)).path == "/x/promoted.json"
-    cloud = json.dumps({"project": "acme", "region": "europe-west4", "target": "vertex"})
+    cloud = {"project": "acme", "region": "europe-west4", "target": "vertex"}
     registry = promotion.pipeline_store("vertex", "", "gs://b/root", "digits", cloud)
     assert (registry.project, registry.region, registry.display_name) == (
         "acme", "europe-west4", "digits",

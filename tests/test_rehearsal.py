@@ -444,7 +444,7 @@ def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp
             "run_config": run_config,
             "clusters": [dataclasses.asdict(ClusterConfig("mirrored", devices_per_worker=2))],
             "backend": "vertex",
-            "cloud_config_json": json.dumps(cloud),
+            "cloud_config": cloud,
             "rehearse": True,
         },
         str(tmp_path / "root"),

@@ -413,6 +413,20 @@ def test_typed_params_follow_the_compiled_parameter_types(tmp_path):
         submission.typed_params(spec, {"names": '{"a": 1}'})
 
 
+def test_cloud_config_is_a_typed_parameter_set_field_by_field(tmp_path):
+    """The compiled pipelines take the CloudConfig as a dict; a field of it is one --param."""
+    from pipelines.compile import compile_pipeline
+
+    path = compile_pipeline("training", "vertex", tmp_path / "t.yaml")
+    spec = yaml.safe_load(path.read_text())
+    typed = submission.typed_params(
+        spec, {"cloud_config.project": "acme", "cloud_config.region": "europe-west4"}
+    )
+    assert typed["cloud_config"] == {"project": "acme", "region": "europe-west4"}
+    with pytest.raises(cli.ConfigError, match="not a CloudConfig"):
+        submission.typed_params(spec, {"cloud_config.zone": "mars-1"})
+
+
 def test_help_lists_submit_and_schedule(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,27 +73,40 @@ def test_compute_overlap_and_memory_formulas():
     )
 
 
-def test_model_profile_counts_macs_and_caches(tmp_path, monkeypatch):
-    monkeypatch.setenv("STRATEGIST_CACHE_DIR", str(tmp_path))
-    model_profile._profile_cached.cache_clear()
-    mlp = model_profile.profile_model("mlp", num_classes=10)
+def test_model_profile_counts_macs():
+    mlp, _, _ = model_profile._build_and_count("mlp", 10, (8, 8, 1))
     # Dense MACs: 64x128 + 128x64 + 64x10 = 17,024 -> 34,048 FLOPs
     assert mlp.flops_per_example == 34_048
     assert mlp.params == 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10
     assert mlp.largest_variable_params == 64 * 128
-    cnn = model_profile.profile_model("cnn", num_classes=10)
+    cnn, _, _ = model_profile._build_and_count("cnn", 10, (8, 8, 1))
     # 8x8x16x9 + 4x4x32x(9x16) + 32x64 + 64x10 = 85,632 MACs
     assert cnn.flops_per_example == 2 * 85_632
-    assert (tmp_path / "model_profiles.json").exists()
-    # a fresh process reads the disk cache instead of building
-    model_profile._profile_cached.cache_clear()
 
-    def no_build(*args):
-        raise AssertionError("rebuilt a cached model")
 
-    monkeypatch.setattr(model_profile, "_build_and_count", no_build)
-    assert model_profile.profile_model("mlp", num_classes=10) == mlp
-    model_profile._profile_cached.cache_clear()
+@pytest.mark.parametrize(
+    ("name", "classes"),
+    [("mlp", 10), ("mlp", 1000), ("cnn", 3), ("resnet50", 10), ("mobilenet_v2", 1000)],
+)
+def test_bundled_profiles_match_a_live_count(name, classes):
+    """data/model_profiles.json (rewritten by `python -m components.core.model_profile`) is
+    what building and counting the registry model gives, for any class count."""
+    from components.core.models import DEFAULT_INPUT_SHAPES
+
+    live, _, _ = model_profile._build_and_count(name, classes, DEFAULT_INPUT_SHAPES[name])
+    assert model_profile.profile_model(name, num_classes=classes) == live
+
+
+def test_select_sizes_a_registry_model_without_tensorflow():
+    code = (
+        "import sys; from pipelines.cli import main; "
+        "code = main(['select', '--machines', '2', '--gpus-per-machine', '4', '--model', "
+        "'resnet50', '--classes', '1000', '--json']); "
+        "assert 'tensorflow' not in sys.modules, 'imported TensorFlow'; sys.exit(code)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["inputs"]["model"]["params"] == 25_636_712  # as built
 
 
 def test_from_params_refuses_bad_counts():
@@ -499,7 +514,8 @@ def test_cli_history_and_text(tmp_path, capsys):
     measured = [("parameter_server", 6000.0), ("multi_worker_mirrored", 3000.0)]
     path = _comparison(tmp_path, "comparison.json", measured)
     rc = main(["select", "--machines", "4", "--gpus-per-machine", "8", "--network-gbps", "100",
-               "--model", "resnet101", "--history", str(tmp_path)])  # fmt: skip
+               "--gpu", "v100", "--batch-size", "64", "--model", "resnet101",
+               "--history", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0
     assert out.startswith("recommended: parameter_server")
@@ -737,7 +753,7 @@ def _cpu_records(tmp_path: Path, measured: dict[str, float]) -> str:
             strategy=strategy, num_replicas=workers, examples_per_second=eps,
             eval_accuracy=0.9, model="mlp", workers=workers,
             ps=1 if strategy == "parameter_server" else 0,
-            per_replica_batch_size=64, hardware=hardware,
+            per_replica_batch_size=32, hardware=hardware,
         )  # fmt: skip
         results.append(record.to_dict())
     path = tmp_path / "comparison.json"
@@ -771,13 +787,14 @@ def test_history_of_another_model_batch_or_precision_does_not_match(tmp_path):
     records = selection.load_history([path])
     topo = Topology(2, 1, "cpu")
     mlp = model_profile.profile_model("mlp")
-    assert selection.history.mismatch(records[0], topo, mlp, 64) is None
-    assert "batch 64" in selection.history.mismatch(records[0], topo, mlp, 32)
+    # Strategist's own records and select share the default batch (32 per replica).
+    assert selection.history.mismatch(records[0], topo, mlp, 32) is None
+    assert "batch 32" in selection.history.mismatch(records[0], topo, mlp, 64)
     assert "precision fp32" in selection.history.mismatch(
-        records[0], Topology(2, 1, "cpu", precision="mixed"), mlp, 64
+        records[0], Topology(2, 1, "cpu", precision="mixed"), mlp, 32
     )
-    assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 64)
-    assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 64)
+    assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 32)
+    assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 32)
 
 
 # ------------------------------------------------------------------ embeddings, mixes, preemption

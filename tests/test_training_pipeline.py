@@ -53,7 +53,9 @@ def _task_names(run) -> list[str]:
 
 def test_first_run_trains_with_the_selected_strategy_and_promotes(two_runs):
     first = two_runs[0]
-    assert first["result"].output >= 0.85  # the pipeline's output: test accuracy
+    outputs = first["result"].outputs  # the pipeline's named outputs
+    assert outputs["test_accuracy"] >= 0.85 and outputs["blessed"] is True
+    assert outputs["promotion_metric_value"] == outputs["test_accuracy"]
     names = _task_names(first)
     assert set(names) == {"shard-dataset", "select-strategy", "train", "evaluate", "promote"}
     assert names.index("train") < names.index("evaluate") < names.index("promote")
@@ -70,13 +72,16 @@ def test_first_run_trains_with_the_selected_strategy_and_promotes(two_runs):
     assert hardware["gpu"] is None and hardware["logical_devices_per_machine"] == 2
     pointer = first["pointer"]
     assert pointer["metric"] == "test_accuracy"
-    assert pointer["value"] == pytest.approx(first["result"].output)
+    assert pointer["value"] == pytest.approx(outputs["test_accuracy"])
+    # The evaluate step read the trainer's evaluation instead of evaluating again.
+    assert pointer["value"] == pytest.approx(metrics["eval_accuracy"])
     assert pointer["model_uri"].startswith(str(first["root"]))  # the first run's model
 
 
 def test_second_run_that_does_not_beat_the_margin_keeps_the_promoted_model(two_runs):
     first, second = two_runs
     assert "promote" not in _task_names(second)  # the blessed branch did not run
+    assert second["result"].outputs["blessed"] is False
     assert "evaluate" in _task_names(second)
     assert second["pointer"] == first["pointer"]  # untouched
     evaluate_metrics = [

@@ -143,6 +143,33 @@ def _regression(truth, outputs, compiled: dict[str, float]) -> EvalResult:
     )
 
 
+def from_record(record) -> EvalResult:
+    """The test-split evaluation the trainer already made, from its record (`RunMetrics`).
+
+    The chief evaluates the model it exports on the whole test split before it
+    writes `metrics.json`; the evaluate step reads that instead of loading the
+    SavedModel and evaluating it again.
+
+    Raises:
+        ValueError: a record older than `eval_examples` (no evaluation to read).
+    """
+    if record.eval_examples is None:
+        raise ValueError(
+            "the run record has no test-split evaluation (eval_examples): it was written by "
+            "an older Strategist; train again"
+        )
+    metrics = dict(record.eval_metrics)
+    return EvalResult(
+        task=record.task,
+        accuracy=record.eval_accuracy,
+        loss=record.eval_loss if record.eval_loss is not None else metrics.get("loss", math.nan),
+        num_examples=record.eval_examples,
+        confusion_matrix=record.confusion_matrix,
+        metrics=metrics,
+        points=[tuple(point) for point in record.eval_points],
+    )
+
+
 def evaluate_saved_model(
     model_dir: str, shards_dir: str, split: str = "test", run_config: dict[str, Any] | None = None
 ) -> EvalResult:

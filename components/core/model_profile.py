@@ -6,16 +6,17 @@ variable (which bounds how evenly parameter servers can share the load).
 
 Profiles come from three places:
 
-* `profile_model(name)`: builds a registry model (tf_keras, random weights,
-  nothing downloaded) and counts Dense/Conv MACs layer by layer. Builds are
-  cached in memory and on disk (`$XDG_CACHE_HOME/strategist/model_profiles.json`),
-  so only the first call for a model pays for TensorFlow.
+* `profile_model(name)`: a registry model as built (tf_keras, random weights,
+  nothing downloaded) and counted Dense/Conv MACs layer by layer; the counts
+  are bundled (`data/model_profiles.json`, written by `write_bundled`), so
+  sizing a registry model never imports TensorFlow.
 * `PUBLISHED_PROFILES`: models of the published scaling benchmarks, with
   parameter and FLOP counts from their papers and torchvision's model zoo.
 * `from_params(n)`: only a parameter count (FLOPs estimated as one multiply-add
   per weight per example, as for an MLP or a transformer token).
 
-This module never imports kfp; it imports TensorFlow only to build a model.
+This module never imports kfp; it imports TensorFlow only to build a model
+(a user's model module, or `write_bundled`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.core import storage
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
@@ -317,44 +317,24 @@ PUBLISHED_PROFILES: dict[str, ModelProfile] = {
 }
 
 
-def _cache_path() -> Path:
-    base = os.environ.get("STRATEGIST_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "strategist",
-    )
-    return Path(base) / "model_profiles.json"
+# Registry models' profiles, counted once by `write_bundled` (run
+# `python -m components.core.model_profile` after changing a registry model or the
+# counting rules; tests/test_selection.py checks the file against a live count), so
+# that sizing a registry model needs no TensorFlow.
+BUNDLED_PATH = Path(__file__).parent / "data" / "model_profiles.json"
+BUNDLED_CLASSES = 10
 
 
-def _read_cache(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(storage.read_text(path))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def profile_model(name: str, num_classes: int = BUNDLED_CLASSES) -> ModelProfile:
+    """The profile of registry model `name` for its default input shape, without TensorFlow.
 
-
-def _write_cache(path: Path, key: str, profile: ModelProfile) -> None:
-    try:
-        data = _read_cache(path)
-        data[key] = profile.to_dict()
-        storage.write_text(path, json.dumps(data, indent=1, sort_keys=True))
-    except OSError:
-        pass  # a read-only home only costs the next call a rebuild
-
-
-def profile_model(
-    name: str,
-    num_classes: int = 10,
-    input_shape: tuple[int, ...] | None = None,
-    use_disk_cache: bool = True,
-) -> ModelProfile:
-    """The profile of registry model `name`, built once and cached.
+    Read from the bundled profiles (`BUNDLED_PATH`); only the classifier head
+    depends on `num_classes`, so its parameters, FLOPs and activations are
+    scaled from the bundled count.
 
     Args:
         name: a key of `components.core.models.MODELS`.
         num_classes: outputs of the classifier head.
-        input_shape: input shape; `DEFAULT_INPUT_SHAPES[name]` by default.
-        use_disk_cache: read and write the on-disk cache.
 
     Raises:
         ConfigError: for a name the registry does not hold.
@@ -362,8 +342,52 @@ def profile_model(
     from components.core import models
 
     models.check_model_name(name)
-    shape = tuple(input_shape or models.DEFAULT_INPUT_SHAPES[name])
-    return _profile_cached(name, num_classes, shape, use_disk_cache)
+    entry = _bundled()[name]
+    profile = ModelProfile(**entry["profile"])
+    head_inputs, extra = entry["head_inputs"], num_classes - BUNDLED_CLASSES
+    shape = "x".join(map(str, models.DEFAULT_INPUT_SHAPES[name]))
+    return dataclasses.replace(
+        profile,
+        params=profile.params + extra * (head_inputs + 1),  # kernel column and bias per class
+        flops_per_example=profile.flops_per_example + 2.0 * extra * head_inputs,
+        activation_bytes_per_example=profile.activation_bytes_per_example + extra * BYTES_PER_VALUE,
+        largest_variable_params=max(
+            entry["largest_body_variable_params"], head_inputs * num_classes
+        ),
+        source=_built_source(shape, num_classes),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled() -> dict[str, Any]:
+    data = json.loads(BUNDLED_PATH.read_text())
+    if data.get("version") != PROFILE_VERSION:
+        raise RuntimeError(
+            f"{BUNDLED_PATH} holds counting rules v{data.get('version')}, this code counts by "
+            f"v{PROFILE_VERSION}: run `python -m components.core.model_profile`"
+        )
+    return data["models"]
+
+
+def _built_source(shape: str, num_classes: int) -> str:
+    return f"built (tf_keras, input {shape}, {num_classes} classes)"
+
+
+def write_bundled(path: Path = BUNDLED_PATH) -> dict[str, Any]:
+    """Builds every registry model, counts it and writes the bundled profiles; returns them."""
+    from components.core import models
+
+    entries = {}
+    for name, shape in models.DEFAULT_INPUT_SHAPES.items():
+        profile, head_inputs, body_largest = _build_and_count(name, BUNDLED_CLASSES, shape)
+        entries[name] = {
+            "profile": profile.to_dict(),
+            "head_inputs": head_inputs,
+            "largest_body_variable_params": body_largest,
+        }
+    data = {"version": PROFILE_VERSION, "classes": BUNDLED_CLASSES, "models": entries}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return data
 
 
 def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
@@ -398,41 +422,34 @@ def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
     )
 
 
-@functools.lru_cache(maxsize=64)
-def _profile_cached(
-    name: str, num_classes: int, shape: tuple[int, ...], use_disk_cache: bool
-) -> ModelProfile:
-    key = f"v{PROFILE_VERSION}|{name}|{'x'.join(map(str, shape))}|{num_classes}"
-    path = _cache_path()
-    if use_disk_cache:
-        cached = _read_cache(path).get(key)
-        if isinstance(cached, dict):
-            try:
-                return ModelProfile(**cached)
-            except (TypeError, ConfigError):
-                pass
-    profile = _build_and_count(name, num_classes, shape)
-    if use_disk_cache:
-        _write_cache(path, key, profile)
-    return profile
+def _build_and_count(
+    name: str, num_classes: int, shape: tuple[int, ...]
+) -> tuple[ModelProfile, int, int]:
+    """Builds registry model `name` and counts it (TensorFlow).
 
-
-def _build_and_count(name: str, num_classes: int, shape: tuple[int, ...]) -> ModelProfile:
+    Returns:
+        The profile, the inputs of its classifier head (the last Dense layer)
+        and the largest variable outside that head.
+    """
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     from components.core import models
 
     model = models.build_model(name, shape, num_classes)
     macs, activations = count_macs_and_activations(model)
-    largest = max((int(_size(w.shape)) for w in model.weights), default=0)
-    return ModelProfile(
+    head = model.layers[-1]
+    head_kernel = id(head.kernel)
+    sizes = [int(_size(w.shape)) for w in model.weights]
+    body = [int(_size(w.shape)) for w in model.weights if id(w) != head_kernel]
+    profile = ModelProfile(
         name=name,
         params=int(model.count_params()),
         tensors=max(1, len(model.trainable_weights)),
         flops_per_example=float(max(2 * macs, 1)),
         activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
-        largest_variable_params=largest,
-        source=f"built (tf_keras, input {'x'.join(map(str, shape))}, {num_classes} classes)",
+        largest_variable_params=max(sizes, default=0),
+        source=_built_source("x".join(map(str, shape)), num_classes),
     )
+    return profile, int(head.kernel.shape[0]), max(body, default=0)
 
 
 def _size(shape: Any) -> int:
@@ -490,3 +507,8 @@ def count_macs_and_activations(model: Any) -> tuple[int, int]:
             macs += spatial * in_ch * _size(layer.kernel_size) * int(layer.depth_multiplier)
             macs += out_size * in_ch * int(layer.depth_multiplier)
     return macs, activations
+
+
+if __name__ == "__main__":
+    written = write_bundled()
+    print(f"wrote {BUNDLED_PATH}: {', '.join(written['models'])}")

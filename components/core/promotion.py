@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -352,7 +353,7 @@ def pipeline_store(
     root: str,
     pipeline_root: str,
     display_name: str = DEFAULT_MODEL_NAME,
-    cloud_config_json: str = "{}",
+    cloud_config: Mapping[str, Any] | None = None,
     serving_image: str = SERVING_IMAGE,
 ) -> PointerStore | VertexModelRegistry | None:
     """The store named by the training pipeline's promotion parameters.
@@ -362,10 +363,11 @@ def pipeline_store(
         root: `promotion_root`; empty: beside the pipeline root (`default_root`).
         pipeline_root: the run's pipeline root.
         display_name: `model_display_name` (Vertex AI Model Registry).
-        cloud_config_json: the pipeline's CloudConfig JSON (project and region).
+        cloud_config: the pipeline's CloudConfig (project and region).
         serving_image: prediction container of a registered model.
     """
-    project, region = cloud_location(cloud_config_json)
+    cloud_config = cloud_config or {}
+    project, region = cloud_config.get("project") or None, cloud_config.get("region") or None
     return store_for(
         target,
         root or default_root(pipeline_root),
@@ -385,9 +387,3 @@ def default_root(pipeline_root: str) -> str:
     if os.path.isdir(GCSFUSE_MOUNT):  # inside a Vertex AI task
         root = to_gcsfuse(root)
     return f"{root}/strategist-promotion"
-
-
-def cloud_location(cloud_config_json: str) -> tuple[str | None, str | None]:
-    """Project and region from the pipeline's `cloud_config_json` (None where absent)."""
-    config = json.loads(cloud_config_json or "{}")
-    return config.get("project") or None, config.get("region") or None

@@ -118,6 +118,9 @@ class RunMetrics:
     `task` is `classification` or `regression` (the label's); `eval_metrics`
     holds every test-split metric (the loss, the compiled metrics, the user's
     too, accuracy or MAE/RMSE/MSE), `eval_accuracy` is None for regression;
+    `eval_examples` the test examples evaluated and `eval_points` a
+    regression's sample of (true, predicted) pairs (the evaluate step reads
+    them instead of evaluating again; None and empty in older records);
     `model_module` is the user's module (None for a built-in model);
     `compile_settings` what the model was compiled with (optimizer, learning
     rate, loss, metrics, and where they came from); `adjustments` what
@@ -155,6 +158,8 @@ class RunMetrics:
     compile_settings: dict[str, Any] = field(default_factory=dict)
     adjustments: list[str] = field(default_factory=list)
     confusion_matrix: list[list[int]] | None = None
+    eval_examples: int | None = None
+    eval_points: list[list[float]] = field(default_factory=list)
     hardware: Hardware = field(default_factory=lambda: Hardware(detected=False))
     phase_seconds: dict[str, float | None] = field(default_factory=dict)
     restarts: int = 0

@@ -597,6 +597,8 @@ def _metrics(
         eval_loss=result.loss,
         eval_metrics=result.metrics,
         confusion_matrix=result.confusion_matrix,
+        eval_examples=result.num_examples,
+        eval_points=[list(point) for point in result.points],
         hardware=run_metrics.detect_hardware(config.cluster, gpu_names),
         precision=config.training.precision,
         jit_compile=config.training.jit_compile,

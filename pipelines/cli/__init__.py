@@ -37,6 +37,15 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps a description as argparse does, and keeps an `examples:` epilog line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
         prog="strategist",
@@ -50,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command",
         metavar="COMMAND",
         required=True,
-        parser_class=functools.partial(OneLineErrorParser, allow_abbrev=False),
+        parser_class=functools.partial(
+            OneLineErrorParser, allow_abbrev=False, formatter_class=ExamplesFormatter
+        ),
     )
     for name in SUBCOMMANDS:
         importlib.import_module(f"pipelines.cli.{name}").add_parser(subparsers)

@@ -22,6 +22,11 @@ from components.core.config import (
 )
 from components.core.strategy_spec import spec_for
 
+# One default per setting, in every subcommand that takes it.
+DEFAULT_BATCH_SIZE = TrainingConfig().per_replica_batch_size
+# The GPU a recommendation is made for (select, compare, the pipelines' `gpu`).
+DEFAULT_TARGET_GPU = "t4"
+
 
 def _number(text: str, kind: type, noun: str):
     try:
@@ -177,8 +182,9 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     batch.add_argument(
         "--batch-size",
         type=positive_int,
-        default=32,
-        help="per-replica batch; global batch = this x replicas (default: 32)",
+        default=DEFAULT_BATCH_SIZE,
+        help="examples per replica per step (per GPU); global batch = this x replicas "
+        f"(default: {DEFAULT_BATCH_SIZE})",
     )
     batch.add_argument(
         "--global-batch-size",

@@ -42,15 +42,18 @@ def add_parser(subparsers) -> None:
             "same model with each strategy on a real localhost cluster, evaluate each, and "
             "compare wall-clock per epoch, throughput, scaling efficiency, time to accuracy, "
             "final quality and cost. Writes OUTPUT/comparison.json, OUTPUT/report.html, "
-            "OUTPUT/summary.md and PNG plots."
+            "OUTPUT/summary.md and PNG plots. It always runs on this machine; "
+            "`strategist submit --pipeline comparison` runs it on Vertex AI or a KFP host."
+        ),
+        epilog=(
+            "examples:\n"
+            "  strategist compare\n"
+            "  strategist compare --strategies one_device,mirrored --epochs 3 --output runs/cmp\n"
+            "  strategist compare --model-module examples/digits_cnn_module.py --gpu a100"
         ),
     )
-    parser.add_argument(
-        "--local",
-        action="store_true",
-        help="run through kfp.local on this machine (the default; use `strategist submit` "
-        "for Vertex AI or a KFP cluster)",
-    )
+    # Older scripts pass --local: compare always runs here (hidden; `submit` runs elsewhere).
+    parser.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--strategies",
         default=",".join(DEFAULT_STRATEGIES),
@@ -83,7 +86,11 @@ def add_parser(subparsers) -> None:
         "required for another metric)",
     )
     hardware = parser.add_argument_group("target hardware, for the recorded recommendation")
-    hardware.add_argument("--gpu", default="t4", help="GPU type (default: t4)")
+    hardware.add_argument(
+        "--gpu",
+        default=common.DEFAULT_TARGET_GPU,
+        help=f"GPU type, as select takes it (default: {common.DEFAULT_TARGET_GPU})",
+    )
     hardware.add_argument(
         "--machines", type=common.positive_int, default=1, help="machines (default: 1)"
     )

@@ -19,6 +19,12 @@ def add_parser(subparsers) -> None:
             "settings that put the train step on a GPU node pool (node selector "
             "cloud.google.com/gke-accelerator, toleration nvidia.com/gpu, GPU limit)."
         ),
+        epilog=(
+            "examples:\n"
+            "  strategist compile --pipeline training --target vertex -o training.yaml\n"
+            "  strategist compile --pipeline comparison --target kubeflow --gpu a100 "
+            "--gpus-per-machine 4 --image REGISTRY/PATH:TAG -o comparison.yaml"
+        ),
     )
     parser.add_argument("--pipeline", required=True, choices=("training", "comparison"))
     add_target_argument(
@@ -42,7 +48,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.compile import compile_pipeline
+    from pipelines.compile import compile_pipeline, placement_for
+    from pipelines.scheduling import spec_defaults
 
     common.output_file(args.output)
     gpu = args.gpu if args.gpu is not None else ("t4" if args.target == "kubeflow" else None)
@@ -50,5 +57,10 @@ def run(args: argparse.Namespace) -> int:
         args.pipeline, args.target, args.output, image=args.image, gpu=gpu, gpus=args.gpus
     )
     where = f", train step on {args.gpus} x {gpu}" if gpu and gpu != "none" else ""
-    print(f"compiled {args.pipeline} for {args.target}{where}: {path}")
+    defaults = spec_defaults(args.target, placement_for(args.target, gpu, args.gpus))
+    print(
+        f"compiled {args.pipeline} for {args.target}{where}: {path}\n"
+        f"defaults: backend={defaults.backend}, gpus_per_machine={defaults.devices} "
+        "(change them with --param NAME=VALUE or in the run form)"
+    )
     return 0

@@ -26,6 +26,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="exit 1 when a comparison report regressed against a baseline",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  strategist gate runs/cmp/comparison.json --baseline baselines/comparison.json\n"
+            "  strategist gate runs/cmp --baseline baselines --max-throughput-drop 0.2"
+        ),
     )
     parser.add_argument(
         "report",

@@ -20,6 +20,13 @@ def add_parser(subparsers) -> None:
             "compiled or sent; for KFP a 5-field expression becomes KFP's 6-field form with "
             "seconds ('0 ' prefixed). At most one scheduled run at a time, no catch-up."
         ),
+        epilog=(
+            "examples:\n"
+            "  strategist schedule --pipeline training --target vertex --cron '0 3 * * 1' "
+            "--project P --region us-central1 --pipeline-root gs://BUCKET/root\n"
+            "  strategist schedule --pipeline training --target kubeflow --cron '0 3 * * *' "
+            "--host http://localhost:8080 --param promotion_margin=0.005"
+        ),
     )
     add_target_arguments(parser)
     parser.add_argument(

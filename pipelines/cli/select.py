@@ -32,16 +32,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="recommend a distribution strategy for a cluster and a model",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  strategist select --machines 2 --gpus-per-machine 4 --gpu v100 --model resnet50\n"
+            "  strategist select --machines 1 --gpus-per-machine 8 --gpu a100 --params 2e9 --json\n"
+            "  strategist select --machines 4 --gpus-per-machine 1 --model cnn "
+            "--history runs/"
+        ),
     )
     hw = parser.add_argument_group("hardware")
     hw.add_argument("--machines", type=int, required=True, help="machines with GPUs")
     hw.add_argument("--gpus-per-machine", type=int, required=True, help="GPUs in each machine")
     hw.add_argument(
         "--gpu",
-        default="v100",
+        default=common.DEFAULT_TARGET_GPU,
         help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
         "(then --gpus-per-machine counts CPU devices), or a mix of machines per type, "
-        "e.g. a100:2,t4:6 (default: v100)",
+        f"e.g. a100:2,t4:6 (default: {common.DEFAULT_TARGET_GPU}, as compare and the "
+        "pipelines)",
     )
     hw.add_argument(
         "--interconnect",
@@ -130,8 +138,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument(
         "--batch-size",
         type=int,
-        default=64,
-        help="per-GPU (per-replica) batch size (default: 64)",
+        default=common.DEFAULT_BATCH_SIZE,
+        help="examples per replica per step (per GPU), as train and compare take it "
+        f"(default: {common.DEFAULT_BATCH_SIZE})",
     )
     run.add_argument(
         "--jit-compile",

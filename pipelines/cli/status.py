@@ -19,6 +19,7 @@ def add_parser(subparsers) -> None:
             "is shown as 'interrupted' (with owner_died: true): the same train command resumes "
             "it. Exits 2 when OUTPUT holds no run."
         ),
+        epilog="examples:\n  strategist status runs/20261124-031500-train",
     )
     parser.add_argument("output", metavar="OUTPUT", help="the run's --output folder")
     parser.set_defaults(run=run)

@@ -37,7 +37,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="pipeline parameter, repeatable (e.g. --param epochs=10 "
+        help="pipeline parameter, repeatable (e.g. --param run_config.training.epochs=10 "
         "--param promotion_margin=0.005); checked against the pipeline's parameters",
     )
     parser.add_argument(
@@ -95,6 +95,13 @@ def add_parser(subparsers) -> None:
             "run on Vertex AI Pipelines (--project, --region, --pipeline-root) or a Kubeflow "
             "Pipelines deployment (--host). Prints the run's UI link. Missing settings or "
             "credentials exit 2 before anything is sent."
+        ),
+        epilog=(
+            "examples:\n"
+            "  strategist submit --pipeline training --target vertex --project P "
+            "--region us-central1 --pipeline-root gs://BUCKET/root --image REGISTRY/PATH:TAG\n"
+            "  strategist submit --pipeline comparison --target kubeflow "
+            "--host http://localhost:8080 --gpu a100 --gpus-per-machine 2 --wait"
         ),
     )
     add_target_arguments(parser)

@@ -8,8 +8,8 @@ with `TF_CONFIG` set the same way.
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from components.core import run_metrics, storage
@@ -27,7 +27,7 @@ def train_to_artifacts(
     model_dir: str,
     metrics_path: str,
     backend: str = "local",
-    cloud_config_json: str = "{}",
+    cloud_config: Mapping[str, Any] | None = None,
     gcp_resources_path: str | None = None,
     rehearse: bool = False,
 ) -> RunMetrics:
@@ -41,7 +41,7 @@ def train_to_artifacts(
         model_dir: where the SavedModel goes.
         metrics_path: where the run's record goes.
         backend: local, vertex or kubeflow (kfp is another name for it).
-        cloud_config_json: the CloudConfig of the cloud backends.
+        cloud_config: the CloudConfig of the cloud backends, as a dict.
         gcp_resources_path: the step's `gcp_resources` output: the cloud job is
             recorded there (the KFP UI links to it, a cancelled run cancels it)
             and re-attached to when the step runs again; a local run records none.
@@ -85,7 +85,7 @@ def train_to_artifacts(
             from components.core.launch import cloud as cloud_lib
             from components.core.launch.rehearsal import rehearse as rehearse_job
 
-            run, cloud = _cloud_run(config, backend, cloud_config_json)
+            run, cloud = _cloud_run(config, backend, cloud_config)
             metrics, local = rehearse_job(
                 build_cloud_job(run, cloud),
                 cloud.target,
@@ -95,7 +95,7 @@ def train_to_artifacts(
             source = local.output_dir
         else:
             source = submit_cloud(
-                *_cloud_run(config, backend, cloud_config_json), gcp_resources=gcp_resources_path
+                *_cloud_run(config, backend, cloud_config), gcp_resources=gcp_resources_path
             )
             metrics = RunMetrics.from_json(
                 storage.read_text(storage.join(source, "metrics.json")), source
@@ -110,7 +110,7 @@ def train_to_artifacts(
         storage.remove_tree(workdir)
 
 
-def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
+def _cloud_run(config: RunConfig, backend: str, cloud_config: Mapping[str, Any] | None):
     """The run and CloudConfig for a pipeline's cloud train step.
 
     Shards arrive as the pipeline's artifact path; on Vertex AI Pipelines that
@@ -121,10 +121,9 @@ def _cloud_run(config: RunConfig, backend: str, cloud_config_json: str):
     from components.core.storage_paths import from_gcsfuse
 
     try:
-        raw = json.loads(cloud_config_json or "{}")
-        cloud = CloudConfig(**{**raw, "target": backend})
+        cloud = CloudConfig(**{**(cloud_config or {}), "target": backend})
     except (ValueError, TypeError) as err:
-        raise ConfigError(f"cloud_config_json is not a CloudConfig: {err}") from None
+        raise ConfigError(f"cloud_config is not a CloudConfig: {err}") from None
     shards = from_gcsfuse(config.data.shards_dir or "")
     cloud = dataclasses.replace(cloud, shards_dir=cloud.shards_dir or shards)
     return config, cloud
