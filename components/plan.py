@@ -15,7 +15,9 @@ def plan_runs(clusters: List[dict], repeats: int = 1) -> List[dict]:  # noqa: UP
         repeats: how many times each strategy trains (at least 1).
 
     Returns:
-        The clusters in the order they train.
+        Output: the clusters in the order they train. (Named `Output` because
+            kfp.local 2.17 runs a dsl.ParallelFor over a task's output only
+            when the output has that name.)
     """
     from components.core.config import interleaved_runs
 

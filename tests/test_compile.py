@@ -259,7 +259,9 @@ def test_golden_names_and_descriptions_of_the_run_form(tmp_path, pipeline):
             *component.output_definitions.artifacts.values(),
         ]
         assert all(d.description for d in described), name
-        assert "Output" not in component.output_definitions.parameters, name
+        # kfp.local 2.17 loops only over an output named `Output` (components/plan.py).
+        if name != "comp-plan-runs":
+            assert "Output" not in component.output_definitions.parameters, name
     evaluate = spec.components["comp-evaluate"].output_definitions.parameters
     assert set(evaluate) == {"blessed", "test_accuracy", "metric_value", "blessing_reason"}
 
