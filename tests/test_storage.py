@@ -468,6 +468,7 @@ _ALLOWED = {
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
     # The published scaling cases bundled with the package (components/core/data/).
     ("selection/evidence.py", ".read_text", "Path(path)"),
+    ("model_profile.py", ".read_text", "BUNDLED_PATH"),
 }
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.core import storage
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
@@ -386,7 +387,7 @@ def write_bundled(path: Path = BUNDLED_PATH) -> dict[str, Any]:
             "largest_body_variable_params": body_largest,
         }
     data = {"version": PROFILE_VERSION, "classes": BUNDLED_CLASSES, "models": entries}
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    storage.write_text(str(path), json.dumps(data, indent=1, sort_keys=True) + "\n")
     return data
 
 
