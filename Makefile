@@ -23,11 +23,15 @@ install: $(VENV)/.installed ## Create .venv and install Strategist with its dev 
 run: install ## Compare mirrored, multi-worker and parameter-server training locally (kfp.local)
 	$(STRATEGIST) compare
 
+# A test file runs whole in one of two processes, so a file's module fixtures (a comparison,
+# a shared bucket) are built once.
+PYTEST_PARALLEL ?= -n 2 --dist loadfile
+
 test: install ## Run the whole test suite
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_PARALLEL)
 
 test-fast: install ## Run the tests that start no TensorFlow cluster
-	$(PY) -m pytest -q -m "not cluster"
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not cluster"
 
 lint: install ## ruff and hadolint
 	$(VENV)/bin/ruff check components pipelines tests benchmarks examples
