@@ -395,11 +395,12 @@ def test_the_evaluate_step_shows_the_predicted_vs_true_plot_of_a_trained_regress
 ):
     """The KFP evaluate component, run on the regression a real mirrored cluster trained, as
     the comparison pipeline runs it (no promotion, the default promotion_metric test_accuracy,
-    which a regression lacks), writes a page (the KFP UI's HTML visualization) whose inline
-    SVG has one point per test example, at its true value and the exported model's prediction."""
+    which a regression lacks), reads the chief's evaluation from the run's record and writes a
+    page (the KFP UI's HTML visualization) whose inline SVG has one point per test example, at
+    its true value and the exported model's prediction."""
     import numpy as np
     import tf_keras as keras
-    from kfp.dsl import HTML, ClassificationMetrics, Dataset, Metrics, Model
+    from kfp.dsl import HTML, Artifact, ClassificationMetrics, Metrics, Model
 
     from components.core import datasets, evaluation_page
     from components.evaluate import evaluate
@@ -412,7 +413,7 @@ def test_the_evaluate_step_shows_the_predicted_vs_true_plot_of_a_trained_regress
     model = Model(uri=str(out / "model"))
     outputs = evaluate(
         model=model,
-        shards=Dataset(uri=shards_dir),
+        run=Artifact(uri=str(out / "metrics.json")),  # the chief's record, evaluation and all
         metrics=Metrics(uri=str(tmp_path / "metrics")),
         confusion=ClassificationMetrics(uri=str(tmp_path / "confusion")),
         report=page,
