@@ -1,6 +1,8 @@
 """A user's image CNN for Strategist, given as a model module.
 
     strategist train --model-module examples/digits_cnn_module.py --dataset digits
+    strategist train --model-module examples/digits_cnn_module.py \
+        --dataset pen_digits --dataset-module examples/pen_digits_builder.py
 
 Strategist calls `build_model(spec)` inside the strategy's scope with the
 data's `InputSpec`, compiles the model with what `compile_settings` returns

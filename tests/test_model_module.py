@@ -15,6 +15,7 @@ from tests.conftest import trainer_pids
 
 REPO = Path(__file__).resolve().parents[1]
 CNN_MODULE = REPO / "examples" / "digits_cnn_module.py"
+PEN_DIGITS_BUILDER = REPO / "examples" / "pen_digits_builder.py"
 SGD_MODULE = REPO / "examples" / "sgd_compiled_module.py"
 REGRESSION_MODULE = REPO / "examples" / "diabetes_regression_module.py"
 
@@ -198,12 +199,27 @@ def train(module: Path, flags: list[str], shards: str, out: Path, epochs: int = 
     return json.loads((out / "metrics.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def pen_digits_shards(tmp_path_factory) -> str:
+    """The user's own TFDS builder (examples/pen_digits_builder.py), prepared and sharded once
+    as `--dataset pen_digits --dataset-module examples/pen_digits_builder.py` does."""
+    from components.core import datasets
+    from components.core.config import DataConfig
+
+    root = tmp_path_factory.mktemp("pen-digits")
+    data = DataConfig(
+        dataset="pen_digits", dataset_module=str(PEN_DIGITS_BUILDER), data_dir=str(root)
+    )
+    return datasets.shard_data(data, str(root / "shards")).root
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
-def test_the_example_cnn_module_learns_the_digits_with_every_strategy(
-    strategy, digits_shards, tmp_path
+def test_the_example_cnn_module_learns_the_users_tfds_dataset_with_every_strategy(
+    strategy, pen_digits_shards, tmp_path
 ):
-    metrics = train(CNN_MODULE, STRATEGY_FLAGS[strategy], digits_shards, tmp_path / strategy)
+    metrics = train(CNN_MODULE, STRATEGY_FLAGS[strategy], pen_digits_shards, tmp_path / strategy)
+    assert metrics["dataset"] == "pen_digits"  # the user's builder, not the bundled digits
     assert metrics["eval_accuracy"] >= 0.85, metrics["eval_accuracy"]  # chance is 0.10
     assert metrics["model"] == "digits_cnn_module"
     assert metrics["model_module"] == str(CNN_MODULE)
