@@ -42,7 +42,7 @@ from components.core.config import ClusterConfig, ConfigError, RunConfig, valida
 from components.core.launch import netns
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
-from components.core.signals import signals_ignored, sigterm_raises
+from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, LAUNCHER_PID_ENV, RESTARTS_ENV
 from components.core.training import METRICS_NAME
 
@@ -511,19 +511,22 @@ class LocalCluster:
         task.tail.clear()
         task.reaped = False
         task.stalled = False
-        task.process = subprocess.Popen(
-            command,
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: stop() reaches its children
-            text=True,
-            errors="replace",
-        )
-        task.reader = threading.Thread(target=self._pump, args=(task,), daemon=True)
-        task.reader.start()
+        # A Ctrl-C or SIGTERM between the fork and `task.process = ...` would leave a
+        # task that `stop()` does not know: it waits until the task is recorded.
+        with signals_deferred():
+            task.process = subprocess.Popen(
+                command,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() reaches its children
+                text=True,
+                errors="replace",
+            )
+            task.reader = threading.Thread(target=self._pump, args=(task,), daemon=True)
+            task.reader.start()
 
     def _pump(self, task: Task) -> None:
         stream = task.process.stdout

@@ -33,6 +33,7 @@ import sys
 from collections.abc import Iterator
 
 from components.core.errors import ConfigError
+from components.core.signals import signals_deferred
 
 ALLOW_EXPOSURE_ENV = "STRATEGIST_ALLOW_NETWORK_EXPOSURE"
 _READY = "ready"
@@ -69,15 +70,21 @@ class LoopbackNamespace:
             if shutil.which(tool) is None:
                 raise OSError(f"{tool} (util-linux) is not installed")
         flags = ["--user", "--map-root-user", "--net"] if self._rootless else ["--net"]
-        self._holder = subprocess.Popen(
-            ["unshare", *flags, sys.executable, "-I", "-c", _HOLDER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # a Ctrl-C meant for the command is the launcher's to handle
-        )
-        if self._holder.stdout.readline().strip() != _READY:
+        try:
+            with signals_deferred():  # no Ctrl-C between the fork and `self._holder = ...`
+                self._holder = subprocess.Popen(
+                    ["unshare", *flags, sys.executable, "-I", "-c", _HOLDER],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,  # a Ctrl-C meant for the command is the launcher's
+                )
+            ready = self._holder.stdout.readline().strip() == _READY
+        except BaseException:  # interrupted while it starts (a deferred signal too): it goes
+            self.__exit__()
+            raise
+        if not ready:
             self._holder.kill()
             reason = self._holder.communicate()[1].strip().splitlines()
             self._holder = None
