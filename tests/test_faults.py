@@ -372,6 +372,8 @@ def start_streaming(
 ) -> tuple[subprocess.Popen, Events, threading.Thread]:
     """Starts `command` in the repository with its output streamed, line by line, into Events."""
     events = Events()
+    # This checkout's code, also where the `strategist` script's own install is another's.
+    popen["env"] = {**popen.get("env", os.environ), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         command, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen
     )
@@ -478,23 +480,28 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
-    tfds_dir, tmp_path, sig, code
-):
-    """A signal to `strategist compare` alone (not its process group) reaches the running
-    kfp.local task, which stops its training cluster; nothing is left behind."""
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_strategist_compare_signalled_or_killed_leaves_no_process(tfds_dir, tmp_path, sig, code):
+    """A signal to `strategist compare` alone (not its process group, as a scheduler sends
+    it) mid-training. SIGTERM reaches the running kfp.local task, whose launcher stops its
+    cluster (SIGINT takes the same handler, `local_run.signals_forwarded_to_tasks`). SIGKILL
+    runs no handler: the command's reaper (`launch/reaper.py`) kills the kfp.local executor
+    and everything below it; on main the executor trained on. Either way no process that
+    carries the command's environment survives it by more than a few seconds."""
     out = tmp_path / "compare"
+    marker = f"STRATEGIST_TEST_RUN=compare-{os.getpid()}-{sig}"
     command = [
         str(STRATEGIST), "compare", "--local", "--strategies", "multi_worker_mirrored",
         "--epochs", "300", "--num-shards", "2", "--data-dir", str(tfds_dir),
         "--output", str(out),
     ]  # fmt: skip
-    # A session of its own: the signal reaches the command only, as a scheduler sends it.
-    proc, events, reader = start_streaming(command, start_new_session=True)
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    # A session of its own: the signal reaches the command only.
+    proc, events, reader = start_streaming(command, start_new_session=True, env=env)
     try:
         events.wait_for(r"multi_worker_mirrored epoch 2/300")
         assert trainer_pids(str(out)), "the train task's cluster should be running"
+        assert len(pids_with_environ(marker)) >= 5  # sh, executor, 2 trainers, netns holder
         proc.send_signal(sig)
         sent = time.monotonic()
         returncode = proc.wait(timeout=60)
@@ -505,14 +512,22 @@ def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
             proc.wait()
     reader.join(timeout=10)
     assert returncode == code, events.text()[-3000:]
-    assert "strategist compare: interrupted" in events.text()
-    assert stopped_s < 30, stopped_s
-    deadline = time.monotonic() + 10  # reaped children may linger a moment in /proc
-    while processes_mentioning(str(out)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    if sig != signal.SIGKILL:
+        assert "strategist compare: interrupted" in events.text()
+        assert stopped_s < 30, stopped_s
+    deadline = time.monotonic() + 5
+    while pids_with_environ(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gone_s = time.monotonic() - sent
+    left = {
+        pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:60] for pid in pids_with_environ(marker)
+    }
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes outlived the command: {left}"
     assert not processes_mentioning(str(out)), "a task or trainer outlived the command"
     assert not (out / "comparison.json").exists()
-    report(f"{signal.Signals(sig).name} to strategist compare", stop=stopped_s)
+    report(f"{signal.Signals(sig).name} to strategist compare", every_process_gone=gone_s)
 
 
 @pytest.mark.cluster
