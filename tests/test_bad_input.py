@@ -107,9 +107,67 @@ def shard_corrupted(folder: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _rewrite_manifest(folder: Path, change) -> None:
+    manifest = _manifest(folder)
+    change(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _unregistered(manifest: dict) -> None:
+    """A name TFDS does not know: only the records can show the manifest lies."""
+    manifest["dataset"] = manifest["source"]["dataset"] = "my_digits"
+
+
+def manifest_image_shape_lies(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m["features"]["image"].update(shape=[28, 28, 1]))
+
+
+def manifest_image_shape_lies_unregistered(folder: Path) -> None:
+    def change(m):
+        _unregistered(m)
+        m["features"]["image"]["shape"] = [64]
+
+    _rewrite_manifest(folder, change)
+
+
+def manifest_num_classes_lies(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m["label"].update(num_classes=5, classes=[]))
+
+
+def manifest_label_range_lies_unregistered(folder: Path) -> None:
+    def change(m):
+        _unregistered(m)
+        m["label"].update(num_classes=5, classes=[])
+
+    _rewrite_manifest(folder, change)
+
+
+def manifest_num_classes_not_a_count(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m["label"].update(num_classes="ten"))
+
+
+def manifest_names_another_dataset(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m.update(dataset="mnist", source={"dataset": "mnist"}))
+
+
+def manifest_feature_key_lies_unregistered(folder: Path) -> None:
+    def change(m):
+        _unregistered(m)
+        m["features"]["image"]["key"] = "pixels"
+
+    _rewrite_manifest(folder, change)
+
+
 DAMAGE = {
     f.__name__: f
     for f in (
+        manifest_image_shape_lies,
+        manifest_image_shape_lies_unregistered,
+        manifest_num_classes_lies,
+        manifest_label_range_lies_unregistered,
+        manifest_num_classes_not_a_count,
+        manifest_names_another_dataset,
+        manifest_feature_key_lies_unregistered,
         no_manifest,
         manifest_not_json,
         manifest_without_label,
@@ -181,6 +239,31 @@ CASES = {
     "shard-file-missing": shards(message="is missing", damage="shard_missing"),
     "shard-file-truncated": shards(message="changed or truncated", damage="shard_truncated"),
     "shard-file-corrupted": shards(message="is corrupted", damage="shard_corrupted"),
+    # a manifest that lies about its shards (checked against the records before launch)
+    "manifest-image-shape-lies": shards(
+        message="whose features (shape, encoding) are {'image': ([8, 8, 1]",
+        damage="manifest_image_shape_lies",
+    ),
+    "manifest-image-shape-lies-unregistered": shards(
+        message="feature 'image' has shape [64] there, its test records hold [8, 8, 1]",
+        damage="manifest_image_shape_lies_unregistered",
+    ),
+    "manifest-num-classes-lies": shards(
+        message="with 10 classes, but describes", damage="manifest_num_classes_lies"
+    ),
+    "manifest-label-range-lies-unregistered": shards(
+        message="outside the 5 classes (0..4) it declares",
+        damage="manifest_label_range_lies_unregistered",
+    ),
+    "manifest-num-classes-not-a-count": shards(
+        message="num_classes 'ten' is not a count", damage="manifest_num_classes_not_a_count"
+    ),
+    "manifest-names-another-dataset": shards(
+        message="it names dataset 'mnist', whose features", damage="manifest_names_another_dataset"
+    ),
+    "manifest-feature-key-lies-unregistered": shards(
+        message="records have no feature 'pixels'", damage="manifest_feature_key_lies_unregistered"
+    ),
     "shards-of-another-dataset": shards(
         "--dataset", "mnist", message="holds 'digits', not 'mnist'"
     ),
