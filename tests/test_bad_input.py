@@ -549,6 +549,16 @@ BAD_FILE_CASES = {
         "pass fewer --workers/--ps/--devices, or --oversubscribe",
     ),
     "argparse-type-error-is-one-line": train("--epochs", "x", message="'x' is not a whole number"),
+    # the second probe's: a typo-sized epoch count trained on; an empty name fell back to digits
+    "train-epochs-1e20": train(
+        "--epochs", "99999999999999999999", message="--epochs must be at most 1,000,000"
+    ),
+    "train-dataset-empty": train("--dataset", "", message="--dataset is empty"),
+    "train-shards-dir-empty": train("--shards-dir", "", message="--shards-dir is empty"),
+    "compare-model-module-empty": Case(
+        ("compare", "--local", "--model-module", "", "--output", "{out}"),
+        "--model-module is empty",
+    ),
     # --param values meet the pipeline's own validation before any request
     "submit-param-target-accuracy-2": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
