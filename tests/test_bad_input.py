@@ -158,9 +158,17 @@ def manifest_feature_key_lies_unregistered(folder: Path) -> None:
     _rewrite_manifest(folder, change)
 
 
+def manifest_path_leaves_the_folder(folder: Path) -> None:
+    """A shard path outside the folder (the probe's): never read, whatever its size."""
+    _rewrite_manifest(
+        folder, lambda m: m["splits"]["train"]["files"][0].update(path="../../../etc/hostname")
+    )
+
+
 DAMAGE = {
     f.__name__: f
     for f in (
+        manifest_path_leaves_the_folder,
         manifest_image_shape_lies,
         manifest_image_shape_lies_unregistered,
         manifest_num_classes_lies,
@@ -263,6 +271,9 @@ CASES = {
     ),
     "manifest-feature-key-lies-unregistered": shards(
         message="records have no feature 'pixels'", damage="manifest_feature_key_lies_unregistered"
+    ),
+    "manifest-path-leaves-the-folder": shards(
+        message="is not a file of the folder", damage="manifest_path_leaves_the_folder"
     ),
     "shards-of-another-dataset": shards(
         "--dataset", "mnist", message="holds 'digits', not 'mnist'"
@@ -554,6 +565,7 @@ BAD_FILE_CASES = {
         "--epochs", "99999999999999999999", message="--epochs must be at most 1,000,000"
     ),
     "train-dataset-empty": train("--dataset", "", message="--dataset is empty"),
+    "compile-o-in-proc": compile_to("/proc/version", message="cannot write in /proc"),
     "train-shards-dir-empty": train("--shards-dir", "", message="--shards-dir is empty"),
     "compare-model-module-empty": Case(
         ("compare", "--local", "--model-module", "", "--output", "{out}"),

@@ -778,6 +778,11 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
                 f"{split.num_examples}; {remedy}"
             )
         for shard in split.files:
+            if not _inside_folder(shard.path):
+                raise ConfigError(
+                    f"manifest of {shards_dir}: shard path {shard.path!r} is not a file of the "
+                    f"folder; {remedy}"
+                )
             file_path = storage.join(shards_dir, shard.path)
             try:
                 size = storage.size(file_path)
@@ -897,6 +902,17 @@ def _check_named_dataset(manifest: Manifest, where: str, remedy: str) -> None:
             f"encoding) are {registered} with {num_classes} classes, but describes {described} "
             f"with {manifest.num_classes}; {remedy}"
         )
+
+
+def _inside_folder(path: Any) -> bool:
+    """A shard path names a file in the manifest's own folder (never `/x` or `../x`)."""
+    return (
+        isinstance(path, str)
+        and bool(path)
+        and not path.startswith(("/", "\\"))
+        and ".." not in path.replace("\\", "/").split("/")
+        and ":" not in path  # no `gs://` or drive letters: another place altogether
+    )
 
 
 def _verify_records(file_path: str, expected: int, remedy: str) -> None:

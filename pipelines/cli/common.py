@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import tempfile
 
 from components.core import models
 from components.core.config import (
@@ -84,6 +85,14 @@ def output_file(path: str, flag: str = "-o") -> str:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+    try:  # the temporary file the atomic write needs beside it (/proc, read-only places)
+        handle, probe = tempfile.mkstemp(prefix=".tmp-", dir=parent)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise ConfigError(
+            f"{flag} {path}: cannot write in {parent} ({err.strerror}); pass a writable place"
+        ) from None
     return path
 
 
