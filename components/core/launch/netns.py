@@ -64,6 +64,9 @@ class LoopbackNamespace:
     def __init__(self) -> None:
         self._holder: subprocess.Popen | None = None
         self._rootless = os.geteuid() != 0
+        # The launcher's own handles on the namespaces: tasks enter through them, so a
+        # restart still finds the namespace if the holder was killed meanwhile.
+        self._fds: dict[str, int] = {}
 
     def __enter__(self) -> LoopbackNamespace:
         for tool in ("unshare", "nsenter"):
@@ -89,9 +92,19 @@ class LoopbackNamespace:
             reason = self._holder.communicate()[1].strip().splitlines()
             self._holder = None
             raise OSError(reason[-1] if reason else "unshare failed")
+        kinds = ("user", "net") if self._rootless else ("net",)
+        try:
+            for kind in kinds:
+                self._fds[kind] = os.open(f"/proc/{self.pid}/ns/{kind}", os.O_RDONLY)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *_exc) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
         holder, self._holder = self._holder, None
         if holder is None:
             return
@@ -112,12 +125,16 @@ class LoopbackNamespace:
         return self._holder.pid
 
     def wrap(self, command: list[str]) -> list[str]:
-        """`command` run inside the namespace (`nsenter` execs it: same PID)."""
-        ns = f"/proc/{self.pid}/ns"
+        """`command` run inside the namespace (`nsenter` execs it: same PID).
+
+        `nsenter` opens the namespaces through this process's handles
+        (`/proc/SELF/fd/N`), which keep them alive whatever becomes of the holder.
+        """
+        opened = {kind: f"/proc/{os.getpid()}/fd/{fd}" for kind, fd in self._fds.items()}
         if self._rootless:
-            enter = [f"--user={ns}/user", f"--net={ns}/net", "--preserve-credentials"]
+            enter = [f"--user={opened['user']}", f"--net={opened['net']}", "--preserve-credentials"]
         else:
-            enter = [f"--net={ns}/net"]
+            enter = [f"--net={opened['net']}"]
         return ["nsenter", *enter, "--", *command]
 
 
