@@ -165,9 +165,14 @@ def manifest_path_leaves_the_folder(folder: Path) -> None:
     )
 
 
+def manifest_record_format_unknown(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m.update(record_format="parquet"))
+
+
 DAMAGE = {
     f.__name__: f
     for f in (
+        manifest_record_format_unknown,
         manifest_path_leaves_the_folder,
         manifest_image_shape_lies,
         manifest_image_shape_lies_unregistered,
@@ -271,6 +276,9 @@ CASES = {
     ),
     "manifest-feature-key-lies-unregistered": shards(
         message="records have no feature 'pixels'", damage="manifest_feature_key_lies_unregistered"
+    ),
+    "manifest-record-format-unknown": shards(
+        message="says its records are 'parquet'", damage="manifest_record_format_unknown"
     ),
     "manifest-path-leaves-the-folder": shards(
         message="is not a file of the folder", damage="manifest_path_leaves_the_folder"

@@ -153,7 +153,7 @@ class Manifest:
                 for name, split in raw["splits"].items()
             }
             label = raw["label"]
-            return cls(
+            manifest = cls(
                 dataset=raw["dataset"],
                 version=raw["version"],
                 features=tuple(
@@ -173,6 +173,12 @@ class Manifest:
                 f"{root}/{MANIFEST_NAME} is not a Strategist manifest of this version ({err!r}); "
                 "delete the folder and shard the dataset again"
             ) from None
+        if manifest.record_format not in (TFDS_RECORDS, EXAMPLE_RECORDS):
+            raise ConfigError(
+                f"{root}/{MANIFEST_NAME} says its records are {manifest.record_format!r}, not "
+                f"{TFDS_RECORDS!r} or {EXAMPLE_RECORDS!r}: delete the folder and shard again"
+            )
+        return manifest
 
     @property
     def input_spec(self) -> InputSpec:
