@@ -467,6 +467,8 @@ def bad_files(folder: Path) -> None:
     (folder / "accuracy-1.5.json").write_text(json.dumps(over))
     (folder / "link.yaml").symlink_to(folder / "report.json")
     os.mkfifo(folder / "fifo.yaml")
+    (folder / "shards-zero").mkdir()
+    (folder / "shards-zero" / "manifest.json").symlink_to("/dev/zero")
 
 
 def gate(report: str, baseline: str, message: str) -> Case:
@@ -502,6 +504,15 @@ BAD_FILE_CASES = {
         }.items()
     },
     "gate-empty-baseline": gate("{bad}/report.json", "{bad}/empty-baseline.json", "no results"),
+    # the third probe's: inputs that never end (/dev/zero) or block (a FIFO) hung until killed
+    "gate-report-dev-zero": gate("/dev/zero", "{bad}/report.json", "not a regular file"),
+    "gate-baseline-fifo": gate("{bad}/report.json", "{bad}/fifo.yaml", "not a regular file"),
+    "select-history-dev-zero": select(
+        "--model", "mlp", "--history", "/dev/zero", message="not a regular file"
+    ),
+    "manifest-dev-zero": train(
+        "--shards-dir", "{bad}/shards-zero", message="not a regular file"
+    ),
     "gate-accuracy-above-1": gate(
         "{bad}/accuracy-1.5.json", "{bad}/report.json", "is not between 0 and 1"
     ),

@@ -764,7 +764,8 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
     if not storage.isdir(shards_dir):
         raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
     try:
-        raw = json_input.parse(storage.read_bytes(path), path, "shard the dataset again")
+        data = storage.read_bytes(path, limit=json_input.MAX_BYTES)
+        raw = json_input.parse(data, path, "shard the dataset again")
     except FileNotFoundError:
         raise ConfigError(
             f"{shards_dir} has no {MANIFEST_NAME}: it is not a finished shards folder; "
