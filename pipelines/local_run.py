@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from components.core.launch import reaper
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STARTED = re.compile(r"^Executing task '(?P<name>[^']+)'")
 _FINISHED = re.compile(r"^Task '(?P<name>[^']+)' finished with status (?P<status>\w+)")
@@ -326,6 +328,8 @@ def run_locally(
         with (
             open(log_path or os.devnull, "a") as log_file,
             _everything_to(_LogStream(log_file, progress, console if verbose else None)),
+            # A SIGKILL of this command runs no handler: its tasks die with it anyway.
+            reaper.descendants_die_with_this_process(),
             signals_forwarded_to_tasks(),
         ):
             result = pipeline_func(**arguments)

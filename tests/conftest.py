@@ -41,3 +41,23 @@ def trainer_pids(marker: str = "") -> list[int]:
         if b"components.core.trainer" in cmdline and any(marker.encode() in a for a in cmdline):
             pids.append(int(entry.name))
     return pids
+
+
+def pids_with_environ(entry: str) -> list[int]:
+    """PIDs of live processes (not this one) whose environment holds `entry` (`NAME=value`).
+
+    Every process a command starts inherits its environment, whatever its command line:
+    a test sets a unique variable and finds every descendant by it.
+    """
+    wanted, pids = entry.encode(), []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            state = (proc / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if wanted in environ and state != b"Z":  # a zombie is dead, only not yet reaped
+            pids.append(int(proc.name))
+    return pids

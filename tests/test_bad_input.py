@@ -107,9 +107,80 @@ def shard_corrupted(folder: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _rewrite_manifest(folder: Path, change) -> None:
+    manifest = _manifest(folder)
+    change(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _unregistered(manifest: dict) -> None:
+    """A name TFDS does not know: only the records can show the manifest lies."""
+    manifest["dataset"] = manifest["source"]["dataset"] = "my_digits"
+
+
+def manifest_image_shape_lies(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m["features"]["image"].update(shape=[28, 28, 1]))
+
+
+def manifest_image_shape_lies_unregistered(folder: Path) -> None:
+    def change(m):
+        _unregistered(m)
+        m["features"]["image"]["shape"] = [64]
+
+    _rewrite_manifest(folder, change)
+
+
+def manifest_num_classes_lies(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m["label"].update(num_classes=5, classes=[]))
+
+
+def manifest_label_range_lies_unregistered(folder: Path) -> None:
+    def change(m):
+        _unregistered(m)
+        m["label"].update(num_classes=5, classes=[])
+
+    _rewrite_manifest(folder, change)
+
+
+def manifest_num_classes_not_a_count(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m["label"].update(num_classes="ten"))
+
+
+def manifest_names_another_dataset(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m.update(dataset="mnist", source={"dataset": "mnist"}))
+
+
+def manifest_feature_key_lies_unregistered(folder: Path) -> None:
+    def change(m):
+        _unregistered(m)
+        m["features"]["image"]["key"] = "pixels"
+
+    _rewrite_manifest(folder, change)
+
+
+def manifest_path_leaves_the_folder(folder: Path) -> None:
+    """A shard path outside the folder (the probe's): never read, whatever its size."""
+    _rewrite_manifest(
+        folder, lambda m: m["splits"]["train"]["files"][0].update(path="../../../etc/hostname")
+    )
+
+
+def manifest_record_format_unknown(folder: Path) -> None:
+    _rewrite_manifest(folder, lambda m: m.update(record_format="parquet"))
+
+
 DAMAGE = {
     f.__name__: f
     for f in (
+        manifest_record_format_unknown,
+        manifest_path_leaves_the_folder,
+        manifest_image_shape_lies,
+        manifest_image_shape_lies_unregistered,
+        manifest_num_classes_lies,
+        manifest_label_range_lies_unregistered,
+        manifest_num_classes_not_a_count,
+        manifest_names_another_dataset,
+        manifest_feature_key_lies_unregistered,
         no_manifest,
         manifest_not_json,
         manifest_without_label,
@@ -181,6 +252,37 @@ CASES = {
     "shard-file-missing": shards(message="is missing", damage="shard_missing"),
     "shard-file-truncated": shards(message="changed or truncated", damage="shard_truncated"),
     "shard-file-corrupted": shards(message="is corrupted", damage="shard_corrupted"),
+    # a manifest that lies about its shards (checked against the records before launch)
+    "manifest-image-shape-lies": shards(
+        message="whose features (shape, encoding) are {'image': ([8, 8, 1]",
+        damage="manifest_image_shape_lies",
+    ),
+    "manifest-image-shape-lies-unregistered": shards(
+        message="feature 'image' has shape [64] there, its test records hold [8, 8, 1]",
+        damage="manifest_image_shape_lies_unregistered",
+    ),
+    "manifest-num-classes-lies": shards(
+        message="with 10 classes, but describes", damage="manifest_num_classes_lies"
+    ),
+    "manifest-label-range-lies-unregistered": shards(
+        message="outside the 5 classes (0..4) it declares",
+        damage="manifest_label_range_lies_unregistered",
+    ),
+    "manifest-num-classes-not-a-count": shards(
+        message="num_classes 'ten' is not a count", damage="manifest_num_classes_not_a_count"
+    ),
+    "manifest-names-another-dataset": shards(
+        message="it names dataset 'mnist', whose features", damage="manifest_names_another_dataset"
+    ),
+    "manifest-feature-key-lies-unregistered": shards(
+        message="records have no feature 'pixels'", damage="manifest_feature_key_lies_unregistered"
+    ),
+    "manifest-record-format-unknown": shards(
+        message="says its records are 'parquet'", damage="manifest_record_format_unknown"
+    ),
+    "manifest-path-leaves-the-folder": shards(
+        message="is not a file of the folder", damage="manifest_path_leaves_the_folder"
+    ),
     "shards-of-another-dataset": shards(
         "--dataset", "mnist", message="holds 'digits', not 'mnist'"
     ),
@@ -369,6 +471,8 @@ def bad_files(folder: Path) -> None:
     (folder / "accuracy-1.5.json").write_text(json.dumps(over))
     (folder / "link.yaml").symlink_to(folder / "report.json")
     os.mkfifo(folder / "fifo.yaml")
+    (folder / "shards-zero").mkdir()
+    (folder / "shards-zero" / "manifest.json").symlink_to("/dev/zero")
 
 
 def gate(report: str, baseline: str, message: str) -> Case:
@@ -404,6 +508,15 @@ BAD_FILE_CASES = {
         }.items()
     },
     "gate-empty-baseline": gate("{bad}/report.json", "{bad}/empty-baseline.json", "no results"),
+    # the third probe's: inputs that never end (/dev/zero) or block (a FIFO) hung until killed
+    "gate-report-dev-zero": gate("/dev/zero", "{bad}/report.json", "not a regular file"),
+    "gate-baseline-fifo": gate("{bad}/report.json", "{bad}/fifo.yaml", "not a regular file"),
+    "select-history-dev-zero": select(
+        "--model", "mlp", "--history", "/dev/zero", message="not a regular file"
+    ),
+    "manifest-dev-zero": train(
+        "--shards-dir", "{bad}/shards-zero", message="not a regular file"
+    ),
     "gate-accuracy-above-1": gate(
         "{bad}/accuracy-1.5.json", "{bad}/report.json", "is not between 0 and 1"
     ),
@@ -470,6 +583,17 @@ BAD_FILE_CASES = {
         "pass fewer --workers/--ps/--devices, or --oversubscribe",
     ),
     "argparse-type-error-is-one-line": train("--epochs", "x", message="'x' is not a whole number"),
+    # the second probe's: a typo-sized epoch count trained on; an empty name fell back to digits
+    "train-epochs-1e20": train(
+        "--epochs", "99999999999999999999", message="--epochs must be at most 1,000,000"
+    ),
+    "train-dataset-empty": train("--dataset", "", message="--dataset is empty"),
+    "compile-o-in-proc": compile_to("/proc/version", message="cannot write in /proc"),
+    "train-shards-dir-empty": train("--shards-dir", "", message="--shards-dir is empty"),
+    "compare-model-module-empty": Case(
+        ("compare", "--local", "--model-module", "", "--output", "{out}"),
+        "--model-module is empty",
+    ),
     # --param values meet the pipeline's own validation before any request
     "submit-param-target-accuracy-2": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,

@@ -31,7 +31,8 @@ from components.core.launch.local import (
     RestartPolicy,
     plan_tasks,
 )
-from tests.conftest import trainer_pids
+from components.core.signals import sigterm_raises
+from tests.conftest import pids_with_environ, trainer_pids
 
 REPO = Path(__file__).resolve().parents[1]
 STRATEGIST = Path(sys.executable).parent / "strategist"
@@ -371,6 +372,8 @@ def start_streaming(
 ) -> tuple[subprocess.Popen, Events, threading.Thread]:
     """Starts `command` in the repository with its output streamed, line by line, into Events."""
     events = Events()
+    # This checkout's code, also where the `strategist` script's own install is another's.
+    popen["env"] = {**popen.get("env", os.environ), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         command, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen
     )
@@ -477,23 +480,28 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
-    tfds_dir, tmp_path, sig, code
-):
-    """A signal to `strategist compare` alone (not its process group) reaches the running
-    kfp.local task, which stops its training cluster; nothing is left behind."""
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_strategist_compare_signalled_or_killed_leaves_no_process(tfds_dir, tmp_path, sig, code):
+    """A signal to `strategist compare` alone (not its process group, as a scheduler sends
+    it) mid-training. SIGTERM reaches the running kfp.local task, whose launcher stops its
+    cluster (SIGINT takes the same handler, `local_run.signals_forwarded_to_tasks`). SIGKILL
+    runs no handler: the command's reaper (`launch/reaper.py`) kills the kfp.local executor
+    and everything below it; on main the executor trained on. Either way no process that
+    carries the command's environment survives it by more than a few seconds."""
     out = tmp_path / "compare"
+    marker = f"STRATEGIST_TEST_RUN=compare-{os.getpid()}-{sig}"
     command = [
         str(STRATEGIST), "compare", "--local", "--strategies", "multi_worker_mirrored",
         "--epochs", "300", "--num-shards", "2", "--data-dir", str(tfds_dir),
         "--output", str(out),
     ]  # fmt: skip
-    # A session of its own: the signal reaches the command only, as a scheduler sends it.
-    proc, events, reader = start_streaming(command, start_new_session=True)
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    # A session of its own: the signal reaches the command only.
+    proc, events, reader = start_streaming(command, start_new_session=True, env=env)
     try:
         events.wait_for(r"multi_worker_mirrored epoch 2/300")
         assert trainer_pids(str(out)), "the train task's cluster should be running"
+        assert len(pids_with_environ(marker)) >= 5  # sh, executor, 2 trainers, netns holder
         proc.send_signal(sig)
         sent = time.monotonic()
         returncode = proc.wait(timeout=60)
@@ -504,14 +512,22 @@ def test_strategist_compare_interrupted_stops_the_task_and_its_cluster(
             proc.wait()
     reader.join(timeout=10)
     assert returncode == code, events.text()[-3000:]
-    assert "strategist compare: interrupted" in events.text()
-    assert stopped_s < 30, stopped_s
-    deadline = time.monotonic() + 10  # reaped children may linger a moment in /proc
-    while processes_mentioning(str(out)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    if sig != signal.SIGKILL:
+        assert "strategist compare: interrupted" in events.text()
+        assert stopped_s < 30, stopped_s
+    deadline = time.monotonic() + 5
+    while pids_with_environ(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gone_s = time.monotonic() - sent
+    left = {
+        pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:60] for pid in pids_with_environ(marker)
+    }
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes outlived the command: {left}"
     assert not processes_mentioning(str(out)), "a task or trainer outlived the command"
     assert not (out / "comparison.json").exists()
-    report(f"{signal.Signals(sig).name} to strategist compare", stop=stopped_s)
+    report(f"{signal.Signals(sig).name} to strategist compare", every_process_gone=gone_s)
 
 
 @pytest.mark.cluster
@@ -543,6 +559,70 @@ def test_sigkill_of_strategist_train_leaves_no_task_behind(digits_shards, tmp_pa
     gone_s = time.monotonic() - killed
     assert not trainer_pids(str(out)), "a task outlived its SIGKILLed launcher"
     report("SIGKILL to strategist train (parameter_server)", tasks_gone=gone_s)
+
+
+def interrupt_during_startup(config: RunConfig, sig: int, delay_s: float | None, marker: str):
+    """Runs `config`'s cluster in this process and sends `sig` to it after `delay_s`
+    (None: as the launcher logs that every task is started).
+
+    Returns the seconds from the start to the "started" line (None: the signal came
+    first) and the PIDs of processes carrying `marker` once `run()` has unwound.
+    """
+    started: list[float] = []
+    begun = time.monotonic()
+
+    def log(line: str) -> None:
+        if line.startswith("[launcher] started"):
+            started.append(time.monotonic() - begun)
+            if delay_s is None:
+                os.kill(os.getpid(), sig)
+
+    cluster = LocalCluster(config, log=log)
+    timer = threading.Timer(delay_s or 0, lambda: delay_s is None or os.kill(os.getpid(), sig))
+    os.environ["STRATEGIST_TEST_RUN"] = marker
+    try:
+        with pytest.raises(KeyboardInterrupt), sigterm_raises():
+            timer.start()
+            cluster.run()
+            time.sleep(5)  # the signal is on its way; it must not find run() returned
+    finally:
+        timer.join()
+        del os.environ["STRATEGIST_TEST_RUN"]
+    return (started or [None])[0], pids_with_environ(f"STRATEGIST_TEST_RUN={marker}")
+
+
+@pytest.mark.cluster
+def test_signals_at_every_point_of_the_start_up_leave_no_process(digits_shards, tmp_path):
+    """SIGINT and SIGTERM, real, sent to the launcher at 24 moments spread over its
+    start-up (output folder claimed, namespace holder started, four tasks forked): once
+    `run()` has raised, no process it started is alive, so "every process was stopped"
+    is true. On main a signal that landed inside `Popen`, after the fork, left that task
+    untracked (the probe: 3 of 22 trials)."""
+
+    def config(trial: str) -> RunConfig:
+        return RunConfig(
+            data=DataConfig(shards_dir=digits_shards),
+            cluster=SHAPES["parameter_server"],
+            training=TrainingConfig(epochs=300),
+            output_dir=str(tmp_path / trial),
+        )
+
+    # How long the start-up takes here: the "started" line of a run stopped just after it.
+    startup_s, left = interrupt_during_startup(config("calibrate"), signal.SIGINT, None, "cal")
+    assert startup_s is not None and not left
+    leftovers = {}
+    trials = 24
+    for i in range(trials):
+        sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
+        delay = startup_s * 1.2 * i / (trials - 1)
+        _, left = interrupt_during_startup(config(f"t{i}"), sig, delay, f"t{i}")
+        if left:
+            leftovers[(signal.Signals(sig).name, round(delay, 3))] = [
+                Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in left
+            ]
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+    assert not leftovers, f"processes outlived run() (start-up {startup_s:.3f}s): {leftovers}"
 
 
 @pytest.mark.cluster
@@ -650,6 +730,7 @@ def test_a_frozen_parameter_server_fails_the_run_naming_it(digits_shards, tmp_pa
     assert failed_s < max(5, 3 * slowest) + 15, (failed_s, slowest)
     assert json.loads((out / "status.json").read_text())["state"] == "failed"
     assert not trainer_pids(str(out))
+    assert [(s["task"], s["epoch"], s["how"]) for s in cluster.stalls] == [("ps-0", 3, "killed")]
     report("parameter server frozen (SIGSTOP) after epoch 2", failed=failed_s)
 
 
@@ -692,9 +773,12 @@ def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shard
 
 @pytest.mark.cluster
 def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digits_shards, tmp_path):
-    """SIGSTOP of worker 1 after epoch 2: the launcher names it stopped, kills it, and the
-    parameter-server policy restarts it alone; every epoch completes once and the model
-    learns."""
+    """Worker 1 is stopped (SIGSTOP) for 2.5 s in epoch 2 and let go (SIGCONT): the run
+    goes on, and the stall is in its record (`stalls`), so a benchmark cannot call it
+    clean; `epoch_seconds` alone does not show it (the coordinator's other worker kept
+    the epoch going). Stopped again in epoch 4, and left so: the launcher
+    names it stopped, kills it, and the parameter-server policy restarts it alone; every
+    epoch completes once and the model learns."""
     out = tmp_path / "run"
     config = RunConfig(
         data=DataConfig(shards_dir=digits_shards),
@@ -709,21 +793,36 @@ def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digit
     )
 
     def freeze_worker(task, line):
-        if task.name == "chief-0" and line.startswith("epoch 2/") and not frozen:
+        if task.name != "chief-0":
+            return
+        if line.startswith("epoch 1/") and "paused" not in frozen:
+            worker = pid_of(cluster, "worker-1")
+            os.kill(worker, signal.SIGSTOP)
+            frozen["paused"] = time.monotonic()
+            threading.Timer(2.5, os.kill, (worker, signal.SIGCONT)).start()
+        if line.startswith("epoch 3/") and "at" not in frozen:
             os.kill(pid_of(cluster, "worker-1"), signal.SIGSTOP)
             frozen["at"] = time.monotonic()
 
     cluster.on_line = freeze_worker
     metrics = cluster.run().to_dict()
-    assert frozen
+    assert "at" in frozen
     assert any("worker-1 is stopped (SIGSTOP or a debugger): killing it" in x for x in lines)
     assert [f["task"] for f in metrics["failures"]] == ["worker-1"]
     assert metrics["failures"][0]["action"] == "worker restart"
     assert metrics["epochs"] == 6 and len(metrics["epoch_seconds"]) == 6
     assert metrics["eval_accuracy"] >= 0.85
     assert not trainer_pids(str(out))
+    paused, killed = metrics["stalls"]
+    assert (paused["task"], paused["epoch"], paused["how"]) == ("worker-1", 2, "resumed")
+    assert 2.0 <= paused["seconds"] <= 4.5, paused
+    assert (killed["task"], killed["epoch"], killed["how"]) == ("worker-1", 4, "killed")
+    # Stopped until the allowed gap (5 s at least, counted from the last epoch line, a
+    # moment before the SIGSTOP) had passed.
+    assert killed["seconds"] >= 4, killed
+    assert json.loads((out / "metrics.json").read_text())["stalls"] == metrics["stalls"]
     stalled = metrics["failures"][0]["at_s"] - (frozen["at"] - cluster._started)
-    report("parameter_server worker frozen (SIGSTOP) after epoch 2", replaced=stalled)
+    report("parameter_server worker frozen (SIGSTOP) after epoch 3", replaced=stalled)
 
 
 @pytest.mark.cluster

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -106,6 +107,24 @@ def test_a_namespace_has_only_loopback_and_it_is_up():
         pid = namespace.pid
     assert shown.strip() == "[(1, 'lo')]"
     assert not os.path.exists(f"/proc/{pid}")  # the holder is gone with the cluster
+
+
+@pytest.mark.parametrize("rootless", [False, True])
+def test_tasks_still_enter_the_namespace_after_its_holder_was_killed(rootless):
+    """The probe killed the holder mid-run: a parameter-server worker restarted after that
+    failed (`nsenter: cannot open /proc/HOLDER/ns/net`). Tasks enter through the
+    launcher's own handles on the namespace, which keep it alive."""
+    namespace = netns.LoopbackNamespace()
+    namespace._rootless = rootless
+    with namespace:
+        os.kill(namespace.pid, signal.SIGKILL)
+        namespace._holder.wait()
+        interfaces = "import socket; print(socket.if_nameindex())"
+        shown = subprocess.run(
+            namespace.wrap([sys.executable, "-I", "-c", interfaces]),
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    assert shown.strip() == "[(1, 'lo')]"
 
 
 def test_a_user_namespace_works_for_an_unprivileged_launcher():

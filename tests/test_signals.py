@@ -55,3 +55,23 @@ def test_outside_the_main_thread_nothing_is_installed():
     thread.start()
     thread.join()
     assert seen == [before]
+
+
+@pytest.mark.parametrize(
+    ("sig", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, signals.Interrupted)]
+)
+def test_signals_deferred_acts_on_a_signal_only_after_the_block(sig, raised):
+    """A signal inside the block reaches its handler as the block ends, not before."""
+    reached_the_end = []
+    with pytest.raises(raised), signals.sigterm_raises(), signals.signals_deferred():
+        os.kill(os.getpid(), sig)
+        reached_the_end.append(True)  # a handler that ran here would have raised
+    assert reached_the_end == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_signals_deferred_without_a_signal_changes_nothing():
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with signals.signals_deferred():
+        pass
+    assert {sig: signal.getsignal(sig) for sig in before} == before

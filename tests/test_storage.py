@@ -464,6 +464,8 @@ _ALLOWED = {
     # Programs on PATH (dpkg-query; unshare, nsenter), not files of the user's.
     ("reduction_server.py", "shutil.which", '"dpkg-query"'),
     ("launch/netns.py", "shutil.which", "tool"),
+    # The launcher's handles on its cluster's namespaces (/proc/HOLDER/ns/*), not user files.
+    ("launch/netns.py", ".open", "os"),
     # Whether this process runs inside a Vertex AI task (its gcsfuse mount point).
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
     # The published scaling cases bundled with the package (components/core/data/).

@@ -30,6 +30,9 @@ PRECISIONS = (FLOAT32, MIXED_FLOAT16, MIXED_BFLOAT16)
 
 # Random seeds are unsigned 32-bit for NumPy and TensorFlow.
 MAX_SEED = 2**32 - 1
+# More epochs than any run needs: a larger number is a typo (and overflows the int64
+# a KFP pipeline parameter holds).
+MAX_EPOCHS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -396,6 +399,8 @@ def validate_run(config: RunConfig) -> None:
     t = config.training
     if t.epochs < 1:
         raise ConfigError(f"--epochs must be at least 1, got {t.epochs}")
+    if t.epochs > MAX_EPOCHS:
+        raise ConfigError(f"--epochs must be at most {MAX_EPOCHS:,}, got {t.epochs}")
     if t.per_replica_batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {t.per_replica_batch_size}")
     if t.base_batch_size < 1:

@@ -153,7 +153,7 @@ class Manifest:
                 for name, split in raw["splits"].items()
             }
             label = raw["label"]
-            return cls(
+            manifest = cls(
                 dataset=raw["dataset"],
                 version=raw["version"],
                 features=tuple(
@@ -173,6 +173,12 @@ class Manifest:
                 f"{root}/{MANIFEST_NAME} is not a Strategist manifest of this version ({err!r}); "
                 "delete the folder and shard the dataset again"
             ) from None
+        if manifest.record_format not in (TFDS_RECORDS, EXAMPLE_RECORDS):
+            raise ConfigError(
+                f"{root}/{MANIFEST_NAME} says its records are {manifest.record_format!r}, not "
+                f"{TFDS_RECORDS!r} or {EXAMPLE_RECORDS!r}: delete the folder and shard again"
+            )
+        return manifest
 
     @property
     def input_spec(self) -> InputSpec:
@@ -760,7 +766,8 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
     if not storage.isdir(shards_dir):
         raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
     try:
-        raw = json_input.parse(storage.read_bytes(path), path, "shard the dataset again")
+        data = storage.read_bytes(path, limit=json_input.MAX_BYTES)
+        raw = json_input.parse(data, path, "shard the dataset again")
     except FileNotFoundError:
         raise ConfigError(
             f"{shards_dir} has no {MANIFEST_NAME}: it is not a finished shards folder; "
@@ -780,6 +787,11 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
                 f"{split.num_examples}; {remedy}"
             )
         for shard in split.files:
+            if not _inside_folder(shard.path):
+                raise ConfigError(
+                    f"manifest of {shards_dir}: shard path {shard.path!r} is not a file of the "
+                    f"folder; {remedy}"
+                )
             file_path = storage.join(shards_dir, shard.path)
             try:
                 size = storage.size(file_path)
@@ -792,7 +804,124 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
                 )
             if verify_records:
                 _verify_records(file_path, shard.num_examples, remedy)
+    if verify_records:
+        check_contents(manifest)
     return manifest
+
+
+# Records of each split read back by `check_contents`: enough to see a label out of
+# range, few enough that a large dataset costs no more than a small one.
+_SAMPLED_RECORDS = 64
+
+
+def check_contents(manifest: Manifest) -> None:
+    """Checks what the manifest says against the shards, before anything is launched.
+
+    Decodes the first records of each split as the manifest describes them:
+    every feature must have the manifest's shape, every label must be a class
+    id below `num_classes` (or a number, for a regression). A manifest that
+    names a TFDS dataset must describe that dataset's features and classes.
+
+    Raises:
+        ConfigError: saying what does not match, and to shard the dataset again.
+    """
+    import tensorflow as tf
+
+    where = f"manifest of {manifest.root}"
+    remedy = "delete the folder and shard the dataset again"
+    _check_label_description(manifest, where, remedy)
+    _check_named_dataset(manifest, where, remedy)
+    decode = _parser(manifest.record_format, (*manifest.features, manifest.label), manifest.root)
+    for split in manifest.splits:
+        paths = [storage.local_view(p) for p in manifest.file_paths(split)[:1]]
+        for record in tf.data.TFRecordDataset(paths).take(_SAMPLED_RECORDS):
+            try:
+                values = decode(record)
+            except KeyError as err:
+                raise ConfigError(
+                    f"{where}: its {split} records have no feature {err.args[0]!r}; {remedy}"
+                ) from None
+            except (tf.errors.OpError, ValueError, TypeError) as err:
+                message = getattr(err, "message", str(err)).strip().splitlines()[0][:160]
+                raise ConfigError(
+                    f"{where}: its {split} records do not decode as it describes them "
+                    f"({message}); {remedy}"
+                ) from None
+            for feature in manifest.features:
+                actual = tuple(values[feature.key].shape)
+                if not _shape_fits(actual, feature.shape):
+                    raise ConfigError(
+                        f"{where}: feature {feature.name!r} has shape {list(feature.shape)} "
+                        f"there, its {split} records hold {list(actual)}; {remedy}"
+                    )
+            _check_label_value(manifest, values[manifest.label.key], split, where, remedy)
+
+
+def _shape_fits(actual: tuple, described: tuple) -> bool:
+    return len(actual) == len(described) and all(
+        d is None or a == d for a, d in zip(actual, described, strict=True)
+    )
+
+
+def _check_label_description(manifest: Manifest, where: str, remedy: str) -> None:
+    classes = manifest.num_classes
+    if classes is None:
+        return
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
+        raise ConfigError(f"{where}: num_classes {classes!r} is not a count of 2 or more; {remedy}")
+    if manifest.classes and len(manifest.classes) != classes:
+        raise ConfigError(
+            f"{where}: num_classes is {classes} but it names {len(manifest.classes)} classes; "
+            f"{remedy}"
+        )
+
+
+def _check_label_value(manifest: Manifest, label, split: str, where: str, remedy: str) -> None:
+    value = np.asarray(label)
+    if value.shape != ():
+        raise ConfigError(f"{where}: a {split} label holds {value.size} values, not one; {remedy}")
+    if manifest.num_classes is None:
+        return
+    if not np.issubdtype(value.dtype, np.integer) or not 0 <= int(value) < manifest.num_classes:
+        raise ConfigError(
+            f"{where}: a {split} record has label {value.item()!r}, outside the "
+            f"{manifest.num_classes} classes (0..{manifest.num_classes - 1}) it declares; {remedy}"
+        )
+
+
+def _check_named_dataset(manifest: Manifest, where: str, remedy: str) -> None:
+    """A manifest of TFDS records must describe the dataset it names, as TFDS describes it."""
+    source = manifest.source
+    if (
+        manifest.record_format != TFDS_RECORDS
+        or source.get("files")
+        or source.get("dataset_module")
+    ):
+        return  # the user's files or builder: nothing registered to compare with
+    try:
+        info = data_sources.tfds_builder(manifest.dataset).info
+        features, label, num_classes = data_sources.tfds_features(info, source.get("label"))
+    except ConfigError:
+        return  # a name TFDS does not know (a prepared folder since moved): the records decide
+    registered = {f.key: (list(f.shape), f.encoding) for f in features}
+    described = {f.key: (list(f.shape), f.encoding) for f in manifest.features}
+    if registered != described or num_classes != manifest.num_classes:
+        raise ConfigError(
+            f"{where}: it names dataset {manifest.dataset!r}, whose features (shape, "
+            f"encoding) are {registered} with {num_classes} classes, but describes {described} "
+            f"with {manifest.num_classes}; {remedy}"
+        )
+
+
+def _inside_folder(path: Any) -> bool:
+    """A shard path names a file in the manifest's own folder (never `/x` or `../x`)."""
+    return (
+        isinstance(path, str)
+        and bool(path)
+        and not path.startswith(("/", "\\"))
+        and ".." not in path.replace("\\", "/").split("/")
+        and ":" not in path  # no `gs://` or drive letters: another place altogether
+    )
 
 
 def _verify_records(file_path: str, expected: int, remedy: str) -> None:

@@ -14,6 +14,9 @@ from typing import Any
 
 from components.core.errors import ConfigError
 
+# The largest JSON file a user may hand in (a comparison of many runs is well under 1 MiB).
+MAX_BYTES = 64 << 20
+
 
 def parse(data: bytes | str, where: str, remedy: str) -> Any:
     """The JSON value in `data`.

@@ -115,6 +115,12 @@ class RunMetrics:
     resolved for this machine; None in records older than the field);
     `run_config` is the RunConfig the trainer ran, whole; `sidecar_evaluations`
     are the evaluator task's results, one per checkpoint it evaluated.
+    `stalls` (added by a local launcher) lists every stretch the run was held
+    up by a task that stopped (SIGSTOP, a debugger) or made no progress:
+    `task`, the `epoch` it fell in, its `seconds`, `how` it ended (`resumed`,
+    `killed` by the liveness check, `ended`) and `at_s` from the start; an
+    epoch the stall fell in keeps it in its `epoch_seconds` unless a cluster
+    restart redid that epoch, so a run with stalls is not a clean measurement.
     `task` is `classification` or `regression` (the label's); `eval_metrics`
     holds every test-split metric (the loss, the compiled metrics, the user's
     too, accuracy or MAE/RMSE/MSE), `eval_accuracy` is None for regression;
@@ -176,6 +182,7 @@ class RunMetrics:
     worker_restarts: int = 0
     failures: list[dict[str, Any]] = field(default_factory=list)
     sidecar_evaluations: list[dict[str, Any]] = field(default_factory=list)
+    stalls: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -187,6 +194,7 @@ class RunMetrics:
         worker_restarts: int,
         failures: list[dict[str, Any]],
         sidecar_evaluations: list[dict[str, Any]] | None = None,
+        stalls: list[dict[str, Any]] | None = None,
     ) -> RunMetrics:
         """This record with what the launcher measured, and the evaluator's results, added."""
         return dataclasses.replace(
@@ -195,6 +203,7 @@ class RunMetrics:
             worker_restarts=worker_restarts,
             failures=list(failures),
             sidecar_evaluations=list(sidecar_evaluations or []),
+            stalls=list(stalls or []),
         )
 
     @classmethod

@@ -7,6 +7,10 @@ are stopped and cloud jobs are cancelled. A command then exits `exit_code(...)`:
 128 + the signal number, as a shell reports a process a signal ended (SIGINT 130,
 SIGTERM 143). Handlers can only be set in the main thread: elsewhere these helpers
 do nothing.
+
+`signals_deferred` holds Ctrl-C and SIGTERM back while a process is started and
+recorded, so no signal can land between the fork and the bookkeeping that lets
+the handler stop the new process.
 """
 
 from __future__ import annotations
@@ -84,3 +88,37 @@ def signals_ignored() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Holds Ctrl-C and SIGTERM until the block ends, then acts on them (main thread only).
+
+    For a fork and its bookkeeping (`subprocess.Popen` and recording the new
+    process): a `KeyboardInterrupt` raised inside `Popen`, after the fork, or
+    before the caller stored the `Popen`, leaves a child nobody stops. Python
+    runs handlers between bytecodes of the main thread only, so a handler that
+    merely notes the signal makes the block atomic for them; on leaving, the
+    previous handlers are restored and each noted signal is handed to its
+    handler (which may raise). Only Python-level handlers change: the signal
+    mask a child inherits is untouched.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    received: list[int] = []
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in handled
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(received):  # each signal once, in arrival order
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)

@@ -39,10 +39,12 @@ path are still published file by file, commit file last, as in the cloud.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import posixpath
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -201,19 +203,32 @@ def glob(pattern: str) -> list[str]:
     return [prefix + match[len(root) :] for match in matches]
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
+def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The whole file or object.
+
+    Args:
+        path: local, `/gcs/` or `gs://`.
+        limit: for a file a user names: the most bytes it may hold; a local one
+            must then also be a regular file (a FIFO would block, `/dev/zero`
+            never ends).
 
     Raises:
         FileNotFoundError: when there is none.
-        OSError: when it cannot be read.
+        OSError: when it cannot be read, is not a regular file, or is over `limit`.
     """
     text = os.fspath(path)
     key = _remote(text)
     if key is None:
-        with open(local_view(text), "rb") as handle:
-            return handle.read()
-    return filesystem().cat_file(key)
+        local = local_view(text)
+        if limit is not None and not stat.S_ISREG(os.stat(local).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", text)
+        with open(local, "rb") as handle:
+            data = handle.read() if limit is None else handle.read(limit + 1)
+    else:
+        data = filesystem().cat_file(key)
+    if limit is not None and len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", text)
+    return data
 
 
 def read_text(path: str | os.PathLike) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import tempfile
 
 from components.core import models
 from components.core.config import (
@@ -89,6 +90,14 @@ def output_file(path: str, flag: str = "-o") -> str:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+    try:  # the temporary file the atomic write needs beside it (/proc, read-only places)
+        handle, probe = tempfile.mkstemp(prefix=".tmp-", dir=parent)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise ConfigError(
+            f"{flag} {path}: cannot write in {parent} ({err.strerror}); pass a writable place"
+        ) from None
     return path
 
 
@@ -304,6 +313,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
 
         validate_cluster(cluster)
         per_replica = per_replica_from_global(args.global_batch_size, cluster)
+    _refuse_empty(args)
     if args.data_dir is not None and not os.path.isdir(args.data_dir):
         raise ConfigError(
             f"--data-dir {args.data_dir} does not exist: create it or pass another folder"
@@ -357,6 +367,26 @@ def apply_network_exposure(args: argparse.Namespace) -> None:
 
     if args.allow_network_exposure:
         os.environ[netns.ALLOW_EXPOSURE_ENV] = "1"
+
+
+# Flags naming a thing: given empty (`--dataset ""`, an unset shell variable), each
+# would silently fall back to a default instead of what the user meant.
+_NAMING_FLAGS = (
+    "dataset", "data", "dataset_module", "label", "feature_spec", "data_dir", "model_module",
+    "shards_dir",
+)  # fmt: skip
+
+
+def _refuse_empty(args: argparse.Namespace) -> None:
+    """Refuses a naming flag given as an empty string.
+
+    Raises:
+        ConfigError: naming the flag.
+    """
+    for name in _NAMING_FLAGS:
+        if getattr(args, name, None) == "":
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} is empty: pass a value, or leave the flag out")
 
 
 def _dataset_name(args: argparse.Namespace) -> str:

@@ -236,6 +236,14 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         *[(f"final train {name}", f"{values[-1]:.4f}") for name, values in _train_metrics(metrics)],
         *[(f"test {name}", f"{value:.4f}") for name, value in _test_metrics(metrics)],
         ("restarts", metrics.restarts),
+        *[
+            (
+                "stalled",
+                f"{stall['task']} held the run up {stall['seconds']:.1f} s in epoch "
+                f"{stall['epoch']} ({stall['how']}): not a clean measurement",
+            )
+            for stall in metrics.stalls
+        ],
         ("hardware", metrics.hardware.describe()),
         *[("strategist changed", change) for change in metrics.adjustments],
     ]

@@ -32,7 +32,7 @@ def read_json(path: str | os.PathLike[str], role: str) -> Any:
         ReportError: when the file is missing, unreadable or not valid JSON.
     """
     try:
-        data = storage.read_bytes(path)
+        data = storage.read_bytes(path, limit=json_input.MAX_BYTES)
     except FileNotFoundError:
         raise ReportError(f"{role} {path}: file not found") from None
     except OSError as err:

@@ -42,7 +42,7 @@ from components.core.config import ClusterConfig, ConfigError, RunConfig, valida
 from components.core.launch import netns
 from components.core.launch.cloud import TRAINER_ENV
 from components.core.run_metrics import RunMetrics
-from components.core.signals import signals_ignored, sigterm_raises
+from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT, LAUNCHER_PID_ENV, RESTARTS_ENV
 from components.core.training import METRICS_NAME
 
@@ -70,7 +70,7 @@ _NOISE = re.compile(
     r"|This could happen if the remote target has been disconnected)"
 )
 # The chief's line at the end of each epoch (training.EpochRecorder), with its seconds.
-_EPOCH_LINE = re.compile(r"^epoch \d+/\d+: .*?(\d+(?:\.\d+)?)s ")
+_EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+: .*?(\d+(?:\.\d+)?)s ")
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -155,6 +155,7 @@ class Task:
     restarts: int = 0
     reaped: bool = False
     stalled: bool = False
+    stopped_since: float | None = None  # when the kernel was first seen showing it stopped
 
     @property
     def name(self) -> str:
@@ -233,6 +234,10 @@ class LocalCluster:
         self._last_progress = time.monotonic()
         self._slowest_epoch_s: float | None = None
         self._stalled_s = 0.0
+        self._epochs_done = 0
+        # Every stall the launcher saw: a task stopped (SIGSTOP, a debugger) for a while,
+        # or no progress until the allowed gap; reported in the run's record.
+        self.stalls: list[dict[str, Any]] = []
         self.evaluator_in_cluster = evaluator_in_cluster
         self.restart = restart
         self.log = log
@@ -299,6 +304,7 @@ class LocalCluster:
             worker_restarts=sum(f["action"] == "worker restart" for f in self.failures),
             failures=self.failures,
             sidecar_evaluations=sidecar.read_evaluations(self.config.output_dir),
+            stalls=self.stalls,
         )
         run_metrics.write(storage.join(self.config.output_dir, METRICS_NAME), metrics)
         self._status("succeeded")
@@ -325,6 +331,9 @@ class LocalCluster:
         written atomically and training state lives in the epoch checkpoints.
         """
         with signals_ignored():
+            for task in self.tasks:
+                if task.stopped_since is not None:
+                    self._end_stall(task, "ended")
             running = [t for t in self.tasks if t.process and t.process.poll() is None]
             first = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
             for task in running:
@@ -424,6 +433,7 @@ class LocalCluster:
                 return task
             if done:
                 return None
+            self._watch_stopped()
             self._check_liveness()
             time.sleep(_POLL_S)
 
@@ -443,6 +453,9 @@ class LocalCluster:
         )
         culprit.stalled = True
         self._stalled_s = gap
+        if culprit.stopped_since is None:  # not seen stopped: the whole gap is the stall
+            culprit.stopped_since = time.monotonic() - gap
+        self._end_stall(culprit, "killed")
         _signal_group(culprit.process, signal.SIGKILL)
         self._last_progress = time.monotonic()  # the restart policy takes it from here
 
@@ -453,8 +466,45 @@ class LocalCluster:
         self._last_progress = time.monotonic()
         epoch = _EPOCH_LINE.match(line)
         if epoch:
-            seconds = float(epoch.group(1))
+            self._epochs_done = int(epoch.group(1))
+            seconds = float(epoch.group(2))
             self._slowest_epoch_s = max(self._slowest_epoch_s or 0.0, seconds)
+
+    def _watch_stopped(self) -> None:
+        """Times every stretch a task spends stopped (state `T`); each one is a stall.
+
+        A stopped parameter server or worker holds the whole run up (the
+        coordinator waits for it); the stretch is recorded when the task runs
+        again or ends, so a benchmark sees it even when it was too short for the
+        liveness check.
+        """
+        now = time.monotonic()
+        for task in self.tasks:
+            if task.process is None:
+                continue
+            stopped = task.process.poll() is None and _process_state(task.process.pid) == "T"
+            if stopped and task.stopped_since is None:
+                task.stopped_since = now
+            elif not stopped and task.stopped_since is not None:
+                self._end_stall(task, "resumed" if task.process.poll() is None else "ended")
+
+    def _end_stall(self, task: Task, how: str) -> None:
+        """Records the stall of `task` that started at `task.stopped_since`."""
+        seconds = time.monotonic() - task.stopped_since
+        task.stopped_since = None
+        self.stalls.append(
+            {
+                "task": task.name,
+                "epoch": self._epochs_done + 1,
+                "seconds": round(seconds, 3),
+                "how": how,
+                "at_s": round(time.monotonic() - self._started - seconds, 3),
+            }
+        )
+        self.log(
+            f"[launcher] {task.name} stalled the run for {seconds:.1f} s in epoch "
+            f"{self._epochs_done + 1} ({how})"
+        )
 
     def _may_restart_alone(self, task: Task) -> bool:
         return (
@@ -511,19 +561,24 @@ class LocalCluster:
         task.tail.clear()
         task.reaped = False
         task.stalled = False
-        task.process = subprocess.Popen(
-            command,
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: stop() reaches its children
-            text=True,
-            errors="replace",
-        )
-        task.reader = threading.Thread(target=self._pump, args=(task,), daemon=True)
-        task.reader.start()
+        if task.stopped_since is not None:  # it died stopped: its stall ends with it
+            self._end_stall(task, "ended")
+        # A Ctrl-C or SIGTERM between the fork and `task.process = ...` would leave a
+        # task that `stop()` does not know: it waits until the task is recorded.
+        with signals_deferred():
+            task.process = subprocess.Popen(
+                command,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() reaches its children
+                text=True,
+                errors="replace",
+            )
+            task.reader = threading.Thread(target=self._pump, args=(task,), daemon=True)
+            task.reader.start()
 
     def _pump(self, task: Task) -> None:
         stream = task.process.stdout

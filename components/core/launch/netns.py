@@ -33,6 +33,7 @@ import sys
 from collections.abc import Iterator
 
 from components.core.errors import ConfigError
+from components.core.signals import signals_deferred
 
 ALLOW_EXPOSURE_ENV = "STRATEGIST_ALLOW_NETWORK_EXPOSURE"
 _READY = "ready"
@@ -63,28 +64,47 @@ class LoopbackNamespace:
     def __init__(self) -> None:
         self._holder: subprocess.Popen | None = None
         self._rootless = os.geteuid() != 0
+        # The launcher's own handles on the namespaces: tasks enter through them, so a
+        # restart still finds the namespace if the holder was killed meanwhile.
+        self._fds: dict[str, int] = {}
 
     def __enter__(self) -> LoopbackNamespace:
         for tool in ("unshare", "nsenter"):
             if shutil.which(tool) is None:
                 raise OSError(f"{tool} (util-linux) is not installed")
         flags = ["--user", "--map-root-user", "--net"] if self._rootless else ["--net"]
-        self._holder = subprocess.Popen(
-            ["unshare", *flags, sys.executable, "-I", "-c", _HOLDER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # a Ctrl-C meant for the command is the launcher's to handle
-        )
-        if self._holder.stdout.readline().strip() != _READY:
+        try:
+            with signals_deferred():  # no Ctrl-C between the fork and `self._holder = ...`
+                self._holder = subprocess.Popen(
+                    ["unshare", *flags, sys.executable, "-I", "-c", _HOLDER],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,  # a Ctrl-C meant for the command is the launcher's
+                )
+            ready = self._holder.stdout.readline().strip() == _READY
+        except BaseException:  # interrupted while it starts (a deferred signal too): it goes
+            self.__exit__()
+            raise
+        if not ready:
             self._holder.kill()
             reason = self._holder.communicate()[1].strip().splitlines()
             self._holder = None
             raise OSError(reason[-1] if reason else "unshare failed")
+        kinds = ("user", "net") if self._rootless else ("net",)
+        try:
+            for kind in kinds:
+                self._fds[kind] = os.open(f"/proc/{self.pid}/ns/{kind}", os.O_RDONLY)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *_exc) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
         holder, self._holder = self._holder, None
         if holder is None:
             return
@@ -105,12 +125,16 @@ class LoopbackNamespace:
         return self._holder.pid
 
     def wrap(self, command: list[str]) -> list[str]:
-        """`command` run inside the namespace (`nsenter` execs it: same PID)."""
-        ns = f"/proc/{self.pid}/ns"
+        """`command` run inside the namespace (`nsenter` execs it: same PID).
+
+        `nsenter` opens the namespaces through this process's handles
+        (`/proc/SELF/fd/N`), which keep them alive whatever becomes of the holder.
+        """
+        opened = {kind: f"/proc/{os.getpid()}/fd/{fd}" for kind, fd in self._fds.items()}
         if self._rootless:
-            enter = [f"--user={ns}/user", f"--net={ns}/net", "--preserve-credentials"]
+            enter = [f"--user={opened['user']}", f"--net={opened['net']}", "--preserve-credentials"]
         else:
-            enter = [f"--net={ns}/net"]
+            enter = [f"--net={opened['net']}"]
         return ["nsenter", *enter, "--", *command]
 
 

@@ -41,7 +41,9 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
             p = storage.join(p, "comparison.json")
         try:
             data = json_input.parse(
-                storage.read_bytes(p), f"--history {path}", "pass a comparison.json"
+                storage.read_bytes(p, limit=json_input.MAX_BYTES),
+                f"--history {path}",
+                "pass a comparison.json",
             )
         except OSError as err:
             raise ConfigError(f"--history {path}: cannot read it ({err.strerror or err})") from None

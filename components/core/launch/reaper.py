@@ -1,0 +1,96 @@
+"""Every process a command starts dies with the command, even when it is SIGKILLed.
+
+kfp.local runs each pipeline task as `sh` -> the component's executor -> (in a
+train task) a launcher -> trainers. A SIGKILLed `strategist compare` runs no
+handler, and the parent-death signal only covers a process's direct children
+(the trainers die with their launcher, `trainer.die_with_launcher`), not the
+executor, whose parent `sh` lives on. So the command starts a reaper: a small
+process of its own session that holds the read end of a pipe from the command.
+When the command ends, however it ends, the kernel closes the write end; the
+reaper then SIGKILLs every process whose environment carries this command's
+marker (`MARKER_ENV`, inherited by everything started below it) and exits.
+A process's `/proc/PID/environ` is the environment it was started with, so the
+marker finds descendants whatever their command line or process group:
+https://man7.org/linux/man-pages/man5/proc_pid_environ.5.html.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+from components.core.signals import signals_deferred
+
+MARKER_ENV = "STRATEGIST_COMMAND"
+# Waits for the end of the command (EOF on stdin), then kills the marked processes
+# until none is left (a process may fork while it is being killed; a few rounds).
+_REAPER = r"""
+import os, signal, sys, time
+wanted = sys.argv[1].encode()
+sys.stdin.buffer.read()
+
+def marked():
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if wanted in handle.read().split(b"\0"):
+                    yield int(entry)
+        except OSError:
+            pass
+
+for _ in range(50):
+    pids = list(marked())
+    if not pids:
+        break
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.1)
+"""
+
+
+@contextlib.contextmanager
+def descendants_die_with_this_process() -> Iterator[None]:
+    """Processes started in the block (and theirs) are killed when this process ends.
+
+    On leaving the block normally nothing should be left, and the reaper finds
+    nothing; a SIGKILL of this process leaves the reaper to kill them. Linux only
+    (`/proc`); elsewhere this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    entry = f"{MARKER_ENV}={os.getpid()}-{uuid.uuid4().hex[:12]}"
+    env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+    with signals_deferred():  # no Ctrl-C between the fork and `reaper = ...`
+        reaper = subprocess.Popen(
+            [sys.executable, "-I", "-c", _REAPER, entry],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,  # unmarked: it does not kill itself, and dies after its sweep
+            start_new_session=True,  # a Ctrl-C or a kill of this command's group spares it
+        )
+    previous = os.environ.get(MARKER_ENV)
+    os.environ[MARKER_ENV] = entry.split("=", 1)[1]
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(MARKER_ENV, None)
+        else:
+            os.environ[MARKER_ENV] = previous
+        reaper.stdin.close()  # the sweep now: stragglers of a normal end go too
+        try:
+            reaper.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            reaper.kill()
+            reaper.wait()
