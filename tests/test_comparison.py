@@ -682,3 +682,22 @@ def test_summary_table_lists_every_run_and_the_winner():
     assert "Winner: mirrored." in text
     widths = {len(line) for line in lines[:6]}
     assert len(widths) == 1, "columns are not aligned"
+
+
+def test_a_run_a_stalled_task_held_up_is_called_not_clean_in_every_report_form():
+    """A stall a parameter-server run absorbs leaves the epoch times clean-looking; the record's
+    `stalls` (written by the local launcher) make the report say the numbers are not clean."""
+    from components.core.comparison.html import render_html
+
+    stalled = record("parameter_server", 1200.0, replicas=2, workers=2, ps=1)
+    stalled["stalls"] = [{"task": "worker-1", "epoch": 2, "seconds": 2.5, "how": "resumed"}]
+    report = build_report([record("mirrored", 1800.0, replicas=2), stalled], prices=PRICES)
+    expected = (
+        "parameter_server: not a clean measurement: stalled by worker-1 for 2.5 s in epoch 2 "
+        "(resumed)."
+    )
+    assert report["stall_notes"] == [expected]
+    assert expected in summary_table(report) and expected in summary_markdown(report)
+    assert expected in render_html(report)
+    clean = build_report([record("mirrored", 1800.0, replicas=2)], prices=PRICES)
+    assert clean["stall_notes"] == [] and "not a clean measurement" not in summary_table(clean)

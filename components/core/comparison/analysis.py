@@ -497,6 +497,7 @@ def build_report(
         `repeats` and `spread`, the measures being medians over its runs),
         `baseline`, `measured_on` (the hardware, in words, and its runs),
         `rehearsal_note` (None unless a run was a local CPU rehearsal),
+        `stall_notes` (one per run a stalled task held up),
         `winner` (None when no winner is clear), `winner_reason`,
         `winner_rule`, `repeats` (runs per strategy), `target_accuracy`,
         `target_metric`, `equal_quality_tolerance`, `recommendation`,
@@ -535,6 +536,7 @@ def build_report(
         "baseline": baseline,
         "measured_on": measured_on(records),
         "rehearsal_note": rehearsal_note(records),
+        "stall_notes": stall_notes(runs),
         "winner": winner,
         "winner_reason": reason,
         "winner_rule": winner_rule(records, target_metric) if records else None,
@@ -543,6 +545,28 @@ def build_report(
         "prices": prices.describe(),
         "results": records,
     }
+
+
+def stall_notes(runs: list[Mapping[str, Any]]) -> list[str]:
+    """One sentence per run that a stalled task held up: its numbers are not clean.
+
+    A stall under `parameter_server` may not lengthen any epoch (the other
+    workers carry it), so the record's `stalls` (written by the local launcher),
+    not the epoch times, say whether a run was healthy.
+
+    Args:
+        runs: every run's record with its `name`, repeats included.
+    """
+    notes = []
+    for run in runs:
+        stalls = run.get("stalls") or []
+        if stalls:
+            what = "; ".join(
+                f"{s['task']} for {s['seconds']:.1f} s in epoch {s['epoch']} ({s['how']})"
+                for s in stalls
+            )
+            notes.append(f"{run['name']}: not a clean measurement: stalled by {what}.")
+    return notes
 
 
 def _named_records(results: list[dict]) -> list[dict]:

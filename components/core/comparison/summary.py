@@ -150,6 +150,7 @@ def summary_table(report: Mapping[str, Any]) -> str:
     lines.extend(hardware_lines(report))
     if report.get("rehearsal_note"):
         lines.append(report["rehearsal_note"])
+    lines.extend(report.get("stall_notes") or [])
     rec = recommended(report)
     if rec:
         lines.append(
@@ -223,6 +224,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     out.extend(hardware_lines(report))
     if report.get("rehearsal_note"):
         out.append(report["rehearsal_note"])
+    out.extend(report.get("stall_notes") or [])
     out.append(
         f"Time to target: wall-clock seconds from the start of fit to the end of the first "
         f"epoch whose {_target(report)} was reached (epoch granularity). Wall/epoch: the "
