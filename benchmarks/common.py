@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from components.core import atomic, datasets
-from components.core.config import ClusterConfig
+from components.core.config import ClusterConfig, ConfigError
 
 # The cluster shapes compared, as in tests/test_cluster_training.py and `make run`.
 SHAPES: dict[str, ClusterConfig] = {
@@ -60,9 +60,13 @@ def make_shards(
     from sklearn.datasets import load_digits
 
     if os.path.exists(os.path.join(folder, datasets.MANIFEST_NAME)):
-        manifest = datasets.load_manifest(folder)
+        try:
+            manifest = datasets.load_manifest(folder)
+        except ConfigError:  # written by an older Strategist: write them again
+            manifest = None
         if (
-            manifest.dataset == DATASET_NAME
+            manifest is not None
+            and manifest.dataset == DATASET_NAME
             and manifest.split("train").num_examples == train_examples
             and manifest.split("test").num_examples == test_examples
             and len(manifest.split("train").files) == num_shards

@@ -453,3 +453,36 @@ def test_the_evaluate_step_shows_the_predicted_vs_true_plot_of_a_trained_regress
     assert [cy for _, cy in drawn] == pytest.approx(y1 - (predicted - low) * up, abs=0.05)
     for name in ("mae", "rmse", "mse"):
         assert f"<td>{name}</td><td>{metrics['eval_metrics'][name]:.5g}</td>" in text
+
+
+@pytest.mark.cluster
+def test_the_regression_example_through_compare_and_the_gate(diabetes_csv, tmp_path, capsys):
+    """The regression example through the comparison pipeline (kfp.local): time to an MAE
+    target, each strategy's evaluate page, and `gate` on MAE (a rise beyond the allowed change
+    fails, exit 1; gating it on accuracy, which a regression lacks, exits 2)."""
+    out = tmp_path / "compare"
+    argv = [
+        "compare", "--strategies", "one_device,mirrored", "--data", str(diabetes_csv),
+        "--label", "progression", "--model-module", str(REGRESSION_MODULE), "--epochs", "20",
+        "--target-metric", "mae", "--target-value", "60", "--output", str(out),
+    ]  # fmt: skip
+    assert strategist(argv) == 0, capsys.readouterr()
+    report = json.loads((out / "comparison.json").read_text())
+    assert report["target_metric"] == "mae"
+    for result in report["results"]:
+        assert result["task"] == "regression" and result["eval_accuracy"] is None
+        assert result["eval_metrics"]["mae"] < 60  # the mean predictor's is about 65
+        assert result["time_to_target_accuracy_s"] is not None  # MAE got below 60 in training
+    pages = [p for p in (out / "pipeline_root").rglob("report") if p.is_file()]
+    assert len(pages) == 2 and all('class="point"' in p.read_text() for p in pages)
+
+    capsys.readouterr()
+    assert strategist(["gate", str(out), "--baseline", str(out), "--metric", "mae"]) == 0
+    worse = json.loads((out / "comparison.json").read_text())
+    for result in worse["results"]:
+        result["eval_metrics"]["mae"] *= 1.10  # 10 % more error than the baseline
+    (tmp_path / "worse").mkdir()
+    (tmp_path / "worse" / "comparison.json").write_text(json.dumps(worse))
+    assert strategist(["gate", str(tmp_path / "worse"), "--baseline", str(out)]) == 1
+    assert "mae" in capsys.readouterr().out
+    assert strategist(["gate", str(out), "--baseline", str(out), "--metric", "accuracy"]) == 2
