@@ -473,7 +473,7 @@ def test_the_regression_example_through_compare_and_the_gate(diabetes_csv, tmp_p
         assert result["task"] == "regression" and result["eval_accuracy"] is None
         assert result["eval_metrics"]["mae"] < 60  # the mean predictor's is about 65
         assert result["time_to_target_accuracy_s"] is not None  # MAE got below 60 in training
-    pages = [p for p in (out / "pipeline_root").rglob("report") if p.is_file()]
+    pages = [p for p in (out / "pipeline_root").rglob("evaluate/report") if p.is_file()]
     assert len(pages) == 2 and all('class="point"' in p.read_text() for p in pages)
 
     capsys.readouterr()
