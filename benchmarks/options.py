@@ -74,8 +74,8 @@ OPTIONS: dict[str, Option] = {
         Option("jit_compile", training={"jit_compile": True}),
         Option("steps_per_execution=4", training={"steps_per_execution": 4}),
         Option("all_reduce", all_reduce=_ALL_REDUCE),
-        # Every option a distributed strategy runs on CPU at once, and with XLA too
-        # (one_device only without GPUs).
+        # Every option at once, without and with XLA (which compiles only the model's
+        # forward and backward passes under the all-reducing strategies on CPU).
         Option(
             "all",
             training={"precision": "mixed_bfloat16", "steps_per_execution": 4},
@@ -84,10 +84,11 @@ OPTIONS: dict[str, Option] = {
         Option(
             "all+jit_compile",
             training={"precision": "mixed_bfloat16", "steps_per_execution": 4, "jit_compile": True},
+            all_reduce=_ALL_REDUCE,
         ),
     )
 }
-# The shapes of `benchmarks.overhead`, and one device for what only it runs on CPU (XLA).
+# The shapes of `benchmarks.overhead`, and one device, the baseline of every option.
 SHAPES: dict[str, ClusterConfig] = {"one_device": ClusterConfig("one_device"), **common.SHAPES}
 
 

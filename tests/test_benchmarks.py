@@ -85,9 +85,11 @@ def test_each_option_reaches_the_bare_script_as_its_flag():
 
 
 def test_options_the_trainer_refuses_here_are_not_run():
-    # XLA compiles no collectives on CPU: refused with the trainer's own reason.
-    assert "--jit-compile" in options.refusal(options.OPTIONS["jit_compile"], "mirrored")
-    assert options.refusal(options.OPTIONS["jit_compile"], "one_device") is None
+    # XLA compiles no variables of other tasks: refused with the trainer's own reason.
+    xla = options.OPTIONS["jit_compile"]
+    assert "--jit-compile" in options.refusal(xla, "parameter_server")
+    for strategy in ("one_device", "mirrored", "multi_worker_mirrored"):
+        assert options.refusal(xla, strategy) is None, strategy
     assert options.refusal(options.OPTIONS["all"], "parameter_server") is None
 
 

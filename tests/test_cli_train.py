@@ -70,8 +70,8 @@ BAD_INPUT = [
     (["--profile-steps", "ten"], "two step numbers A,B"),
     (["--steps-per-execution", "0"], "--steps-per-execution: must be at least 1"),
     (
-        ["--strategy", "multi_worker_mirrored", "--jit-compile"],
-        "XLA compiles no collectives on CPU devices",
+        ["--strategy", "parameter_server", "--jit-compile"],
+        "--jit-compile cannot run parameter_server on a machine without GPUs",
     ),
 ]
 

@@ -138,26 +138,45 @@ def train_with_speed_flags(out, shards, strategy_flags, speed_flags, capsys) -> 
     assert metrics["eval_accuracy"] >= 0.85, metrics["eval_accuracy"]  # chance is 0.10
     for option in ("precision", "jit_compile", "steps_per_execution"):
         assert metrics[option] == metrics["run_config"]["training"][option], option
-    xla = "on" if metrics["jit_compile"] else "off"
+    xla = {
+        None: "off",
+        "train_step": "on",
+        "model": "on (forward and backward passes; all-reduce and update outside XLA)",
+    }[metrics["xla_scope"]]
+    assert metrics["jit_compile"] == (metrics["xla_scope"] is not None)
     summary = f"{metrics['precision']}, XLA {xla}, {metrics['steps_per_execution']} step(s) per"
     assert summary in printed
     return metrics
 
 
-def test_multi_worker_mirrored_learns_in_bfloat16_with_several_steps_per_execution(
-    digits_shards, tmp_path, capsys
+def test_multi_worker_mirrored_learns_in_bfloat16_with_xla_and_several_steps_per_execution(
+    digits_shards, tmp_path, capsys, monkeypatch
 ):
-    """The speed flags reach every worker of a real two-worker cluster, which still learns."""
+    """The speed flags reach every worker of a real two-worker cluster, which still learns.
+
+    Without GPUs XLA compiles each worker's forward and backward passes (its
+    dumps show them) and the ring all-reduce runs outside XLA.
+    """
+    dumps = tmp_path / "xla-dumps"
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_dump_to={dumps}")
     metrics = train_with_speed_flags(
         tmp_path / "bf16",
         digits_shards,
         ["--strategy", "multi_worker_mirrored", "--workers", "2"],
-        ["--precision", "mixed_bfloat16", "--steps-per-execution", "4"],
+        ["--precision", "mixed_bfloat16", "--jit-compile", "--steps-per-execution", "4"],
         capsys,
     )
     assert (metrics["precision"], metrics["steps_per_execution"]) == ("mixed_bfloat16", 4)
+    assert (metrics["jit_compile"], metrics["xla_scope"]) == (True, "model")
     assert metrics["all_reduce"] == "ring"  # auto, on a machine without GPUs
     assert metrics["hardware"]["processes"] == 2
+    compiled = {p.name for p in dumps.glob("*before_optimizations.txt")}
+    assert any("forward_call" in name for name in compiled), sorted(compiled)
+    assert any("backward_call" in name for name in compiled), sorted(compiled)
+    # The all-reduce stayed out of XLA: no compiled module holds a collective.
+    assert not any("all-reduce" in (dumps / name).read_text() for name in compiled), (
+        "a collective was compiled"
+    )
 
 
 def test_xla_learns_in_bfloat16_on_one_device(digits_shards, tmp_path, capsys):

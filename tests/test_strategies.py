@@ -10,6 +10,7 @@ import pytest
 from components.core import strategies
 from components.core.config import ClusterConfig, ConfigError, RunConfig, TrainingConfig
 from components.core.strategies import Role
+from components.core.strategy_spec import STRATEGIES, spec_for
 
 
 def _tf_config(cluster, kind, index):
@@ -93,13 +94,31 @@ def test_communication_for_each_strategy_and_machine(cluster, gpus, expected):
     assert (comm.all_reduce, comm.implementation, comm.cross_device_ops) == expected
 
 
-def test_xla_compiles_no_ring_and_no_collective_on_cpu():
+def test_xla_compiles_the_step_with_gpus_and_the_model_without():
+    """XLA lowers collectives to NCCL only; on CPU it compiles none, nor remote variables."""
     xla_ring = RunConfig(cluster=dataclasses.replace(MWM, all_reduce="ring"), training=XLA)
     with pytest.raises(ConfigError, match="--jit-compile compiles only NCCL or auto"):
         strategies.communication(xla_ring, 8)
     assert strategies.communication(RunConfig(cluster=MWM, training=XLA), 8).all_reduce == "nccl"
-    with pytest.raises(ConfigError, match="XLA compiles no collectives on CPU devices"):
-        strategies.communication(RunConfig(cluster=MWM, training=XLA), 0)
+    # Without GPUs the ring all-reduce runs outside XLA, which compiles the model only.
+    assert strategies.communication(xla_ring, 0).all_reduce == "ring"
+    scopes = {
+        (name, gpus): spec_for(name).xla_scope(gpus) for name in STRATEGIES for gpus in (0, 8)
+    }
+    assert scopes == {
+        ("one_device", 0): "train_step",
+        ("one_device", 8): "train_step",
+        ("mirrored", 0): "model",
+        ("mirrored", 8): "train_step",
+        ("multi_worker_mirrored", 0): "model",
+        ("multi_worker_mirrored", 8): "train_step",
+        ("parameter_server", 0): None,
+        ("parameter_server", 8): "train_step",
+    }
+    ps = RunConfig(cluster=ClusterConfig("parameter_server", workers=2, ps=1), training=XLA)
+    with pytest.raises(ConfigError, match="variables that live on other tasks"):
+        strategies.communication(ps, 0)
+    assert strategies.communication(ps, 8).all_reduce == "auto"
 
 
 def test_communication_refuses_what_the_machine_cannot_run():

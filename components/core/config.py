@@ -109,8 +109,8 @@ class TrainingConfig:
             `mixed_float16` gets loss scaling from tf-keras' optimizer wrapper.
             `mixed_float16` needs GPUs; `mixed_bfloat16` also runs on CPU.
         jit_compile: compile the train step with XLA (`model.compile(jit_compile=...)`);
-            on a machine without GPUs only `one_device` can (see
-            `StrategySpec.xla_cpu_rehearsal`).
+            on a machine without GPUs the all-reducing strategies compile the
+            model's forward and backward passes only (`StrategySpec.xla_scope`).
         profile_steps: `"A,B"` takes a TensorFlow profiler trace of training
             steps A to B of the first epoch (1-based) into the TensorBoard
             logs; empty: no trace (a trace slows those steps).

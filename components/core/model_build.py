@@ -23,6 +23,7 @@ from components.core import model_module
 from components.core.config import ConfigError, RunConfig
 from components.core.input_spec import CLASSIFICATION, REGRESSION, InputSpec
 from components.core.model_module import ModelModule
+from components.core.strategy_spec import XLA_MODEL, XLA_TRAIN_STEP
 
 DEFAULTS = "defaults"
 FROM_COMPILE_SETTINGS = "compile_settings"
@@ -80,6 +81,7 @@ def build_compiled(
     module: ModelModule,
     *,
     strategy: Any = None,
+    xla_scope: str | None = None,
     batch_per_update: int | None = None,
     steps_per_epoch: int = 1,
 ) -> Built:
@@ -91,6 +93,8 @@ def build_compiled(
         module: the model module.
         strategy: the distribution strategy, or None (evaluation, the pre-flight
             check: compiled without the run's steps per execution and XLA).
+        xla_scope: what XLA compiles (`training.xla_scope`: None without
+            `--jit-compile`); unused without a strategy.
         batch_per_update: examples per optimizer update; the learning rate is
             scaled to it from `training.base_batch_size`. None: not scaled.
         steps_per_epoch: steps of one epoch (for the warm-up).
@@ -109,6 +113,8 @@ def build_compiled(
     with scope:
         model = model_module.call(module, "build_model", spec)
         check_model(model, spec, module)
+        if trains and xla_scope == XLA_MODEL:
+            compile_model_with_xla(model)
         settings, source = _settings(module, model, spec, config.training.base_learning_rate)
         optimizer, learning_rate, adjustments = _scaled_optimizer(
             settings["optimizer"], config, batch_per_update, steps_per_epoch
@@ -119,7 +125,7 @@ def build_compiled(
                 loss=settings["loss"],
                 metrics=settings["metrics"],
                 steps_per_execution=config.training.steps_per_execution if trains else 1,
-                jit_compile=config.training.jit_compile and trains,
+                jit_compile=trains and xla_scope == XLA_TRAIN_STEP,
             )
         except (ValueError, TypeError) as err:
             raise ConfigError(
@@ -134,6 +140,26 @@ def build_compiled(
         "from": source,
     }
     return Built(model, record, adjustments)
+
+
+def compile_model_with_xla(model: Any) -> None:
+    """Compiles `model`'s forward pass, and with it its backward pass, with XLA.
+
+    The train step around it (the all-reduce, the optimizer update) stays
+    outside XLA: what `--jit-compile` can compile where XLA has no collectives
+    (`strategy_spec.XLA_MODEL`). TensorFlow compiles the gradient of a
+    `jit_compile=True` function with XLA too.
+    """
+    import tensorflow as tf
+
+    # An attribute of the instance, which Keras's `__call__` reads; the export
+    # traces the model again from the class's own `call` (`uncompile_model_with_xla`).
+    model.call = tf.function(model.call, jit_compile=True, reduce_retracing=True)
+
+
+def uncompile_model_with_xla(model: Any) -> None:
+    """Undoes `compile_model_with_xla`, so an exported model needs no XLA to serve."""
+    model.__dict__.pop("call", None)
 
 
 def check_model(model: Any, spec: InputSpec, module: ModelModule) -> None:

@@ -111,8 +111,11 @@ class RunMetrics:
     `setup`, `fit`, `epochs`, `export`, `evaluate`); `precision`,
     `jit_compile` and `steps_per_execution` repeat the run config's training
     options for readers (records older than them ran float32, without XLA,
-    one step per execution); `all_reduce` is the all-reduce that ran (`auto`
-    resolved for this machine; None in records older than the field);
+    one step per execution); `xla_scope` is what XLA compiled under
+    `jit_compile`: `train_step` (the whole step) or `model` (forward and
+    backward only; where XLA has no collectives, as on CPU); `all_reduce` is
+    the all-reduce that ran (`auto` resolved for this machine; None in records
+    older than the field);
     `run_config` is the RunConfig the trainer ran, whole; `sidecar_evaluations`
     are the evaluator task's results, one per checkpoint it evaluated.
     `stalls` (added by a local launcher) lists every stretch the run was held
@@ -174,6 +177,7 @@ class RunMetrics:
     parameters: int | None = None
     precision: str = "float32"
     jit_compile: bool = False
+    xla_scope: str | None = None
     steps_per_execution: int = 1
     all_reduce: str | None = None
     run_config: dict[str, Any] = field(default_factory=dict)

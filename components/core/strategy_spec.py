@@ -36,6 +36,13 @@ ALL_REDUCE = (AUTO, NCCL, RING, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE)
 # Choices that run on GPUs only.
 GPU_ONLY_ALL_REDUCE = (NCCL, HIERARCHICAL_COPY)
 
+# What `--jit-compile` compiles with XLA (`StrategySpec.xla_scope`): the whole
+# train step (forward, backward, all-reduce, optimizer update: Keras's
+# `compile(jit_compile=True)`), or the model's forward and backward passes
+# only, with the all-reduce and the update outside XLA.
+XLA_TRAIN_STEP = "train_step"
+XLA_MODEL = "model"
+
 
 class ClusterShape(Protocol):
     """What the spec reads of a cluster (`config.ClusterConfig` is one)."""
@@ -76,10 +83,13 @@ class StrategySpec:
         all_reduce_via: how `tf.distribute` takes the choice:
             `communication_options` (a `CommunicationImplementation`),
             `cross_device_ops` (a `CrossDeviceOps`), or None.
-        xla_cpu_rehearsal: `--jit-compile` runs on a machine without GPUs.
-            Only one device does: TensorFlow 2.21's XLA refuses collectives on
-            CPU devices (multi-worker all-reduce) and variables of another
-            device (mirrored replicas, parameter servers).
+        xla_without_gpus: what `--jit-compile` compiles on a machine without
+            GPUs (None: refused). TensorFlow 2.21's XLA compiles no collectives
+            on CPU devices ("Collectives are not yet implemented for CPU devices
+            when compiling with XLA", b/194942685), so a strategy that
+            all-reduces compiles the model's forward and backward passes
+            (`XLA_MODEL`) and all-reduces outside XLA; parameter servers are
+            refused, their variables live on other tasks.
     """
 
     name: str
@@ -92,7 +102,7 @@ class StrategySpec:
     all_reduce_choices: tuple[str, ...] = ()
     auto_all_reduce: tuple[str, str] | None = None
     all_reduce_via: str | None = None
-    xla_cpu_rehearsal: bool = False
+    xla_without_gpus: str | None = None
 
     # -- the cluster -----------------------------------------------------------
 
@@ -203,6 +213,14 @@ class StrategySpec:
         with_gpus, without_gpus = self.auto_all_reduce
         return with_gpus if gpus else without_gpus
 
+    def xla_scope(self, gpus: int) -> str | None:
+        """What `--jit-compile` compiles on machines with `gpus` GPUs (None: it cannot run).
+
+        With GPUs, the whole train step, the all-reduce included (XLA lowers it
+        to NCCL). Without, `xla_without_gpus`.
+        """
+        return XLA_TRAIN_STEP if gpus else self.xla_without_gpus
+
     def machine_errors(self, all_reduce: str, gpus: int, jit_compile: bool) -> list[str]:
         """What cannot run on machines with `gpus` GPUs each: the all-reduce, XLA."""
         resolved = self.resolve_all_reduce(all_reduce, gpus)
@@ -214,14 +232,15 @@ class StrategySpec:
                 f"{' or '.join(others)} to rehearse {self.name} on CPU (the cloud job with "
                 f"--gpu takes {resolved})"
             )
-        if jit_compile and not gpus and not self.xla_cpu_rehearsal:
+        scope = self.xla_scope(gpus)
+        if jit_compile and scope is None:
             errors.append(
                 f"--jit-compile cannot run {self.name} on a machine without GPUs: TensorFlow "
-                "2.21's XLA compiles no collectives on CPU devices, nor variables on other "
-                "devices; rehearse --jit-compile with --strategy one_device (the cloud job "
-                "with --gpu takes it)"
+                "2.21's XLA compiles no variables that live on other tasks (the parameter "
+                "servers); rehearse --jit-compile with multi_worker_mirrored, mirrored or "
+                "one_device (the cloud job with --gpu takes it)"
             )
-        if jit_compile and resolved == RING:
+        if jit_compile and scope == XLA_TRAIN_STEP and resolved == RING:
             errors.append(
                 "--jit-compile compiles only NCCL or auto collectives (XLA), not ring: drop "
                 "--all-reduce ring or --jit-compile"
@@ -291,7 +310,7 @@ SPECS: dict[str, StrategySpec] = {
             devices_apply=False,
             cpu_rehearsal=False,
             default_devices=1,
-            xla_cpu_rehearsal=True,
+            xla_without_gpus=XLA_TRAIN_STEP,
         ),
         StrategySpec(
             "mirrored",
@@ -303,6 +322,7 @@ SPECS: dict[str, StrategySpec] = {
             default_devices=2,
             all_reduce_choices=(NCCL, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE),
             all_reduce_via="cross_device_ops",
+            xla_without_gpus=XLA_MODEL,
         ),
         StrategySpec(
             "multi_worker_mirrored",
@@ -315,6 +335,7 @@ SPECS: dict[str, StrategySpec] = {
             all_reduce_choices=(NCCL, RING),
             auto_all_reduce=(NCCL, RING),
             all_reduce_via="communication_options",
+            xla_without_gpus=XLA_MODEL,
         ),
         StrategySpec(
             "parameter_server",

@@ -333,6 +333,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         manifest.input_spec,
         module,
         strategy=strategy,
+        xla_scope=xla_scope(config, gpus),
         batch_per_update=batching.batch_per_step,
         steps_per_epoch=batching.steps_per_epoch,
     )
@@ -366,6 +367,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     )
     fit_ended = time.perf_counter()
     weights_sha256 = _weights_digest(model)
+    model_build.uncompile_model_with_xla(model)
     _export(model, output_dir, config)
     exported = time.perf_counter()
     if not role.is_chief:
@@ -397,6 +399,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     metrics = dataclasses.replace(
         _metrics(config, manifest, batching, replicas, recorder.records, result, gpu_names),
         all_reduce=strategies.communication(config, gpus).all_reduce,
+        xla_scope=xla_scope(config, gpus),
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
@@ -414,6 +417,11 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     _write_task_summary(config.output_dir, role, weights_sha256)
     storage.remove_tree(backup_dir)  # finished: nothing to resume
     return metrics
+
+
+def xla_scope(config: RunConfig, gpus: int) -> str | None:
+    """What XLA compiles in this run on machines with `gpus` GPUs (None: no `--jit-compile`)."""
+    return config.cluster.spec.xla_scope(gpus) if config.training.jit_compile else None
 
 
 def keras_seed(config: RunConfig) -> None:
