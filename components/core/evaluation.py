@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from components.core.input_spec import CLASSIFICATION, REGRESSION, InputSpec
 
@@ -167,34 +166,4 @@ def from_record(record) -> EvalResult:
         confusion_matrix=record.confusion_matrix,
         metrics=metrics,
         points=[tuple(point) for point in record.eval_points],
-    )
-
-
-def evaluate_saved_model(
-    model_dir: str, shards_dir: str, split: str = "test", run_config: dict[str, Any] | None = None
-) -> EvalResult:
-    """Loads an exported SavedModel and evaluates it on `split` of a shards folder.
-
-    The model is compiled as the run compiled it (its module's loss and
-    metrics): from `run_config` when given, else from the run config the
-    trainer saved beside the model (`training.saved_run_config`).
-    """
-    import tf_keras as keras
-
-    from components.core import datasets, model_build, models, storage, training
-    from components.core.config import RunConfig
-
-    manifest = datasets.load_manifest(shards_dir)
-    raw = run_config if run_config is not None else training.saved_run_config(model_dir)
-    config = RunConfig.from_dict(raw or {})
-    module = models.resolve(config.model)
-    model = model_build.build_compiled(config, manifest.input_spec, module).model
-    # TensorFlow opens the SavedModel itself: through `local_view` under a rehearsal.
-    saved = keras.models.load_model(storage.local_view(model_dir), compile=False)
-    model.set_weights(saved.get_weights())
-    by_name = datasets.inputs_by_name(manifest, model)
-    return evaluate(
-        model,
-        datasets.eval_dataset(manifest, split, preprocess=module.preprocess, by_name=by_name),
-        manifest.input_spec,
     )
