@@ -162,7 +162,8 @@ def train_with_speed_flags(out, shards, strategy_flags, speed_flags, capsys) -> 
         "model": "on (forward and backward passes; all-reduce and update outside XLA)",
     }[metrics["xla_scope"]]
     assert metrics["jit_compile"] == (metrics["xla_scope"] is not None)
-    summary = f"{metrics['precision']}, XLA {xla}, {metrics['steps_per_execution']} step(s) per"
+    steps = metrics["steps_per_execution"]
+    summary = f"{metrics['precision']}, XLA {xla}, {steps} step{'s' if steps > 1 else ''} per"
     assert summary in printed
     return metrics
 

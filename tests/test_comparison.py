@@ -701,3 +701,27 @@ def test_a_run_a_stalled_task_held_up_is_called_not_clean_in_every_report_form()
     assert expected in render_html(report)
     clean = build_report([record("mirrored", 1800.0, replicas=2)], prices=PRICES)
     assert clean["stall_notes"] == [] and "not a clean measurement" not in summary_table(clean)
+
+
+def test_every_report_form_states_the_speed_options_the_runs_trained_with():
+    runs = four_runs()
+    for run in runs:
+        run.update(precision="mixed_bfloat16", jit_compile=True, steps_per_execution=4)
+        run["xla_scope"] = "train_step" if run["strategy"] == "one_device" else "model"
+        run["all_reduce"] = {"multi_worker_mirrored": "ring"}.get(run["strategy"], "auto")
+    report = build_report(runs, prices=PRICES)
+    model_only = "XLA on (forward and backward passes; all-reduce and update outside XLA)"
+    one_device = "Speed options (one_device): mixed_bfloat16, XLA on, 4 steps per execution."
+    others = (
+        f"Speed options (mirrored, multi_worker_mirrored, parameter_server): mixed_bfloat16, "
+        f"{model_only}, 4 steps per execution; all-reduce auto (mirrored), "
+        "ring (multi_worker_mirrored)."
+    )
+    for form in (summary_table(report), summary_markdown(report), comparison.render_html(report)):
+        assert one_device in form and others in form, form
+    # One set of options for the whole comparison: one sentence; old records ran float32.
+    report = build_report(four_runs(), prices=PRICES)
+    assert (
+        "Speed options (every run): float32, XLA off, 1 step per execution; all-reduce auto "
+        "(mirrored), auto (multi_worker_mirrored)." in summary_table(report)
+    )

@@ -7,10 +7,9 @@ import dataclasses
 import os
 import sys
 
-from components.core import datasets, training
+from components.core import datasets, speed_options, training
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
-from components.core.strategy_spec import XLA_MODEL
 from pipelines.cli import cloud_train, common
 
 
@@ -232,8 +231,7 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         ("global batch", metrics.global_batch_size),
         (
             "speed options",
-            f"{metrics.precision}, XLA {_xla_words(metrics)}, "
-            f"{metrics.steps_per_execution} step(s) per execution, "
+            f"{speed_options.training_options(metrics.to_dict())}, "
             f"all-reduce {metrics.all_reduce or 'auto'}",
         ),
         ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
@@ -258,15 +256,6 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         print(f"  {name:<{width}}  {value}")
     print(f"\nmetrics: {os.path.join(output_dir, 'metrics.json')}")
     print(f"model:   {os.path.join(output_dir, 'model')}")
-
-
-def _xla_words(metrics: RunMetrics) -> str:
-    """`on`, `off`, or what XLA compiled when it was not the whole train step."""
-    if not metrics.jit_compile:
-        return "off"
-    if metrics.xla_scope == XLA_MODEL:
-        return "on (forward and backward passes; all-reduce and update outside XLA)"
-    return "on"
 
 
 def _train_metrics(metrics: RunMetrics) -> list[tuple[str, list[float]]]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from components.core import speed_options
 from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.plots import PLOT_FILES, render_plots, strategy_colors
@@ -101,7 +102,7 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes] | None = N
 <main>
 <h1>Strategy comparison</h1>
 <p class="meta">{_meta(report)}</p>
-<ul id="hardware">{"".join(f"<li>{escape(line)}</li>" for line in hardware_lines(report))}</ul>
+<ul id="hardware">{"".join(f"<li>{escape(line)}</li>" for line in _measured_lines(report))}</ul>
 <section class="callouts">
 <div class="card winner"><p class="label">Winner</p>
 <p class="name" id="winner">{escape(winner or "no clear winner")}</p>
@@ -268,11 +269,16 @@ def _figures(plots: Mapping[str, bytes]) -> str:
     return "\n".join(figures)
 
 
+def _measured_lines(report: Mapping[str, Any]) -> list[str]:
+    """What the runs measured on and trained with, shown under the title."""
+    return [*hardware_lines(report), *speed_options.lines(report.get("results") or [])]
+
+
 def _note_items(report: Mapping[str, Any], baseline: str | None) -> str:
     """The notes as `<li>` elements, without what the page shows elsewhere.
 
     The baseline is under the table, the hardware under the title and the
     rehearsal note in its card.
     """
-    shown = {baseline, report.get("rehearsal_note"), *hardware_lines(report)}
+    shown = {baseline, report.get("rehearsal_note"), *_measured_lines(report)}
     return "".join(f"<li>{escape(n)}</li>" for n in notes(report) if n not in shown)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components.core import speed_options
 from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.values import usd
@@ -148,6 +149,7 @@ def summary_table(report: Mapping[str, Any]) -> str:
     if report.get("baseline"):
         lines.append(report["baseline"]["description"])
     lines.extend(hardware_lines(report))
+    lines.extend(speed_options.lines(report.get("results") or []))
     if report.get("rehearsal_note"):
         lines.append(report["rehearsal_note"])
     lines.extend(report.get("stall_notes") or [])
@@ -222,6 +224,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     if report.get("baseline"):
         out.append(report["baseline"]["description"])
     out.extend(hardware_lines(report))
+    out.extend(speed_options.lines(report.get("results") or []))
     if report.get("rehearsal_note"):
         out.append(report["rehearsal_note"])
     out.extend(report.get("stall_notes") or [])
