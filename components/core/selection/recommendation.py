@@ -19,7 +19,12 @@ from components.core.selection.cost_model import (
 from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates
-from components.core.selection.rules import apply_rules, prefer_simpler
+from components.core.selection.rules import (
+    apply_rules,
+    asynchronous_allowed,
+    prefer_simpler,
+    staleness_sentence,
+)
 from components.core.selection.topology import NETWORK_RANGE_GBPS, Layout, Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -224,7 +229,7 @@ def recommend(
     if prices is not None:
         _price(preds, topology, prices)
     if objective == "cost":
-        rec = _cheapest(preds, topology, model, batch, reasons, prices)
+        rec = _cheapest(preds, topology, model, batch, async_ok, reasons, prices)
     else:
         rec = _choose(preds, topology, model, batch, async_ok, reasons)
         if prices is not None and rec.chosen is not None:
@@ -377,7 +382,7 @@ def _choose(
     reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
     options: list[tuple[int, str, float, float]] = []
     if chosen.layout.workers > 1 and _machine_efficiency(chosen, feasible) < EFFICIENCY_FLOOR:
-        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch)
+        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch, async_ok)
         reasons = fewer + reasons
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
@@ -446,11 +451,26 @@ def _cheapest(
     topology: Topology,
     model: ModelProfile,
     batch: int,
+    async_ok: bool,
     reasons: list[str],
     prices: Any,
 ) -> Recommendation:
-    """The feasible candidate with the lowest price per example (ties: the faster)."""
-    feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    """The feasible candidate with the lowest price per example (ties: the faster).
+
+    An asynchronous parameter_server that nothing favours is left out, as
+    `rules.apply_rules` leaves it out when ranking by time.
+    """
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    feasible = [p for p in priced if asynchronous_allowed(p, topology, model, async_ok)]
+    if priced and feasible and priced != feasible:
+        cheapest = min(priced, key=lambda p: p.usd_per_million_examples)
+        sync = max(feasible, key=lambda p: p.rank_examples_per_second)
+        if cheapest not in feasible:
+            claim = (
+                f"Parameter_server is predicted cheapest ({cheapest.usd_per_million_examples:,.2f}"
+                " USD per million examples)"
+            )
+            reasons = [staleness_sentence(cheapest, sync, claim)] + reasons
     if not feasible:
         raise ConfigError(
             f"--objective cost: the price table ({prices.as_of}) has no price for "
@@ -489,12 +509,14 @@ def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu
 
 
 def _fewer_machines(
-    full: Prediction, topology: Topology, model: ModelProfile, batch: int
+    full: Prediction, topology: Topology, model: ModelProfile, batch: int, async_ok: bool = False
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
     """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
 
     Machine scaling efficiency is throughput on k machines over k times the
-    best throughput of one machine: what each added machine is worth.
+    best throughput of one machine: what each added machine is worth. An
+    asynchronous parameter_server that nothing favours is no option on any
+    machine count (`rules.asynchronous_allowed`).
 
     Returns:
         That candidate, every machine count's (machines, strategy, speed-up
@@ -503,7 +525,10 @@ def _fewer_machines(
     """
     best_on: dict[int, Prediction] = {}
     for k in _machine_counts(topology.machines):
-        preds = candidates(dataclasses.replace(topology, machines=k), model, batch)
+        on = dataclasses.replace(topology, machines=k)
+        preds = [
+            p for p in candidates(on, model, batch) if asynchronous_allowed(p, on, model, async_ok)
+        ]
         on_k = [p for p in preds if p.layout.workers == k and p.replicas > 1] or preds
         best_on[k] = max(on_k, key=lambda p: p.examples_per_second)
     best_on[topology.machines] = full
