@@ -23,7 +23,6 @@ from components.core.selection.rules import (
     apply_rules,
     asynchronous_allowed,
     prefer_simpler,
-    staleness_sentence,
 )
 from components.core.selection.topology import NETWORK_RANGE_GBPS, Layout, Topology, device
 from components.core.strategy_spec import spec_for
@@ -229,7 +228,7 @@ def recommend(
     if prices is not None:
         _price(preds, topology, prices)
     if objective == "cost":
-        rec = _cheapest(preds, topology, model, batch, async_ok, reasons, prices)
+        rec = _cheapest(preds, topology, model, batch, reasons, prices)
     else:
         rec = _choose(preds, topology, model, batch, async_ok, reasons)
         if prices is not None and rec.chosen is not None:
@@ -451,26 +450,11 @@ def _cheapest(
     topology: Topology,
     model: ModelProfile,
     batch: int,
-    async_ok: bool,
     reasons: list[str],
     prices: Any,
 ) -> Recommendation:
-    """The feasible candidate with the lowest price per example (ties: the faster).
-
-    An asynchronous parameter_server that nothing favours is left out, as
-    `rules.apply_rules` leaves it out when ranking by time.
-    """
-    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
-    feasible = [p for p in priced if asynchronous_allowed(p, topology, model, async_ok)]
-    if priced and feasible and priced != feasible:
-        cheapest = min(priced, key=lambda p: p.usd_per_million_examples)
-        sync = max(feasible, key=lambda p: p.rank_examples_per_second)
-        if cheapest not in feasible:
-            claim = (
-                f"Parameter_server is predicted cheapest ({cheapest.usd_per_million_examples:,.2f}"
-                " USD per million examples)"
-            )
-            reasons = [staleness_sentence(cheapest, sync, claim)] + reasons
+    """The feasible candidate with the lowest price per example (ties: the faster)."""
+    feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
     if not feasible:
         raise ConfigError(
             f"--objective cost: the price table ({prices.as_of}) has no price for "

@@ -75,7 +75,7 @@ def apply_rules(
         and ps.measured_examples_per_second is not None
     ):
         return best, []  # both measured: the measurement decides
-    why, tolerance = why_parameter_server(topology, model, async_ok)
+    why, tolerance = _why_parameter_server(topology, model, async_ok)
     if not why:
         return _synchronous_for_a_dense_model(best, ranked)
     return _verdict(best, ps, why, tolerance, async_ok)
@@ -90,7 +90,7 @@ def asynchronous_allowed(
         return True
     if prediction.measured_examples_per_second is not None:
         return True
-    return bool(why_parameter_server(topology, model, async_ok)[0])
+    return bool(_why_parameter_server(topology, model, async_ok)[0])
 
 
 def _synchronous_for_a_dense_model(
@@ -103,27 +103,19 @@ def _synchronous_for_a_dense_model(
         return best, []
     if best.measured_examples_per_second is not None:
         return best, []  # a measurement decides
-    return sync, [staleness_sentence(best, sync)]
+    return sync, [_staleness_sentence(best, sync)]
 
 
-def staleness_sentence(ps: Prediction, sync: Prediction, claim: str = "") -> str:
-    """Why an unmeasured asynchronous parameter_server does not train a dense model.
-
-    Args:
-        ps: the parameter_server candidate.
-        sync: the synchronous candidate kept instead.
-        claim: what parameter_server has for it (default: its predicted
-            examples/s over `sync`'s).
-    """
-    if not claim:
-        gain = ps.rank_examples_per_second / sync.rank_examples_per_second - 1
-        claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
-        if sync.step_time_s > ps.step_time_s and sync.replicas == ps.replicas:
-            claim += (
-                f" (a step of {ps.step_time_s * 1e3:,.0f} ms against "
-                f"{sync.step_time_s * 1e3:,.0f}: asynchronous workers never wait for the "
-                "slowest replica)"
-            )
+def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
+    """Why an unmeasured asynchronous parameter_server does not train a dense model."""
+    gain = ps.rank_examples_per_second / sync.rank_examples_per_second - 1
+    claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
+    if sync.step_time_s > ps.step_time_s and sync.replicas == ps.replicas:
+        claim += (
+            f" (a step of {ps.step_time_s * 1e3:,.0f} ms against "
+            f"{sync.step_time_s * 1e3:,.0f}: asynchronous workers never wait for the "
+            "slowest replica)"
+        )
     stale = max(ps.layout.workers - 1, 1)
     return (
         f"{claim}, but asynchronous examples are worth less to a dense model: TF2's "
@@ -138,7 +130,7 @@ def staleness_sentence(ps: Prediction, sync: Prediction, claim: str = "") -> str
     )
 
 
-def why_parameter_server(
+def _why_parameter_server(
     topology: Topology, model: ModelProfile, async_ok: bool
 ) -> tuple[list[str], float]:
     """The reasons that favour parameter_server, and how much slower they let it be."""
