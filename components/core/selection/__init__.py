@@ -13,6 +13,9 @@ Rules:
   very many workers) favour `parameter_server`, whose workers neither wait for
   the slowest one nor die together; large sparse embedding tables favour it too
   (parameter servers hold the table and move only the rows a step touches);
+* without such a reason a dense model stays synchronous, however much faster
+  `parameter_server` is predicted: TF2's parameter servers are asynchronous,
+  and stale gradients cost convergence that examples/s does not show;
 * when parameters + gradients + Adam state + activations do not fit one GPU,
   data parallelism cannot run: `model_parallelism`, `"supported": false`.
 

@@ -19,7 +19,11 @@ from components.core.selection.cost_model import (
 from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates
-from components.core.selection.rules import apply_rules, prefer_simpler
+from components.core.selection.rules import (
+    apply_rules,
+    asynchronous_allowed,
+    prefer_simpler,
+)
 from components.core.selection.topology import NETWORK_RANGE_GBPS, Layout, Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -377,7 +381,7 @@ def _choose(
     reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
     options: list[tuple[int, str, float, float]] = []
     if chosen.layout.workers > 1 and _machine_efficiency(chosen, feasible) < EFFICIENCY_FLOOR:
-        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch)
+        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch, async_ok)
         reasons = fewer + reasons
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
@@ -489,12 +493,14 @@ def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu
 
 
 def _fewer_machines(
-    full: Prediction, topology: Topology, model: ModelProfile, batch: int
+    full: Prediction, topology: Topology, model: ModelProfile, batch: int, async_ok: bool = False
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
     """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
 
     Machine scaling efficiency is throughput on k machines over k times the
-    best throughput of one machine: what each added machine is worth.
+    best throughput of one machine: what each added machine is worth. An
+    asynchronous parameter_server that nothing favours is no option on any
+    machine count (`rules.asynchronous_allowed`).
 
     Returns:
         That candidate, every machine count's (machines, strategy, speed-up
@@ -503,7 +509,10 @@ def _fewer_machines(
     """
     best_on: dict[int, Prediction] = {}
     for k in _machine_counts(topology.machines):
-        preds = candidates(dataclasses.replace(topology, machines=k), model, batch)
+        on = dataclasses.replace(topology, machines=k)
+        preds = [
+            p for p in candidates(on, model, batch) if asynchronous_allowed(p, on, model, async_ok)
+        ]
         on_k = [p for p in preds if p.layout.workers == k and p.replicas > 1] or preds
         best_on[k] = max(on_k, key=lambda p: p.examples_per_second)
     best_on[topology.machines] = full

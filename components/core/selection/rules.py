@@ -4,9 +4,19 @@ The fastest candidate wins, except that a simpler strategy within a small
 margin is preferred, and parameter_server is preferred, within a tolerance,
 when the machines are heterogeneous or preemptible, asynchronous updates are
 acceptable, or a sparse embedding table should live on the parameter servers.
-Without such a reason, parameter_server (asynchronous in TF2) must beat the
-best synchronous candidate by more than that tolerance to change how the
-model trains.
+
+Without such a reason, a dense model trains synchronously, however much more
+examples/s parameter_server is predicted: TF2's ParameterServerStrategy is
+asynchronous ("workers read and update these variables independently without
+synchronizing with each other",
+https://www.tensorflow.org/api_docs/python/tf/distribute/experimental/ParameterServerStrategy),
+so with W workers each gradient is applied about W - 1 updates after the
+weights it came from were read. Stale gradients cost a dense model accuracy
+and steps to converge (Chen et al. 2016, "Revisiting Distributed Synchronous
+SGD", https://arxiv.org/abs/1604.00981), so its examples/s is not time to
+train. The predicted gain there is the synchronisation wait (`sync_overhead`)
+that asynchronous workers skip, which is what buys that staleness. A
+measurement from the user's own runs (`--history`) still decides.
 """
 
 from __future__ import annotations
@@ -67,29 +77,57 @@ def apply_rules(
         return best, []  # both measured: the measurement decides
     why, tolerance = _why_parameter_server(topology, model, async_ok)
     if not why:
-        return _synchronous_unless_much_faster(best, ranked)
+        return _synchronous_for_a_dense_model(best, ranked)
     return _verdict(best, ps, why, tolerance, async_ok)
 
 
-def _synchronous_unless_much_faster(
+def asynchronous_allowed(
+    prediction: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
+) -> bool:
+    """Whether `prediction` may be recommended on its prediction alone: it is
+    synchronous, measured, or parameter_server with a reason that favours it."""
+    if not spec_for(prediction.strategy).uses_ps:
+        return True
+    if prediction.measured_examples_per_second is not None:
+        return True
+    return bool(_why_parameter_server(topology, model, async_ok)[0])
+
+
+def _synchronous_for_a_dense_model(
     best: Prediction, ranked: list[Prediction]
 ) -> tuple[Prediction, list[str]]:
-    """`best`, or the best synchronous candidate when `best` is an asynchronous
-    parameter_server less than PS_TOLERANCE_ASYNC_OK faster (the margin
-    `--async-ok` grants the other way)."""
+    """`best`, or the best synchronous candidate when `best` is an unmeasured
+    asynchronous parameter_server and nothing favours it (module docstring)."""
     sync = next((p for p in ranked if not spec_for(p.strategy).uses_ps), None)
     if not spec_for(best.strategy).uses_ps or sync is None:
         return best, []
     if best.measured_examples_per_second is not None:
         return best, []  # a measurement decides
-    gain = best.rank_examples_per_second / sync.rank_examples_per_second - 1
-    if gain > PS_TOLERANCE_ASYNC_OK:
-        return best, []
-    return sync, [
-        f"Parameter_server is predicted {pct(gain)} faster than {sync.strategy}, not more "
-        f"than the {pct(PS_TOLERANCE_ASYNC_OK)} that would justify TF2's asynchronous "
-        f"updates without --async-ok: {sync.strategy} keeps training synchronous."
-    ]
+    return sync, [_staleness_sentence(best, sync)]
+
+
+def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
+    """Why an unmeasured asynchronous parameter_server does not train a dense model."""
+    gain = ps.rank_examples_per_second / sync.rank_examples_per_second - 1
+    claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
+    if sync.step_time_s > ps.step_time_s and sync.replicas == ps.replicas:
+        claim += (
+            f" (a step of {ps.step_time_s * 1e3:,.0f} ms against "
+            f"{sync.step_time_s * 1e3:,.0f}: asynchronous workers never wait for the "
+            "slowest replica)"
+        )
+    stale = max(ps.layout.workers - 1, 1)
+    return (
+        f"{claim}, but asynchronous examples are worth less to a dense model: TF2's "
+        f"ParameterServerStrategy applies each worker's gradients asynchronously, so with "
+        f"{ps.layout.workers} workers a gradient lands about {stale} update"
+        f"{'s' if stale > 1 else ''} after the weights it was computed on were read, and "
+        "stale gradients cost accuracy and steps to converge (Chen et al. 2016, "
+        "https://arxiv.org/abs/1604.00981). Without a reason for parameter servers (an "
+        f"embedding table, machines that differ in speed or are preemptible), {sync.strategy} "
+        "keeps training synchronous. Give --async-ok to let throughput decide, or measure "
+        "both (strategist compare) and pass --history."
+    )
 
 
 def _why_parameter_server(
