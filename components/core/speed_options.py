@@ -14,7 +14,7 @@ from typing import Any
 from components.core.strategy_spec import SPECS, XLA_MODEL
 
 
-def xla_words(jit_compile: bool, xla_scope: str | None) -> str:
+def _xla_words(jit_compile: bool, xla_scope: str | None) -> str:
     """`off`, `on`, or what XLA compiled when it was not the whole train step."""
     if not jit_compile:
         return "off"
@@ -26,7 +26,7 @@ def xla_words(jit_compile: bool, xla_scope: str | None) -> str:
 def training_options(record: Mapping[str, Any]) -> str:
     """Precision, XLA and steps per execution of one record, in words."""
     steps = record.get("steps_per_execution") or 1
-    xla = xla_words(bool(record.get("jit_compile")), record.get("xla_scope"))
+    xla = _xla_words(bool(record.get("jit_compile")), record.get("xla_scope"))
     return (
         f"{record.get('precision') or 'float32'}, XLA {xla}, "
         f"{steps} step{'s' if steps != 1 else ''} per execution"
@@ -48,15 +48,9 @@ def lines(records: list[Mapping[str, Any]]) -> list[str]:
         reduces = [
             f"{r.get('all_reduce') or 'auto'} ({r['name']})"
             for r in group
-            if r.get("strategy") in SPECS and _all_reduces(r["strategy"])
+            if r.get("strategy") in SPECS and SPECS[r["strategy"]].all_reduce_choices
         ]
         which = "every run" if len(groups) == 1 else ", ".join(r["name"] for r in group)
         sentence = f"Speed options ({which}): {options}"
         out.append(sentence + (f"; all-reduce {', '.join(reduces)}." if reduces else "."))
     return out
-
-
-def _all_reduces(strategy: str) -> bool:
-    """The strategy all-reduces gradients (its all-reduce is worth naming)."""
-    spec = SPECS[strategy]
-    return not spec.uses_ps and (spec.devices_apply or spec.multi_machine)

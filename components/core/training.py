@@ -328,12 +328,13 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     storage.makedirs(output_dir)
 
     keras_seed(config)
+    xla = xla_scope(config, gpus)
     built = model_build.build_compiled(
         config,
         manifest.input_spec,
         module,
         strategy=strategy,
-        xla_scope=xla_scope(config, gpus),
+        xla_scope=xla,
         batch_per_update=batching.batch_per_step,
         steps_per_epoch=batching.steps_per_epoch,
     )
@@ -399,7 +400,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     metrics = dataclasses.replace(
         _metrics(config, manifest, batching, replicas, recorder.records, result, gpu_names),
         all_reduce=strategies.communication(config, gpus).all_reduce,
-        xla_scope=xla_scope(config, gpus),
+        xla_scope=xla,
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
