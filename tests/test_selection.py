@@ -30,10 +30,19 @@ def test_ring_allreduce_matches_hand_computation():
     assert selection.ring_allreduce_time(100e6, 1, 10e9) == 0.0
 
 
-def test_hierarchical_allreduce_is_intra_then_inter():
-    # intra: 2 x 3/4 x 1e8 / 1e11 = 1.5 ms; inter: 2 x 1/2 x 1e8 / 1e9 = 100 ms
-    t = selection.hierarchical_allreduce_time(1e8, 2, 4, 1e11, 1e9)
-    assert t == pytest.approx(0.1015)
+def test_allreduce_across_machines_is_one_ring_over_every_replica():
+    # 2 machines x 4 GPUs: each NIC carries 2 x 7/8 x 1e8 bytes at 1e9 B/s = 175 ms,
+    # not the 100 ms of a hierarchical all-reduce (2 x 1/2 x 1e8 / 1e9)
+    t = selection.allreduce_across_machines_time(1e8, 2, 4, 1e11, 1e9)
+    assert t == pytest.approx(0.175)
+    # the slowest link sets the pace, whichever it is
+    assert selection.allreduce_across_machines_time(1e8, 2, 4, 1e9, 1e11) == pytest.approx(0.175)
+    # hop latencies: 2 x 3 within a machine, 2 x 1 across
+    with_latency = selection.allreduce_across_machines_time(1e8, 2, 4, 1e11, 1e9, 10e-6, 50e-6)
+    assert with_latency == pytest.approx(0.175 + 6 * 10e-6 + 2 * 50e-6)
+    # one machine: a ring over its GPUs alone
+    one = selection.allreduce_across_machines_time(1e8, 1, 4, 1e11, 1e9)
+    assert one == pytest.approx(selection.ring_allreduce_time(1e8, 4, 1e11))
 
 
 def test_parameter_server_time_bounded_by_busiest_server():
@@ -202,7 +211,10 @@ def test_async_ok_favours_parameter_server_only_when_it_is_close():
     gap = 1 - ps.examples_per_second / plain.chosen.examples_per_second
     expected = "parameter_server" if gap <= 0.10 else "multi_worker_mirrored"
     assert recommend(fast, RESNET101, async_ok=True).strategy == expected
-    slow = Topology(2, 8, "v100", network_gbps=10)
+    slow = Topology(2, 8, "v100", network_gbps=5)
+    plain = recommend(slow, RESNET101)
+    ps = next(a for a in plain.alternatives if a.strategy == "parameter_server")
+    assert 1 - ps.examples_per_second / plain.chosen.examples_per_second > 0.10
     rec = recommend(slow, RESNET101, async_ok=True)
     assert rec.strategy == "multi_worker_mirrored"
     assert any("considered" in r and "slower" in r for r in rec.reasons)

@@ -42,9 +42,9 @@ from components.core.selection.cost_model import (
     FITTED,
     FittedConstants,
     achievable_tflops,
+    allreduce_across_machines_time,
     compute_time,
     exposed_communication,
-    hierarchical_allreduce_time,
     max_batch_that_fits,
     memory_needed_bytes,
     parameter_server_time,
@@ -75,6 +75,7 @@ from components.core.selection.recommendation import (
 from components.core.selection.topology import PRECISIONS, Layout, Topology
 
 __all__ = [
+    "allreduce_across_machines_time",
     "DATA_DIR",
     "FITTED",
     "FittedConstants",
@@ -94,7 +95,6 @@ __all__ = [
     "evidence_rows",
     "evidence_table_markdown",
     "exposed_communication",
-    "hierarchical_allreduce_time",
     "load_evidence",
     "load_history",
     "main",

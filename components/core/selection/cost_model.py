@@ -6,10 +6,11 @@ gradient bytes B in T tensors):
 * compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward),
   at the precision's peak (FP32/TF32, or FP16/BF16 tensor cores for `mixed`);
 * ring all-reduce over n peers at bandwidth W: 2 (n-1)/n x B / W plus 2 (n-1)
-  link latencies; across machines it is hierarchical: within the machine over
-  its link (NVLink or PCIe of the GPU's generation), then between machines over
-  the machine's network (`--network-gbps` per NIC x `--nics`), of which a
-  container overlay network (`--network-path overlay`) delivers a fitted share;
+  link latencies; across machines it is one ring over all N replicas, as NCCL
+  runs it, so each machine's network (`--network-gbps` per NIC x `--nics`, of
+  which a container overlay network, `--network-path overlay`, delivers a
+  fitted share) carries 2 (N-1)/N x B, and the GPU link (NVLink or PCIe of the
+  GPU's generation) the same;
 * every tensor (or fusion bucket) of a multi-replica step costs a fixed
   latency: models with many small tensors pay it hundreds of times a step;
 * parameter servers: each worker pulls and pushes B over its network, and each
@@ -247,7 +248,7 @@ def ring_allreduce_time(
     return 2.0 * (peers - 1) / peers * nbytes / bytes_per_s + 2 * (peers - 1) * latency_s
 
 
-def hierarchical_allreduce_time(
+def allreduce_across_machines_time(
     nbytes: float,
     machines: int,
     gpus_per_machine: int,
@@ -256,14 +257,24 @@ def hierarchical_allreduce_time(
     intra_latency_s: float = 0.0,
     network_latency_s: float = 0.0,
 ) -> float:
-    """All-reduce within each machine over its GPU link, then across machines.
+    """One ring over every replica of every machine, as NCCL and TensorFlow run it.
 
-    The inter-machine ring moves 2 (M-1)/M x bytes through each machine's NIC
-    (its GPUs each carry a 1/G share, sharing the NIC).
+    TensorFlow's collective all-reduce builds one NCCL communicator (or one
+    RING reducer) over all N = M x G devices of the job
+    (tensorflow/core/nccl/nccl_manager.cc), not an all-reduce within each
+    machine and then one across them. Every link of that ring, each machine's
+    NIC included, carries 2 (N-1)/N x bytes: nccl-tests' "bus bandwidth"
+    (NVIDIA/nccl-tests doc/PERFORMANCE.md), which is why two 8-GPU machines
+    already pay almost twice the bytes a two-node hierarchical all-reduce
+    (2 (M-1)/M) would. The slowest link, usually the NIC, sets the pace; the
+    hop latencies are those of a ring within each machine and one across them.
     """
-    intra = ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
-    inter = ring_allreduce_time(nbytes, machines, network_bytes_per_s, network_latency_s)
-    return intra + inter
+    if machines <= 1:
+        return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
+    replicas = machines * gpus_per_machine
+    slowest = min(intra_bytes_per_s, network_bytes_per_s)
+    latency = 2 * (gpus_per_machine - 1) * intra_latency_s + 2 * (machines - 1) * network_latency_s
+    return 2.0 * (replicas - 1) / replicas * nbytes / slowest + latency
 
 
 def parameter_server_time(
@@ -392,7 +403,7 @@ def predict_allreduce(
     hw = _hw(topology, c)
     compute = step_compute_time(model, batch, hw.tflops)
     replicas = machines * gpus
-    comm = hierarchical_allreduce_time(
+    comm = allreduce_across_machines_time(
         _gradient_bytes(model, topology.precision),
         machines,
         gpus,

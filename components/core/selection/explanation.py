@@ -110,8 +110,8 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
         f"{'heterogeneous' if topology.heterogeneous else 'homogeneous'} machines on a "
         f"{topology.network_gbps:g} Gbps network: "
         + (
-            f"hierarchical all-reduce (within each machine over {topology.link}, "
-            "then across machines) takes "
+            f"one all-reduce ring over all {chosen.replicas} GPUs (over {topology.link} "
+            "within a machine, the network between them) takes "
             if topology.gpus_per_machine > 1
             else "ring all-reduce across machines takes "
         )
