@@ -16,6 +16,7 @@ def select_strategy(
     network_gbps: float = 10.0,
     network_path: str = "host",
     preemptible: bool = False,
+    async_ok: bool = False,
 ) -> NamedTuple("Choice", strategy=str, cluster=dict, recommendation_json=str):
     """Chooses a tf.distribute strategy and cluster layout for the hardware and model.
 
@@ -38,6 +39,9 @@ def select_strategy(
             overlay (a container overlay network such as kubenet, which delivers a
             fitted share of the NICs' rate).
         preemptible: whether machines may be preempted (Spot).
+        async_ok: whether asynchronous updates are acceptable: lets a dense model
+            train with parameter_server when it is predicted faster (stale
+            gradients change how it learns, so the default keeps training synchronous).
 
     Returns:
         reasons: the recommendation and its reasons, as Markdown.
@@ -59,6 +63,7 @@ def select_strategy(
         network_gbps=network_gbps,
         network_path=network_path,
         preemptible=preemptible,
+        async_ok=async_ok,
         shards_dir=shards.path,
     )
     from components.core import storage

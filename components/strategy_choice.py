@@ -49,6 +49,7 @@ def choose_for_pipeline(
     preemptible: bool = False,
     network_path: str = "host",
     shards_dir: str | None = None,
+    async_ok: bool = False,
 ) -> PipelineChoice:
     """The strategy and cluster a pipeline trains with.
 
@@ -77,6 +78,7 @@ def choose_for_pipeline(
         topology,
         profile_for(config.model, shards_dir),
         batch_size=config.training.per_replica_batch_size,
+        async_ok=async_ok,
     )
     markdown = rec.to_markdown()
     if strategy == "auto":

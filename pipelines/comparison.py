@@ -77,6 +77,8 @@ def build_comparison_pipeline(
         gpu: str = "t4",
         network_gbps: float = 10.0,
         network_path: str = "host",
+        preemptible: bool = False,
+        async_ok: bool = False,
         target_accuracy: float = 0.9,
         target_metric: str = "accuracy",
         backend: str = defaults.backend,
@@ -96,6 +98,8 @@ def build_comparison_pipeline(
             gpu: target GPU type, for the recommendation.
             network_gbps: target network between machines (Gbit/s).
             network_path: target network path, host or overlay (for the recommendation).
+            preemptible: target machines are Spot/preemptible (for the recommendation).
+            async_ok: asynchronous updates are acceptable (for the recommendation).
             target_accuracy: the training value of target_metric that time-to-target
                 is measured to (an accuracy, or a loss or error to get below).
             target_metric: accuracy, loss, or any metric the runs record per epoch.
@@ -118,6 +122,8 @@ def build_comparison_pipeline(
             gpu=gpu,
             network_gbps=network_gbps,
             network_path=network_path,
+            preemptible=preemptible,
+            async_ok=async_ok,
         )
         recommendation.set_display_name("select strategy")
         runs = c.plan_runs(clusters=clusters, repeats=repeats)

@@ -95,6 +95,8 @@ def build_training_pipeline(
         gpu: str = "t4",
         network_gbps: float = 10.0,
         network_path: str = "host",
+        preemptible: bool = False,
+        async_ok: bool = False,
         backend: str = defaults.backend,
         cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
         rehearse: bool = False,
@@ -117,6 +119,10 @@ def build_training_pipeline(
             network_gbps: network between machines (Gbit/s).
             network_path: host, or overlay for a container overlay network
                 (Kubernetes pods on kubenet or flannel; the select step costs it).
+            preemptible: the machines are Spot/preemptible: the select step weighs
+                restarts (a synchronous job loses every replica's step to one preemption).
+            async_ok: asynchronous updates are acceptable, so the select step may
+                choose parameter_server for a dense model when it is predicted faster.
             backend: where training runs: local (on the train step's machine),
                 vertex (a Vertex AI CustomJob) or kubeflow (a TFJob).
             cloud_config: the CloudConfig of the vertex and kubeflow backends
@@ -146,6 +152,8 @@ def build_training_pipeline(
             gpu=gpu,
             network_gbps=network_gbps,
             network_path=network_path,
+            preemptible=preemptible,
+            async_ok=async_ok,
         )
         choice.set_display_name("select strategy")
         trained = c.train(

@@ -195,7 +195,8 @@ GOLDEN = {
         "parameters": {
             "run_config": "STRUCT", "machines": "NUMBER_INTEGER",
             "gpus_per_machine": "NUMBER_INTEGER", "gpu": "STRING",
-            "network_gbps": "NUMBER_DOUBLE", "network_path": "STRING", "backend": "STRING",
+            "network_gbps": "NUMBER_DOUBLE", "network_path": "STRING",
+            "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "backend": "STRING",
             "cloud_config": "STRUCT",
             "rehearse": "BOOLEAN", "promotion_target": "STRING", "promotion_root": "STRING",
             "promotion_metric": "STRING", "promotion_margin": "NUMBER_DOUBLE",
@@ -220,7 +221,7 @@ GOLDEN = {
             "run_config": "STRUCT", "clusters": "LIST", "machines": "NUMBER_INTEGER",
             "gpus_per_machine": "NUMBER_INTEGER", "gpu": "STRING",
             "network_gbps": "NUMBER_DOUBLE", "network_path": "STRING",
-            "target_accuracy": "NUMBER_DOUBLE",
+            "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "target_accuracy": "NUMBER_DOUBLE",
             "target_metric": "STRING", "backend": "STRING", "cloud_config": "STRUCT",
             "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER",
         },

@@ -885,6 +885,52 @@ def test_the_pipelines_select_step_takes_the_network_path():
         choose("vxlan")
 
 
+def test_the_pipelines_select_step_takes_async_ok_and_preemptible():
+    """From the KFP form, as from `select`: a dense model trains with parameter servers
+    only when asynchronous updates are acceptable or the machines are preemptible."""
+    from components.core.config import ClusterConfig, ModelConfig, RunConfig
+    from components.strategy_choice import choose_for_pipeline
+
+    def choose(**reasons: bool) -> dict:
+        choice = choose_for_pipeline(
+            run_config=RunConfig(
+                model=ModelConfig("resnet50"), cluster=ClusterConfig("auto")
+            ).to_pipeline_parameter(),
+            machines=4,
+            gpus_per_machine=8,
+            gpu="v100",
+            interconnect=None,
+            network_gbps=25.0,
+            **reasons,
+        )
+        return {"cluster": choice.cluster, **json.loads(choice.recommendation_json)}
+
+    plain = choose()
+    ps = next(a for a in plain["alternatives"] if a["strategy"] == "parameter_server")
+    assert ps["predicted"]["examples_per_second"] > plain["predicted"]["examples_per_second"]
+    assert plain["strategy"] == plain["cluster"].strategy == "multi_worker_mirrored"
+    for reason in ({"async_ok": True}, {"preemptible": True}):
+        chosen = choose(**reason)
+        assert chosen["strategy"] == chosen["cluster"].strategy == "parameter_server", reason
+        assert chosen["cluster"].ps >= 1
+
+
+def test_the_compiled_pipelines_wire_async_ok_and_preemptible_to_the_select_step(tmp_path):
+    from kfp import compiler
+
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.training import build_training_pipeline
+
+    for build in (build_comparison_pipeline, build_training_pipeline):
+        path = tmp_path / f"{build.__name__}.json"
+        compiler.Compiler().compile(build(), str(path))
+        spec = json.loads(path.read_text())
+        task = spec["root"]["dag"]["tasks"]["select-strategy"]["inputs"]["parameters"]
+        for name in ("async_ok", "preemptible"):
+            assert task[name] == {"componentInputParameter": name}
+            assert spec["root"]["inputDefinitions"]["parameters"][name]["defaultValue"] is False
+
+
 # ------------------------------------------------------------------ the issue's edge answers
 
 
