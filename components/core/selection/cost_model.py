@@ -266,14 +266,18 @@ def allreduce_across_machines_time(
     NIC included, carries 2 (N-1)/N x bytes: nccl-tests' "bus bandwidth"
     (NVIDIA/nccl-tests doc/PERFORMANCE.md), which is why two 8-GPU machines
     already pay almost twice the bytes a two-node hierarchical all-reduce
-    (2 (M-1)/M) would. The slowest link, usually the NIC, sets the pace; the
-    hop latencies are those of a ring within each machine and one across them.
+    (2 (M-1)/M) would. The slowest link, usually the NIC, sets the pace. Of
+    the ring's 2 (N-1) steps, 2 M cross the network and the rest stay within
+    a machine, as NCCL's own tuning counts them (NVIDIA/nccl src/graph/tuning.cc,
+    `nInterSteps`).
     """
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
     replicas = machines * gpus_per_machine
     slowest = min(intra_bytes_per_s, network_bytes_per_s)
-    latency = 2 * (gpus_per_machine - 1) * intra_latency_s + 2 * (machines - 1) * network_latency_s
+    network_steps = 2 * machines
+    intra_steps = 2 * (replicas - 1) - network_steps
+    latency = intra_steps * intra_latency_s + network_steps * network_latency_s
     return 2.0 * (replicas - 1) / replicas * nbytes / slowest + latency
 
 
