@@ -66,8 +66,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw.add_argument(
         "--network-gbps",
         type=float,
-        help="bandwidth of one NIC between machines, Gbit/s (default: 10, and the reasons "
-        "say so with the answer at 1 and 100)",
+        help="bandwidth of one NIC between machines, Gbit/s: its rating, or better a rate "
+        "measured between two of the machines (a cloud may cap one TCP flow below the "
+        "rating: AWS at 5 Gbit/s outside a cluster placement group) (default: 10, and the "
+        "reasons say so with the answer at 1 and 100)",
     )
     hw.add_argument(
         "--nics",
