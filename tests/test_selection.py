@@ -389,14 +389,17 @@ def test_select_network_path_overlay_changes_the_answer_and_says_why(capsys):
     assert main([*argv, "--network-path", "overlay"]) == 0
     overlay = json.loads(capsys.readouterr().out)
     assert main([*argv[:-1], "--network-path", "host", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == host  # host is the default
+    stated = json.loads(capsys.readouterr().out)
+    for key in ("strategy", "layout", "predicted", "alternatives"):
+        assert stated[key] == host[key]  # host is the default
+    assert stated["reasons"] == [r for r in host["reasons"] if "network path was not" not in r]
     # on the host network all 64 GPUs are worth it; through the overlay fewer machines are
     assert host["strategy"] == "multi_worker_mirrored" and host["layout"]["workers"] == 8
     assert overlay["layout"]["workers"] < 8
     efficiency = {o["machines"]: o["machine_efficiency"] for o in overlay["machine_options"]}
     assert efficiency[8] < 0.5 < host["predicted"]["scaling_efficiency"]
     share = f"{selection.FITTED.overlay_network_share:.0%} of the 25 Gbps"
-    assert not any("overlay" in r for r in host["reasons"])
+    assert not any("overlay" in r for r in stated["reasons"])
     assert any("container overlay network (--network-path overlay)" in r and share in r
                for r in overlay["reasons"])  # fmt: skip
     # a path that is neither is refused by the flag, before any model is built
@@ -1026,6 +1029,26 @@ def test_an_unstated_network_is_assumed_out_loud_with_the_answer_at_both_ends(ca
                  "--model", "resnet101", "--json"]) == 0  # fmt: skip
     one = json.loads(capsys.readouterr().out)
     assert not any(r.startswith("The network was not given") for r in one["reasons"])
+
+
+def test_an_unstated_network_path_is_assumed_out_loud_with_the_overlay_answer(capsys):
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "8", "--gpu", "v100",
+            "--model", "resnet101", "--network-gbps", "25", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    unstated = json.loads(capsys.readouterr().out)
+    said = [r for r in unstated["reasons"] if r.startswith("The network path was not given")]
+    assert len(said) == 1 and "(host) is assumed" in said[0]
+    # the overlay answer is the one --network-path overlay gives
+    assert main([*argv, "--network-path", "overlay"]) == 0
+    overlay = json.loads(capsys.readouterr().out)
+    answer = f"{overlay['strategy']} on {overlay['layout']['workers']} machine(s)"
+    assert f"the answer would be {answer}." in said[0]
+    assert overlay["layout"]["workers"] < unstated["layout"]["workers"]  # it differs here
+    # given, host is the same prediction and nothing is said
+    assert main([*argv, "--network-path", "host"]) == 0
+    host = json.loads(capsys.readouterr().out)
+    assert host["predicted"] == unstated["predicted"]
+    assert not any(r.startswith("The network path was not given") for r in host["reasons"])
 
 
 def test_params_model_counts_activation_memory():

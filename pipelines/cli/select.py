@@ -80,12 +80,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     hw.add_argument(
         "--network-path",
-        default="host",
         choices=("host", "overlay"),
         help="how traffic between machines travels: host (the machines' own network: bare "
         "metal, VMs, Kubernetes pods with hostNetwork) or overlay (a container overlay "
         "network such as kubenet or flannel, which delivers a fitted share of the NICs' "
-        "rate) (default: host)",
+        "rate) (default: host, and the reasons give the answer through an overlay too)",
     )
     hw.add_argument(
         "--precision",
@@ -305,7 +304,7 @@ def run_select(args: argparse.Namespace) -> int:
         heterogeneous=args.heterogeneous,
         nics=args.nics,
         jit_compile=args.jit_compile,
-        network_path=args.network_path,
+        network_path=args.network_path or "host",
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:
@@ -321,7 +320,11 @@ def run_select(args: argparse.Namespace) -> int:
         history=history,
         prices=prices,
         objective=args.objective,
-        unstated=("network",) if args.network_gbps is None else (),
+        unstated=tuple(
+            name
+            for name, value in (("network", args.network_gbps), ("network_path", args.network_path))
+            if value is None
+        ),
     )
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))

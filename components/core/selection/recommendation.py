@@ -268,7 +268,9 @@ def unknown_input_reasons(
     parameter) and a CNN-like one (`FLOPS_PER_PARAM_HIGH`), so both are shown.
     Machines whose network was not given (`network` in `unstated`) are
     assumed to have one `DEFAULT_NETWORK_GBPS` NIC; the answer on a commodity
-    and a datacenter NIC (`NETWORK_RANGE_GBPS`) is shown beside it.
+    and a datacenter NIC (`NETWORK_RANGE_GBPS`) is shown beside it. A network
+    path not given (`network_path` in `unstated`) is assumed to be the host's;
+    the answer through a container overlay network is shown beside it.
     """
     from components.core import model_profile as mp
 
@@ -301,6 +303,16 @@ def unknown_input_reasons(
             f"The network was not given (--network-gbps): {topology.network_gbps:g} Gbit/s "
             f"per NIC is assumed. The answer depends on it: {'; '.join(answers)}. Give "
             "--network-gbps (iperf between two of the machines measures it) for one answer."
+        )
+    if "network_path" in unstated and topology.machines > 1:
+        on = dataclasses.replace(topology, network_path="overlay")
+        rec = recommend(on, model, batch_size=batch_size, async_ok=async_ok)
+        layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
+        reasons.append(
+            "The network path was not given (--network-path): the machines' own network "
+            "(host) is assumed. Through a container overlay network (Kubernetes kubenet, "
+            f"flannel VXLAN) the answer would be {rec.strategy} on {layout}. Give "
+            "--network-path for one answer."
         )
     if "activations" in model.estimated:
         reasons.append(
