@@ -1016,6 +1016,12 @@ def _fourth_blind_lines() -> list[str]:
     parts = [("first look (blind), all", s)] + [
         (f"of them {name}", summarize(_as_rows(group), guess)) for name, group in groups if group
     ]
+    now, _, now_rows = blind_summary(name="blind-4")
+    now_multi = [r for r in now_rows if r["machines"] > 1]
+    parts += [
+        ("now (not in the fit; the one-ring all-reduce since), all", now),
+        ("now, of them multi-machine", summarize(now_multi, guess)),
+    ]
     right = sum(c["right"] for c in rows)
     lines += [
         *_BLIND_TABLE_HEADER,
@@ -1023,9 +1029,32 @@ def _fourth_blind_lines() -> list[str]:
         "",
         _look_headline("Fourth", s, guess, right, FOURTH_LOOK_FINDINGS),
         "",
+        f"Now, with the one-ring all-reduce (its cases still outside the fit, but looked at "
+        f"before): {now.median_abs_pp:.1f} points median absolute error against the constant "
+        f"guess's {now.baseline_pp:.1f}, mean {now.mean_abs_pp:.1f}, bias {now.bias_pp:+.1f}, "
+        f"choice right on {sum(r['right'] for r in now_rows)} of {now.cases}; "
+        f"{'worse' if now.median_abs_pp > s.median_abs_pp else 'no worse'} than at the look "
+        f"on the median. Moved most: {_moved_most(rows, now_rows)}.",
+        "",
     ]
     lines += _look_case_table(rows)
     return lines + ["", _fourth_look_since(cases)]
+
+
+def _moved_most(
+    looked: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]], most: int = 4
+) -> str:
+    """The cases whose prediction changed most since a look, as a phrase (same case order)."""
+    moved = sorted(
+        zip(looked, now, strict=True),
+        key=lambda pair: -abs(pair[1]["predicted_efficiency"] - pair[0]["predicted_efficiency"]),
+    )[:most]
+    return "; ".join(
+        f"{b['source']}, {b['model']} on {b['machines']} x {b['gpus_per_machine']}: "
+        f"{b['published_efficiency']:.0%} published, {a['predicted_efficiency']:.0%} predicted "
+        f"at the look, {b['predicted_efficiency']:.0%} now"
+        for a, b in moved
+    )
 
 
 def _fourth_look_since(cases: Sequence[Mapping[str, Any]]) -> str:
