@@ -567,6 +567,28 @@ def test_the_fourth_blind_set_is_frozen_and_kept_out_of_the_fit():
     assert f"the constant guess's {s['baseline_pp']:.1f}" in doc
 
 
+def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
+    # Frozen (pinned) after the one-ring all-reduce, before any evaluation on it.
+    assert evidence.blind_set_digest(name="blind-5") == evidence.BLIND_SET_5_SHA256
+    fifth = evidence.load_blind(name="blind-5")
+    assert len(fifth) >= 20 and sum(c["machines"] > 1 for c in fifth) >= 15
+    references = {c["reference"] for c in selection.load_evidence()}
+    assert not any(c["reference"] in references for c in fifth)
+    assert "blind-5" not in evidence.FITTED_BLIND_SETS
+    assert not any(c.get("split") == "blind-5" for c in selection.load_evidence())
+    for case in fifth:
+        assert case["reference"].startswith("https://") and case["derivation"], case
+        assert case["model"] in PUBLISHED_PROFILES and 0 < case["published_efficiency"] <= 1
+        assert case["gpu"] in hardware.GPUS or case["gpu_spec"]["peak_tflops_fp32"] > 0
+    # what the detail alone would misread is said outright: "no XLA" is no XLA
+    said = [c for c in fifth if "xla" in c]
+    assert said and all(evidence.case_xla(c) == c["xla"] for c in said)
+    assert any("no XLA" in c["detail"] and not evidence.case_xla(c) for c in said)
+    # the left-out case says why
+    left_out = evidence.excluded_cases(blind="blind-5")
+    assert left_out and all(c["published_efficiency"] > 1 and c["excluded"] for c in left_out)
+
+
 @pytest.mark.parametrize(
     "argv", [["--first-look"], ["--first-look", "blind-3"], ["--first-look", "blind-4"]]
 )

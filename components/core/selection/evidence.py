@@ -38,14 +38,16 @@ EVIDENCE_PATH = DATA_DIR / "published_scaling.json"
 # Each blind set's one evaluation (`record_first_look`), by the set's `split` name:
 # `blind` (before any change the set prompted), `blind-2` (collected after
 # those changes, to test them blind once more), `blind-3` (collected after the
-# second look, frozen before the network-path term) and `blind-4` (collected after
-# the third look, frozen before the mixed-precision change).
+# second look, frozen before the network-path term), `blind-4` (collected after
+# the third look, frozen before the mixed-precision change) and `blind-5`
+# (collected after the one-ring all-reduce, frozen before it was evaluated on them).
 BLIND_RECORD_PATH = DATA_DIR / "blind_first_look.json"
 BLIND_RECORD_PATHS = {
     "blind": BLIND_RECORD_PATH,
     "blind-2": DATA_DIR / "blind_2_first_look.json",
     "blind-3": DATA_DIR / "blind_3_first_look.json",
     "blind-4": DATA_DIR / "blind_4_first_look.json",
+    "blind-5": DATA_DIR / "blind_5_first_look.json",
 }
 # One case in HELD_OUT_EVERY goes to the held-out part, by a stable hash of the
 # case, so the split does not depend on the order or on who added what.
@@ -57,6 +59,7 @@ BLIND_SET_SHA256 = "2e334fd157e958d190bc276168ada09cf14770ae4d0f6782b638624e6b81
 BLIND_SET_2_SHA256 = "0141f63ec756629c4b4f43a4296a3a5cf76e562a37444710c24efff44f6f12cc"
 BLIND_SET_3_SHA256 = "6f038114decaf971ff70b5a02d1c198b7aea4fa6b181852a2a98fd3c80abd7cb"
 BLIND_SET_4_SHA256 = "04b10a4fce5f549b0cafb662445bc83305a4e18109980b7a75da431b06348710"
+BLIND_SET_5_SHA256 = "729ec68fc80bc6d2504f2c47e0dee97c41269c7735522643ce42671aa48509fc"
 # Blind sets whose cases serve the fit once their first look is stored. `blind-3`
 # joined with the mixed-precision change that its look prompted (after `blind-4`
 # was frozen, so the next look is still blind); `blind-4` has not.
@@ -213,9 +216,12 @@ def _network_paths(path: str) -> dict[str, str]:
 def case_xla(case: Mapping[str, Any], path: str | Path = EVIDENCE_PATH) -> bool:
     """Whether the case's source compiled the step with XLA.
 
-    Its detail says `XLA`, or its source's scripts enable XLA by default
-    (`xla_sources` in the evidence file).
+    Its own `xla` when it has one (a detail may say "no XLA"), else its detail
+    says `XLA`, or its source's scripts enable XLA by default (`xla_sources` in
+    the evidence file).
     """
+    if "xla" in case:
+        return bool(case["xla"])
     return "XLA" in case.get("detail", "") or case["source"] in _xla_sources(str(path))
 
 
@@ -531,6 +537,7 @@ def evidence_table_markdown() -> str:
         + _third_blind_lines(choices)
         + _mixed_precision_lines(choices)
         + _fourth_blind_lines()
+        + _fifth_blind_lines()
         + _case_table_lines(choices)
         + _answer_lines()
         + _sources_lines(rows)
@@ -1039,6 +1046,53 @@ def _fourth_blind_lines() -> list[str]:
     ]
     lines += _look_case_table(rows)
     return lines + ["", _fourth_look_since(cases)]
+
+
+def _fifth_blind_lines() -> list[str]:
+    """The fifth blind set: frozen after the one-ring all-reduce; its one look when made."""
+    cases = load_blind(name="blind-5")
+    if not cases:
+        return []
+    record = load_first_look(BLIND_RECORD_PATHS["blind-5"])
+    multi = sum(c["machines"] > 1 for c in cases)
+    left_out = len(excluded_cases(blind="blind-5"))
+    lines = [
+        "## The fifth blind set",
+        "",
+        f"{len(cases)} published cases ({multi} on several machines; {left_out} more left "
+        "out when frozen, each with its reason in the evidence file). "
+        + _read(EVIDENCE_PATH)["blind_set_5"]
+        + " The one look: `fit --first-look blind-5`, stored in "
+        "`components/core/data/blind_5_first_look.json`. They have not joined the fit.",
+        "",
+    ]
+    if record is None:
+        return lines + ["Not looked at yet.", ""]
+    s = ErrorSummary(**record["summary"])
+    rows = record["cases"]
+    guess = record["constant_guess"]
+    groups = (
+        ("multi-machine", [c for c in rows if c["machines"] > 1]),
+        ("one machine", [c for c in rows if c["machines"] == 1]),
+    )
+    parts = [("first look (blind), all", s)] + [
+        (f"of them {name}", summarize(_as_rows(group), guess)) for name, group in groups if group
+    ]
+    right = sum(c["right"] for c in rows)
+    return [
+        *lines,
+        *_BLIND_TABLE_HEADER,
+        *(_blind_row(name, summary) for name, summary in parts),
+        "",
+        _look_headline("Fifth", s, guess, right, FIFTH_LOOK_FINDINGS),
+        "",
+        *_look_case_table(rows),
+        "",
+    ]
+
+
+# What the fifth look showed, written right after it.
+FIFTH_LOOK_FINDINGS = ""
 
 
 def _moved_most(

@@ -170,6 +170,7 @@ def first_look_lines() -> list[str]:
         ("blind-2", "the constants after the first set joined the fit; since then in the fit"),
         ("blind-3", "the constants with the network-path term, fitted with both earlier sets"),
         ("blind-4", "the mixed-precision change, fitted with the three earlier sets"),
+        ("blind-5", "the one-ring all-reduce, fitted with the first three sets"),
     ):
         record = load_first_look(BLIND_RECORD_PATHS[name])
         if record is None:
