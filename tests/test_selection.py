@@ -587,10 +587,24 @@ def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
     # the left-out case says why
     left_out = evidence.excluded_cases(blind="blind-5")
     assert left_out and all(c["published_efficiency"] > 1 and c["excluded"] for c in left_out)
+    # its one look was made on this very set, with the one-ring all-reduce, and is in the docs
+    record = evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-5"])
+    assert record["blind_set_sha256"] == evidence.BLIND_SET_5_SHA256
+    assert record["summary"]["cases"] == len(record["cases"]) == len(fifth)
+    s = record["summary"]
+    doc = (ROOT / "docs" / "selection.md").read_text()
+    assert f"**Fifth blind look: {s['median_abs_pp']:.1f} points median absolute error" in doc
+    assert f"mean {s['mean_abs_pp']:.1f} against {s['baseline_mean_pp']:.1f}" in doc
 
 
 @pytest.mark.parametrize(
-    "argv", [["--first-look"], ["--first-look", "blind-3"], ["--first-look", "blind-4"]]
+    "argv",
+    [
+        ["--first-look"],
+        ["--first-look", "blind-3"],
+        ["--first-look", "blind-4"],
+        ["--first-look", "blind-5"],
+    ],
 )
 def test_a_second_look_at_a_blind_set_is_refused(argv, capsys):
     from components.core.selection import fit
@@ -646,6 +660,7 @@ def test_the_fit_command_prints_both_parts(capsys):
     assert "blind set, first look (60 cases" in out and "blind-2 set, first look (11" in out
     assert "blind-3 set, first look (28 cases" in out
     assert "blind-4 set, first look (31 cases" in out
+    assert "blind-5 set, first look (35 cases" in out
 
 
 # ------------------------------------------------------------------ history
