@@ -1099,7 +1099,7 @@ FIFTH_LOOK_FINDINGS = (
     "(7.6), and on the 26 multi-machine cases a median (5.6) worse than the constant's "
     "(4.5), correlation 0.06. The choices are right on all 35. The misses go both ways. "
     "Over-predicted by 15-29 points: DLPerf's mixed-precision ResNet-50 on real ImageNet "
-    "under TensorFlow 2.3 MultiWorkerMirrored and NGC MXNet, which lose 20-30 % already "
+    "under TensorFlow 2.3 MultiWorkerMirrored and NGC MXNet, which lose 20 % and 14 % already "
     "within one 8-GPU machine (the input pipeline or the framework, which the model knows "
     "only from --input-examples-per-second); FleetX's VGG-16 at batch 32 on 4 machines (69 % "
     "published, 81 % predicted); Lambda's 8 RTX 2080 Ti without peer access (63 %, 84 %). "
