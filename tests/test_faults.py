@@ -479,6 +479,62 @@ def processes_mentioning(text: str) -> list[int]:
     return pids
 
 
+_HOLDS_A_CHILD = """
+import os, subprocess, sys, time
+from components.core.launch import reaper
+with reaper.descendants_die_with_this_process():
+    child = subprocess.Popen(["sleep", "300"])
+    print(child.pid, os.environ[reaper.MARKER_ENV], flush=True)
+    time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie counts as gone)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def test_a_killed_reaper_is_replaced_so_a_later_sigkill_still_takes_the_children():
+    """Killing the reaper first, then the command, left its processes running: the
+    command now replaces a reaper that dies before it (`reaper.WATCH_INTERVAL_S`)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDS_A_CHILD],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        start_new_session=True,
+    )
+    child = None
+    try:
+        child_pid, marker = proc.stdout.readline().split()
+        child = int(child_pid)
+        first = processes_mentioning(marker)  # the reaper's argv names the marker
+        assert len(first) == 1 and _alive(child)
+        os.kill(first[0], signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            now = [pid for pid in processes_mentioning(marker) if _alive(pid)]
+            if now and now != first:
+                break
+            time.sleep(0.1)
+        assert now and now != first, "the killed reaper was not replaced"
+        proc.kill()  # SIGKILL to the command alone: no handler runs
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child), "the child outlived its SIGKILLed command"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
 def test_strategist_compare_signalled_or_killed_leaves_no_process(tfds_dir, tmp_path, sig, code):

@@ -20,6 +20,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -57,28 +58,25 @@ for _ in range(50):
 """
 
 
+# How often the command checks that its reaper still runs (a killed one is replaced).
+WATCH_INTERVAL_S = 0.5
+
+
 @contextlib.contextmanager
 def descendants_die_with_this_process() -> Iterator[None]:
     """Processes started in the block (and theirs) are killed when this process ends.
 
     On leaving the block normally nothing should be left, and the reaper finds
-    nothing; a SIGKILL of this process leaves the reaper to kill them. Linux only
-    (`/proc`); elsewhere this does nothing.
+    nothing; a SIGKILL of this process leaves the reaper to kill them. A reaper
+    that dies first (killed on its own) is replaced within `WATCH_INTERVAL_S`,
+    so a later SIGKILL of this process still finds one. Linux only (`/proc`);
+    elsewhere this does nothing.
     """
     if not sys.platform.startswith("linux"):
         yield
         return
     entry = f"{MARKER_ENV}={os.getpid()}-{uuid.uuid4().hex[:12]}"
-    env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
-    with signals_deferred():  # no Ctrl-C between the fork and `reaper = ...`
-        reaper = subprocess.Popen(
-            [sys.executable, "-I", "-c", _REAPER, entry],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,  # unmarked: it does not kill itself, and dies after its sweep
-            start_new_session=True,  # a Ctrl-C or a kill of this command's group spares it
-        )
+    watch = _ReaperWatch(entry)
     previous = os.environ.get(MARKER_ENV)
     os.environ[MARKER_ENV] = entry.split("=", 1)[1]
     try:
@@ -88,9 +86,46 @@ def descendants_die_with_this_process() -> Iterator[None]:
             os.environ.pop(MARKER_ENV, None)
         else:
             os.environ[MARKER_ENV] = previous
-        reaper.stdin.close()  # the sweep now: stragglers of a normal end go too
+        watch.sweep()
+
+
+def _start_reaper(entry: str) -> subprocess.Popen:
+    """A reaper for the processes marked `entry`, waiting on its stdin."""
+    env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+    with signals_deferred():  # no Ctrl-C between the fork and the caller's `reaper = ...`
+        return subprocess.Popen(
+            [sys.executable, "-I", "-c", _REAPER, entry],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,  # unmarked: it does not kill itself, and dies after its sweep
+            start_new_session=True,  # a Ctrl-C or a kill of this command's group spares it
+        )
+
+
+class _ReaperWatch:
+    """The command's reaper, replaced by a watching thread whenever it dies early."""
+
+    def __init__(self, entry: str) -> None:
+        self.entry = entry
+        self.reaper = _start_reaper(entry)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="reaper-watch")
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            if self.reaper.poll() is not None:
+                self.reaper.stdin.close()
+                self.reaper = _start_reaper(self.entry)
+
+    def sweep(self) -> None:
+        """Stops watching and lets the reaper sweep now: stragglers of a normal end go too."""
+        self._stop.set()
+        self._thread.join()
+        self.reaper.stdin.close()
         try:
-            reaper.wait(timeout=10)
+            self.reaper.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            reaper.kill()
-            reaper.wait()
+            self.reaper.kill()
+            self.reaper.wait()
