@@ -597,6 +597,24 @@ def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
     assert f"mean {s['mean_abs_pp']:.1f} against {s['baseline_mean_pp']:.1f}" in doc
 
 
+def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
+    # Frozen (pinned) after the fifth look, before the next change: its blind test.
+    assert evidence.blind_set_digest(name="blind-6") == evidence.BLIND_SET_6_SHA256
+    sixth = evidence.load_blind(name="blind-6")
+    assert len(sixth) >= 15 and sum(c["machines"] > 1 for c in sixth) >= 10
+    references = {c["reference"] for c in selection.load_evidence()}
+    references |= {c["reference"] for c in evidence.load_blind(name="blind-5")}
+    assert not any(c["reference"] in references for c in sixth)
+    assert not any(c.get("split") == "blind-6" for c in selection.load_evidence())
+    for case in sixth:
+        assert case["reference"].startswith("https://") and case["derivation"], case
+        assert case["model"] in PUBLISHED_PROFILES and 0 < case["published_efficiency"] <= 1
+    assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-6"]) is None
+    doc = (ROOT / "docs" / "selection.md").read_text()
+    assert "## The sixth blind set" in doc
+    assert doc.split("## The sixth blind set")[1].split("##")[0].count("Not looked at yet.") == 1
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -40,7 +40,8 @@ EVIDENCE_PATH = DATA_DIR / "published_scaling.json"
 # those changes, to test them blind once more), `blind-3` (collected after the
 # second look, frozen before the network-path term), `blind-4` (collected after
 # the third look, frozen before the mixed-precision change) and `blind-5`
-# (collected after the one-ring all-reduce, frozen before it was evaluated on them).
+# (collected after the one-ring all-reduce, frozen before it was evaluated on them);
+# `blind-6` (collected after the fifth look, frozen before the next change).
 BLIND_RECORD_PATH = DATA_DIR / "blind_first_look.json"
 BLIND_RECORD_PATHS = {
     "blind": BLIND_RECORD_PATH,
@@ -48,6 +49,7 @@ BLIND_RECORD_PATHS = {
     "blind-3": DATA_DIR / "blind_3_first_look.json",
     "blind-4": DATA_DIR / "blind_4_first_look.json",
     "blind-5": DATA_DIR / "blind_5_first_look.json",
+    "blind-6": DATA_DIR / "blind_6_first_look.json",
 }
 # One case in HELD_OUT_EVERY goes to the held-out part, by a stable hash of the
 # case, so the split does not depend on the order or on who added what.
@@ -60,6 +62,7 @@ BLIND_SET_2_SHA256 = "0141f63ec756629c4b4f43a4296a3a5cf76e562a37444710c24efff44f
 BLIND_SET_3_SHA256 = "6f038114decaf971ff70b5a02d1c198b7aea4fa6b181852a2a98fd3c80abd7cb"
 BLIND_SET_4_SHA256 = "04b10a4fce5f549b0cafb662445bc83305a4e18109980b7a75da431b06348710"
 BLIND_SET_5_SHA256 = "729ec68fc80bc6d2504f2c47e0dee97c41269c7735522643ce42671aa48509fc"
+BLIND_SET_6_SHA256 = "df37d7725addcf66ecd93be184f9cbd2bba80a8c9e8a521b26a9d79c0fd8efd8"
 # Blind sets whose cases serve the fit once their first look is stored. `blind-3`
 # joined with the mixed-precision change that its look prompted (after `blind-4`
 # was frozen, so the next look is still blind); `blind-4` has not.
@@ -537,7 +540,8 @@ def evidence_table_markdown() -> str:
         + _third_blind_lines(choices)
         + _mixed_precision_lines(choices)
         + _fourth_blind_lines()
-        + _fifth_blind_lines()
+        + _later_blind_lines("blind-5", "Fifth", FIFTH_LOOK_FINDINGS)
+        + _later_blind_lines("blind-6", "Sixth", "")
         + _case_table_lines(choices)
         + _answer_lines()
         + _sources_lines(rows)
@@ -1049,22 +1053,27 @@ def _fourth_blind_lines() -> list[str]:
     return lines + ["", _fourth_look_since(cases)]
 
 
-def _fifth_blind_lines() -> list[str]:
-    """The fifth blind set: frozen after the one-ring all-reduce; its one look when made."""
-    cases = load_blind(name="blind-5")
+def _later_blind_lines(name: str, ordinal: str, findings: str) -> list[str]:
+    """A blind set of `LATER_BLIND_SETS`: what it holds, and its one look when made."""
+    cases = load_blind(name=name)
     if not cases:
         return []
-    record = load_first_look(BLIND_RECORD_PATHS["blind-5"])
+    record = load_first_look(BLIND_RECORD_PATHS[name])
     multi = sum(c["machines"] > 1 for c in cases)
-    left_out = len(excluded_cases(blind="blind-5"))
+    left_out = len(excluded_cases(blind=name))
     lines = [
-        "## The fifth blind set",
+        f"## The {ordinal.lower()} blind set",
         "",
-        f"{len(cases)} published cases ({multi} on several machines; {left_out} more left "
-        "out when frozen, each with its reason in the evidence file). "
-        + _read(EVIDENCE_PATH)["blind_set_5"]
-        + " The one look: `fit --first-look blind-5`, stored in "
-        "`components/core/data/blind_5_first_look.json`. They have not joined the fit.",
+        f"{len(cases)} published cases ({multi} on several machines"
+        + (
+            f"; {left_out} more left out when frozen, each with its reason in the evidence file"
+            if left_out
+            else ""
+        )
+        + "). "
+        + _read(EVIDENCE_PATH)[name.replace("-", "_set_")]
+        + f" The one look: `fit --first-look {name}`, stored in "
+        f"`components/core/data/{BLIND_RECORD_PATHS[name].name}`. They have not joined the fit.",
         "",
     ]
     if record is None:
@@ -1077,15 +1086,17 @@ def _fifth_blind_lines() -> list[str]:
         ("one machine", [c for c in rows if c["machines"] == 1]),
     )
     parts = [("first look (blind), all", s)] + [
-        (f"of them {name}", summarize(_as_rows(group), guess)) for name, group in groups if group
+        (f"of them {group_name}", summarize(_as_rows(group), guess))
+        for group_name, group in groups
+        if group
     ]
     right = sum(c["right"] for c in rows)
     return [
         *lines,
         *_BLIND_TABLE_HEADER,
-        *(_blind_row(name, summary) for name, summary in parts),
+        *(_blind_row(part, summary) for part, summary in parts),
         "",
-        _look_headline("Fifth", s, guess, right, FIFTH_LOOK_FINDINGS),
+        _look_headline(ordinal, s, guess, right, findings),
         "",
         *_look_case_table(rows),
         "",
