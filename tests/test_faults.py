@@ -497,6 +497,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the reaper reads /proc")
 def test_a_killed_reaper_is_replaced_so_a_later_sigkill_still_takes_the_children():
     """Killing the reaper first, then the command, left its processes running: the
     command now replaces a reaper that dies before it (`reaper.WATCH_INTERVAL_S`)."""

@@ -89,10 +89,13 @@ def descendants_die_with_this_process() -> Iterator[None]:
         watch.sweep()
 
 
-def _start_reaper(entry: str) -> subprocess.Popen:
-    """A reaper for the processes marked `entry`, waiting on its stdin."""
-    env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
-    with signals_deferred():  # no Ctrl-C between the fork and the caller's `reaper = ...`
+def _start_reaper(entry: str, env: dict[str, str]) -> subprocess.Popen:
+    """A reaper for the processes marked `entry`, waiting on its stdin.
+
+    A signal deferred over the fork is raised before the caller stores the
+    reaper; the dropped pipe then closes and the reaper sweeps and exits.
+    """
+    with signals_deferred():
         return subprocess.Popen(
             [sys.executable, "-I", "-c", _REAPER, entry],
             stdin=subprocess.PIPE,
@@ -108,16 +111,23 @@ class _ReaperWatch:
 
     def __init__(self, entry: str) -> None:
         self.entry = entry
-        self.reaper = _start_reaper(entry)
+        # Read once: the command changes os.environ while the thread may replace a reaper.
+        self.env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+        self.reaper = _start_reaper(entry, self.env)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True, name="reaper-watch")
         self._thread.start()
 
     def _watch(self) -> None:
         while not self._stop.wait(WATCH_INTERVAL_S):
-            if self.reaper.poll() is not None:
-                self.reaper.stdin.close()
-                self.reaper = _start_reaper(self.entry)
+            if self.reaper.poll() is None:
+                continue
+            try:
+                replacement = _start_reaper(self.entry, self.env)
+            except OSError:
+                continue  # no fork now (out of processes or memory): try again next tick
+            self.reaper.stdin.close()
+            self.reaper = replacement
 
     def sweep(self) -> None:
         """Stops watching and lets the reaper sweep now: stragglers of a normal end go too."""

@@ -1054,7 +1054,7 @@ def _fourth_blind_lines() -> list[str]:
 
 
 def _later_blind_lines(name: str, ordinal: str, findings: str) -> list[str]:
-    """A blind set of `LATER_BLIND_SETS`: what it holds, and its one look when made."""
+    """Blind set `name` (`blind-5` on): what it holds, and its one look when made."""
     cases = load_blind(name=name)
     if not cases:
         return []
@@ -1109,20 +1109,19 @@ FIFTH_LOOK_FINDINGS = (
     "Weaker than the held-out figure promised: a mean (8.3) above the constant guess's "
     "(7.6), and on the 26 multi-machine cases a median (5.6) worse than the constant's "
     "(4.5), correlation 0.06. The choices are right on all 35. The misses go both ways. "
-    "Over-predicted by 15-29 points: DLPerf's mixed-precision ResNet-50 on real ImageNet "
-    "under TensorFlow 2.3 MultiWorkerMirrored and NGC MXNet, which lose 20 % and 14 % already "
-    "within one 8-GPU machine (the input pipeline or the framework, which the model knows "
-    "only from --input-examples-per-second); FleetX's VGG-16 at batch 32 on 4 machines (69 % "
-    "published, 81 % predicted); Lambda's 8 RTX 2080 Ti without peer access (63 %, 84 %). "
-    "Under-predicted by 12-30 points: CSC's PyTorch DDP runs at batch 32 on 2 x 4 A100 and "
-    "V100 (88-96 % published), whose short steps the model charges more communication and "
-    "per-step wait than they lost; and by 2-8 points, 12 of the 15 multi-machine FP32 runs "
-    "on 100 Gbit/s InfiniBand (up to 96 % published, at most 90 % predicted), as the "
-    "fourth look found on DGX machines. "
-    "The previous model (a hierarchical all-reduce and its constants), computed after "
-    "this look, scores 4.7 median and 7.9 mean on the set: the one-ring all-reduce is "
-    "neutral here, and stays because it is how TensorFlow's collective all-reduce moves "
-    "the bytes."
+    "Over-predicted by 13-29 points: DLPerf's mixed-precision ResNet-50 on real ImageNet "
+    "under TensorFlow 2.3 MultiWorkerMirrored and NGC MXNet, which lose 20 % and 14 % "
+    "already within one 8-GPU machine (the input pipeline or the framework, which the model"
+    " knows only from --input-examples-per-second); FleetX's VGG-16 at batch 32 on 4 "
+    "machines (69 % published, 81 % predicted); Lambda's 8 RTX 2080 Ti without peer access "
+    "(63 %, 84 %). Under-predicted by 12-30 points: three of CSC's four PyTorch DDP runs at"
+    " batch 32 on 2 x 4 A100 and V100 (88-96 % published), whose short steps the model "
+    "charges more communication and per-step wait than they lost; and by 2-8 points, 12 of "
+    "the 15 multi-machine FP32 runs on 100 Gbit/s InfiniBand (up to 96 % published, at most"
+    " 90 % predicted), as the fourth look found on DGX machines. The previous model (a "
+    "hierarchical all-reduce and its constants), computed after this look, scores 4.7 "
+    "median and 7.9 mean on the set: the one-ring all-reduce is neutral here, and stays "
+    "because it is how TensorFlow's collective all-reduce moves the bytes."
 )
 
 
