@@ -567,18 +567,26 @@ def test_the_fourth_blind_set_is_frozen_and_kept_out_of_the_fit():
     assert f"the constant guess's {s['baseline_pp']:.1f}" in doc
 
 
-def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
-    # Frozen (pinned) after the one-ring all-reduce, before any evaluation on it.
-    assert evidence.blind_set_digest(name="blind-5") == evidence.BLIND_SET_5_SHA256
-    fifth = evidence.load_blind(name="blind-5")
-    assert len(fifth) >= 20 and sum(c["machines"] > 1 for c in fifth) >= 15
-    references = {c["reference"] for c in selection.load_evidence()}
-    assert not any(c["reference"] in references for c in fifth)
-    assert "blind-5" not in evidence.FITTED_BLIND_SETS
-    assert not any(c.get("split") == "blind-5" for c in selection.load_evidence())
-    for case in fifth:
+def _frozen_unfitted_blind_set(name: str, sha256: str, seen: set[str]) -> list[dict]:
+    """Blind set `name`, checked: pinned by `sha256`, out of the fit, every case sourced and
+    well-formed, none from a reference in `seen`."""
+    assert evidence.blind_set_digest(name=name) == sha256
+    cases = evidence.load_blind(name=name)
+    assert not any(c["reference"] in seen for c in cases)
+    assert name not in evidence.FITTED_BLIND_SETS
+    assert not any(c.get("split") == name for c in selection.load_evidence())
+    for case in cases:
         assert case["reference"].startswith("https://") and case["derivation"], case
         assert case["model"] in PUBLISHED_PROFILES and 0 < case["published_efficiency"] <= 1
+    return cases
+
+
+def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
+    # Frozen (pinned) after the one-ring all-reduce, before any evaluation on it.
+    references = {c["reference"] for c in selection.load_evidence()}
+    fifth = _frozen_unfitted_blind_set("blind-5", evidence.BLIND_SET_5_SHA256, references)
+    assert len(fifth) >= 20 and sum(c["machines"] > 1 for c in fifth) >= 15
+    for case in fifth:
         assert case["gpu"] in hardware.GPUS or case["gpu_spec"]["peak_tflops_fp32"] > 0
     # what the detail alone would misread is said outright: "no XLA" is no XLA
     said = [c for c in fifth if "xla" in c]
@@ -599,16 +607,10 @@ def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
 
 def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
     # Frozen (pinned) after the fifth look, before the next change: its blind test.
-    assert evidence.blind_set_digest(name="blind-6") == evidence.BLIND_SET_6_SHA256
-    sixth = evidence.load_blind(name="blind-6")
-    assert len(sixth) >= 15 and sum(c["machines"] > 1 for c in sixth) >= 10
     references = {c["reference"] for c in selection.load_evidence()}
     references |= {c["reference"] for c in evidence.load_blind(name="blind-5")}
-    assert not any(c["reference"] in references for c in sixth)
-    assert not any(c.get("split") == "blind-6" for c in selection.load_evidence())
-    for case in sixth:
-        assert case["reference"].startswith("https://") and case["derivation"], case
-        assert case["model"] in PUBLISHED_PROFILES and 0 < case["published_efficiency"] <= 1
+    sixth = _frozen_unfitted_blind_set("blind-6", evidence.BLIND_SET_6_SHA256, references)
+    assert len(sixth) >= 15 and sum(c["machines"] > 1 for c in sixth) >= 10
     assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-6"]) is None
     doc = (ROOT / "docs" / "selection.md").read_text()
     assert "## The sixth blind set" in doc

@@ -1015,18 +1015,7 @@ def _fourth_blind_lines() -> list[str]:
     ]
     if record is None:
         return lines + ["Not looked at yet.", ""]
-    s = ErrorSummary(**record["summary"])
-    rows = record["cases"]
-    guess = record["constant_guess"]
-    groups = (
-        ("multi-machine", [c for c in rows if c["machines"] > 1]),
-        ("one machine", [c for c in rows if c["machines"] == 1]),
-        ("mixed precision", [c for c in rows if c["precision"] == "mixed"]),
-        ("FP32/TF32", [c for c in rows if c["precision"] == "fp32"]),
-    )
-    parts = [("first look (blind), all", s)] + [
-        (f"of them {name}", summarize(_as_rows(group), guess)) for name, group in groups if group
-    ]
+    s, rows, guess, parts = _look_parts(record, with_precision=True)
     now, _, now_rows = blind_summary(name="blind-4")
     now_multi = [r for r in now_rows if r["machines"] > 1]
     parts += [
@@ -1051,6 +1040,29 @@ def _fourth_blind_lines() -> list[str]:
     ]
     lines += _look_case_table(rows)
     return lines + ["", _fourth_look_since(cases)]
+
+
+def _look_parts(
+    record: Mapping[str, Any], with_precision: bool = False
+) -> tuple[ErrorSummary, list[dict[str, Any]], float, list[tuple[str, ErrorSummary]]]:
+    """A stored look's summary, rows and constant guess, and its table's rows: all cases,
+    then those on several machines and on one (and by precision, `with_precision`)."""
+    s = ErrorSummary(**record["summary"])
+    rows = record["cases"]
+    guess = record["constant_guess"]
+    groups = [
+        ("multi-machine", [c for c in rows if c["machines"] > 1]),
+        ("one machine", [c for c in rows if c["machines"] == 1]),
+    ]
+    if with_precision:
+        groups += [
+            ("mixed precision", [c for c in rows if c["precision"] == "mixed"]),
+            ("FP32/TF32", [c for c in rows if c["precision"] == "fp32"]),
+        ]
+    parts = [("first look (blind), all", s)] + [
+        (f"of them {name}", summarize(_as_rows(group), guess)) for name, group in groups if group
+    ]
+    return s, rows, guess, parts
 
 
 def _later_blind_lines(name: str, ordinal: str, findings: str) -> list[str]:
@@ -1078,18 +1090,7 @@ def _later_blind_lines(name: str, ordinal: str, findings: str) -> list[str]:
     ]
     if record is None:
         return lines + ["Not looked at yet.", ""]
-    s = ErrorSummary(**record["summary"])
-    rows = record["cases"]
-    guess = record["constant_guess"]
-    groups = (
-        ("multi-machine", [c for c in rows if c["machines"] > 1]),
-        ("one machine", [c for c in rows if c["machines"] == 1]),
-    )
-    parts = [("first look (blind), all", s)] + [
-        (f"of them {group_name}", summarize(_as_rows(group), guess))
-        for group_name, group in groups
-        if group
-    ]
+    s, rows, guess, parts = _look_parts(record)
     right = sum(c["right"] for c in rows)
     return [
         *lines,
