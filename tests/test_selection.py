@@ -84,19 +84,25 @@ def test_compute_overlap_and_memory_formulas():
 
 
 def test_a_faster_mixed_precision_step_loses_more_to_synchronisation():
-    """The per-doubling wait does not shrink with compute, so AMP scales worse on one machine."""
+    """Neither the all-reduce nor a fixed per-doubling wait shrinks with compute, so the
+    3x shorter mixed-precision step hides less of them and scales worse."""
     fitted = selection.FITTED
-    assert fitted.sync_latency_s > 0
     # the TF32 and FP16 tensor-core shares are fitted apart, TF32's the lower
     assert fitted.achievable_fraction_tf32 < fitted.achievable_fraction_tensor_cores
     case = {
-        "source": "test", "model": "resnet50", "gpu": "v100", "machines": 1, "gpus_per_machine": 8,
-        "interconnect": "nvlink", "network_gbps": None, "batch_size": 256,
+        "source": "test", "model": "resnet50", "gpu": "v100", "machines": 2, "gpus_per_machine": 8,
+        "interconnect": "nvlink", "network_gbps": 100, "batch_size": 256,
         "strategy": "allreduce", "reference": "https://example.com",
     }  # fmt: skip
     fp32 = evidence.predict_case({**case, "precision": "fp32"})
     mixed = evidence.predict_case({**case, "precision": "mixed"})
-    assert mixed < fp32 - 0.01
+    assert mixed < fp32 - 0.005
+    # on one NVLink machine the all-reduce hides; a fixed wait per doubling does not
+    one_machine = {**case, "machines": 1, "network_gbps": None}
+    waiting = dataclasses.replace(fitted, sync_latency_s=1e-3)
+    fp32 = evidence.predict_case({**one_machine, "precision": "fp32"}, waiting)
+    mixed = evidence.predict_case({**one_machine, "precision": "mixed"}, waiting)
+    assert mixed < fp32 - 0.005
 
 
 def test_model_profile_counts_macs():
@@ -286,11 +292,11 @@ def test_a_reason_for_parameter_servers_lets_throughput_decide(change, word):
 
 
 def test_fewer_machines_offers_no_asynchronous_parameter_servers_for_a_dense_model():
-    # a tiny dense model on 16 x 8 V100: the cluster scales below the floor, and on 2 and
-    # 4 machines parameter_server is predicted fastest; without a reason the machine
-    # options stay synchronous
-    model = from_params(1_000_000, flops_per_example=1e7, activation_bytes_per_example=1e5)
-    topology = Topology(16, 8, "v100", network_gbps=100)
+    # a tiny dense model on 16 x 8 V100 at 25 Gbit/s: the cluster scales below the floor,
+    # and on 16 machines parameter_server is predicted fastest; without a reason the
+    # machine options stay synchronous
+    model = from_params(100_000, flops_per_example=1e7, activation_bytes_per_example=1e5)
+    topology = Topology(16, 8, "v100", network_gbps=25)
     rec = recommend(topology, model)
     assert rec.strategy == "multi_worker_mirrored" and 1 < rec.layout.workers < 16
     machine_efficiency = {m: e for m, _, _, e in rec.machine_options}
@@ -501,8 +507,8 @@ def test_the_blind_sets_are_frozen_and_join_the_fit_only_after_their_first_look(
     joined = selection.load_evidence()
     assert sum(c["blind_split"] == "blind" for c in joined) == len(blind)
     assert sum(c["blind_split"] == "blind-2" for c in joined) == len(second)
-    third = evidence.load_blind(name="blind-3")
-    assert len(joined) == len(unlooked) + len(blind) + len(second) + len(third)
+    later = [evidence.load_blind(name=name) for name in ("blind-3", "blind-4", "blind-5")]
+    assert len(joined) == len(unlooked) + len(blind) + len(second) + sum(map(len, later))
 
 
 def test_the_third_blind_set_is_frozen_and_joined_the_fit_after_its_look():
@@ -537,18 +543,13 @@ def test_the_third_blind_set_is_frozen_and_joined_the_fit_after_its_look():
     assert not any(c.get("split") == "blind-3" for c in evidence.excluded_cases())
 
 
-def test_the_fourth_blind_set_is_frozen_and_kept_out_of_the_fit():
+def test_the_fourth_blind_set_is_frozen_and_joined_the_fit_after_its_look():
     # Frozen (pinned) after the third look, before the mixed-precision change and any
-    # evaluation on it: any edit changes the digest.
-    assert evidence.blind_set_digest(name="blind-4") == evidence.BLIND_SET_4_SHA256
-    fourth = evidence.load_blind(name="blind-4")
+    # evaluation on it: any edit changes the digest. Joined the fit with the fifth, after
+    # the sixth set was frozen, so the next look is still blind.
+    fourth = _frozen_blind_set("blind-4", evidence.BLIND_SET_4_SHA256)
     assert len(fourth) >= 5
-    sources = {c["source"] for c in fourth}
-    assert not any(c["source"] in sources for c in selection.load_evidence())
-    assert "blind-4" not in evidence.FITTED_BLIND_SETS
     for case in fourth:
-        assert case["reference"].startswith("https://") and case["derivation"], case
-        assert case["model"] in PUBLISHED_PROFILES and 0 < case["published_efficiency"] <= 1
         assert case.get("network_path") in (None, "host", "overlay"), case
     # the ground the third look found weak: mixed precision, on one machine and on several,
     # and horovod#871's Kubernetes runs (what a source leaves unstated is said in `assumed`)
@@ -567,24 +568,27 @@ def test_the_fourth_blind_set_is_frozen_and_kept_out_of_the_fit():
     assert f"the constant guess's {s['baseline_pp']:.1f}" in doc
 
 
-def _frozen_unfitted_blind_set(name: str, sha256: str, seen: set[str]) -> list[dict]:
-    """Blind set `name`, checked: pinned by `sha256`, out of the fit, every case sourced and
-    well-formed, none from a reference in `seen`."""
+def _frozen_blind_set(name: str, sha256: str, fitted: bool = True) -> list[dict]:
+    """Blind set `name`, checked: pinned by `sha256`, in the fit (all of its cases) or out of
+    it as `fitted` says, every case sourced and well-formed, none from a reference of the
+    other cases in the fit."""
     assert evidence.blind_set_digest(name=name) == sha256
     cases = evidence.load_blind(name=name)
+    in_fit = selection.load_evidence()
+    seen = {c["reference"] for c in in_fit if c["blind_split"] != name}
     assert not any(c["reference"] in seen for c in cases)
-    assert name not in evidence.FITTED_BLIND_SETS
-    assert not any(c.get("split") == name for c in selection.load_evidence())
+    assert (name in evidence.FITTED_BLIND_SETS) is fitted
+    assert sum(c["blind_split"] == name for c in in_fit) == (len(cases) if fitted else 0)
     for case in cases:
         assert case["reference"].startswith("https://") and case["derivation"], case
         assert case["model"] in PUBLISHED_PROFILES and 0 < case["published_efficiency"] <= 1
     return cases
 
 
-def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
-    # Frozen (pinned) after the one-ring all-reduce, before any evaluation on it.
-    references = {c["reference"] for c in selection.load_evidence()}
-    fifth = _frozen_unfitted_blind_set("blind-5", evidence.BLIND_SET_5_SHA256, references)
+def test_the_fifth_blind_set_is_frozen_and_joined_the_fit_after_its_look():
+    # Frozen (pinned) after the one-ring all-reduce, before any evaluation on it; joined the
+    # fit after its look, with the sixth set frozen before.
+    fifth = _frozen_blind_set("blind-5", evidence.BLIND_SET_5_SHA256)
     assert len(fifth) >= 20 and sum(c["machines"] > 1 for c in fifth) >= 15
     for case in fifth:
         assert case["gpu"] in hardware.GPUS or case["gpu_spec"]["peak_tflops_fp32"] > 0
@@ -607,9 +611,7 @@ def test_the_fifth_blind_set_is_frozen_and_kept_out_of_the_fit():
 
 def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
     # Frozen (pinned) after the fifth look, before the next change: its blind test.
-    references = {c["reference"] for c in selection.load_evidence()}
-    references |= {c["reference"] for c in evidence.load_blind(name="blind-5")}
-    sixth = _frozen_unfitted_blind_set("blind-6", evidence.BLIND_SET_6_SHA256, references)
+    sixth = _frozen_blind_set("blind-6", evidence.BLIND_SET_6_SHA256, fitted=False)
     assert len(sixth) >= 15 and sum(c["machines"] > 1 for c in sixth) >= 10
     assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-6"]) is None
     doc = (ROOT / "docs" / "selection.md").read_text()
@@ -1189,20 +1191,19 @@ def test_select_on_cpu_takes_strategists_own_records_and_a_measurement_flips_the
             "--model", "mlp", "--json"]  # fmt: skip
     assert main(argv) == 0
     predicted = json.loads(capsys.readouterr().out)
-    # on paper, a tiny MLP's step is shorter than what two machines wait to synchronise it
-    assert predicted["strategy"] == "one_device"
-    # measured on two machines whose workers did beat one device
+    # on paper, two machines all-reduce a tiny MLP's 0.1 MB of gradients almost for free
+    assert predicted["strategy"] == "multi_worker_mirrored"
+    # measured as a local compare measured it on this machine (docs/benchmarks.md): two
+    # workers' gRPC collectives cost more than the MLP's whole step, one device wins
     path = _cpu_records(
         tmp_path,
-        {"one_device": 4000.0, "multi_worker_mirrored": 9000.0, "parameter_server": 3000.0},
+        {"one_device": 17873.0, "multi_worker_mirrored": 4748.0, "parameter_server": 3000.0},
     )
     assert main(argv + ["--history", path]) == 0
     measured = json.loads(capsys.readouterr().out)
-    assert measured["strategy"] == "multi_worker_mirrored"
-    assert measured["measured"] == {"examples_per_second": 9000.0, "source": path}
-    assert any(
-        r.startswith("Measured: multi_worker_mirrored") and path in r for r in measured["reasons"]
-    )
+    assert measured["strategy"] == "one_device"
+    assert measured["measured"] == {"examples_per_second": 17873.0, "source": path}
+    assert any(r.startswith("Measured: one_device") and path in r for r in measured["reasons"])
     assert not any("None of the" in r for r in measured["reasons"])
 
 
@@ -1410,3 +1411,23 @@ def test_an_input_pipeline_limit_caps_each_machine_and_is_named():
     assert free.chosen.examples_per_second > 6000.0
     assert main(["select", "--machines", "2", "--gpus-per-machine", "8", "--params", "10",
                  "--input-examples-per-second", "0"]) == 2  # fmt: skip
+
+
+def test_joining_the_fourth_and_fifth_sets_left_the_earlier_held_out_cases_no_worse():
+    # the held-out cases of before the join were seen by neither fit: the join's test
+    record = evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-5"])
+    before = selection.FittedConstants(**record["constants"])
+    assert before.sync_latency_s > 0 and {"blind-4", "blind-5"} <= set(evidence.FITTED_BLIND_SETS)
+    cases = selection.load_evidence()
+    earlier = [
+        c for c in cases
+        if c["split"] == "held-out" and c["blind_split"] not in ("blind-4", "blind-5")
+    ]  # fmt: skip
+    guess = evidence.best_constant([c for c in cases if c["split"] == "train"])
+    now = evidence.summarize(evidence.evidence_rows(earlier), guess)
+    then = evidence.summarize(evidence.evidence_rows(earlier, before), guess)
+    assert len(earlier) == 51
+    assert now.median_abs_pp <= then.median_abs_pp and now.mean_abs_pp <= then.mean_abs_pp
+    doc = (ROOT / "docs" / "selection.md").read_text()
+    assert "## After the fifth look: the fourth and fifth sets join the fit" in doc
+    assert f"{now.median_abs_pp:.1f} points median absolute error now" in doc

@@ -15,9 +15,9 @@ gradient bytes B in T tensors):
   latency: models with many small tensors pay it hundreds of times a step;
 * parameter servers: each worker pulls and pushes B over its network, and each
   of the P servers moves max(B/P, largest variable) for every worker;
-* a synchronous step also waits a fitted time per doubling of the replicas
-  (`sync_latency_s`), whatever its compute: it weighs most on fast
-  mixed-precision steps;
+* a synchronous step may also wait a fitted time per doubling of the replicas
+  (`sync_latency_s`), whatever its compute (fitted to 0 since the fourth and
+  fifth blind sets joined the fit: short, well-scaling steps contradict it);
 * a fitted fraction of communication hides behind back-propagation (at most
   the backward time, 2/3 of compute); under XLA (`--jit-compile`) only a fitted
   share of that overlap is kept;
@@ -75,7 +75,9 @@ class FittedConstants:
             (`sync_overhead`) alone charged a 3x faster mixed-precision step 3x
             less, and the third blind look over-predicted all 9 AMP runs on one
             NVLink machine by 7-11 points (NVIDIA's PyTorch ConvNets: 84-87 %
-            against 95-97 % for the same models in FP32/TF32).
+            against 95-97 % for the same models in FP32/TF32). The fit sets it
+            to 0 since the fifth look: CSC's 30 ms AMP steps on 2 x 4 A100
+            keep 89 % (docs/selection.md, *After the fifth look*).
         tensor_latency_s: cost per gradient tensor of a multi-replica step.
         xla_overlap_kept: share of the overlap that survives XLA (`--jit-compile`).
             XLA fuses the step into clusters whose gradients appear only when a
