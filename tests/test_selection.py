@@ -609,14 +609,22 @@ def test_the_fifth_blind_set_is_frozen_and_joined_the_fit_after_its_look():
     assert f"mean {s['mean_abs_pp']:.1f} against {s['baseline_mean_pp']:.1f}" in doc
 
 
-def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
-    # Frozen (pinned) after the fifth look, before the next change: its blind test.
+def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_looked_at_once():
+    # Frozen (pinned) after the fifth look, before the fourth and fifth sets joined the fit:
+    # that change's blind test.
     sixth = _frozen_blind_set("blind-6", evidence.BLIND_SET_6_SHA256, fitted=False)
     assert len(sixth) >= 15 and sum(c["machines"] > 1 for c in sixth) >= 10
-    assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-6"]) is None
+    record = evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-6"])
+    assert record["blind_set_sha256"] == evidence.BLIND_SET_6_SHA256
+    assert record["summary"]["cases"] == len(record["cases"]) == len(sixth)
+    # made with the constants of the join (no fixed wait per doubling)
+    assert record["constants"]["sync_latency_s"] == 0
+    s = record["summary"]
     doc = (ROOT / "docs" / "selection.md").read_text()
-    assert "## The sixth blind set" in doc
-    assert doc.split("## The sixth blind set")[1].split("##")[0].count("Not looked at yet.") == 1
+    section = doc.split("## The sixth blind set")[1].split("\n## ")[0]
+    assert "Not looked at yet." not in section
+    assert f"**Sixth blind look: {s['median_abs_pp']:.1f} points median absolute error" in section
+    assert f"mean {s['mean_abs_pp']:.1f} against {s['baseline_mean_pp']:.1f}" in section
 
 
 @pytest.mark.parametrize(
@@ -626,6 +634,7 @@ def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at
         ["--first-look", "blind-3"],
         ["--first-look", "blind-4"],
         ["--first-look", "blind-5"],
+        ["--first-look", "blind-6"],
     ],
 )
 def test_a_second_look_at_a_blind_set_is_refused(argv, capsys):
