@@ -34,7 +34,8 @@ Modules:
 * `rules`: practitioner rules over the ranked candidates;
 * `explanation`: the reasons, as sentences with numbers;
 * `recommendation`: `recommend` and its answer, `Recommendation`;
-* `evidence`: published cases, their predictions and docs/selection.md
+* `evidence`: published cases, their blind sets, predictions and choices;
+* `evidence_doc`: docs/selection.md from them
   (`python -m components.core.selection --evidence-table`).
 """
 
@@ -58,13 +59,12 @@ from components.core.selection.evidence import (
     EVIDENCE_PATH,
     choice_rows,
     evidence_rows,
-    evidence_table_markdown,
     load_evidence,
-    main,
     median_absolute_error_pp,
     predict_case,
     split_summaries,
 )
+from components.core.selection.evidence_doc import evidence_table_markdown, main
 from components.core.selection.history import apply_history, load_history
 from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.recommendation import (

@@ -2,6 +2,6 @@
 
 import sys
 
-from components.core.selection.evidence import main
+from components.core.selection.evidence_doc import main
 
 sys.exit(main())
