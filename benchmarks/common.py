@@ -16,6 +16,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -177,3 +179,62 @@ def write_json(path: str | None, payload: Any) -> None:
 
 def dumps(payload: Any) -> str:
     return json.dumps(payload, indent=2, sort_keys=True)
+
+
+def run_cluster(
+    command: Sequence[str],
+    cluster: ClusterConfig,
+    output_dir: str,
+    what: str,
+    timeout_s: float = 600,
+) -> None:
+    """Runs `command` as every task of `cluster` on 127.0.0.1 and waits for the primary ones.
+
+    Each task gets the `TF_CONFIG` and environment Strategist's launcher gives its
+    tasks (`plan_tasks`, `task_environment`) and its log in `output_dir`; the
+    servers (parameter servers, parameter-server workers) are stopped when the
+    primary tasks are done, and every task is killed on failure.
+
+    Raises:
+        RuntimeError: a task failed or the run timed out (with its log's tail).
+    """
+    from components.core.launch.local import plan_tasks, task_environment
+
+    processes: list[tuple[str, subprocess.Popen, str]] = []
+    try:
+        for task in plan_tasks(cluster):
+            log_path = os.path.join(output_dir, f"{task.name}.log")
+            with open(log_path, "w") as log:
+                process = subprocess.Popen(
+                    list(command),
+                    env=task_environment(task.tf_config),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            processes.append((task.name, process, log_path))
+        primary_roles = cluster.spec.primary_roles
+        primary = {name for name, _, _ in processes if name.split("-")[0] in primary_roles}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for name, process, log_path in processes:
+                code = process.poll()
+                if code is not None and (code != 0 or name not in primary):
+                    raise RuntimeError(f"{what} {name} exited {code}:\n{_tail(log_path)}")
+            if all(p.poll() == 0 for name, p, _ in processes if name in primary):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} timed out after {timeout_s}s")
+            time.sleep(0.1)
+    finally:
+        for _, process, _ in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+                process.wait()
+
+
+def _tail(path: str, lines: int = 30) -> str:
+    """The last `lines` lines of a log."""
+    with open(path, errors="replace") as handle:
+        return "".join(handle.readlines()[-lines:])

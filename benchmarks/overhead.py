@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from typing import Any
@@ -166,8 +165,6 @@ def run_bare(
     Raises:
         RuntimeError: a task failed or the run timed out (with its log's tail).
     """
-    from components.core.launch.local import plan_tasks, task_environment
-
     cluster = cluster or common.SHAPES[strategy]
     shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir)
@@ -192,48 +189,9 @@ def run_bare(
         result_path,
         *extra_args,
     ]
-    processes: list[tuple[str, subprocess.Popen, str]] = []
-    try:
-        for task in plan_tasks(cluster):
-            # The environment Strategist's launcher gives its tasks.
-            env = task_environment(task.tf_config)
-            log_path = os.path.join(output_dir, f"{task.name}.log")
-            with open(log_path, "w") as log:
-                process = subprocess.Popen(
-                    command,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            processes.append((task.name, process, log_path))
-        # Servers (parameter-server workers and PS) serve until stopped; the rest must finish.
-        primary_roles = cluster.spec.primary_roles
-        primary = {name for name, _, _ in processes if name.split("-")[0] in primary_roles}
-        deadline = time.monotonic() + timeout_s
-        while True:
-            for name, process, log_path in processes:
-                code = process.poll()
-                if code is not None and (code != 0 or name not in primary):
-                    raise RuntimeError(f"bare {strategy} {name} exited {code}:\n{_tail(log_path)}")
-            if all(p.poll() == 0 for name, p, _ in processes if name in primary):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"bare {strategy} timed out after {timeout_s}s")
-            time.sleep(0.1)
-    finally:
-        for _, process, _ in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, 9)
-                process.wait()
+    common.run_cluster(command, cluster, output_dir, f"bare {strategy}", timeout_s)
     with open(result_path) as handle:
         return json.load(handle)
-
-
-def _tail(path: str, lines: int = 30) -> str:
-    with open(path, errors="replace") as handle:
-        return "".join(handle.readlines()[-lines:])
 
 
 def sides_for(strategy: str, creator_baseline: bool) -> list[str]:

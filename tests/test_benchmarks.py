@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import (
     bare_tf,
+    collective_latency,
     common,
     input_pipeline,
     options,
@@ -19,7 +20,15 @@ from benchmarks import (
     run_all,
 )
 
-SCRIPTS = ("overhead", "options", "input_pipeline", "pipeline_overhead", "run_all", "bare_tf")
+SCRIPTS = (
+    "overhead",
+    "options",
+    "input_pipeline",
+    "pipeline_overhead",
+    "run_all",
+    "bare_tf",
+    "collective_latency",
+)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -46,6 +55,7 @@ def test_every_script_has_help(script):
         (options.parse_args, ["--options", "mixed_float64"]),
         (options.parse_args, ["--strategies", "horovod"]),
         (options.parse_args, ["--warmup-rounds", "-1"]),
+        (collective_latency.parse_args, ["--steps", "0"]),
     ],
 )
 def test_bad_arguments_exit_2(parse, argv):
@@ -299,3 +309,25 @@ def test_trainer_and_bare_script_train_the_same_graph_under_the_options():
     traced = bare_ops["(traced functions)"]
     assert not bare_ops - ours_ops
     assert ours_ops - bare_ops == Counter({op: n * traced for op, n in WARMUP_OPS.items()})
+
+
+@pytest.mark.parametrize("workers", ["1", "2,x", ""])
+def test_collective_latency_needs_two_or_more_workers(workers, capsys):
+    assert collective_latency.main(["--workers", workers]) == 2
+    assert "--workers" in capsys.readouterr().err
+
+
+@pytest.mark.cluster
+def test_collective_latency_times_a_real_two_worker_ring(tmp_path):
+    """Two real CPU workers all-reduce over gRPC; a step is two ring hops (about 15 s)."""
+    from components.core.selection.cost_model import CPU_RING_HOP_S
+
+    out = tmp_path / "latency.json"
+    code = collective_latency.main(["--workers", "2", "--steps", "30", f"--output={out}"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    (result,) = doc["results"]
+    assert result["workers"] == 2 and result["tensors"] == 6
+    assert result["step_ms"] > 0 and result["hop_ms"] == pytest.approx(result["step_ms"] / 2)
+    assert doc["model_hop_ms"] == pytest.approx(CPU_RING_HOP_S * 1e3)
+    assert doc["machine"]["nproc"] == os.cpu_count()

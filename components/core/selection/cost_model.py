@@ -10,11 +10,14 @@ gradient bytes B in T tensors):
   runs it, so each machine's network (`--network-gbps` per NIC x `--nics`, of
   which a container overlay network, `--network-path overlay`, delivers a
   fitted share) carries 2 (N-1)/N x B, and the GPU link (NVLink or PCIe of the
-  GPU's generation) the same;
+  GPU's generation) the same; a hop between CPU workers is a gRPC call
+  through TensorFlow's collective executor (`CPU_RING_HOP_S`, measured by
+  `benchmarks/collective_latency.py`), not an NCCL send;
 * every tensor (or fusion bucket) of a multi-replica step costs a fixed
   latency: models with many small tensors pay it hundreds of times a step;
-* parameter servers: each worker pulls and pushes B over its network, and each
-  of the P servers moves max(B/P, largest variable) for every worker;
+* parameter servers: each worker pulls and pushes B over its network (a round
+  trip each), and each of the P servers moves max(B/P, largest variable) for
+  every worker;
 * a synchronous step may also wait a fitted time per doubling of the replicas
   (`sync_latency_s`), whatever its compute (fitted to 0 since the fourth and
   fifth blind sets joined the fit: short, well-scaling steps contradict it);
@@ -137,6 +140,11 @@ PCIE_GBPS = {"a100": 31.5, "a100-80gb": 31.5, "l4": 31.5, "h100": 63.0}
 PCIE3_GBPS = 15.8
 # Link latency per ring hop, seconds.
 LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}
+# One ring hop of TensorFlow's collective all-reduce between CPU workers: a gRPC
+# call through TensorFlow's collective executor, not an NCCL send. Measured on
+# 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md); a
+# real network only adds to it.
+CPU_RING_HOP_S = 1.0e-3
 # Fixed cost of launching one training step (tf.function dispatch, kernel
 # launches, the optimizer update): small models never reach millions of steps/s.
 STEP_LAUNCH_S = 1e-3
@@ -200,6 +208,11 @@ def preemption_rate(topology: Topology) -> float:
         return 0.0
     rate = topology.preemptions_per_machine_hour
     return PREEMPTIONS_PER_MACHINE_HOUR if rate is None else rate
+
+
+def network_hop_latency(topology: Topology) -> float:
+    """Seconds per ring hop between machines: a gRPC call between CPU workers, else NCCL's."""
+    return CPU_RING_HOP_S if topology.gpu == "cpu" else LATENCY_S["network"]
 
 
 def link_bandwidth_gbps(topology: Topology) -> float:
@@ -277,7 +290,8 @@ def allreduce_across_machines_time(
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
     replicas = machines * gpus_per_machine
     slowest = min(intra_bytes_per_s, network_bytes_per_s)
-    network_steps = 2 * machines
+    # with one replica per machine every one of the 2 (N-1) steps crosses the network
+    network_steps = min(2 * machines, 2 * (replicas - 1))
     intra_steps = 2 * (replicas - 1) - network_steps
     latency = intra_steps * intra_latency_s + network_steps * network_latency_s
     return 2.0 * (replicas - 1) / replicas * nbytes / slowest + latency
@@ -416,7 +430,7 @@ def predict_allreduce(
         hw.intra_bps,
         hw.net_bps,
         hw.intra_lat,
-        LATENCY_S["network"],
+        network_hop_latency(topology),
     )
     if replicas > 1:
         comm += model.tensors * c.tensor_latency_s
@@ -477,6 +491,8 @@ def predict_parameter_server(
         streams_per_worker,
     )
     comm += model.tensors * c.tensor_latency_s * streams_per_worker
+    if topology.machines > 1:
+        comm += 2 * network_hop_latency(topology)  # the pull and the push: a round trip each
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
         comm += 2 * max(rows, workers * rows / max(ps, 1)) / hw.ps_bps

@@ -791,13 +791,15 @@ FIFTH_JOIN_FINDINGS = (
     "likelier bound, and the model knows it only from `--input-examples-per-second`. The "
     "overlap rose (`allreduce_overlap` 0.8): NCCL and PyTorch DDP hide most of a short all-"
     "reduce behind back-propagation, as CSC's runs and 12 of the 15 FP32 InfiniBand runs, "
-    "which the fifth look under-predicted, show. Two pinned behaviours changed with it: a "
+    "which the fifth look under-predicted, show. Two pinned behaviours changed with it. A "
     "faster mixed-precision step still loses more than FP32 across machines, but on one "
-    "NVLink machine now by a few tenths of a point; and a tiny MLP on two CPU machines is "
-    "now predicted to scale (multi_worker_mirrored), which a local `compare` on this "
-    "project's 2-core machine contradicts (one device 17,873 examples/s, two workers 4,748,"
-    " docs/benchmarks.md): its record given to `select --history` flips the answer to "
-    "one_device."
+    "NVLink machine now by a few tenths of a point. And without the wait a tiny MLP on two "
+    "CPU machines was predicted to scale (multi_worker_mirrored at 93 %), which a local "
+    "`compare` on this project's 2-core machine contradicts (one device 17,873 examples/s, "
+    "two workers 4,748). The wait had stood in for what a CPU ring really pays: a gRPC call"
+    " per hop, about 1 ms on 127.0.0.1 (`benchmarks/collective_latency.py`, "
+    "docs/benchmarks.md section 8), not NCCL's 50 µs. Costed at that, one_device is "
+    "predicted again."
 )
 
 
