@@ -627,6 +627,22 @@ def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_looked_at_once():
     assert f"mean {s['mean_abs_pp']:.1f} against {s['baseline_mean_pp']:.1f}" in section
 
 
+def test_the_seventh_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
+    # Frozen (pinned) after the sixth look, before the next change: its blind test.
+    seventh = _frozen_blind_set("blind-7", evidence.BLIND_SET_7_SHA256, fitted=False)
+    assert len(seventh) >= 15 and sum(c["machines"] > 1 for c in seventh) >= 10
+    sixth = {c["reference"] for c in evidence.load_blind(name="blind-6")}
+    assert not any(c["reference"] in sixth for c in seventh)
+    # what the source says about overlap is kept: the same hardware with the all-reduce
+    # after back-propagation and overlapped with it
+    said = [c["overlaps_backward"] for c in seventh if "overlaps_backward" in c]
+    assert said.count(True) >= 3 and said.count(False) >= 3
+    assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-7"]) is None
+    doc = (ROOT / "docs" / "selection.md").read_text()
+    section = doc.split("## The seventh blind set")[1].split("\n## ")[0]
+    assert section.count("Not looked at yet.") == 1
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -63,6 +63,7 @@ def evidence_table_markdown() -> str:
         + _later_blind_lines("blind-5", "Fifth", FIFTH_LOOK_FINDINGS)
         + _fifth_join_lines(choices)
         + _later_blind_lines("blind-6", "Sixth", SIXTH_LOOK_FINDINGS)
+        + _later_blind_lines("blind-7", "Seventh", "")
         + _case_table_lines(choices)
         + _answer_lines()
         + _sources_lines(rows)
