@@ -22,8 +22,11 @@ gradient bytes B in T tensors):
   (`sync_latency_s`), whatever its compute (fitted to 0 since the fourth and
   fifth blind sets joined the fit: short, well-scaling steps contradict it);
 * a fitted fraction of communication hides behind back-propagation (at most
-  the backward time, 2/3 of compute); under XLA (`--jit-compile`) only a fitted
-  share of that overlap is kept;
+  the backward time, 2/3 of compute) where the framework overlaps them
+  (Horovod, PyTorch DDP: most published cases); under XLA (`--jit-compile`)
+  only a fitted share of that overlap is kept. TensorFlow's strategies as
+  Strategist builds them hide none (`Topology.overlaps_backward`): every
+  gradient goes into one all-reduce after back-propagation;
 * step = compute + exposed communication; scaling efficiency = one-GPU step /
   step (weak scaling, fixed per-replica batch).
 
@@ -319,7 +322,10 @@ def parameter_server_time(
 
 
 def overlap_share(overlap: float, topology: Topology, constants: FittedConstants) -> float:
-    """The share of communication `topology` hides: `overlap`, less under XLA."""
+    """The share of communication `topology` hides: `overlap`, less under XLA, and none
+    when its framework starts communicating only after back-propagation."""
+    if not topology.overlaps_backward:
+        return 0.0
     return overlap * (constants.xla_overlap_kept if topology.jit_compile else 1.0)
 
 

@@ -1010,12 +1010,24 @@ def _answer_lines() -> list[str]:
         "per 16 GB V100, 256 TF32 per 40 GB A100 all fit; 256 FP32 per 16 GB V100 does not). "
         "`tests/test_selection.py::test_nvidias_published_resnet50_batches_fit_and_twice_fp32"
         "_does_not`.",
-        f"- **XLA.** `--jit-compile` keeps {FITTED.xla_overlap_kept:.0%} of the overlap of "
+        "- **Overlap with back-propagation.** Horovod and PyTorch DDP all-reduce a bucket of "
+        "gradients as soon as it is computed, and most published runs hide much of their "
+        f"communication that way (`allreduce_overlap`, {FITTED.allreduce_overlap:.0%} at most "
+        "of the backward time). TensorFlow's strategies, as Strategist builds them, hide none: "
+        "`CommunicationOptions(bytes_per_pack=0)` puts every gradient into one pack, "
+        "concatenated once the last is computed (tensorflow/python/distribute/"
+        "cross_device_utils.py, `group_by_size`), and a parameter-server step applies its "
+        "gradients after `tape.gradient` returns. So `select` costs all of the communication "
+        "into TensorFlow's step (`Topology.overlaps_backward`), and a published case whose run "
+        "communicated after back-propagation says so (`overlaps_backward: false`).",
+        f"- **XLA.** Under a framework that overlaps, `--jit-compile` keeps "
+        f"{FITTED.xla_overlap_kept:.0%} of the overlap of "
         "communication with back-propagation (fitted, at most half: NVIDIA saw little overlap "
         "left for BERT with Horovod and XLA, "
         "https://github.com/NVIDIA/DeepLearningExamples/issues/156, and XLA on GPU does not "
         "run NCCL reductions beside compute, https://github.com/jax-ml/jax/issues/4666). The "
-        "published cases say whether their source compiled with XLA.",
+        "published cases say whether their source compiled with XLA. Under TensorFlow's "
+        "one-pack all-reduce there is no overlap to lose, so the flag changes no prediction.",
         "- **Network and input.** `--network-gbps` is one NIC; `--nics` NICs per machine "
         "multiply it. `--network-path overlay` (Kubernetes pods on kubenet, flannel or "
         "another container overlay) gives training traffic "

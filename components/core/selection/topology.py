@@ -92,6 +92,15 @@ class Topology:
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
         jit_compile: the train step is compiled with XLA (`--jit-compile`),
             which hides less communication behind back-propagation.
+        overlaps_backward: the framework all-reduces (or pushes) gradients
+            while back-propagation still runs, as Horovod and PyTorch DDP do
+            with their buckets. TensorFlow's strategies as Strategist builds
+            them do not: every gradient goes into one pack
+            (`CommunicationOptions(bytes_per_pack=0)`; tensorflow/python/
+            distribute/cross_device_utils.py `group_by_size`), concatenated
+            once the last one is computed, and a parameter-server step applies
+            its gradients after `tape.gradient` returns. False for `select`;
+            the published cases say what their framework did.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
     """
@@ -110,6 +119,7 @@ class Topology:
     input_examples_per_second: float | None = None
     jit_compile: bool = False
     network_path: str = "host"
+    overlaps_backward: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:

@@ -1,0 +1,47 @@
+"""One worker of a 2-worker cluster: Strategist's multi_worker_mirrored, one Keras step.
+
+Run by tests/test_selection.py on a localhost cluster (benchmarks.common.run_cluster,
+`TF_CONFIG` from Strategist's launcher). TensorFlow logs, at INFO, how the gradients
+of the step were packed for the all-reduce
+(tensorflow/python/distribute/cross_device_ops.py: "Collective all_reduce tensors:
+N all_reduces, ... num_packs = P"); the test reads that line from the log to show
+that the strategy Strategist builds sends every gradient in one pack, after
+back-propagation, which is what `select` costs (`Topology.overlaps_backward`).
+
+Usage: TF_CONFIG=... python tests/allreduce_pack_probe.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main() -> None:
+    import tensorflow as tf
+    import tf_keras
+
+    from components.core.config import ClusterConfig, ModelConfig, RunConfig
+    from components.core.models import build_model
+    from components.core.strategies import Role, make_strategy
+
+    tf.get_logger().setLevel("INFO")
+    config = RunConfig(
+        model=ModelConfig("mlp"), cluster=ClusterConfig("multi_worker_mirrored", workers=2)
+    )
+    strategy = make_strategy(config, Role.from_tf_config(os.environ["TF_CONFIG"]), gpus=0)
+    with strategy.scope():
+        model = build_model("mlp", (8, 8, 1), 10)
+        model.compile("sgd", tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    print(f"trainable tensors: {len(model.trainable_variables)}", flush=True)
+    x = np.random.rand(128, 8, 8, 1).astype("float32")
+    y = np.random.randint(0, 10, 128)
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0)
+
+
+if __name__ == "__main__":
+    main()
