@@ -641,8 +641,8 @@ def test_the_sixth_blind_set_is_frozen_kept_out_of_the_fit_and_looked_at_once():
     assert f"mean {s['mean_abs_pp']:.1f} against {s['baseline_mean_pp']:.1f}" in section
 
 
-def test_the_seventh_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
-    # Frozen (pinned) after the sixth look, before the next change: its blind test.
+def test_the_seventh_blind_set_is_frozen_kept_out_of_the_fit_and_looked_at_once():
+    # Frozen (pinned) after the sixth look, before the overlap input: that change's test.
     seventh = _frozen_blind_set("blind-7", evidence.BLIND_SET_7_SHA256, fitted=False)
     assert len(seventh) >= 15 and sum(c["machines"] > 1 for c in seventh) >= 10
     sixth = {c["reference"] for c in evidence.load_blind(name="blind-6")}
@@ -651,10 +651,22 @@ def test_the_seventh_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_
     # after back-propagation and overlapped with it
     said = [c["overlaps_backward"] for c in seventh if "overlaps_backward" in c]
     assert said.count(True) >= 3 and said.count(False) >= 3
-    assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-7"]) is None
+    record = evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-7"])
+    assert record["blind_set_sha256"] == evidence.BLIND_SET_7_SHA256
+    assert record["summary"]["cases"] == len(record["cases"]) == len(seventh)
+    # the runs that communicated after back-propagation were costed with nothing hidden
+    after = [r for r, c in zip(record["cases"], seventh, strict=True)
+             if c.get("overlaps_backward") is False]  # fmt: skip
+    overlapped = [r for r, c in zip(record["cases"], seventh, strict=True)
+                  if c.get("overlaps_backward") is True]  # fmt: skip
+    assert max(r["predicted_efficiency"] for r in after[:3]) < min(
+        r["predicted_efficiency"] for r in overlapped[:3]
+    )
+    s = record["summary"]
     doc = (ROOT / "docs" / "selection.md").read_text()
     section = doc.split("## The seventh blind set")[1].split("\n## ")[0]
-    assert section.count("Not looked at yet.") == 1
+    assert "Not looked at yet." not in section
+    assert f"**Seventh blind look: {s['median_abs_pp']:.1f} points median absolute error" in section
 
 
 @pytest.mark.parametrize(
@@ -665,6 +677,7 @@ def test_the_seventh_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_
         ["--first-look", "blind-4"],
         ["--first-look", "blind-5"],
         ["--first-look", "blind-6"],
+        ["--first-look", "blind-7"],
     ],
 )
 def test_a_second_look_at_a_blind_set_is_refused(argv, capsys):

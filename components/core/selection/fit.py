@@ -172,7 +172,7 @@ def first_look_lines() -> list[str]:
         ("blind-4", "the mixed-precision change, fitted with the three earlier sets"),
         ("blind-5", "the one-ring all-reduce, fitted with the first three sets"),
         ("blind-6", "the fourth and fifth sets joined the fit, the fixed wait at 0"),
-        ("blind-7", "frozen after the sixth look, before the next change"),
+        ("blind-7", "the overlap input and TensorFlow's one-pack all-reduce"),
     ):
         record = load_first_look(BLIND_RECORD_PATHS[name])
         if record is None:
