@@ -6,14 +6,15 @@ For each worker count N, N processes on 127.0.0.1 (the `TF_CONFIG`s and
 environment Strategist's launcher gives its tasks) build a
 `MultiWorkerMirroredStrategy` and time `--steps` steps that do nothing but
 all-reduce `--tensors` small float32 tensors (the gradients of a small
-model), after a warm-up. On CPUs the collective runs as a ring over gRPC
-(`CommunicationImplementation.RING`), 2 (N-1) hops a step, so the step time
-over 2 (N-1) is the cost of one hop: what the cost model charges a ring hop
-between CPU workers (`cost_model.CPU_RING_HOP_S`). The table gives the
-model's figure beside the measured one and their ratio.
+model), then as many steps that only make the tensors, after a warm-up each.
+On CPUs the collective runs as a ring over gRPC
+(`CommunicationImplementation.RING`), 2 (N-1) hops a step, so the difference
+of the two step times over 2 (N-1) is the cost of one hop: what the cost
+model charges a ring hop between CPU workers (`cost_model.CPU_RING_HOP_S`).
+The table gives the model's figure beside the measured one and their ratio.
 
-`--output FILE` gets `{"results": [{"workers", "tensors", "step_ms", "hop_ms"}],
-"model_hop_ms", "machine"}`.
+`--output FILE` gets `{"results": [{"workers", "tensors", "step_ms", "base_ms",
+"hop_ms"}], "model_hop_ms", "machine"}`.
 """
 
 from __future__ import annotations
@@ -51,28 +52,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def worker(tensors: int, steps: int, output: str) -> None:
-    """One worker (role from `TF_CONFIG`): times `steps` all-reduce steps; the chief writes."""
+    """One task (role from `TF_CONFIG`): times `steps` steps that all-reduce `tensors`
+    tensors and as many that only make them; the chief writes both."""
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
-    @tf.function
-    def step():
-        def all_reduce():
-            grads = [tf.ones([TENSOR_FLOATS]) for _ in range(tensors)]
-            return tf.distribute.get_replica_context().all_reduce("sum", grads)
+    def make(reduce: bool):
+        @tf.function
+        def step():
+            def replica_step():
+                grads = [tf.ones([TENSOR_FLOATS]) for _ in range(tensors)]
+                if not reduce:
+                    return grads
+                return tf.distribute.get_replica_context().all_reduce("sum", grads)
 
-        return strategy.run(all_reduce)
+            return strategy.run(replica_step)
 
-    for _ in range(WARMUP_STEPS):
-        step()
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    step_s = (time.perf_counter() - started) / steps
-    if strategy.cluster_resolver.task_id == 0:
-        with open(output, "w") as handle:
-            json.dump({"step_s": step_s}, handle)
+        return step
+
+    timed = {}
+    for name, step in (("step_s", make(True)), ("base_s", make(False))):
+        for _ in range(WARMUP_STEPS):
+            step()
+        started = time.perf_counter()
+        for _ in range(steps):
+            step()
+        timed[name] = (time.perf_counter() - started) / steps
+    if strategy.cluster_resolver.task_type == "chief":
+        common.write_json(output, timed)
 
 
 def measure(workers: int, tensors: int, steps: int, folder: str) -> dict[str, Any]:
@@ -83,21 +91,26 @@ def measure(workers: int, tensors: int, steps: int, folder: str) -> dict[str, An
     cluster = ClusterConfig("multi_worker_mirrored", workers=workers)
     common.run_cluster(command, cluster, folder, f"{workers} workers")
     with open(output) as handle:
-        step_s = json.load(handle)["step_s"]
+        timed = json.load(handle)
+    # the same step without the all-reduce: tf.function dispatch, which the cost model
+    # charges apart (`STEP_LAUNCH_S`)
+    collective_s = max(timed["step_s"] - timed["base_s"], 0.0)
     hops = 2 * (workers - 1)
-    return {"workers": workers, "tensors": tensors, "step_ms": step_s * 1e3,
-            "hop_ms": step_s / hops * 1e3}  # fmt: skip
+    return {"workers": workers, "tensors": tensors, "step_ms": timed["step_s"] * 1e3,
+            "base_ms": timed["base_s"] * 1e3, "hop_ms": collective_s / hops * 1e3}  # fmt: skip
 
 
 def table(results: list[dict[str, Any]], model_hop_ms: float) -> str:
     """The measured step and hop times beside the cost model's hop."""
     lines = [
-        "| workers | tensors | step ms | ring hops | hop ms | model hop ms | measured / model |",
-        "|---|---|---|---|---|---|---|",
+        "| workers | tensors | step ms | without all-reduce ms | ring hops | hop ms "
+        "| model hop ms | measured / model |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
-            f"| {r['workers']} | {r['tensors']} | {r['step_ms']:.2f} | {2 * (r['workers'] - 1)} "
+            f"| {r['workers']} | {r['tensors']} | {r['step_ms']:.2f} | {r['base_ms']:.2f} "
+            f"| {2 * (r['workers'] - 1)} "
             f"| {r['hop_ms']:.2f} | {model_hop_ms:.2f} | **{r['hop_ms'] / model_hop_ms:.2f}** |"
         )
     return "\n".join(lines)

@@ -12,6 +12,7 @@ not start-up, is measured.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -230,7 +231,8 @@ def run_cluster(
     finally:
         for _, process, _ in processes:
             if process.poll() is None:
-                os.killpg(process.pid, 9)
+                with contextlib.suppress(ProcessLookupError):  # it exited since the poll
+                    os.killpg(process.pid, 9)
                 process.wait()
 
 

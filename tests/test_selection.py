@@ -184,10 +184,13 @@ def test_decision_grid(topology, strategy, workers, gpus):
 
 
 def test_slow_network_makes_parameter_server_worse_than_allreduce():
-    rec = recommend(Topology(16, 1, "v100", network_gbps=10), RESNET101)
+    # at 1 Gbit/s every worker's pull and push of ResNet-101's 178 MB outlasts the ring
+    rec = recommend(Topology(16, 1, "v100", network_gbps=1), RESNET101)
     ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
-    assert rec.chosen.examples_per_second > ps.examples_per_second
-    assert ps.layout.ps >= 1
+    ring = next(a for a in rec.alternatives if a.strategy == "multi_worker_mirrored")
+    assert ring.examples_per_second > ps.examples_per_second
+    # and sixteen machines buy so little that one GPU is the answer
+    assert rec.strategy == "one_device" and ps.layout.ps >= 1
     assert any("parameter_server" in r and "predicted" in r for r in rec.reasons)
 
 
@@ -217,7 +220,7 @@ def test_async_ok_favours_parameter_server_only_when_it_is_close():
     gap = 1 - ps.examples_per_second / plain.chosen.examples_per_second
     expected = "parameter_server" if gap <= 0.10 else "multi_worker_mirrored"
     assert recommend(fast, RESNET101, async_ok=True).strategy == expected
-    slow = Topology(2, 8, "v100", network_gbps=5)
+    slow = Topology(2, 8, "v100", network_gbps=1)
     plain = recommend(slow, RESNET101)
     ps = next(a for a in plain.alternatives if a.strategy == "parameter_server")
     assert 1 - ps.examples_per_second / plain.chosen.examples_per_second > 0.10
@@ -375,7 +378,7 @@ def test_tensorflows_one_pack_all_reduce_hides_nothing_with_or_without_xla(capsy
     xla = json.loads(capsys.readouterr().out)
     assert xla["strategy"] == plain["strategy"] == "multi_worker_mirrored"
     assert xla["predicted"]["communication_s"] == plain["predicted"]["communication_s"]
-    assert any("one all-reduce pack" in r for r in plain["reasons"])
+    assert any("after back-propagation (one pack)" in r for r in plain["reasons"])
 
 
 def test_an_overlay_network_delivers_a_fitted_share_of_the_nics():
@@ -1029,7 +1032,8 @@ def test_a_rate_measured_on_the_wire_replaces_the_rated_one_and_both_figures_are
 
 def test_richardliaws_measured_rate_is_used_and_the_miss_it_leaves_is_explained():
     """His runs' source measured 7.5-7.9 Gbit/s per node on 25 Gbit/s NICs: costed at 7.8,
-    the predictions fall towards the published ones, and the choice stays wrong (no overlap)."""
+    the predictions fall towards the published ones, and the choice stays wrong: his run hid
+    none of the all-reduce, which Horovod's overlap, kept for want of a source, does not know."""
     liaw = [c for c in evidence.load_evidence() if "richardliaw" in c["reference"]]
     assert len(liaw) == 4
     assert {(c["network_gbps"], c["rated_network_gbps"]) for c in liaw} == {(7.8, 25)}

@@ -24,9 +24,9 @@ gradient bytes B in T tensors):
 * a fitted fraction of communication hides behind back-propagation (at most
   the backward time, 2/3 of compute) where the framework overlaps them
   (Horovod, PyTorch DDP: most published cases); under XLA (`--jit-compile`)
-  only a fitted share of that overlap is kept. TensorFlow's strategies as
-  Strategist builds them hide none (`Topology.overlaps_backward`): every
-  gradient goes into one all-reduce after back-propagation;
+  only a fitted share of that overlap is kept. TensorFlow's all-reducing
+  strategies as Strategist builds them hide none (`Topology.overlaps_backward`):
+  every gradient goes into one all-reduce after back-propagation;
 * step = compute + exposed communication; scaling efficiency = one-GPU step /
   step (weak scaling, fixed per-replica batch).
 
@@ -145,9 +145,10 @@ PCIE3_GBPS = 15.8
 LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}
 # One ring hop of TensorFlow's collective all-reduce between CPU workers: a gRPC
 # call through TensorFlow's collective executor, not an NCCL send. Measured on
-# 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md); a
-# real network only adds to it.
-CPU_RING_HOP_S = 1.0e-3
+# 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md
+# section 8: 0.73-0.79 ms with two workers, the step without the all-reduce
+# subtracted); a real network only adds to it.
+CPU_RING_HOP_S = 0.75e-3
 # Fixed cost of launching one training step (tf.function dispatch, kernel
 # launches, the optimizer update): small models never reach millions of steps/s.
 STEP_LAUNCH_S = 1e-3
@@ -321,10 +322,12 @@ def parameter_server_time(
     return 2.0 * max(worker_side, server_side)
 
 
-def overlap_share(overlap: float, topology: Topology, constants: FittedConstants) -> float:
+def overlap_share(
+    overlap: float, topology: Topology, constants: FittedConstants, all_reduce: bool = True
+) -> float:
     """The share of communication `topology` hides: `overlap`, less under XLA, and none
-    when its framework starts communicating only after back-propagation."""
-    if not topology.overlaps_backward:
+    of an all-reduce its framework starts only after back-propagation."""
+    if all_reduce and not topology.overlaps_backward:
         return 0.0
     return overlap * (constants.xla_overlap_kept if topology.jit_compile else 1.0)
 
@@ -497,12 +500,18 @@ def predict_parameter_server(
         streams_per_worker,
     )
     comm += model.tensors * c.tensor_latency_s * streams_per_worker
-    if topology.machines > 1:
-        comm += 2 * network_hop_latency(topology)  # the pull and the push: a round trip each
+    if workers > 1:
+        # the pull and the push: a round trip each. TensorFlow's parameter servers talk
+        # gRPC on GPU machines too; those keep the fitted 50 us (the published
+        # parameter-server cases were fitted with it), a CPU the measured call.
+        comm += 2 * network_hop_latency(topology)
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
         comm += 2 * max(rows, workers * rows / max(ps, 1)) / hw.ps_bps
-    overlap = overlap_share(c.ps_overlap, topology, c)
+    # TensorFlow pushes each variable's update as soon as its gradient exists (one
+    # `extended.update` per variable, tf_keras optimizer `_distributed_apply_gradients_fn`):
+    # parameter servers keep the fitted overlap whatever `overlaps_backward` says
+    overlap = overlap_share(c.ps_overlap, topology, c, all_reduce=False)
     exposed = exposed_communication(comm, compute, overlap)
     if workers > 1:
         # a worker's pull and push are round trips too: the same wait per doubling of workers

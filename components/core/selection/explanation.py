@@ -91,13 +91,14 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
     )
 
 
-def _exposed(chosen: Prediction, topology: Topology) -> str:
-    """How much of the communication shows in the step, and why none hides under TensorFlow."""
-    if topology.overlaps_backward:
+def _exposed(chosen: Prediction, topology: Topology, all_reduce: bool = True) -> str:
+    """How much of the communication shows in the step, and why none of TensorFlow's
+    all-reduce hides."""
+    if topology.overlaps_backward or not all_reduce:
         return f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
     return (
-        "all of it in the step: TensorFlow's strategies, as Strategist builds them, "
-        "communicate every gradient at once after back-propagation (one all-reduce pack), "
+        "all of it in the step: TensorFlow's all-reduce, as Strategist builds the "
+        "strategies, takes every gradient at once after back-propagation (one pack), "
         "where Horovod and PyTorch DDP hide much of it"
     )
 
@@ -137,7 +138,8 @@ def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: Mo
         f"workers and {chosen.layout.ps} parameter "
         f"server(s) (plus the chief coordinator): pulling and pushing "
         f"{model.gradient_bytes / 1e6:,.1f} MB per worker step "
-        f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, {_exposed(chosen, topology)}: "
+        f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, "
+        f"{_exposed(chosen, topology, all_reduce=False)}: "
         f"{pct(chosen.scaling_efficiency)} scaling "
         f"efficiency. {chosen.layout.ps} is the fewest "
         "servers within 3% of the best predicted step; "

@@ -92,15 +92,17 @@ class Topology:
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
         jit_compile: the train step is compiled with XLA (`--jit-compile`),
             which hides less communication behind back-propagation.
-        overlaps_backward: the framework all-reduces (or pushes) gradients
-            while back-propagation still runs, as Horovod and PyTorch DDP do
-            with their buckets. TensorFlow's strategies as Strategist builds
-            them do not: every gradient goes into one pack
-            (`CommunicationOptions(bytes_per_pack=0)`; tensorflow/python/
-            distribute/cross_device_utils.py `group_by_size`), concatenated
-            once the last one is computed, and a parameter-server step applies
-            its gradients after `tape.gradient` returns. False for `select`;
-            the published cases say what their framework did.
+        overlaps_backward: the framework all-reduces gradients while
+            back-propagation still runs, as Horovod and PyTorch DDP do with
+            their buckets. TensorFlow's all-reducing strategies as Strategist
+            builds them do not: every gradient goes into one pack, concatenated
+            once the last one is computed (`multi_worker_mirrored`:
+            `CommunicationOptions(bytes_per_pack=0)`, tensorflow/python/
+            distribute/cross_device_utils.py `group_by_size`; `mirrored`: the
+            same collective all-reduce, or `NcclAllReduce(num_packs=1)`).
+            False for `select`; the published cases say what their framework
+            did. Parameter servers are not affected: TensorFlow pushes each
+            variable's update as soon as its gradient exists.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
     """
