@@ -72,6 +72,7 @@ def choose_for_pipeline(
         precision=precision_of_policy(config.training.precision),
         jit_compile=config.training.jit_compile,
         preemptible=preemptible,
+        all_reduce_pack_mb=config.cluster.all_reduce_pack_mb,
     )
     model_name = config.model.name
     rec = recommend(
@@ -95,6 +96,7 @@ def choose_for_pipeline(
             layout.gpus_per_machine,
             evaluator=config.cluster.evaluator,
             all_reduce=config.cluster.all_reduce,
+            all_reduce_pack_mb=config.cluster.all_reduce_pack_mb,
         )
         markdown = f"**Training with the recommendation: `{rec.strategy}`.**\n\n{markdown}"
     else:

@@ -6,9 +6,10 @@ of the step were packed for the all-reduce
 (tensorflow/python/distribute/cross_device_ops.py: "Collective all_reduce tensors:
 N all_reduces, ... num_packs = P"); the test reads that line from the log to show
 that the strategy Strategist builds sends every gradient in one pack, after
-back-propagation, which is what `select` costs (`Topology.overlaps_backward`).
+back-propagation, which is what `select` costs (`Topology.overlaps_backward`),
+and that `--all-reduce-pack-mb` (`ClusterConfig.all_reduce_pack_mb`) splits it.
 
-Usage: TF_CONFIG=... python tests/allreduce_pack_probe.py
+Usage: TF_CONFIG=... python tests/allreduce_pack_probe.py [PACK_MB]
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def main() -> None:
     from components.core.strategies import Role, make_strategy
 
     tf.get_logger().setLevel("INFO")
-    config = RunConfig(
-        model=ModelConfig("mlp"), cluster=ClusterConfig("multi_worker_mirrored", workers=2)
-    )
+    pack_mb = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+    cluster = ClusterConfig("multi_worker_mirrored", workers=2, all_reduce_pack_mb=pack_mb)
+    config = RunConfig(model=ModelConfig("mlp"), cluster=cluster)
     strategy = make_strategy(config, Role.from_tf_config(os.environ["TF_CONFIG"]), gpus=0)
     with strategy.scope():
         model = build_model("mlp", (8, 8, 1), 10)

@@ -197,6 +197,11 @@ DAMAGE = {
 CASES = {
     # numbers out of range and flag clashes
     "restarts-negative": train("--restarts", "-1", message="--restarts: must be 0 or more"),
+    "pack-negative": train("--all-reduce-pack-mb", "-1", message="must be 0 or a positive number"),
+    "pack-under-mirrored": train(
+        "--strategy", "mirrored", "--all-reduce-pack-mb", "4",
+        message="--all-reduce-pack-mb splits the all-reduce of multi_worker_mirrored, not mirrored",
+    ),
     "epochs-not-a-number": train("--epochs", "ten", message="'ten' is not a whole number"),
     "workers-negative": train(
         "--strategy", "multi_worker_mirrored", "--workers", "-1",

@@ -70,6 +70,9 @@ OTHER_FLAGS = {
     "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py)",
     "--model-module": "model.module and model.name; excludes --model (tests/test_model_module.py)",
     "--devices": "the older name of --gpus-per-machine, hidden (test_one_name_one_meaning...)",
+    "--all-reduce-pack-mb": "cluster.all_reduce_pack_mb, multi_worker_mirrored's packs "
+    "(test_all_reduce_pack_mb_reaches_the_cluster_config here; a real 2-worker step: "
+    "test_selection.py::test_strategists_multi_worker_mirrored_all_reduces_...)",
 }
 # `compare` only: the strategies it runs and the target hardware it records a
 # recommendation for (not run settings); the rest are the shared run flags.
@@ -386,3 +389,20 @@ def test_train_gpus_per_machine_sets_the_local_cluster_and_the_cloud_job_alike(t
     for strategy, gpus in [("mirrored", 2), ("multi_worker_mirrored", 1)]:
         assert main([*cloud, "--strategy", strategy]) == 0
         assert _requested_gpus(target, capsys.readouterr().out) == (gpus, gpus), strategy
+
+
+def test_all_reduce_pack_mb_reaches_the_cluster_config_and_only_multi_worker_mirrored_takes_it():
+    from pipelines.cli.common import build_run_config
+
+    parser = build_parser()
+    args = parser.parse_args(["train", "--local", "--strategy", "multi_worker_mirrored",
+                              "--all-reduce-pack-mb", "4"])  # fmt: skip
+    config = build_run_config(args, args.strategy, "out")
+    assert config.cluster.all_reduce_pack_mb == 4.0
+    assert RunConfig.from_dict(config.to_dict()).cluster.all_reduce_pack_mb == 4.0
+    # compare gives it to multi_worker_mirrored alone
+    argv = ["compare", "--local", "--strategies", "mirrored,multi_worker_mirrored"]
+    args = parser.parse_args([*argv, "--all-reduce-pack-mb", "4"])
+    from pipelines.cli.compare import _clusters
+
+    assert [c.all_reduce_pack_mb for c in _clusters(args)] == [0.0, 4.0]

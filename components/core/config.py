@@ -170,6 +170,11 @@ class ClusterConfig:
             the strategy offers (`StrategySpec.all_reduce_choices`); `auto`
             is NCCL with GPUs and ring without for `multi_worker_mirrored`,
             TensorFlow's default for `mirrored`.
+        all_reduce_pack_mb: `multi_worker_mirrored` only: all-reduce the
+            gradients in packs of about this many MB
+            (`CommunicationOptions(bytes_per_pack=...)`), each as soon as its
+            gradients exist, so communication overlaps back-propagation. 0:
+            TensorFlow's default, one pack after the last gradient.
     """
 
     strategy: str = "mirrored"
@@ -178,6 +183,7 @@ class ClusterConfig:
     devices_per_worker: int = 1
     evaluator: bool = False
     all_reduce: str = AUTO
+    all_reduce_pack_mb: float = 0.0
 
     @property
     def spec(self) -> StrategySpec:
@@ -320,13 +326,15 @@ def cluster_for(
     devices: int | None = None,
     evaluator: bool = False,
     all_reduce: str = AUTO,
+    all_reduce_pack_mb: float = 0.0,
 ) -> ClusterConfig:
     """The cluster of `strategy` for a shape given once for several strategies.
 
     A comparison (or a command line) gives one `workers`/`ps`/devices shape:
     single-machine strategies take one worker, only `parameter_server` takes
     parameter servers, only strategies with an all-reduce to choose take
-    `all_reduce`, and a value left None takes the strategy's default.
+    `all_reduce`, only those whose all-reduce splits into packs take
+    `all_reduce_pack_mb`, and a value left None takes the strategy's default.
 
     Raises:
         ConfigError: for an unknown strategy.
@@ -339,6 +347,7 @@ def cluster_for(
         (spec.default_devices if devices is None else devices) if spec.devices_apply else 1,
         evaluator,
         all_reduce if spec.all_reduce_choices else AUTO,
+        all_reduce_pack_mb if spec.takes_all_reduce_pack else 0.0,
     )
 
 

@@ -190,9 +190,13 @@ def make_strategy(config: RunConfig, role: Role, gpus: int | None = None):
     if name == "multi_worker_mirrored":
         # Explicit: TensorFlow 2.21 lowers AUTO to the hint "auto", which does not pick NCCL.
         implementation = tf.distribute.experimental.CommunicationImplementation[comm.implementation]
+        # bytes_per_pack 0 puts every gradient into one pack, all-reduced after the last
+        # one exists; a size gives packs that start while back-propagation still runs
+        # (tensorflow/python/distribute/cross_device_utils.py `group_by_size`).
         return tf.distribute.MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
-                implementation=implementation
+                bytes_per_pack=int(config.cluster.all_reduce_pack_mb * 2**20),
+                implementation=implementation,
             )
         )
     resolver = training_cluster_resolver()

@@ -15,6 +15,7 @@ one to one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,6 +53,7 @@ class ClusterShape(Protocol):
     devices_per_worker: int
     evaluator: bool
     all_reduce: str
+    all_reduce_pack_mb: float
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,12 @@ class StrategySpec:
         """Gradients are all-reduced between machines (what Reduction Server speeds up)."""
         return self.multi_machine and not self.uses_ps
 
+    @property
+    def takes_all_reduce_pack(self) -> bool:
+        """Its all-reduce can be split into packs of a size
+        (`CommunicationOptions(bytes_per_pack=...)`), so it can overlap back-propagation."""
+        return self.all_reduce_via == "communication_options"
+
     # -- all-reduce -------------------------------------------------------------
 
     def resolve_all_reduce(self, all_reduce: str, gpus: int) -> str:
@@ -283,6 +291,14 @@ class StrategySpec:
             errors.append(
                 f"{self.name} trains on one device, not {cluster.devices_per_worker}: "
                 "use --gpus-per-machine 1, or choose mirrored for every device of the machine"
+            )
+        pack = cluster.all_reduce_pack_mb
+        if not (isinstance(pack, (int, float)) and math.isfinite(pack) and pack >= 0):
+            errors.append(f"--all-reduce-pack-mb must be 0 or a positive number, got {pack!r}")
+        elif pack and not self.takes_all_reduce_pack:
+            errors.append(
+                f"--all-reduce-pack-mb splits the all-reduce of multi_worker_mirrored, not "
+                f"{self.name}: drop it, or choose multi_worker_mirrored"
             )
         if cluster.all_reduce not in (AUTO, *self.all_reduce_choices):
             if self.all_reduce_choices:

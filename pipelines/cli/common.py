@@ -101,6 +101,14 @@ def output_file(path: str, flag: str = "-o") -> str:
     return path
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _number(text, float, "a number")
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive number, got {value}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0."""
     value = _number(text, float, "a number")
@@ -307,6 +315,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, gpus_elsewhere: str) 
         "reduction_to_one_device (auto: TensorFlow's collective all-reduce) (default: auto)",
     )
     cluster.add_argument(
+        "--all-reduce-pack-mb",
+        type=non_negative_float,
+        default=0.0,
+        help="multi_worker_mirrored only: all-reduce the gradients in packs of about this "
+        "many MB, each as soon as its gradients exist, so communication overlaps "
+        "back-propagation (0: TensorFlow's one pack after the last gradient) (default: 0)",
+    )
+    cluster.add_argument(
         "--oversubscribe",
         action="store_true",
         help="run a local cluster larger than this machine's cores and memory hold "
@@ -338,6 +354,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         ),
         evaluator=args.evaluator,
         all_reduce=args.all_reduce,
+        all_reduce_pack_mb=args.all_reduce_pack_mb,
     )
     per_replica = args.batch_size
     if args.global_batch_size is not None:

@@ -164,6 +164,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
             "ps": None,
             "gpus_per_machine": None,
             "all_reduce": "auto",
+            "all_reduce_pack_mb": 0.0,
         }
     )
     base = common.build_run_config(shared, "mirrored", "unused")
@@ -230,7 +231,13 @@ def _on_shards(base: RunConfig, args: argparse.Namespace) -> tuple[RunConfig, In
 def _clusters(args: argparse.Namespace):
     return [
         cluster_for(
-            name, args.workers, args.ps, args.gpus_per_machine, args.evaluator, args.all_reduce
+            name,
+            args.workers,
+            args.ps,
+            args.gpus_per_machine,
+            args.evaluator,
+            args.all_reduce,
+            args.all_reduce_pack_mb,
         )
         for name in parse_strategies(args.strategies)
     ]

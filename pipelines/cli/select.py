@@ -163,7 +163,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--jit-compile",
         action="store_true",
         help="the train step is compiled with XLA (as `train --jit-compile`): less "
-        "communication hides behind back-propagation",
+        "communication hides behind back-propagation where any does",
+    )
+    run.add_argument(
+        "--all-reduce-pack-mb",
+        type=common.non_negative_float,
+        default=0.0,
+        help="multi_worker_mirrored all-reduces in packs of this many MB (as `train "
+        "--all-reduce-pack-mb`), which overlap back-propagation; 0: one pack after it, "
+        "none hidden (default: 0)",
     )
     run.add_argument(
         "--async-ok",
@@ -305,6 +313,7 @@ def run_select(args: argparse.Namespace) -> int:
         nics=args.nics,
         jit_compile=args.jit_compile,
         network_path=args.network_path or "host",
+        all_reduce_pack_mb=args.all_reduce_pack_mb,
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:

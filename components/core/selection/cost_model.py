@@ -322,12 +322,19 @@ def parameter_server_time(
     return 2.0 * max(worker_side, server_side)
 
 
+def all_reduce_overlaps(topology: Topology, machines: int) -> bool:
+    """Whether the all-reduce of a step on `machines` machines of `topology` overlaps
+    back-propagation: where its framework does, or where a multi-machine TensorFlow run
+    splits it into packs (`--all-reduce-pack-mb`, `multi_worker_mirrored` only)."""
+    return topology.overlaps_backward or (machines > 1 and topology.all_reduce_pack_mb > 0)
+
+
 def overlap_share(
-    overlap: float, topology: Topology, constants: FittedConstants, all_reduce: bool = True
+    overlap: float, topology: Topology, constants: FittedConstants, overlaps: bool = True
 ) -> float:
     """The share of communication `topology` hides: `overlap`, less under XLA, and none
-    of an all-reduce its framework starts only after back-propagation."""
-    if all_reduce and not topology.overlaps_backward:
+    when it does not `overlaps` back-propagation."""
+    if not overlaps:
         return 0.0
     return overlap * (constants.xla_overlap_kept if topology.jit_compile else 1.0)
 
@@ -452,7 +459,9 @@ def predict_allreduce(
         compute *= 1 + c.sync_overhead * math.log2(replicas)
     if replicas > 1:
         compute *= max(machine_slowdowns(topology, machines))  # every step waits for the slowest
-    overlap = overlap_share(c.allreduce_overlap, topology, c)
+    overlap = overlap_share(
+        c.allreduce_overlap, topology, c, all_reduce_overlaps(topology, machines)
+    )
     exposed = exposed_communication(comm, compute, overlap)
     if replicas > 1:
         exposed += c.sync_latency_s * math.log2(replicas)  # waited, never hidden
@@ -511,7 +520,7 @@ def predict_parameter_server(
     # TensorFlow pushes each variable's update as soon as its gradient exists (one
     # `extended.update` per variable, tf_keras optimizer `_distributed_apply_gradients_fn`):
     # parameter servers keep the fitted overlap whatever `overlaps_backward` says
-    overlap = overlap_share(c.ps_overlap, topology, c, all_reduce=False)
+    overlap = overlap_share(c.ps_overlap, topology, c)
     exposed = exposed_communication(comm, compute, overlap)
     if workers > 1:
         # a worker's pull and push are round trips too: the same wait per doubling of workers

@@ -1042,7 +1042,11 @@ def _answer_lines() -> list[str]:
         "`tests/test_selection.py::test_strategists_multi_worker_mirrored_all_reduces_every_"
         "gradient_in_one_pack`). So `select` costs all of that all-reduce into TensorFlow's "
         "step (`Topology.overlaps_backward`), and a published case whose run communicated "
-        "after back-propagation says so (`overlaps_backward: false`). Parameter servers keep "
+        "after back-propagation says so (`overlaps_backward: false`). `train "
+        "--all-reduce-pack-mb` splits `multi_worker_mirrored`'s all-reduce into packs that "
+        "start as their gradients appear (the same probe logs several packs), and `select "
+        "--all-reduce-pack-mb` then costs it with the published frameworks' overlap. "
+        "Parameter servers keep "
         f"their fitted overlap (`ps_overlap`, {FITTED.ps_overlap:.0%}): TensorFlow pushes each "
         "variable's update as soon as its gradient exists.",
         f"- **XLA.** Under a framework that overlaps, `--jit-compile` keeps "

@@ -6,6 +6,7 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     RESTART_COST_S,
     achievable_tflops,
+    all_reduce_overlaps,
     link_bandwidth_gbps,
     network_path_share,
     preemption_rate,
@@ -93,13 +94,18 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
 
 def _exposed(chosen: Prediction, topology: Topology, all_reduce: bool = True) -> str:
     """How much of the communication shows in the step, and why none of TensorFlow's
-    all-reduce hides."""
-    if topology.overlaps_backward or not all_reduce:
+    all-reduce hides unless it is split into packs."""
+    if not all_reduce or all_reduce_overlaps(topology, chosen.layout.workers):
         return f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
+    packs = (
+        "; --all-reduce-pack-mb splits multi_worker_mirrored's into packs that overlap it"
+        if topology.machines > 1
+        else ""
+    )
     return (
         "all of it in the step: TensorFlow's all-reduce, as Strategist builds the "
         "strategies, takes every gradient at once after back-propagation (one pack), "
-        "where Horovod and PyTorch DDP hide much of it"
+        f"where Horovod and PyTorch DDP hide much of it{packs}"
     )
 
 

@@ -103,6 +103,10 @@ class Topology:
             False for `select`; the published cases say what their framework
             did. Parameter servers are not affected: TensorFlow pushes each
             variable's update as soon as its gradient exists.
+        all_reduce_pack_mb: the run splits `multi_worker_mirrored`'s
+            all-reduce into packs of this many MB (`--all-reduce-pack-mb`),
+            which start as their gradients appear: across machines it then
+            overlaps back-propagation as the published frameworks do.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
     """
@@ -122,6 +126,7 @@ class Topology:
     jit_compile: bool = False
     network_path: str = "host"
     overlaps_backward: bool = False
+    all_reduce_pack_mb: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
