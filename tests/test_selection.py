@@ -679,6 +679,18 @@ def test_the_seventh_blind_set_is_frozen_kept_out_of_the_fit_and_looked_at_once(
     assert f"**Seventh blind look: {s['median_abs_pp']:.1f} points median absolute error" in section
 
 
+def test_the_eighth_blind_set_is_frozen_kept_out_of_the_fit_and_not_yet_looked_at():
+    # Frozen (pinned) after the seventh look, before the next change: its blind test.
+    eighth = _frozen_blind_set("blind-8", evidence.BLIND_SET_8_SHA256, fitted=False)
+    assert len(eighth) >= 15
+    earlier = {c["reference"] for n in ("blind-6", "blind-7") for c in evidence.load_blind(name=n)}
+    assert not any(c["reference"] in earlier for c in eighth)
+    assert evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-8"]) is None
+    doc = (ROOT / "docs" / "selection.md").read_text()
+    section = doc.split("## The eighth blind set")[1].split("\n## ")[0]
+    assert section.count("Not looked at yet.") == 1
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -36,7 +36,8 @@ EVIDENCE_PATH = DATA_DIR / "published_scaling.json"
 # the third look, frozen before the mixed-precision change) and `blind-5`
 # (collected after the one-ring all-reduce, frozen before it was evaluated on them);
 # `blind-6` (collected after the fifth look, frozen before the next change) and
-# `blind-7` (collected after the sixth look, frozen before the next change).
+# `blind-7` (collected after the sixth look, frozen before the overlap input) and
+# `blind-8` (collected after the seventh look, frozen before the next change).
 BLIND_RECORD_PATH = DATA_DIR / "blind_first_look.json"
 BLIND_RECORD_PATHS = {
     "blind": BLIND_RECORD_PATH,
@@ -46,6 +47,7 @@ BLIND_RECORD_PATHS = {
     "blind-5": DATA_DIR / "blind_5_first_look.json",
     "blind-6": DATA_DIR / "blind_6_first_look.json",
     "blind-7": DATA_DIR / "blind_7_first_look.json",
+    "blind-8": DATA_DIR / "blind_8_first_look.json",
 }
 # One case in HELD_OUT_EVERY goes to the held-out part, by a stable hash of the
 # case, so the split does not depend on the order or on who added what.
@@ -60,13 +62,14 @@ BLIND_SET_4_SHA256 = "04b10a4fce5f549b0cafb662445bc83305a4e18109980b7a75da431b06
 BLIND_SET_5_SHA256 = "729ec68fc80bc6d2504f2c47e0dee97c41269c7735522643ce42671aa48509fc"
 BLIND_SET_6_SHA256 = "df37d7725addcf66ecd93be184f9cbd2bba80a8c9e8a521b26a9d79c0fd8efd8"
 BLIND_SET_7_SHA256 = "78c37804f7398816750e5063e3617feef268a66da698244a43e8adaa15126c52"
+BLIND_SET_8_SHA256 = "9d3b704a6987f5b6fa7a4516ea86347b4c0005981053593eaa3f9f8eed4fc956"
 # Blind sets whose cases serve the fit once their first look is stored. `blind-3`
 # joined with the mixed-precision change that its look prompted (after `blind-4`
 # was frozen, so the next look is still blind); `blind-4` and `blind-5` joined
 # together after the fifth look, with `blind-6` frozen before.
 FITTED_BLIND_SETS = ("blind", "blind-2", "blind-3", "blind-4", "blind-5")
 # How the docs name the blind sets, in the order of BLIND_RECORD_PATHS.
-ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh")
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
 
 def read_evidence(path: str | Path) -> dict[str, Any]:

@@ -64,6 +64,7 @@ def evidence_table_markdown() -> str:
         + _fifth_join_lines(choices)
         + _later_blind_lines("blind-6", "Sixth", SIXTH_LOOK_FINDINGS)
         + _later_blind_lines("blind-7", "Seventh", SEVENTH_LOOK_FINDINGS)
+        + _later_blind_lines("blind-8", "Eighth", "")
         + _case_table_lines(choices)
         + _answer_lines()
         + _sources_lines(rows)
