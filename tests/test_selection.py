@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -1600,3 +1601,22 @@ def test_the_pipelines_auto_cluster_keeps_the_runs_all_reduce_packs():
     assert plain.cluster.all_reduce_pack_mb == 0  # mirrored takes no packs
     assert (packed.cluster.strategy, packed.cluster.workers) == ("multi_worker_mirrored", 4)
     assert packed.cluster.all_reduce_pack_mb == 32
+
+
+def test_each_all_reduce_pack_pays_the_rings_latency_again():
+    """Packs let the all-reduce overlap back-propagation, but each is one more ring: on two
+    CPU workers a tiny MLP in 0.02 MB packs is predicted slower than in one pack, as it
+    trained (4,663-5,118 against 5,725-5,756 examples/s on this project's 2-core machine;
+    the model's penalty is an upper bound, `cost_model.all_reduce_packs`)."""
+    from components.core.selection import cost_model
+
+    mlp = model_profile.profile_model("mlp")
+    one = Topology(2, 1, "cpu", network_gbps=10)
+    packed = dataclasses.replace(one, all_reduce_pack_mb=0.02)
+    packs = cost_model.all_reduce_packs(packed, mlp.gradient_bytes, 2)
+    assert packs == math.ceil(mlp.gradient_bytes / (0.02 * 2**20)) and packs > 1
+    assert cost_model.all_reduce_packs(packed, mlp.gradient_bytes, 1) == 1  # one machine
+    compute, exposed_one, raw_one = selection.predict_allreduce(one, mlp, 32, 2, 1)
+    _, exposed_packed, raw_packed = selection.predict_allreduce(packed, mlp, 32, 2, 1)
+    assert raw_packed - raw_one == pytest.approx((packs - 1) * 2 * cost_model.CPU_RING_HOP_S)
+    assert compute + exposed_packed > compute + exposed_one
