@@ -456,10 +456,9 @@ def predict_allreduce(
     nbytes = _gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(nbytes, *ring)
-    # every pack past the first is one more ring: its hops' latency again
-    comm += (all_reduce_packs(topology, nbytes, machines) - 1) * allreduce_across_machines_time(
-        0.0, *ring
-    )
+    packs = all_reduce_packs(topology, nbytes, machines)
+    if packs > 1:  # every pack past the first is one more ring: its hops' latency again
+        comm += (packs - 1) * allreduce_across_machines_time(0.0, *ring)
     if replicas > 1:
         comm += model.tensors * c.tensor_latency_s
     if model.sparse_embedding_params and replicas > 1:

@@ -92,11 +92,16 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
     )
 
 
-def _exposed(chosen: Prediction, topology: Topology, all_reduce: bool = True) -> str:
-    """How much of the communication shows in the step, and why none of TensorFlow's
-    all-reduce hides unless it is split into packs."""
-    if not all_reduce or all_reduce_overlaps(topology, chosen.layout.workers):
-        return f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
+def _not_hidden(chosen: Prediction) -> str:
+    """The communication left in the step once back-propagation hid what it could."""
+    return f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
+
+
+def _exposed(chosen: Prediction, topology: Topology) -> str:
+    """How much of the all-reduce shows in the step, and why none of TensorFlow's hides
+    unless it is split into packs."""
+    if all_reduce_overlaps(topology, chosen.layout.workers):
+        return _not_hidden(chosen)
     packs = (
         "; --all-reduce-pack-mb splits multi_worker_mirrored's into packs that overlap it"
         if topology.machines > 1
@@ -145,7 +150,7 @@ def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: Mo
         f"server(s) (plus the chief coordinator): pulling and pushing "
         f"{model.gradient_bytes / 1e6:,.1f} MB per worker step "
         f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, "
-        f"{_exposed(chosen, topology, all_reduce=False)}: "
+        f"{_not_hidden(chosen)}: "
         f"{pct(chosen.scaling_efficiency)} scaling "
         f"efficiency. {chosen.layout.ps} is the fewest "
         "servers within 3% of the best predicted step; "
