@@ -173,7 +173,7 @@ def first_look_lines() -> list[str]:
         ("blind-5", "the one-ring all-reduce, fitted with the first three sets"),
         ("blind-6", "the fourth and fifth sets joined the fit, the fixed wait at 0"),
         ("blind-7", "the overlap input and TensorFlow's one-pack all-reduce"),
-        ("blind-8", "frozen after the seventh look, before the next change"),
+        ("blind-8", "the seventh look's model; the changes since touch none of its cases"),
     ):
         record = load_first_look(BLIND_RECORD_PATHS[name])
         if record is None:
