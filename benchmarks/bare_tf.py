@@ -85,6 +85,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="all-reduce of the mirrored strategies (default: TensorFlow's)",
     )
     parser.add_argument(
+        "--all-reduce-pack-mb",
+        type=float,
+        default=0.0,
+        help=(
+            "multi_worker_mirrored: all-reduce the gradients in packs of this many MiB "
+            "(CommunicationOptions(bytes_per_pack)); 0, TensorFlow's default, is one pack"
+        ),
+    )
+    parser.add_argument(
         "--backup-dir",
         help="diagnostic: add tf-keras BackupAndRestore(DIR), as Strategist's trainer does",
     )
@@ -187,9 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         implementation = MWMS_ALL_REDUCE.get(args.all_reduce or "", "AUTO")
         strategy = tf.distribute.MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
+                bytes_per_pack=int(args.all_reduce_pack_mb * 2**20),
                 implementation=getattr(
                     tf.distribute.experimental.CommunicationImplementation, implementation
-                )
+                ),
             )
         )
     else:

@@ -3,13 +3,15 @@
     python -m benchmarks.options [--options LIST] [--rounds N] [--steps N] [--output FILE]
 
 For every option (`--precision mixed_bfloat16`, `--jit-compile`,
-`--steps-per-execution 4`, an explicit `--all-reduce`, and all of them at
-once) and every strategy that can run it on this machine, each round runs
-Strategist's trainer (`run_local`) and `benchmarks/bare_tf.py` with the same
-option, alternating the order (A B, B A), on the same shards, model, batch and
-cluster, as `benchmarks.overhead` does for the defaults. A combination the
-trainer refuses here (XLA compiles no collectives on CPU, so `--jit-compile`
-runs only under `one_device` without GPUs) is listed with the reason, not run.
+`--steps-per-execution 4`, an explicit `--all-reduce`, all of these at once,
+and `--all-reduce-pack-mb 0.02`, which only `multi_worker_mirrored` takes) and
+every strategy that can run it on this machine, each round runs Strategist's
+trainer (`run_local`) and `benchmarks/bare_tf.py` with the same option,
+alternating the order (A B, B A), on the same shards, model, batch and cluster,
+as `benchmarks.overhead` does for the defaults. A combination the trainer
+refuses here (XLA compiles no collectives on CPU, so `--jit-compile` runs only
+under `one_device` without GPUs; packs split only the all-reduce of
+`multi_worker_mirrored`) is listed with the reason, not run.
 
 The figure is ours/bare per option: Strategist's wrapper must stay at 0.97 or
 more with every option on.
@@ -37,18 +39,22 @@ class Option:
         name: the option's row name.
         training: `TrainingConfig` fields Strategist's trainer gets.
         all_reduce: the cluster's `--all-reduce` per strategy (absent: `auto`).
-        bare_args: flags of `bare_tf.py` for the same option, per strategy.
+        all_reduce_pack_mb: the cluster's `--all-reduce-pack-mb` (0: one pack);
+            the trainer refuses it under every strategy but `multi_worker_mirrored`.
     """
 
     name: str
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     all_reduce: dict[str, str] = dataclasses.field(default_factory=dict)
+    all_reduce_pack_mb: float = 0.0
 
     def cluster(self, strategy: str) -> ClusterConfig:
-        """The cluster shape of `strategy` with this option's all-reduce."""
+        """The cluster shape of `strategy` with this option's all-reduce and its packs."""
         shape = SHAPES[strategy]
         return dataclasses.replace(
-            shape, all_reduce=self.all_reduce.get(strategy, shape.all_reduce)
+            shape,
+            all_reduce=self.all_reduce.get(strategy, shape.all_reduce),
+            all_reduce_pack_mb=self.all_reduce_pack_mb,
         )
 
     def bare_args(self, strategy: str) -> tuple[str, ...]:
@@ -61,6 +67,8 @@ class Option:
             args += ["--steps-per-execution", str(self.training["steps_per_execution"])]
         if strategy in self.all_reduce:
             args += ["--all-reduce", self.all_reduce[strategy]]
+        if self.all_reduce_pack_mb:
+            args += ["--all-reduce-pack-mb", str(self.all_reduce_pack_mb)]
         return tuple(args)
 
 
@@ -74,6 +82,10 @@ OPTIONS: dict[str, Option] = {
         Option("jit_compile", training={"jit_compile": True}),
         Option("steps_per_execution=4", training={"steps_per_execution": 4}),
         Option("all_reduce", all_reduce=_ALL_REDUCE),
+        # Packs of 0.02 MiB split the gradients (30 KB of the cnn, 69 KB of the mlp) into
+        # several all-reduces, each started as soon as its gradients exist; on a GPU that
+        # overlaps back-propagation, on CPU workers each pack is one more ring of gRPC calls.
+        Option("all_reduce_pack_mb=0.02", all_reduce_pack_mb=0.02),
         # Every option at once, without and with XLA (which compiles only the model's
         # forward and backward passes under the all-reducing strategies on CPU).
         Option(
@@ -163,6 +175,7 @@ def refusal(option: Option, strategy: str) -> str | None:
 
     run = RunConfig(training=TrainingConfig(**option.training), cluster=option.cluster(strategy))
     try:
+        config_module.validate_run(run)
         config_module.validate_for_machine(run, visible_gpus())
     except ConfigError as err:
         return str(err)

@@ -94,6 +94,27 @@ def test_each_option_reaches_the_bare_script_as_its_flag():
     )
 
 
+def test_the_pack_size_reaches_the_trainers_cluster_and_the_bare_scripts_flag():
+    packs = options.OPTIONS["all_reduce_pack_mb=0.02"]
+    assert packs.cluster("multi_worker_mirrored").all_reduce_pack_mb == 0.02
+    flags = packs.bare_args("multi_worker_mirrored")
+    assert flags == ("--all-reduce-pack-mb", "0.02")
+    parsed = bare_tf.parse_args(["--shards", "s", "--strategy", "multi_worker_mirrored", *flags])
+    assert parsed.all_reduce_pack_mb == 0.02
+    # the other options keep TensorFlow's one pack on both sides
+    assert options.OPTIONS["all"].cluster("multi_worker_mirrored").all_reduce_pack_mb == 0
+    assert "--all-reduce-pack-mb" not in options.OPTIONS["all"].bare_args("multi_worker_mirrored")
+
+
+def test_packs_run_only_where_the_trainer_takes_them():
+    packs = options.OPTIONS["all_reduce_pack_mb=0.02"]
+    assert options.refusal(packs, "multi_worker_mirrored") is None
+    for strategy in ("one_device", "mirrored", "parameter_server"):
+        assert "--all-reduce-pack-mb splits the all-reduce of multi_worker_mirrored" in (
+            options.refusal(packs, strategy) or ""
+        ), strategy
+
+
 def test_options_the_trainer_refuses_here_are_not_run():
     # XLA compiles no variables of other tasks: refused with the trainer's own reason.
     xla = options.OPTIONS["jit_compile"]
