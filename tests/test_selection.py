@@ -15,6 +15,7 @@ from components.core import hardware, model_profile, selection
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
 from components.core.selection import Topology, evidence, recommend
+from components.core.selection.topology import KERAS_STEP_SCALAR_ALL_REDUCES
 from pipelines.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +235,10 @@ def test_asynchronous_training_is_not_chosen_for_a_small_predicted_gain():
     # BERT-large pre-training on 8 DGX A100 (8 x 200 Gbit/s each), as NVIDIA ran it
     # with Horovod all-reduce: parameter_server is predicted under 10 % faster only
     # because synchronous replicas pay a per-doubling barrier cost.
-    topology = Topology(8, 8, "a100-80gb", network_gbps=200, nics=8, precision="mixed")
+    # (Horovod all-reduces no per-step metrics, as Keras does under multi_worker_mirrored)
+    topology = Topology(
+        8, 8, "a100-80gb", network_gbps=200, nics=8, precision="mixed", step_scalar_all_reduces=0
+    )
     model = PUBLISHED_PROFILES["bert_large_pretrain_seq128"]
     rec = recommend(topology, model, batch_size=312)
     ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
@@ -343,7 +347,9 @@ def test_xla_keeps_only_a_share_of_the_overlap():
     c = dataclasses.replace(
         selection.FITTED, allreduce_overlap=0.6, xla_overlap_kept=0.25, sync_latency_s=0.0
     )
-    plain = Topology(4, 8, "v100", network_gbps=10, overlaps_backward=True)
+    plain = Topology(
+        4, 8, "v100", network_gbps=10, overlaps_backward=True, step_scalar_all_reduces=0
+    )
     xla = dataclasses.replace(plain, jit_compile=True)
     compute, exposed, comm = selection.predict_allreduce(plain, RESNET101, 64, 4, 8, constants=c)
     _, exposed_xla, comm_xla = selection.predict_allreduce(xla, RESNET101, 64, 4, 8, constants=c)
@@ -1548,9 +1554,11 @@ def test_cpu_workers_pay_a_grpc_call_per_ring_hop():
     cpu, gpu = Topology(2, 1, "cpu", network_gbps=10), Topology(2, 1, "t4", network_gbps=10)
     _, _, cpu_comm = selection.predict_allreduce(cpu, mlp, 32, 2, 1)
     _, _, gpu_comm = selection.predict_allreduce(gpu, mlp, 32, 2, 1)
-    # two workers, one ring: 2 (N-1) = 2 hops, every one across the network
+    # two workers, one ring for the gradients and one for each of Keras's per-step scalars:
+    # 2 (N-1) = 2 hops each, every one across the network
     latency = mlp.tensors * selection.FITTED.tensor_latency_s
-    assert cpu_comm - latency == pytest.approx(2 * cost_model.CPU_RING_HOP_S, rel=0.05)
+    rings = 1 + KERAS_STEP_SCALAR_ALL_REDUCES
+    assert cpu_comm - latency == pytest.approx(rings * 2 * cost_model.CPU_RING_HOP_S, rel=0.05)
     assert gpu_comm < cpu_comm / 5  # NCCL's hops: tens of microseconds
     assert selection.allreduce_across_machines_time(0, 2, 1, 1e9, 1e9, 1.0, 10.0) == 20.0
     assert selection.allreduce_across_machines_time(0, 2, 8, 1e9, 1e9, 1.0, 10.0) == 40 + 26
@@ -1560,6 +1568,43 @@ def test_cpu_workers_pay_a_grpc_call_per_ring_hop():
     rec = recommend(cpu, mlp)
     assert rec.strategy == "one_device"
     assert any("Communication would cost more than the extra GPUs give" in r for r in rec.reasons)
+
+
+def test_a_multi_worker_step_pays_for_the_scalars_keras_all_reduces():
+    """Keras all-reduces its loss and metric across the workers every step, each in a
+    collective of its own: a ring of gRPC calls between CPU workers, NCCL's small-message
+    tree between GPU machines. Within one machine it sums them locally, and the published
+    runs' frameworks (Horovod, PyTorch, MXNet) reduce no metric every step."""
+    from components.core.selection import cost_model
+
+    mlp = model_profile.profile_model("mlp")
+    cpu = Topology(2, 1, "cpu", network_gbps=10)
+    quiet = dataclasses.replace(cpu, step_scalar_all_reduces=0)
+    compute, exposed, _ = selection.predict_allreduce(cpu, mlp, 32, 2, 1)
+    _, exposed_quiet, _ = selection.predict_allreduce(quiet, mlp, 32, 2, 1)
+    # 6 rings of 2 hops each, none hidden
+    assert exposed - exposed_quiet == pytest.approx(6 * 2 * cost_model.CPU_RING_HOP_S)
+    assert KERAS_STEP_SCALAR_ALL_REDUCES == 6
+    # the two-worker step a local run measures, about 13 ms (docs/benchmarks.md
+    # section 8), and not the 2-3 ms the gradients' one ring alone would give
+    assert 0.008 < compute + exposed < 0.016 and compute + exposed_quiet < 0.004
+    # GPUs: NCCL's tree latency, tens of microseconds, far below the gradients' ring
+    gpus = Topology(6, 8, "a100", network_gbps=100)
+    tree = cost_model.NCCL_TREE_LL_BASE_S + 2 * (
+        7 * cost_model.NCCL_TREE_LL_HOP_S["nvlink"] + 2 * cost_model.NCCL_TREE_LL_HOP_S["network"]
+    )  # floor(log2 6) = 2 hops across
+    assert cost_model.step_scalar_seconds(gpus, 6, 8) == pytest.approx(6 * tree)
+    assert 20e-6 < tree < 60e-6
+    # one machine sums locally; a published case's framework reduces no per-step metric
+    assert cost_model.step_scalar_seconds(gpus, 1, 8) == 0
+    case = {"machines": 4, "gpus_per_machine": 8, "gpu": "a100", "interconnect": "nvlink",
+            "network_gbps": 100, "reference": "https://example.com", "source": "test"}  # fmt: skip
+    assert evidence.case_topology(case)[0].step_scalar_all_reduces == 0
+    # the reason says where the time goes
+    rec = recommend(Topology(4, 8, "a100", network_gbps=100), PUBLISHED_PROFILES["resnet50"])
+    assert rec.strategy == "multi_worker_mirrored"
+    why = next(r for r in rec.reasons if "homogeneous machines" in r)
+    assert "in the 6 scalar all-reduces Keras runs every step" in why
 
 
 @pytest.mark.cluster
@@ -1586,6 +1631,10 @@ def test_strategists_multi_worker_mirrored_all_reduces_every_gradient_in_one_pac
     assert tensors > 1
     # the MLP's 69 KB of gradients: one pack by default, several of 0.02 MB
     assert packs == 1 if pack_mb == 0 else 1 < packs <= tensors, gradients
+    # besides the packs, every step all-reduces the scalars `select` charges a multi-worker
+    # step: 3 for the loss and 3 for the one metric, each an op of its own
+    step = int(log.split("all-reduces in the train step: ")[1].split()[0])
+    assert step == packs + KERAS_STEP_SCALAR_ALL_REDUCES
 
 
 def test_the_pipelines_auto_cluster_keeps_the_runs_all_reduce_packs():

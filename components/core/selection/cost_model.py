@@ -476,7 +476,39 @@ def predict_allreduce(
     exposed = exposed_communication(comm, compute, overlap)
     if replicas > 1:
         exposed += c.sync_latency_s * math.log2(replicas)  # waited, never hidden
-    return compute, exposed, comm
+    scalars = step_scalar_seconds(topology, machines, gpus)
+    return compute, exposed + scalars, comm + scalars
+
+
+# NCCL's latency model of a small all-reduce (tree algorithm, LL protocol), in seconds:
+# a base, and per hop within a machine (x 1.8 when the tree spans machines) and across
+# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, `baseLat` and `hwLat`).
+NCCL_TREE_LL_BASE_S = 4.4e-6
+NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
+
+
+def step_scalar_seconds(topology: Topology, machines: int, gpus: int) -> float:
+    """Seconds a step spends on `topology.step_scalar_all_reduces` scalar all-reduces
+    across `machines` machines of `gpus` devices, each paying its latency in full.
+
+    Between CPU workers each is a ring of gRPC hops, as measured
+    (`CPU_RING_HOP_S`). Between GPU machines NCCL sends a few bytes up and down a
+    tree: its own latency model, base + 2 ((G-1) hops within a machine + floor(log2 M)
+    across), a lower bound, as TensorFlow's launch of each collective adds to it.
+    Never hidden: TensorFlow launches a step's collectives in order (the ordering
+    token), and Keras reads its loss and metrics after the gradients' all-reduce.
+    Within one machine (`mirrored`) Keras sums them locally (`AddN`), without one.
+    """
+    if machines <= 1 or not topology.step_scalar_all_reduces:
+        return 0.0
+    if topology.gpu == "cpu":
+        hop = network_hop_latency(topology)
+        one = allreduce_across_machines_time(0.0, machines, gpus, 1.0, 1.0, hop, hop)
+    else:
+        within = (gpus - 1) * NCCL_TREE_LL_HOP_S[topology.link]
+        across = int(math.log2(machines)) * NCCL_TREE_LL_HOP_S["network"]
+        one = NCCL_TREE_LL_BASE_S + 2 * (within + across)
+    return topology.step_scalar_all_reduces * one
 
 
 def predict_parameter_server(

@@ -186,6 +186,9 @@ def case_topology(case: Mapping[str, Any]) -> tuple[Topology, dict[str, float] |
         network_path=case_network_path(case),
         # the published frameworks overlap unless the case says its run did not
         overlaps_backward=bool(case.get("overlaps_backward", True)),
+        # Horovod, PyTorch and MXNet runs all-reduce no per-step metrics (DLPerf's Keras
+        # runs did, at well under 1 % of their steps: docs/selection.md)
+        step_scalar_all_reduces=0,
     )
     return topo, spec
 

@@ -10,6 +10,7 @@ from components.core.selection.cost_model import (
     link_bandwidth_gbps,
     network_path_share,
     preemption_rate,
+    step_scalar_seconds,
 )
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology, device
@@ -137,8 +138,21 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
             if topology.gpus_per_machine > 1
             else "ring all-reduce across machines takes "
         )
-        + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step, {_exposed(chosen, topology)}: "
+        + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step{_scalars(chosen, topology)}, "
+        f"{_exposed(chosen, topology)}: "
         f"{pct(chosen.scaling_efficiency)} scaling efficiency on {chosen.replicas} GPUs."
+    )
+
+
+def _scalars(chosen: Prediction, topology: Topology) -> str:
+    """The part of a multi-worker step Keras spends all-reducing its loss and metrics."""
+    seconds = step_scalar_seconds(topology, chosen.layout.workers, chosen.layout.gpus_per_machine)
+    if not seconds:
+        return ""
+    return (
+        f", {seconds * 1e3:,.1f} ms of it in the {topology.step_scalar_all_reduces} scalar "
+        "all-reduces Keras runs every step, each a collective of its own (3 for the loss and "
+        "3 for each compiled metric: the trainer compiles one by default)"
     )
 
 

@@ -10,6 +10,17 @@ from components.core.config import ConfigError
 from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
+# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every
+# step besides the gradients, each in a collective of its own: 3 for each `Mean` it
+# tracks, the loss and every compiled metric (its total and count read in cross-replica
+# context, and its log entry summed by `reduce_per_replica`, "auto" = "sum" off TPUs).
+# The traced train step over the trainer's repeated `DatasetCreator` holds 4
+# `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of them the
+# gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
+# partial-batch check. Strategist's trainer compiles the loss and one metric.
+KERAS_LOSS_ALL_REDUCES = 3
+KERAS_METRIC_ALL_REDUCES = 3
+KERAS_STEP_SCALAR_ALL_REDUCES = KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES
 # A machine without GPUs: its CPU is the device (Strategist's local runs). The
 # peak is a few-core AVX2 server's order of magnitude; with a CPU, predictions
 # are rough and measurements (`--history`) should decide.
@@ -107,6 +118,12 @@ class Topology:
             all-reduce into packs of this many MB (`--all-reduce-pack-mb`),
             which start as their gradients appear: across machines it then
             overlaps back-propagation as the published frameworks do.
+        step_scalar_all_reduces: scalar all-reduces across machines every step
+            besides the gradients', each paying its latency in full:
+            Keras's loss and metrics under `multi_worker_mirrored`
+            (`KERAS_STEP_SCALAR_ALL_REDUCES` for Strategist's trainer, the
+            default); 0 for the published runs, whose frameworks average
+            metrics at most once an epoch.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
     """
@@ -127,6 +144,7 @@ class Topology:
     network_path: str = "host"
     overlaps_backward: bool = False
     all_reduce_pack_mb: float = 0.0
+    step_scalar_all_reduces: int = KERAS_STEP_SCALAR_ALL_REDUCES
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
