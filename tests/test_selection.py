@@ -1607,6 +1607,29 @@ def test_a_multi_worker_step_pays_for_the_scalars_keras_all_reduces():
     assert "in the 6 scalar all-reduces Keras runs every step" in why
 
 
+def test_compiled_metrics_set_the_scalars_select_charges(capsys):
+    """`select --compiled-metrics` reaches the prediction: each metric is 3 more scalar
+    all-reduces in every multi-worker step, so the step of two CPU workers grows by 3 rings."""
+    base = ["select", "--gpu", "cpu", "--machines", "2", "--gpus-per-machine", "1",
+            "--model", "mlp", "--json"]  # fmt: skip
+
+    def multi_worker_step(metrics: int) -> float:
+        assert main([*base, "--compiled-metrics", str(metrics)]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        (row,) = [a for a in doc["alternatives"] if a["strategy"] == "multi_worker_mirrored"]
+        return row["predicted"]["step_time_s"]
+
+    from components.core.selection import cost_model
+
+    one, three = multi_worker_step(1), multi_worker_step(3)
+    assert three - one == pytest.approx(2 * 3 * 2 * cost_model.CPU_RING_HOP_S, rel=1e-3)
+    assert selection.keras_step_scalar_all_reduces(2) == 9  # a regressor's MAE and RMSE
+    with pytest.raises(SystemExit) as refused:
+        main([*base, "--compiled-metrics", "-1"])
+    assert refused.value.code == 2
+    assert "--compiled-metrics: must be 0 or more, got -1" in capsys.readouterr().err
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("pack_mb", [0.0, 0.02])
 def test_strategists_multi_worker_mirrored_all_reduces_every_gradient_in_one_pack(

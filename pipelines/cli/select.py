@@ -174,6 +174,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "none hidden (default: 0)",
     )
     run.add_argument(
+        "--compiled-metrics",
+        type=common.non_negative_int,
+        default=1,
+        help="metrics the model is compiled with besides its loss (default: 1, the "
+        "trainer's accuracy for a classifier; a regressor's MAE and RMSE are 2): under "
+        "multi_worker_mirrored Keras all-reduces 3 scalars for each every step",
+    )
+    run.add_argument(
         "--async-ok",
         action="store_true",
         help="asynchronous updates are acceptable (parameter_server in TF2 is asynchronous)",
@@ -314,6 +322,7 @@ def run_select(args: argparse.Namespace) -> int:
         jit_compile=args.jit_compile,
         network_path=args.network_path or "host",
         all_reduce_pack_mb=args.all_reduce_pack_mb,
+        step_scalar_all_reduces=selection.keras_step_scalar_all_reduces(args.compiled_metrics),
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:

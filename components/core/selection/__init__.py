@@ -72,7 +72,12 @@ from components.core.selection.recommendation import (
     Recommendation,
     recommend,
 )
-from components.core.selection.topology import PRECISIONS, Layout, Topology
+from components.core.selection.topology import (
+    PRECISIONS,
+    Layout,
+    Topology,
+    keras_step_scalar_all_reduces,
+)
 
 __all__ = [
     "allreduce_across_machines_time",
@@ -106,6 +111,7 @@ __all__ = [
     "predict_case",
     "predict_parameter_server",
     "recommend",
+    "keras_step_scalar_all_reduces",
     "ring_allreduce_time",
     "step_compute_time",
 ]

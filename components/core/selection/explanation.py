@@ -152,7 +152,7 @@ def _scalars(chosen: Prediction, topology: Topology) -> str:
     return (
         f", {seconds * 1e3:,.1f} ms of it in the {topology.step_scalar_all_reduces} scalar "
         "all-reduces Keras runs every step, each a collective of its own (3 for the loss and "
-        "3 for each compiled metric: the trainer compiles one by default)"
+        "3 for each compiled metric; --compiled-metrics, 1 by default)"
     )
 
 

@@ -20,7 +20,16 @@ PRECISIONS = ("fp32", "mixed")
 # partial-batch check. Strategist's trainer compiles the loss and one metric.
 KERAS_LOSS_ALL_REDUCES = 3
 KERAS_METRIC_ALL_REDUCES = 3
-KERAS_STEP_SCALAR_ALL_REDUCES = KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES
+TRAINER_COMPILED_METRICS = 1
+
+
+def keras_step_scalar_all_reduces(metrics: int = TRAINER_COMPILED_METRICS) -> int:
+    """The scalars Keras all-reduces every `multi_worker_mirrored` step when the model
+    is compiled with `metrics` metrics besides its loss."""
+    return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
+
+
+KERAS_STEP_SCALAR_ALL_REDUCES = keras_step_scalar_all_reduces()
 # A machine without GPUs: its CPU is the device (Strategist's local runs). The
 # peak is a few-core AVX2 server's order of magnitude; with a CPU, predictions
 # are rough and measurements (`--history`) should decide.
