@@ -7,7 +7,7 @@ import json
 
 from components.core.config import ConfigError
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
-from components.core.selection.topology import DEFAULT_NETWORK_GBPS
+from components.core.selection.topology import DEFAULT_NETWORK_GBPS, TRAINER_COMPILED_METRICS
 from pipelines.cli import common
 
 # More classes than any labelled image dataset has (ImageNet-21k: 21,841); a registry
@@ -176,10 +176,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument(
         "--compiled-metrics",
         type=common.non_negative_int,
-        default=1,
-        help="metrics the model is compiled with besides its loss (default: 1, the "
-        "trainer's accuracy for a classifier; a regressor's MAE and RMSE are 2): under "
-        "multi_worker_mirrored Keras all-reduces 3 scalars for each every step",
+        default=TRAINER_COMPILED_METRICS,
+        help="metrics the model is compiled with besides its loss (default: "
+        f"{TRAINER_COMPILED_METRICS}, the trainer's accuracy for a classifier; a "
+        "regressor's MAE and RMSE are 2): under multi_worker_mirrored Keras all-reduces 3 "
+        "scalars for each every step",
     )
     run.add_argument(
         "--async-ok",

@@ -110,8 +110,8 @@ __all__ = [
     "predict_allreduce",
     "predict_case",
     "predict_parameter_server",
-    "recommend",
     "keras_step_scalar_all_reduces",
+    "recommend",
     "ring_allreduce_time",
     "step_compute_time",
 ]

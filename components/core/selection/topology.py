@@ -131,8 +131,8 @@ class Topology:
             besides the gradients', each paying its latency in full:
             Keras's loss and metrics under `multi_worker_mirrored`
             (`KERAS_STEP_SCALAR_ALL_REDUCES` for Strategist's trainer, the
-            default); 0 for the published runs, whose frameworks average
-            metrics at most once an epoch.
+            default); 0 for the published runs, costed without them (Horovod,
+            PyTorch and MXNet all-reduce no metric every step).
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
     """
