@@ -26,8 +26,9 @@ def select_strategy(
     compute and communication, become a Markdown artifact.
 
     Args:
-        shards: the shards; their examples size a user's model module
-            (`run_config.model.module`), which is built once to be profiled.
+        shards: the shards; the run's model (a built-in or the user's
+            `run_config.model.module`) is built once for their examples and
+            counted: its size, tensors and compiled metrics.
         run_config: the run's settings as RunConfig JSON (model, per-replica
             batch, and the cluster: strategy `auto` or one to keep).
         machines: machines available.

@@ -280,6 +280,37 @@ def test_the_select_step_profiles_a_users_module_for_the_shards_examples(digits_
     assert f"built from {CNN_MODULE} for image" in model["source"]
 
 
+def test_the_select_step_charges_the_metrics_the_runs_model_compiles(digits_shards):
+    """Keras all-reduces 3 scalars per compiled metric every multi_worker_mirrored step: the
+    select step builds the run's model for the shards, counts the metrics it compiles (a
+    built-in's default accuracy; the user's own accuracy and top2_accuracy) and its tensors,
+    and charges 3 gRPC rings more per metric between two CPU workers."""
+    from components.core.config import ModelConfig, RunConfig
+    from components.core.selection.cost_model import CPU_RING_HOP_S
+    from components.strategy_choice import choose_for_pipeline
+
+    def choose(model: ModelConfig) -> tuple[dict, dict]:
+        choice = choose_for_pipeline(
+            run_config=RunConfig(model=model).to_pipeline_parameter(),
+            machines=2, gpus_per_machine=1, gpu="cpu", interconnect=None,
+            network_gbps=10.0, shards_dir=digits_shards,
+        )  # fmt: skip
+        rec = json.loads(choice.recommendation_json)
+        every = [{"strategy": rec["strategy"], "predicted": rec["predicted"]}, *rec["alternatives"]]
+        mwm = next(c for c in every if c["strategy"] == "multi_worker_mirrored")
+        return rec["inputs"], mwm["predicted"]
+
+    builtin, builtin_step = choose(ModelConfig("mlp"))
+    user, user_step = choose(ModelConfig("sgd_compiled_module", str(SGD_MODULE)))
+    assert (builtin["model"]["compiled_metrics"], user["model"]["compiled_metrics"]) == (1, 2)
+    assert builtin["topology"]["step_scalar_all_reduces"] == 6
+    assert user["topology"]["step_scalar_all_reduces"] == 9
+    assert user["model"]["tensors"] == 4  # two Dense layers: kernels and biases
+    # the smaller user model's gradients cost less; its 3 more scalars, a 2-hop ring each, more
+    extra = user_step["communication_s"] - builtin_step["communication_s"]
+    assert 3 * 2 * CPU_RING_HOP_S * 0.9 < extra < 3 * 2 * CPU_RING_HOP_S * 1.1
+
+
 @pytest.mark.cluster
 def test_compare_takes_the_module_and_judges_on_its_custom_metric(tmp_path, capsys):
     """`compare --model-module`: the module crosses the pipeline (run_config.model.module) to

@@ -204,6 +204,21 @@ def check_model(model: Any, spec: InputSpec, module: ModelModule) -> None:
         )
 
 
+def compiled_metric_count(module: ModelModule, model: Any, spec: InputSpec) -> int:
+    """Metrics the trainer compiles `model` with besides its loss.
+
+    The module's own (`compile_settings`, or a compile in `build_model`), else
+    the task's defaults, as `build_compiled` chooses them. The strategy
+    selector charges each one's per-step all-reduces under
+    `multi_worker_mirrored`.
+
+    Raises:
+        ConfigError: as `build_compiled`, for a `compile_settings` that fails.
+    """
+    settings, _ = _settings(module, model, spec, base_learning_rate=1e-3)
+    return len(settings["metrics"])
+
+
 def preflight(config: RunConfig, manifest) -> float:
     """Builds the run's model once here (CPU, no strategy) and runs one batch of real data.
 

@@ -57,6 +57,8 @@ class ModelProfile:
             fusion-buffer slot; many small tensors pay a latency each).
         estimated: the inputs `from_params` had to estimate (e.g. `flops`,
             `activations`); empty when everything was counted or given.
+        compiled_metrics: metrics the model is compiled with besides its loss,
+            when it was built as a run trains it; None when unknown.
     """
 
     name: str
@@ -70,6 +72,7 @@ class ModelProfile:
     source: str = "given"
     tensors: int = 1
     estimated: tuple[str, ...] = ()
+    compiled_metrics: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, int) or self.params < 1:
@@ -394,20 +397,24 @@ def write_bundled(path: Path = BUNDLED_PATH) -> dict[str, Any]:
 def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
     """The profile of a run's model (`RunConfig.model`): a built-in, or the user's module.
 
-    A user's model module is built once for the examples of the shards in
-    `shards_dir` (its size depends on them) and counted; it is not cached,
-    since the file may change between runs.
+    With shards, the model is built as the run trains it, for the shards'
+    examples (a built-in's input shape and classes come from the data too),
+    and counted: its size, its trainable tensors and the metrics it compiles.
+    Nothing is cached, since a module's file may change between runs. Without
+    shards, a built-in's bundled profile (its default input, 10 classes).
 
     Raises:
         ConfigError: an unknown built-in, a module without shards to size it,
             or a module that fails to build (naming its file and line).
     """
-    if not model.module:
-        return profile_model(model.name)
     if not shards_dir:
-        raise ConfigError(f"profiling model module {model.module} needs the shards it trains on")
+        if model.module:
+            raise ConfigError(
+                f"profiling model module {model.module} needs the shards it trains on"
+            )
+        return profile_model(model.name)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    from components.core import datasets, model_module, models
+    from components.core import datasets, model_build, model_module, models
 
     spec = datasets.load_manifest(shards_dir).input_spec
     module = models.resolve(model)
@@ -419,7 +426,9 @@ def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
         flops_per_example=float(max(2 * macs, 1)),
         activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
         largest_variable_params=max((int(_size(w.shape)) for w in built.weights), default=0),
-        source=f"built from {model.module} for {', '.join(spec.features)}",
+        source=f"built from {model.module or model.name} for {', '.join(spec.features)}",
+        tensors=max(1, len(built.trainable_weights)),
+        compiled_metrics=model_build.compiled_metric_count(module, built, spec),
     )
 
 

@@ -13,7 +13,12 @@ from components.core.selection.cost_model import (
     step_scalar_seconds,
 )
 from components.core.selection.prediction import Prediction
-from components.core.selection.topology import Topology, device
+from components.core.selection.topology import (
+    KERAS_LOSS_ALL_REDUCES,
+    KERAS_METRIC_ALL_REDUCES,
+    Topology,
+    device,
+)
 from components.core.strategy_spec import spec_for
 
 
@@ -149,10 +154,12 @@ def _scalars(chosen: Prediction, topology: Topology) -> str:
     seconds = step_scalar_seconds(topology, chosen.layout.workers, chosen.layout.gpus_per_machine)
     if not seconds:
         return ""
+    scalars = topology.step_scalar_all_reduces
+    metrics = (scalars - KERAS_LOSS_ALL_REDUCES) // KERAS_METRIC_ALL_REDUCES
     return (
-        f", {seconds * 1e3:,.1f} ms of it in the {topology.step_scalar_all_reduces} scalar "
-        "all-reduces Keras runs every step, each a collective of its own (3 for the loss and "
-        "3 for each compiled metric; --compiled-metrics, 1 by default)"
+        f", {seconds * 1e3:,.1f} ms of it in the {scalars} scalar all-reduces Keras runs "
+        f"every step, each a collective of its own (3 for the loss and 3 for each of "
+        f"{metrics} compiled metric{'s' if metrics != 1 else ''})"
     )
 
 
