@@ -843,6 +843,35 @@ def test_history_on_other_hardware_is_ignored(tmp_path):
                for r in rec.reasons)  # fmt: skip
 
 
+def test_history_takes_the_median_of_the_matching_records(tmp_path):
+    path = _comparison(
+        tmp_path,
+        "c.json",
+        [("multi_worker_mirrored", 9000.0), ("multi_worker_mirrored", 1000.0),
+         ("multi_worker_mirrored", 5000.0)],
+    )  # fmt: skip
+    rec = recommend(
+        Topology(4, 8, "v100", network_gbps=100), RESNET101, history=selection.load_history([path])
+    )
+    assert rec.chosen.measured_examples_per_second == 5000.0
+    assert any("the median of 3 matching records, 1,000-9,000" in r for r in rec.reasons)
+
+
+def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
+    """A local compare's two workers shared one machine over loopback: no record of what
+    two machines on a network do, so `select --gpu cpu --machines 2` does not take it."""
+    mlp = model_profile.profile_model("mlp")
+    two = Topology(2, 1, "cpu", network_gbps=1)
+    local = _cpu_records(tmp_path, {"multi_worker_mirrored": 1e6}, local=True)
+    rec = recommend(two, mlp, batch_size=32, history=selection.load_history([local]))
+    assert rec.strategy != "multi_worker_mirrored"
+    assert any("None of the 1 history records matches" in r and "machines of no candidate" in r
+               for r in rec.reasons)  # fmt: skip
+    on_two = _cpu_records(tmp_path, {"multi_worker_mirrored": 1e6})
+    rec = recommend(two, mlp, batch_size=32, history=selection.load_history([on_two]))
+    assert rec.strategy == "multi_worker_mirrored"  # two machines did measure it
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -1150,6 +1179,48 @@ def test_slow_network_recommends_fewer_machines_and_says_how_many():
     assert [o["machines"] for o in doc["machine_options"]] == [1, 2, 4, 8, 16]
 
 
+def test_fewer_machines_lists_each_candidate_once_and_explains_the_one_chosen():
+    """After the floor moves the answer to one machine, the table holds that candidate once
+    (with its price), and the reasons explain it, not the 16-machine candidate it replaced."""
+    from components.core.comparison.pricing import load_prices
+
+    rec = recommend(Topology(16, 8, "v100", network_gbps=1), RESNET101, prices=load_prices())
+    assert (rec.strategy, rec.layout.workers) == ("mirrored", 1)
+    rows = [(p.strategy, p.layout) for p in [rec.chosen, *rec.alternatives]]
+    assert len(rows) == len(set(rows)) == 4
+    assert rec.chosen.usd_per_million_examples is not None
+    assert not any(r.startswith("mirrored:") for r in rec.reasons)  # no "0.99x the choice"
+    assert any(r.startswith("One machine with 8 GPUs: mirrored all-reduces") for r in rec.reasons)
+    assert any(r.startswith("multi_worker_mirrored: ") and "x the choice" in r for r in rec.reasons)
+
+
+def test_the_floor_weighs_an_embedding_model_against_parameter_servers_on_one_machine():
+    """A 10B-row-parameter table fits no A100, so only parameter servers run; on 4 x 8 A100
+    at 25 Gbit/s, 4 machines give less than one, and the floor says to use one (it used to
+    be skipped: no one-machine candidate of the full cluster was feasible)."""
+    model = from_params(50_000_000, 0.1e9, 1e5).with_sparse_embedding(10_000_000_000, lookups=100)
+    rec = recommend(Topology(4, 8, "a100", network_gbps=25), model)
+    assert (rec.strategy, rec.layout.workers) == ("parameter_server", 1)
+    assert rec.reasons[0].startswith("Adding machines buys little here: all 4 machines")
+    assert "Use 1 machine (parameter_server)" in rec.reasons[0]
+    one = recommend(Topology(1, 8, "a100"), model)
+    assert rec.chosen.examples_per_second == pytest.approx(one.chosen.examples_per_second)
+
+
+def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
+    """2 A100 and 6 T4 machines: parameter servers on all 8 give 2.1x one A100, 68 % of what
+    the 8 machines give alone (2 A100s and 6 T4s at a sixth of the speed), above the floor;
+    against 8 A100s it would be 26 % and the floor would send the user to one A100."""
+    mix = Topology(8, 1, "a100", network_gbps=25, gpu_mix=(("a100", 2), ("t4", 6)))
+    rec = recommend(mix, PUBLISHED_PROFILES["resnet50"], batch_size=32)
+    assert (rec.strategy, rec.layout.workers) == ("parameter_server", 8)
+    assert rec.machine_options == []
+    alone = sum(1 / s for s in selection.cost_model.machine_slowdowns(mix, 8))
+    one_a100 = next(a for a in rec.alternatives if a.strategy == "one_device")
+    share = rec.chosen.examples_per_second / (alone * one_a100.examples_per_second)
+    assert 0.5 < share < 0.8 and rec.chosen.scaling_efficiency < 0.5
+
+
 def test_a_fast_network_keeps_every_machine():
     rec = recommend(Topology(16, 8, "v100", network_gbps=100), RESNET101)
     assert rec.layout.workers == 16 and rec.machine_options == []
@@ -1270,8 +1341,10 @@ def test_link_speed_follows_the_gpu_generation():
 # ------------------------------------------------------------------ history on a CPU
 
 
-def _cpu_records(tmp_path: Path, measured: dict[str, float]) -> str:
-    """A comparison.json as a local compare on this CPU writes it (RunMetrics v2)."""
+def _cpu_records(tmp_path: Path, measured: dict[str, float], local: bool = False) -> str:
+    """A comparison.json of runs on this CPU (RunMetrics v2): one machine per worker, as a
+    cluster of CPU machines records it, or with `local` every worker on this one machine,
+    as a local compare records it."""
     from components.core.config import ClusterConfig
     from components.core.run_metrics import RunMetrics, detect_hardware
 
@@ -1281,6 +1354,8 @@ def _cpu_records(tmp_path: Path, measured: dict[str, float]) -> str:
         cluster = ClusterConfig(strategy=strategy, workers=workers,
                                 ps=1 if strategy == "parameter_server" else 0)  # fmt: skip
         hardware = detect_hardware(cluster, [])  # the real hardware of this machine
+        if not local:
+            hardware = dataclasses.replace(hardware, machines=workers)
         record = RunMetrics(
             strategy=strategy, num_replicas=workers, examples_per_second=eps,
             eval_accuracy=0.9, model="mlp", workers=workers,
@@ -1288,7 +1363,7 @@ def _cpu_records(tmp_path: Path, measured: dict[str, float]) -> str:
             per_replica_batch_size=32, hardware=hardware,
         )  # fmt: skip
         results.append(record.to_dict())
-    path = tmp_path / "comparison.json"
+    path = tmp_path / ("local.json" if local else "comparison.json")
     path.write_text(json.dumps({"results": results}))
     return str(path)
 
@@ -1410,6 +1485,11 @@ def test_cli_gpu_mix_and_preemption_rate(capsys):
         (["--gpu", "a100:2,t4:5"], "names 7 machines but --machines is 8"),
         (["--gpu", "a100:two"], "NAME:MACHINES"),
         (["--gpu", "a100:2,x9:6"], "unknown GPU"),
+        (["--gpu", "a100:2,t4:6", "--gpus-per-machine", "16"],
+         "no machine holds more than 8 t4 GPUs"),
+        (["--gpu", "a100:2,t4:6", "--gpus-per-machine", "2", "--interconnect", "nvlink"],
+         "t4 GPUs have no NVLink"),
+        (["--gpu", "cpu", "--gpus-per-machine", "500"], "at most one per core"),
         (["--preemptible", "--preemptions-per-machine-hour", "-1"], "between 0 and 60"),
         (["--sparse-embedding-params", "1000", "--embedding-lookups-per-example", "0"],
          "--embedding-lookups-per-example"),

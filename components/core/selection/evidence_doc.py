@@ -1030,11 +1030,13 @@ def _answer_lines() -> list[str]:
         "## From predictions to an answer",
         "",
         f"- **Efficiency floor.** When the whole cluster is predicted below "
-        f"{EFFICIENCY_FLOOR:.0%} machine scaling efficiency (its throughput over the machine "
-        "count times one machine's), `select` recommends the most machines that stay above "
-        "it and lists the predicted speed-up of 1, 2, 4, ... machines "
-        "(`machine_options` in `--json`): ResNet-101 on 16 x 8 V100 on 1 Gbps gets one "
-        "machine, not all 128 GPUs.",
+        f"{EFFICIENCY_FLOOR:.0%} machine scaling efficiency (its throughput over what its "
+        "machines give alone: the machine count times the best one machine's, each machine "
+        "of a GPU mix at its own GPU's speed), `select` recommends the most machines that "
+        "stay above it and lists the predicted speed-up of 1, 2, 4, ... machines "
+        "(`machine_options` in `--json`), each costed with the same memory checks (an "
+        "embedding table that fits no GPU compares parameter servers on one machine): "
+        "ResNet-101 on 16 x 8 V100 on 1 Gbps gets one machine, not all 128 GPUs.",
         "- **Cost.** `--prices [FILE]` prices every candidate per million examples at list "
         "prices (the table `compare` uses); `--objective cost` picks the cheapest.",
         "- **Estimates, said out loud.** A `--params` model without `--gflops-per-example` "

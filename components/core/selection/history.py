@@ -2,8 +2,9 @@
 
 A record decides a candidate when it measured the same thing: the same device
 (GPU type, or a CPU for records without GPUs, as Strategist's local runs are),
-the same strategy and cluster shape (workers, devices per worker), the same
-per-replica batch, the same precision and the same model. Its throughput then
+the same strategy and cluster shape (workers, each on a machine of its own, and
+devices per worker), the same per-replica batch, the same precision and the
+same model. Its throughput then
 replaces that candidate's prediction alone, so a measurement can flip the
 ranking. Records do not state the network between machines: a multi-machine
 record is taken as measured on the network asked about, and the reason says so.
@@ -108,10 +109,17 @@ def _devices_per_worker(record: Mapping[str, Any]) -> int:
 
 
 def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
-    """Whether the record ran the candidate's strategy on its cluster shape."""
+    """Whether the record ran the candidate's strategy on its cluster shape and machines.
+
+    A candidate's workers are machines; a record whose workers shared fewer
+    machines (a local run's processes talk over loopback, not a network)
+    measured something else.
+    """
+    hw = record.get("hardware") or {}
     return (
         record.get("strategy") == candidate.strategy
         and int(record.get("workers") or 1) == candidate.layout.workers
+        and int(hw.get("machines") or 1) == candidate.layout.workers
         and _devices_per_worker(record) == candidate.layout.gpus_per_machine
     )
 
@@ -125,7 +133,8 @@ def apply_history(
 ) -> list[str]:
     """Attaches measured throughput to the candidates it measured; returns reasons.
 
-    A measured candidate ranks by its measurement; the others keep their
+    A measured candidate ranks by its measurement, the median of its matching
+    records (one slow or lucky run does not decide); the others keep their
     prediction (a measurement says nothing about another strategy's speed).
     """
     matching = [r for r in records if mismatch(r, topology, model, batch) is None]
@@ -135,20 +144,28 @@ def apply_history(
         mine = [r for r in matching if _fits(r, p)]
         if not mine:
             continue
-        best = max(mine, key=lambda r: r["examples_per_second"])
+        mine.sort(key=lambda r: r["examples_per_second"])
+        median = mine[(len(mine) - 1) // 2]  # the lower middle: a record that ran
         used += len(mine)
-        p.measured_examples_per_second = float(best["examples_per_second"])
-        p.measured_source = best["_source"]
+        p.measured_examples_per_second = float(median["examples_per_second"])
+        p.measured_source = median["_source"]
+        spread = (
+            f"the median of {len(mine)} matching records, "
+            f"{mine[0]['examples_per_second']:,.0f}-{mine[-1]['examples_per_second']:,.0f}"
+            if len(mine) > 1
+            else "1 matching record"
+        )
         reasons.append(
             f"Measured: {p.strategy} ({p.layout.workers} worker(s) x "
             f"{p.layout.gpus_per_machine} device(s), batch {batch}, {topology.precision}, "
             f"{model.name}) ran at {p.measured_examples_per_second:,.0f} examples/s in "
-            f"{best['_source']} ({len(mine)} matching record(s)) against "
+            f"{median['_source']} ({spread}) against "
             f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
         )
     if records and not used:
         why = {
-            mismatch(r, topology, model, batch) or "cluster shape of no candidate" for r in records
+            mismatch(r, topology, model, batch) or "cluster shape or machines of no candidate"
+            for r in records
         }
         reasons.append(
             f"None of the {len(records)} history records matches a candidate here "

@@ -13,6 +13,8 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
+    achievable_tflops,
+    machine_slowdowns,
     max_batch_that_fits,
     memory_needed_bytes,
 )
@@ -382,7 +384,8 @@ def _choose(
     async_ok: bool,
     reasons: list[str],
 ) -> Recommendation:
-    """Ranks the feasible candidates, applies the rules and explains the choice.
+    """Ranks the feasible candidates, applies the rules and the machine floor, and
+    explains the choice.
 
     `reasons` (memory and history findings) follow the explanation.
     """
@@ -390,11 +393,18 @@ def _choose(
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
     best = prefer_simpler(feasible)
     chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
-    reasons = explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
     options: list[tuple[int, str, float, float]] = []
-    if chosen.layout.workers > 1 and _machine_efficiency(chosen, feasible) < EFFICIENCY_FLOOR:
-        chosen, options, fewer = _fewer_machines(chosen, topology, model, batch, async_ok)
-        reasons = fewer + reasons
+    fewer: list[str] = []
+    if chosen.layout.workers > 1:
+        best_on = _best_on_each_machine_count(chosen, preds, topology, model, batch, async_ok)
+        if 1 in best_on and _machine_efficiency(topology, best_on, topology.machines) < (
+            EFFICIENCY_FLOOR
+        ):
+            chosen, options, fewer = _fewer_machines(topology, best_on)
+    if chosen not in preds:  # a machine count between one and all: a candidate of its own
+        preds = [*preds, chosen]
+        feasible.append(chosen)
+    reasons = fewer + explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
     alternatives += [p for p in preds if not p.feasible]
@@ -412,12 +422,66 @@ def _choose(
     )
 
 
-def _machine_efficiency(chosen: Prediction, feasible: list[Prediction]) -> float:
-    """Throughput of `chosen` over its machine count times the best one machine gives."""
-    one = [p.rank_examples_per_second for p in feasible if p.layout.workers == 1]
-    if not one:
-        return 1.0
-    return chosen.rank_examples_per_second / (chosen.layout.workers * max(one))
+def _best_on_each_machine_count(
+    full: Prediction,
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+) -> dict[int, Prediction]:
+    """The fastest allowed candidate on 1, 2, 4, ... machines; `full` on all of them.
+
+    Each count is costed on its own machines (the first ones of a GPU mix),
+    with the same memory checks as the full cluster (an embedding table that
+    fits no GPU leaves parameter servers on that machine). A candidate the full
+    cluster also has is taken from `preds`, with its measurement and price. An
+    asynchronous parameter_server that nothing favours is no option on any
+    machine count (`rules.asynchronous_allowed`). A count where nothing is
+    feasible is left out.
+    """
+    known = {(p.strategy, p.layout): p for p in preds}
+    gpu = device(topology.gpu)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+    best_on: dict[int, Prediction] = {}
+    for k in _machine_counts(topology.machines)[:-1]:
+        on = dataclasses.replace(topology, machines=k, gpu_mix=_first_machines(topology, k))
+        costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
+        pool = [
+            known.get((p.strategy, p.layout), p)
+            for p in costed
+            if p.feasible and asynchronous_allowed(p, on, model, async_ok)
+        ]
+        on_k = [p for p in pool if p.layout.workers == k and p.replicas > 1] or pool
+        if on_k:
+            best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
+    best_on[topology.machines] = full
+    return best_on
+
+
+def _first_machines(topology: Topology, machines: int) -> tuple[tuple[str, int], ...]:
+    """The GPU mix of the first `machines` machines (fastest first), or ()."""
+    if not topology.gpu_mix:
+        return ()
+    slowdowns = machine_slowdowns(topology, machines)
+    ranked = sorted(topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision))
+    mix, left = [], len(slowdowns)
+    for name, count in ranked:
+        if left <= 0:
+            break
+        mix.append((name, min(count, left)))
+        left -= count
+    return tuple(mix)
+
+
+def _machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
+    """Throughput on `k` machines over the sum of what each of them gives alone.
+
+    One machine's best throughput counts once per machine of the same speed;
+    in a GPU mix a slower machine alone gives proportionally less.
+    """
+    alone = sum(1 / s for s in machine_slowdowns(topology, k))
+    return best_on[k].rank_examples_per_second / (alone * best_on[1].rank_examples_per_second)
 
 
 def _machine_counts(machines: int) -> list[int]:
@@ -505,53 +569,49 @@ def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu
 
 
 def _fewer_machines(
-    full: Prediction, topology: Topology, model: ModelProfile, batch: int, async_ok: bool = False
+    topology: Topology, best_on: dict[int, Prediction]
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
     """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
 
-    Machine scaling efficiency is throughput on k machines over k times the
-    best throughput of one machine: what each added machine is worth. An
-    asynchronous parameter_server that nothing favours is no option on any
-    machine count (`rules.asynchronous_allowed`).
+    Machine scaling efficiency is throughput on k machines over what the k
+    machines give alone (`_machine_efficiency`): what each added machine is
+    worth.
 
     Returns:
         That candidate, every machine count's (machines, strategy, speed-up
-        over one device, machine scaling efficiency), and the sentences that
-        say so.
+        over one device, machine scaling efficiency), and the sentence that
+        says so.
     """
-    best_on: dict[int, Prediction] = {}
-    for k in _machine_counts(topology.machines):
-        on = dataclasses.replace(topology, machines=k)
-        preds = [
-            p for p in candidates(on, model, batch) if asynchronous_allowed(p, on, model, async_ok)
-        ]
-        on_k = [p for p in preds if p.layout.workers == k and p.replicas > 1] or preds
-        best_on[k] = max(on_k, key=lambda p: p.examples_per_second)
-    best_on[topology.machines] = full
-    one_machine = best_on[1].examples_per_second
     options = [
         (
             k,
             p.strategy,
-            p.examples_per_second / (p.per_replica_batch / p.single_gpu_step_s),
-            p.examples_per_second / (k * one_machine),
+            p.rank_examples_per_second / (p.per_replica_batch / p.single_gpu_step_s),
+            _machine_efficiency(topology, best_on, k),
         )
         for k, p in best_on.items()
     ]
     k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
-    chosen = best_on[k]
+    chosen, full = best_on[k], best_on[topology.machines]
     listing = "; ".join(
         f"{m} machine{'s' if m > 1 else ''} ({st}): {x:,.1f}x one {topology.gpu}, "
         f"{e:.0%} machine efficiency"
         for m, st, x, e in options
     )
-    gpus = topology.machines * topology.gpus_per_machine
     sentence = (
-        f"Adding machines buys little here: all {topology.machines} machines ({gpus} "
-        f"{topology.gpu}, {full.strategy}) are predicted at {options[-1][3]:.0%} machine "
-        f"scaling efficiency (throughput over {topology.machines} x one machine's), below the "
-        f"{EFFICIENCY_FLOOR:.0%} floor. Use {k} machine{'s' if k > 1 else ''} "
-        f"({chosen.strategy}) and leave the rest free. Predicted speed-up by machine count: "
-        f"{listing}."
+        f"Adding machines buys little here: all {topology.machines} machines "
+        f"({_gpus_said(topology)}, {full.strategy}) are predicted at {options[-1][3]:.0%} "
+        f"machine scaling efficiency (throughput over what the {topology.machines} machines "
+        f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
+        f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
+        f"Predicted speed-up by machine count: {listing}."
     )
     return chosen, options, [sentence]
+
+
+def _gpus_said(topology: Topology) -> str:
+    """The cluster's GPUs for a sentence: `128 v100`, or `2 a100 and 6 t4` for a mix."""
+    per = topology.gpus_per_machine
+    if topology.gpu_mix:
+        return " and ".join(f"{n * per} {name}" for name, n in topology.gpu_mix)
+    return f"{topology.machines * per} {topology.gpu}"

@@ -47,6 +47,9 @@ MAX_GPUS_PER_MACHINE = {
     "a100-80gb": 16,
     "h100": 8,
 }
+# The most cores of one machine: two 192-core AMD EPYC 9965 sockets. With `--gpu cpu`
+# the devices are logical CPU devices, at most one per core.
+MAX_CPU_CORES_PER_MACHINE = 384
 # Devices without NVLink (T4 and L4 are PCIe-only cards; a CPU has none).
 NO_NVLINK = frozenset({"t4", "l4", "cpu"})
 # The fastest NIC on sale is 800 Gbit/s; machines carry at most 16 of them.
@@ -232,18 +235,12 @@ class Topology:
         Raises:
             ConfigError: saying what to change.
         """
-        most = MAX_GPUS_PER_MACHINE.get(self.gpu)
-        if most is not None and self.gpus_per_machine > most:
-            raise ConfigError(
-                f"--gpus-per-machine {self.gpus_per_machine}: no machine holds more than {most} "
-                f"{self.gpu} GPUs; describe a bigger cluster with --machines "
-                f"(e.g. --machines {math.ceil(self.gpus_per_machine / most)} "
-                f"--gpus-per-machine {most})"
-            )
-        if self.gpu in NO_NVLINK and (self.interconnect or "").lower() == "nvlink":
-            raise ConfigError(
-                f"--interconnect nvlink: {self.gpu} GPUs have no NVLink; use --interconnect pcie"
-            )
+        for gpu in sorted({self.gpu, *(name for name, _ in self.gpu_mix)}):
+            self._check_machine_holds(gpu)
+            if gpu in NO_NVLINK and (self.interconnect or "").lower() == "nvlink":
+                raise ConfigError(
+                    f"--interconnect nvlink: {gpu} GPUs have no NVLink; use --interconnect pcie"
+                )
         if self.network_gbps > MAX_NIC_GBPS or self.network_gbps < MIN_NETWORK_GBPS:
             raise ConfigError(
                 f"--network-gbps {self.network_gbps:g} is not a network speed (NICs run at "
@@ -252,6 +249,29 @@ class Topology:
             )
         if self.nics > MAX_NICS:
             raise ConfigError(f"--nics {self.nics}: machines carry at most {MAX_NICS} NICs")
+
+    def _check_machine_holds(self, gpu: str) -> None:
+        """Refuses more devices per machine than any machine of `gpu` holds.
+
+        Raises:
+            ConfigError: with a cluster shape that holds as many.
+        """
+        if gpu in CPU_NAMES:
+            if self.gpus_per_machine > MAX_CPU_CORES_PER_MACHINE:
+                raise ConfigError(
+                    f"--gpus-per-machine {self.gpus_per_machine}: with --gpu {gpu} these are "
+                    "logical CPU devices, at most one per core, and no machine has more than "
+                    f"{MAX_CPU_CORES_PER_MACHINE} cores"
+                )
+            return
+        most = MAX_GPUS_PER_MACHINE.get(gpu)
+        if most is not None and self.gpus_per_machine > most:
+            raise ConfigError(
+                f"--gpus-per-machine {self.gpus_per_machine}: no machine holds more than {most} "
+                f"{gpu} GPUs; describe a bigger cluster with --machines "
+                f"(e.g. --machines {math.ceil(self.gpus_per_machine / most)} "
+                f"--gpus-per-machine {most})"
+            )
 
     @property
     def machine_network_gbps(self) -> float:
