@@ -1219,6 +1219,9 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
     one_a100 = next(a for a in rec.alternatives if a.strategy == "one_device")
     share = rec.chosen.examples_per_second / (alone * one_a100.examples_per_second)
     assert 0.5 < share < 0.8 and rec.chosen.scaling_efficiency < 0.5
+    # favoured for the mix, but asynchronous, and the reasons say what that costs
+    favoured = next(r for r in rec.reasons if r.startswith("Parameter_server is both"))
+    assert "It trains asynchronously" in favoured and "about 7 updates after" in favoured
 
 
 def test_a_fast_network_keeps_every_machine():
@@ -1366,6 +1369,23 @@ def _cpu_records(tmp_path: Path, measured: dict[str, float], local: bool = False
     path = tmp_path / ("local.json" if local else "comparison.json")
     path.write_text(json.dumps({"results": results}))
     return str(path)
+
+
+def test_logical_cpu_devices_share_the_machines_cores():
+    """Two logical CPU devices on one machine split the batch, not the work: each replica's
+    step takes as long as both on one device (a local mirrored run measures about one
+    device's throughput, docs/benchmarks.md), while two CPU machines each compute alone."""
+    mlp = model_profile.profile_model("mlp")
+    one_machine = recommend(Topology(1, 2, "cpu"), mlp, batch_size=32)
+    mirrored = next(a for a in one_machine.alternatives if a.strategy == "mirrored")
+    single = one_machine.chosen.single_gpu_step_s
+    assert one_machine.strategy == "one_device"
+    assert mirrored.compute_s >= 2 * single
+    assert mirrored.examples_per_second < one_machine.chosen.examples_per_second
+    assert any(r.startswith("The 2 logical CPU devices share this machine's cores")
+               for r in one_machine.reasons)  # fmt: skip
+    two_machines = selection.predict_allreduce(Topology(2, 1, "cpu"), mlp, 32, 2, 1)[0]
+    assert two_machines < 1.1 * single
 
 
 def test_select_on_cpu_takes_strategists_own_records_and_a_measurement_flips_the_ranking(

@@ -219,6 +219,16 @@ def network_hop_latency(topology: Topology) -> float:
     return CPU_RING_HOP_S if topology.gpu == "cpu" else LATENCY_S["network"]
 
 
+def devices_sharing_compute(topology: Topology, devices: int) -> int:
+    """How many of a machine's `devices` share one device's compute.
+
+    A machine's logical CPU devices (`--gpu cpu`, Strategist's local runs) all
+    run on the same cores, through TensorFlow's one thread pool: each replica's
+    step takes as long as all of them on one device. GPUs compute each alone.
+    """
+    return devices if topology.gpu == "cpu" else 1
+
+
 def link_bandwidth_gbps(topology: Topology) -> float:
     """Nominal one-direction bandwidth of one GPU's link in `topology`, GB/s."""
     if topology.link == "nvlink":
@@ -451,7 +461,7 @@ def predict_allreduce(
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus."""
     c = constants or FITTED
     hw = _hw(topology, c)
-    compute = step_compute_time(model, batch, hw.tflops)
+    compute = step_compute_time(model, batch, hw.tflops) * devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
     nbytes = _gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
@@ -534,7 +544,7 @@ def predict_parameter_server(
     if topology.machines == 1:
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
-    compute = step_compute_time(model, batch, hw.tflops)
+    compute = step_compute_time(model, batch, hw.tflops) * devices_sharing_compute(topology, gpus)
     slowdowns = machine_slowdowns(topology, workers)
     compute *= len(slowdowns) / sum(1 / s for s in slowdowns)
     nbytes = _gradient_bytes(model, topology.precision)

@@ -1126,9 +1126,13 @@ def _answer_lines() -> list[str]:
         "a day) sets the expected restart losses.",
         "- **History.** `--history comparison.json` records (Strategist's own, CPU runs "
         "included with `--gpu cpu`) decide a candidate when device, model, per-replica "
-        "batch, precision, strategy and cluster shape all match; the measurement replaces "
-        "that candidate's prediction alone, so it can flip the ranking, and the reasons "
-        "name the file.",
+        "batch, precision, strategy and cluster shape all match, each worker on a machine "
+        "of its own (a local run's workers share one machine and measure no network); the "
+        "median of the matching records replaces that candidate's prediction alone, so it "
+        "can flip the ranking, and the reasons name the file.",
+        "- **CPUs.** `--gpu cpu` costs a machine's logical CPU devices as sharing its cores "
+        "(each replica's step takes as long as all of them on one device), and a ring "
+        "between CPU machines as gRPC calls.",
     ]
 
 

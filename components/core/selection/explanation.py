@@ -92,6 +92,12 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
             f"Measured fastest: one_device ran at {chosen.measured_examples_per_second:,.0f} "
             "examples/s on this hardware, more than the other candidates gave."
         )
+    if topology.gpu == "cpu" and topology.machines == 1:
+        return (
+            f"The {topology.gpus_per_machine} logical CPU devices share this machine's cores: "
+            "more replicas split the batch, not the work, and add an all-reduce. one_device "
+            f"runs at {chosen.examples_per_second:,.0f} examples/s."
+        )
     return (
         f"Communication would cost more than the extra GPUs give: one_device runs at "
         f"{chosen.examples_per_second:,.0f} examples/s."

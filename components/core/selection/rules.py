@@ -176,9 +176,18 @@ def _verdict(
 ) -> tuple[Prediction, list[str]]:
     """parameter_server when it is fastest or within `tolerance` of `best`, else `best`."""
     if best is ps:
-        return ps, [
+        sentence = (
             f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."
-        ]
+        )
+        if not async_ok:
+            stale = max(ps.layout.workers - 1, 1)
+            sentence += (
+                " It trains asynchronously: TF2's ParameterServerStrategy applies each "
+                f"worker's gradients about {stale} update{'s' if stale > 1 else ''} after the "
+                "weights they were computed on were read; compare its accuracy with a "
+                "synchronous run (strategist compare) before relying on it."
+            )
+        return ps, [sentence]
     gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
     if gap <= tolerance:
         sentence = (
