@@ -1224,6 +1224,28 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
     assert "It trains asynchronously" in favoured and "about 7 updates after" in favoured
 
 
+def test_a_gpu_mix_is_priced_machine_by_machine_and_objective_cost_takes_it(capsys):
+    """2 A100 and 6 T4 machines: a candidate on all 8 pays for 2 A100 and 6 T4 machines
+    (between 8 T4s and 8 A100s), one on 1 machine for the fastest, an A100."""
+    from components.core.comparison.pricing import load_prices
+    from components.core.selection.cost import usd_per_hour
+
+    prices = load_prices()
+    mix = Topology(8, 1, "a100", network_gbps=25, gpu_mix=(("a100", 2), ("t4", 6)))
+    rec = recommend(mix, PUBLISHED_PROFILES["resnet50"], batch_size=32, prices=prices)
+    every = [rec.chosen, *rec.alternatives]
+    ps = next(p for p in every if p.strategy == "parameter_server")
+    one = next(p for p in every if p.strategy == "one_device")
+    hourly = {g: usd_per_hour(ps, Topology(8, 1, g), prices) for g in ("t4", "a100")}
+    assert hourly["t4"] < usd_per_hour(ps, mix, prices) < hourly["a100"]
+    assert usd_per_hour(one, mix, prices) == usd_per_hour(one, Topology(1, 1, "a100"), prices)
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
+            "--network-gbps", "25", "--model", "resnet50", "--prices",
+            "--objective", "cost"]  # fmt: skip
+    assert main(argv) == 0
+    assert "Objective cost:" in capsys.readouterr().out
+
+
 def test_a_fast_network_keeps_every_machine():
     rec = recommend(Topology(16, 8, "v100", network_gbps=100), RESNET101)
     assert rec.layout.workers == 16 and rec.machine_options == []

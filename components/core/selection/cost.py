@@ -3,26 +3,46 @@
 Prices come from the table `strategist compare` uses (`data/prices.json`,
 `comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI
 machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
-unless the type bundles them; parameter servers and the parameter-server
-coordinator run on the table's default CPU machine type.
+unless the type bundles them, each machine of a GPU mix for its own GPU;
+parameter servers and the parameter-server coordinator run on the table's
+default CPU machine type.
 """
 
 from __future__ import annotations
 
 from components.core.comparison.pricing import PriceTable
 from components.core.config import ConfigError
+from components.core.selection.cost_model import machine_gpus
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
 
 def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) -> float | None:
-    """Hourly list price of the machines `candidate` uses (None when a price is missing)."""
-    gpu = device(topology.gpu)
-    if gpu.name == "cpu" or topology.gpu_mix:
+    """Hourly list price of the machines `candidate` uses (None when a price is missing).
+
+    In a GPU mix the candidate runs on the fastest machines first
+    (`cost_model.machine_gpus`), each priced for its own GPU.
+    """
+    workers = candidate.layout.workers
+    rates = [
+        _machine_rate(name, candidate.layout.gpus_per_machine, prices)
+        for name in machine_gpus(topology, workers)
+    ]
+    if None in rates:
+        return None
+    cpu_machines = candidate.layout.ps + 1 if spec_for(candidate.strategy).uses_ps else 0
+    cpu_rate = prices.machine_types[prices.default_machine_type]
+    return sum(rates) + cpu_machines * cpu_rate
+
+
+def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable) -> float | None:
+    """Hourly list price of one machine with `gpus` GPUs of `gpu_name` (None when unpriced)."""
+    gpu = device(gpu_name)
+    if gpu.name == "cpu":
         return None
     try:
-        machine_type = gpu.machine_type(candidate.layout.gpus_per_machine)
+        machine_type = gpu.machine_type(gpus)
     except ConfigError:
         return None
     rate = prices.machine_types.get(machine_type)
@@ -32,10 +52,8 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
         gpu_rate = prices.accelerator_price(gpu.name)
         if gpu_rate is None:
             return None
-        rate += candidate.layout.gpus_per_machine * gpu_rate
-    cpu_machines = candidate.layout.ps + 1 if spec_for(candidate.strategy).uses_ps else 0
-    cpu_rate = prices.machine_types[prices.default_machine_type]
-    return candidate.layout.workers * rate + cpu_machines * cpu_rate
+        rate += gpus * gpu_rate
+    return rate
 
 
 def usd_per_million_examples(

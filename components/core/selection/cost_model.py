@@ -184,6 +184,14 @@ PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
 RESTART_COST_S = 600.0
 
 
+def machine_gpus(topology: Topology, machines: int) -> list[str]:
+    """The GPU type of each of the first `machines` machines: a mix's fastest first."""
+    if not topology.gpu_mix:
+        return [topology.gpu] * machines
+    ranked = sorted(topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision))
+    return [name for name, count in ranked for _ in range(count)][:machines]
+
+
 def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
     """How much slower than `topology.gpu` each of the first `machines` machines computes.
 
@@ -193,14 +201,10 @@ def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
     """
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
-        per_machine = [
+        return [
             ref / achievable_tflops(name, topology.precision)
-            for name, count in sorted(
-                topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision)
-            )
-            for _ in range(count)
+            for name in machine_gpus(topology, machines)
         ]
-        return per_machine[:machines]
     if topology.heterogeneous and machines > 1:
         return [1.0] * (machines - machines // 2) + [HETEROGENEITY_SLOWDOWN] * (machines // 2)
     return [1.0] * machines

@@ -1038,7 +1038,8 @@ def _answer_lines() -> list[str]:
         "embedding table that fits no GPU compares parameter servers on one machine): "
         "ResNet-101 on 16 x 8 V100 on 1 Gbps gets one machine, not all 128 GPUs.",
         "- **Cost.** `--prices [FILE]` prices every candidate per million examples at list "
-        "prices (the table `compare` uses); `--objective cost` picks the cheapest.",
+        "prices (the table `compare` uses; each machine of a GPU mix for its own GPU, the "
+        "fastest first); `--objective cost` picks the cheapest.",
         "- **Estimates, said out loud.** A `--params` model without `--gflops-per-example` "
         f"is costed at {mp.FLOPS_PER_PARAM_ESTIMATE:.0f} FLOPs per parameter (between an MLP's "
         f"{mp.FLOPS_PER_PARAM_LOW:g} and a CNN's {mp.FLOPS_PER_PARAM_HIGH:g}); the reasons say so "
