@@ -1255,12 +1255,17 @@ def test_params_model_without_flops_is_estimated_and_shows_both_ends():
     """A 44.5M-parameter model without FLOPs: say it is a guess and show both answers."""
     model = from_params(44_549_160)
     rec = recommend(Topology(16, 4, "v100", network_gbps=25), model)
+    # at the middle estimate one machine: the floor says so, and the estimate's ends follow
+    assert (rec.strategy, rec.layout.workers) == ("mirrored", 1)
+    assert rec.reasons[0].startswith("Adding machines buys little here: all 16 machines")
     reason = next(r for r in rec.reasons if "FLOPs per example were not given" in r)
     # the answer flips with the FLOPs: one machine for an MLP, all 16 for a CNN
     assert "MLP-like (2 FLOPs per parameter): mirrored, 1 worker(s)" in reason
     assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored, 16 worker(s)" in reason
     assert "Give --gflops-per-example" in reason
     spot = recommend(Topology(20, 1, "t4", network_gbps=10, preemptible=True), model)
+    assert (spot.strategy, spot.layout.workers) == ("one_device", 1)
+    assert spot.reasons[0].startswith("Adding machines buys little here: all 20 machines")
     reason = next(r for r in spot.reasons if "FLOPs per example were not given" in r)
     assert "MLP-like (2 FLOPs per parameter): one_device, 1 worker(s)" in reason
     assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored, 20 worker(s)" in reason
@@ -1320,8 +1325,15 @@ def test_params_model_counts_activation_memory():
     rec = recommend(Topology(1, 8, "a100"), from_params(900_000_000), batch_size=100_000)
     assert rec.batch_size < 100_000
     assert any("A per-GPU batch of 100000 needs" in r for r in rec.reasons)
+    # the estimated activations decide that cap, so the low end's cap is shown beside it
+    estimate = next(r for r in rec.reasons if r.startswith("Activation memory was not given"))
+    assert f"The estimate decides the batch: {rec.batch_size:,} per GPU fits at it" in estimate
+    low = int(estimate.split("fits at it, ")[1].split(" at the low end")[0].replace(",", ""))
+    assert rec.batch_size * 2 < low < 100_000
     small = from_params(900_000_000, 1.8e9, activation_bytes_per_example=1000.0)
-    assert recommend(Topology(1, 8, "a100"), small, batch_size=100_000).batch_size == 100_000
+    given = recommend(Topology(1, 8, "a100"), small, batch_size=100_000)
+    assert given.batch_size == 100_000
+    assert not any("The estimate decides the batch" in r for r in given.reasons)
 
 
 def test_nics_multiply_the_machine_bandwidth():

@@ -150,8 +150,10 @@ FLOPS_PER_PARAM_HIGH = 480.0
 FLOPS_PER_PARAM_ESTIMATE = math.sqrt(FLOPS_PER_PARAM_LOW * FLOPS_PER_PARAM_HIGH)
 # Activations kept per example when none are given: on the published CNNs,
 # activation bytes / forward FLOPs is 0.002 (VGG-16) to 0.013 (ResNet-50
-# 1.1e8 / 8.2e9); the estimate takes 0.013, the high end, so memory errs safe.
+# 1.1e8 / 8.2e9); the estimate takes 0.013, the high end, so memory errs safe, and the
+# selector says what the low end would let fit.
 ACTIVATION_BYTES_PER_FLOP = 0.013
+ACTIVATION_BYTES_PER_FLOP_LOW = 0.002  # VGG-16: 6.0e7 / 31e9, the low end
 # Tensors of a --params model: one kernel and one bias per ~1M parameters at
 # most, at least 2.
 PARAMS_PER_TENSOR_ESTIMATE = 1_000_000

@@ -1045,7 +1045,9 @@ def _answer_lines() -> list[str]:
         f"{mp.FLOPS_PER_PARAM_LOW:g} and a CNN's {mp.FLOPS_PER_PARAM_HIGH:g}); the reasons say so "
         "and give the answer at both ends. Without `--activation-bytes-per-example`, "
         f"activations are {mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP (the high end "
-        "of the published CNNs), so the memory check errs safe. Machines without "
+        "of the published CNNs), so the memory check errs safe; when that caps the batch, "
+        f"the cap at the low end ({mp.ACTIVATION_BYTES_PER_FLOP_LOW:g}, VGG-16) is given "
+        "beside it. Machines without "
         "`--network-gbps` get one 10 Gbit/s NIC, said so with the answer at 1 and 100 Gbit/s.",
         "- **Memory per precision.** A GPU holds weights, gradients and Adam's two moments "
         "in float32, plus the activations back-propagation keeps: 16-bit under `--precision "

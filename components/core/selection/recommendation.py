@@ -321,9 +321,29 @@ def unknown_input_reasons(
             "Activation memory was not given (--activation-bytes-per-example): estimated at "
             f"{model.activation_bytes_per_example / 1e6:,.3g} MB per example "
             f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of "
-            "the published CNNs)."
+            f"the published CNNs).{_batch_cap_range(topology, model, batch_size)}"
         )
     return reasons
+
+
+def _batch_cap_range(topology: Topology, model: ModelProfile, batch_size: int) -> str:
+    """When estimated activations cap the batch: the cap at the estimate's low end too."""
+    from components.core import model_profile as mp
+
+    memory_gb = device(topology.gpu).memory_gb
+    fits = max_batch_that_fits(model, memory_gb, True, topology.precision)
+    if fits >= batch_size or fits == 0:
+        return ""
+    low = dataclasses.replace(
+        model,
+        activation_bytes_per_example=mp.ACTIVATION_BYTES_PER_FLOP_LOW * model.flops_per_example,
+    )
+    fits_low = min(max_batch_that_fits(low, memory_gb, True, topology.precision), batch_size)
+    return (
+        f" The estimate decides the batch: {fits:,} per GPU fits at it, {fits_low:,} at the low "
+        f"end ({mp.ACTIVATION_BYTES_PER_FLOP_LOW:g} bytes per FLOP, VGG-16). Give "
+        "--activation-bytes-per-example for one answer."
+    )
 
 
 def _model_parallelism(
