@@ -11,6 +11,7 @@ from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     RESTART_COST_S,
     achievable_tflops,
+    machine_slowdowns,
     predict_allreduce,
     predict_parameter_server,
     preemption_rate,
@@ -44,6 +45,9 @@ class Prediction:
         usd_per_million_examples: list price of a million examples, when priced.
         input_limit: examples/s the input pipelines of its machines can feed
             (None: unlimited).
+        replica_speed: the mean speed of its machines' GPUs alone, relative to
+            the topology's GPU (below 1 when slower machines of a GPU mix, or
+            of `--heterogeneous`, take part).
     """
 
     strategy: str
@@ -61,6 +65,7 @@ class Prediction:
     measured_source: str | None = None
     usd_per_million_examples: float | None = None
     input_limit: float | None = None
+    replica_speed: float = 1.0
 
     @property
     def step_time_s(self) -> float:
@@ -84,9 +89,9 @@ class Prediction:
 
     @property
     def scaling_efficiency(self) -> float:
-        """Per-replica throughput relative to one GPU alone."""
+        """Throughput relative to what its GPUs give alone (each at its own speed)."""
         single = self.per_replica_batch / self.single_gpu_step_s
-        return self.examples_per_second / (self.replicas * single)
+        return self.examples_per_second / (self.replicas * single * self.replica_speed)
 
     @property
     def rank_examples_per_second(self) -> float:
@@ -186,6 +191,9 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
                 single,
             )
         )
+    for c in out:  # a GPU mix's candidates run on its fastest machines first
+        slowdowns = machine_slowdowns(topology, c.layout.workers)
+        c.replica_speed = sum(1 / s for s in slowdowns) / len(slowdowns)
     if topology.input_examples_per_second is not None:
         for c in out:  # every machine's CPUs feed only its own GPUs
             c.input_limit = c.layout.workers * topology.input_examples_per_second
