@@ -855,6 +855,13 @@ def test_history_takes_the_median_of_the_matching_records(tmp_path):
     )
     assert rec.chosen.measured_examples_per_second == 5000.0
     assert any("the median of 3 matching records, 1,000-9,000" in r for r in rec.reasons)
+    two = _comparison(
+        tmp_path, "d.json", [("multi_worker_mirrored", 9000.0), ("multi_worker_mirrored", 1000.0)]
+    )
+    rec = recommend(
+        Topology(4, 8, "v100", network_gbps=100), RESNET101, history=selection.load_history([two])
+    )
+    assert rec.chosen.measured_examples_per_second == 5000.0  # between the two, not the slower
 
 
 def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
@@ -1226,6 +1233,35 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
     assert "It trains asynchronously" in favoured and "about 7 updates after" in favoured
 
 
+def test_fewer_machines_of_a_mix_are_costed_priced_and_explained_on_their_own_machines():
+    """8 V100 and 8 T4 machines at 10 Gbit/s: all 16 scale below the floor, 2 above it. The
+    2 V100 machines are plain hardware: multi_worker_mirrored, priced, explained as 2
+    homogeneous machines, without the mix's case for parameter servers."""
+    from components.core.comparison.pricing import load_prices
+
+    mix = Topology(16, 1, "v100", network_gbps=10, gpu_mix=(("v100", 8), ("t4", 8)))
+    rec = recommend(mix, PUBLISHED_PROFILES["resnet50"], batch_size=32, prices=load_prices())
+    assert (rec.strategy, rec.layout.workers) == ("multi_worker_mirrored", 2)
+    assert rec.chosen.usd_per_million_examples is not None
+    assert any(r.startswith("2 homogeneous machines on a 10 Gbps network") for r in rec.reasons)
+    assert not any("Parameter_server is both" in r for r in rec.reasons)
+    # a slice of the mix that holds one GPU type has no mix's reason for parameter servers
+    big = Topology(12, 8, "a100", network_gbps=25, gpu_mix=(("a100", 8), ("t4", 4)))
+    options = recommend(big, PUBLISHED_PROFILES["resnet50"], batch_size=32).machine_options
+    assert [st for m, st, *_ in options if 1 < m <= 8] == ["multi_worker_mirrored"] * 3
+
+
+def test_a_mix_checks_a_replicas_memory_on_its_smallest_gpu():
+    """1.5B parameters need 24 GB for weights, gradients and Adam state: an A100 80GB holds
+    them, a 16 GB T4 does not, so nothing that puts a replica on a T4 is feasible."""
+    mix = Topology(8, 1, "a100-80gb", network_gbps=100, gpu_mix=(("a100-80gb", 2), ("t4", 6)))
+    model = from_params(1_500_000_000, 3e9, 1e6)
+    rec = recommend(mix, model, batch_size=8)
+    assert rec.strategy == "one_device"
+    notes = {a.strategy: a.note for a in rec.alternatives if not a.feasible}
+    assert notes["multi_worker_mirrored"] == "a replica does not fit a t4"
+
+
 def test_a_gpu_mix_is_priced_machine_by_machine_and_objective_cost_takes_it(capsys):
     """2 A100 and 6 T4 machines: a candidate on all 8 pays for 2 A100 and 6 T4 machines
     (between 8 T4s and 8 A100s), one on 1 machine for the fastest, an A100."""
@@ -1408,9 +1444,10 @@ def _cpu_records(tmp_path: Path, measured: dict[str, float], local: bool = False
 
 
 def test_logical_cpu_devices_share_the_machines_cores():
-    """Two logical CPU devices on one machine split the batch, not the work: each replica's
-    step takes as long as both on one device (a local mirrored run measures about one
-    device's throughput, docs/benchmarks.md), while two CPU machines each compute alone."""
+    """Two logical CPU devices on one machine share its cores: each replica's step takes as
+    long as both on one device (a local mirrored run measures about one device's throughput,
+    docs/benchmarks.md section 5), while two CPU machines each compute alone; and TensorFlow
+    gives a multi-worker strategy's workers one CPU device each."""
     mlp = model_profile.profile_model("mlp")
     one_machine = recommend(Topology(1, 2, "cpu"), mlp, batch_size=32)
     mirrored = next(a for a in one_machine.alternatives if a.strategy == "mirrored")
@@ -1422,6 +1459,10 @@ def test_logical_cpu_devices_share_the_machines_cores():
                for r in one_machine.reasons)  # fmt: skip
     two_machines = selection.predict_allreduce(Topology(2, 1, "cpu"), mlp, 32, 2, 1)[0]
     assert two_machines < 1.1 * single
+    rec = recommend(Topology(4, 4, "cpu", network_gbps=100), RESNET101, batch_size=32)
+    layouts = {p.strategy: p.layout for p in [rec.chosen, *rec.alternatives]}
+    assert layouts["multi_worker_mirrored"].gpus_per_machine == 1
+    assert layouts["parameter_server"].gpus_per_machine == 1
 
 
 def test_select_on_cpu_takes_strategists_own_records_and_a_measurement_flips_the_ranking(

@@ -259,8 +259,8 @@ def build_profile(args: argparse.Namespace):
     )
 
 
-def parse_gpu(value: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-    """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (fastest-first name, mix).
+def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str, int], ...]]:
+    """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (the fastest at `precision`, mix).
 
     Raises:
         ConfigError: for a mix entry that is not `NAME:MACHINES`.
@@ -277,7 +277,7 @@ def parse_gpu(value: str) -> tuple[str, tuple[tuple[str, int], ...]]:
         mix.append((name.strip().lower(), int(count)))
     from components.core.selection.cost_model import achievable_tflops
 
-    fastest = max(mix, key=lambda gc: achievable_tflops(gc[0]))[0]
+    fastest = max(mix, key=lambda gc: achievable_tflops(gc[0], precision))[0]
     return fastest, tuple(mix)
 
 
@@ -306,7 +306,7 @@ def run_select(args: argparse.Namespace) -> int:
     """
     from components.core import selection
 
-    gpu, mix = parse_gpu(args.gpu)
+    gpu, mix = parse_gpu(args.gpu, args.precision)
     topology = selection.Topology(
         machines=args.machines,
         gpus_per_machine=args.gpus_per_machine,

@@ -49,12 +49,8 @@ def explain(
     """
     reasons = [
         _compute_sentence(chosen, topology, model, batch),
-        _STRATEGY_SENTENCES.get(chosen.strategy, _parameter_server_sentence)(
-            chosen, topology, model
-        ),
+        *communication_sentences(chosen, topology, model),
     ]
-    if topology.machines > 1 and topology.network_path == "overlay":
-        reasons.append(_overlay_sentence(topology))
     if chosen.overhead_fraction:
         reasons.append(_preemption_sentence(chosen, topology))
     if chosen.input_bound:
@@ -66,6 +62,20 @@ def explain(
         )
     reasons.extend(_alternative_sentences(chosen, ranked))
     return reasons
+
+
+def communication_sentences(
+    candidate: Prediction, topology: Topology, model: ModelProfile
+) -> list[str]:
+    """What `candidate` spends on communication on `topology`, and the overlay's share."""
+    sentences = [
+        _STRATEGY_SENTENCES.get(candidate.strategy, _parameter_server_sentence)(
+            candidate, topology, model
+        )
+    ]
+    if topology.machines > 1 and topology.network_path == "overlay":
+        sentences.append(_overlay_sentence(topology))
+    return sentences
 
 
 def _compute_sentence(
@@ -95,8 +105,9 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
     if topology.gpu == "cpu" and topology.machines == 1:
         return (
             f"The {topology.gpus_per_machine} logical CPU devices share this machine's cores: "
-            "more replicas split the batch, not the work, and add an all-reduce. one_device "
-            f"runs at {chosen.examples_per_second:,.0f} examples/s."
+            f"{topology.gpus_per_machine} replicas' steps take as long as all of them on one "
+            "device, so more replicas add an all-reduce and no speed. one_device runs at "
+            f"{chosen.examples_per_second:,.0f} examples/s."
         )
     return (
         f"Communication would cost more than the extra GPUs give: one_device runs at "
@@ -164,8 +175,8 @@ def _scalars(chosen: Prediction, topology: Topology) -> str:
     metrics = (scalars - KERAS_LOSS_ALL_REDUCES) // KERAS_METRIC_ALL_REDUCES
     return (
         f", {seconds * 1e3:,.1f} ms of it in the {scalars} scalar all-reduces Keras runs "
-        f"every step, each a collective of its own (3 for the loss and 3 for each of "
-        f"{metrics} compiled metric{'s' if metrics != 1 else ''})"
+        f"every step, each a collective of its own (3 for the loss and 3 for each compiled "
+        f"metric, {metrics} here)"
     )
 
 

@@ -12,6 +12,7 @@ record is taken as measured on the network asked about, and the reason says so.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -145,9 +146,11 @@ def apply_history(
         if not mine:
             continue
         mine.sort(key=lambda r: r["examples_per_second"])
-        median = mine[(len(mine) - 1) // 2]  # the lower middle: a record that ran
+        median = mine[(len(mine) - 1) // 2]  # the lower middle names the file
         used += len(mine)
-        p.measured_examples_per_second = float(median["examples_per_second"])
+        p.measured_examples_per_second = float(
+            statistics.median(r["examples_per_second"] for r in mine)
+        )
         p.measured_source = median["_source"]
         spread = (
             f"the median of {len(mine)} matching records, "

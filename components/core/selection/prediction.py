@@ -156,6 +156,9 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     """Every strategy that can use (part of) the topology, with its prediction."""
     single = step_compute_time(model, batch, achievable_tflops(topology.gpu, topology.precision))
     m, g = topology.machines, topology.gpus_per_machine
+    # TensorFlow gives each worker of a multi-worker strategy one CPU device, so on CPU
+    # machines those run a device per worker (`StrategySpec.cpu_rehearsal`)
+    g_workers = 1 if topology.gpu == "cpu" else g
     out = [_candidate("one_device", Layout(1, 0, 1), 1, batch, (single, 0.0, 0.0), single)]
     if g > 1:
         out.append(
@@ -172,22 +175,22 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
         out.append(
             _candidate(
                 "multi_worker_mirrored",
-                Layout(m, 0, g),
-                m * g,
+                Layout(m, 0, g_workers),
+                m * g_workers,
                 batch,
-                predict_allreduce(topology, model, batch, m, g),
+                predict_allreduce(topology, model, batch, m, g_workers),
                 single,
             )
         )
     if m > 1 or model.sparse_embedding_params:
-        ps = _ps_count(topology, model, batch, m, g)
+        ps = _ps_count(topology, model, batch, m, g_workers)
         out.append(
             _candidate(
                 "parameter_server",
-                Layout(m, ps, g),
-                m * g,
+                Layout(m, ps, g_workers),
+                m * g_workers,
                 batch,
-                predict_parameter_server(topology, model, batch, m, ps, g),
+                predict_parameter_server(topology, model, batch, m, ps, g_workers),
                 single,
             )
         )

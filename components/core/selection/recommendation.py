@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,12 +14,12 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
-    achievable_tflops,
+    machine_gpus,
     machine_slowdowns,
     max_batch_that_fits,
     memory_needed_bytes,
 )
-from components.core.selection.explanation import explain
+from components.core.selection.explanation import communication_sentences, explain
 from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.rules import (
@@ -30,9 +31,9 @@ from components.core.selection.topology import NETWORK_RANGE_GBPS, Layout, Topol
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
-# Below this machine scaling efficiency (throughput on k machines over k x one
-# machine's), extra machines buy too little to be worth paying for: the
-# selector recommends the most machines that stay above it.
+# Below this machine scaling efficiency (throughput on k machines over what the k
+# machines give alone), extra machines buy too little to be worth paying for:
+# the selector recommends the most machines that stay above it.
 EFFICIENCY_FLOOR = 0.50
 OBJECTIVES = ("time", "cost")
 
@@ -232,7 +233,7 @@ def recommend(
     if objective == "cost":
         rec = _cheapest(preds, topology, model, batch, reasons, prices)
     else:
-        rec = _choose(preds, topology, model, batch, async_ok, reasons)
+        rec = _choose(preds, topology, model, batch, async_ok, reasons, history, prices)
         if prices is not None and rec.chosen is not None:
             rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
     rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok, unstated))
@@ -374,6 +375,7 @@ def _candidates_that_fit(
     """
     preds = candidates(topology, model, batch)
     if fit_replicated >= batch:
+        _check_mix_memory(preds, topology, model)
         return preds, batch, []
     need_gb = memory_needed_bytes(model, batch, True, topology.precision) / 1e9
     if fit_replicated == 0:
@@ -386,6 +388,7 @@ def _candidates_that_fit(
             f"gradients and Adam state ({need_gb:,.1f} GB) does not fit one {gpu.name}; "
             "parameter servers hold it in host memory and send only the rows a step touches."
         )
+        _check_mix_memory(preds, topology, model)
         return preds, batch, [reason] + _sharded_embedding_reasons(topology, model, gpu)
     usable = fit_replicated
     reason = (
@@ -393,7 +396,24 @@ def _candidates_that_fit(
         f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on a {gpu.name}; "
         f"use at most {usable} per GPU (or accumulate gradients). Predictions use {usable}."
     )
-    return candidates(topology, model, usable), usable, [reason]
+    preds = candidates(topology, model, usable)
+    _check_mix_memory(preds, topology, model)
+    return preds, usable, [reason]
+
+
+def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelProfile) -> None:
+    """Marks infeasible the candidates of a GPU mix whose replica does not fit the
+    smallest GPU of the machines they use (the fastest GPU was checked already)."""
+    if not topology.gpu_mix:
+        return
+    for p in preds:
+        smallest = min((device(g) for g in machine_gpus(topology, p.layout.workers)),
+                       key=lambda g: g.memory_gb)  # fmt: skip
+        replicated = not spec_for(p.strategy).uses_ps
+        fits = max_batch_that_fits(model, smallest.memory_gb, replicated, topology.precision)
+        if p.feasible and fits < p.per_replica_batch:
+            p.feasible = False
+            p.note = f"a replica does not fit a {smallest.name}"
 
 
 def _choose(
@@ -403,11 +423,17 @@ def _choose(
     batch: int,
     async_ok: bool,
     reasons: list[str],
+    history: Sequence[Mapping[str, Any]] = (),
+    prices: Any = None,
 ) -> Recommendation:
     """Ranks the feasible candidates, applies the rules and the machine floor, and
     explains the choice.
 
-    `reasons` (memory and history findings) follow the explanation.
+    When the floor moves the answer to fewer machines, the reasons say what the
+    whole cluster would spend on communication, then explain that candidate on
+    its own machines (`on_first_machines`); a candidate the full cluster does
+    not have is measured and priced there. `reasons` (memory
+    and history findings) follow the explanation.
     """
     feasible = [p for p in preds if p.feasible]
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
@@ -415,16 +441,25 @@ def _choose(
     chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
     options: list[tuple[int, str, float, float]] = []
     fewer: list[str] = []
+    on = topology
     if chosen.layout.workers > 1:
         best_on = _best_on_each_machine_count(chosen, preds, topology, model, batch, async_ok)
         if 1 in best_on and _machine_efficiency(topology, best_on, topology.machines) < (
             EFFICIENCY_FLOOR
         ):
+            full = chosen
             chosen, options, fewer = _fewer_machines(topology, best_on)
+            fewer += communication_sentences(full, topology, model)
+            on = on_first_machines(topology, chosen.layout.workers)
+            _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
     if chosen not in preds:  # a machine count between one and all: a candidate of its own
+        if history:
+            reasons = reasons + apply_history([chosen], history, on, model, batch)[:1]
+        if prices is not None:
+            _price([chosen], on, prices)
         preds = [*preds, chosen]
         feasible.append(chosen)
-    reasons = fewer + explain(chosen, feasible, topology, model, batch) + rule_reasons + reasons
+    reasons = fewer + explain(chosen, feasible, on, model, batch) + rule_reasons + reasons
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
     alternatives += [p for p in preds if not p.feasible]
@@ -452,9 +487,9 @@ def _best_on_each_machine_count(
 ) -> dict[int, Prediction]:
     """The fastest allowed candidate on 1, 2, 4, ... machines; `full` on all of them.
 
-    Each count is costed on its own machines (the first ones of a GPU mix),
-    with the same memory checks as the full cluster (an embedding table that
-    fits no GPU leaves parameter servers on that machine). A candidate the full
+    Each count is costed on its own machines (`on_first_machines`), with the
+    same memory checks as the full cluster (an embedding table that fits no
+    GPU leaves parameter servers on that machine). A candidate the full
     cluster also has is taken from `preds`, with its measurement and price. An
     asynchronous parameter_server that nothing favours is no option on any
     machine count (`rules.asynchronous_allowed`). A count where nothing is
@@ -465,7 +500,7 @@ def _best_on_each_machine_count(
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     best_on: dict[int, Prediction] = {}
     for k in _machine_counts(topology.machines)[:-1]:
-        on = dataclasses.replace(topology, machines=k, gpu_mix=_first_machines(topology, k))
+        on = on_first_machines(topology, k)
         costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
         pool = [
             known.get((p.strategy, p.layout), p)
@@ -479,19 +514,19 @@ def _best_on_each_machine_count(
     return best_on
 
 
-def _first_machines(topology: Topology, machines: int) -> tuple[tuple[str, int], ...]:
-    """The GPU mix of the first `machines` machines (fastest first), or ()."""
+def on_first_machines(topology: Topology, machines: int) -> Topology:
+    """`topology` cut to its first `machines` machines (a GPU mix's fastest first).
+
+    A cut that holds one GPU type of a mix is plain hardware of that type.
+    """
     if not topology.gpu_mix:
-        return ()
-    slowdowns = machine_slowdowns(topology, machines)
-    ranked = sorted(topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision))
-    mix, left = [], len(slowdowns)
-    for name, count in ranked:
-        if left <= 0:
-            break
-        mix.append((name, min(count, left)))
-        left -= count
-    return tuple(mix)
+        return dataclasses.replace(topology, machines=machines)
+    mix = tuple(Counter(machine_gpus(topology, machines)).items())
+    if len(mix) == 1:
+        return dataclasses.replace(
+            topology, machines=machines, gpu=mix[0][0], gpu_mix=(), heterogeneous=False
+        )
+    return dataclasses.replace(topology, machines=machines, gpu_mix=mix)
 
 
 def _machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:

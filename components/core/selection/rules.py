@@ -116,17 +116,24 @@ def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
             f"{sync.step_time_s * 1e3:,.0f}: asynchronous workers never wait for the "
             "slowest replica)"
         )
-    stale = max(ps.layout.workers - 1, 1)
     return (
         f"{claim}, but asynchronous examples are worth less to a dense model: TF2's "
         f"ParameterServerStrategy applies each worker's gradients asynchronously, so with "
-        f"{ps.layout.workers} workers a gradient lands about {stale} update"
-        f"{'s' if stale > 1 else ''} after the weights it was computed on were read, and "
+        f"{ps.layout.workers} workers a gradient lands {_staleness(ps)}, and "
         "stale gradients cost accuracy and steps to converge (Chen et al. 2016, "
         "https://arxiv.org/abs/1604.00981). Without a reason for parameter servers (an "
         f"embedding table, machines that differ in speed or are preemptible), {sync.strategy} "
         "keeps training synchronous. Give --async-ok to let throughput decide, or measure "
         "both (strategist compare) and pass --history."
+    )
+
+
+def _staleness(ps: Prediction) -> str:
+    """How late an asynchronous gradient lands, for a sentence."""
+    stale = max(ps.layout.workers - 1, 1)
+    return (
+        f"about {stale} update{'s' if stale > 1 else ''} after the weights it was computed "
+        "on were read"
     )
 
 
@@ -180,12 +187,10 @@ def _verdict(
             f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."
         )
         if not async_ok:
-            stale = max(ps.layout.workers - 1, 1)
             sentence += (
                 " It trains asynchronously: TF2's ParameterServerStrategy applies each "
-                f"worker's gradients about {stale} update{'s' if stale > 1 else ''} after the "
-                "weights they were computed on were read; compare its accuracy with a "
-                "synchronous run (strategist compare) before relying on it."
+                f"worker's gradients as they come, each {_staleness(ps)}; compare its "
+                "accuracy with a synchronous run (strategist compare) before relying on it."
             )
         return ps, [sentence]
     gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
