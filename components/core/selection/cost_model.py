@@ -210,6 +210,14 @@ def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
     return [1.0] * machines
 
 
+def mean_machine_speed(topology: Topology, machines: int) -> float:
+    """The mean speed of the first `machines` machines, each alone, relative to one
+    machine of `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower
+    machines take part)."""
+    slowdowns = machine_slowdowns(topology, machines)
+    return sum(1 / s for s in slowdowns) / len(slowdowns)
+
+
 def preemption_rate(topology: Topology) -> float:
     """Expected preemptions per machine-hour of `topology` (0 when not preemptible)."""
     if not topology.preemptible:
@@ -549,8 +557,7 @@ def predict_parameter_server(
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     compute = step_compute_time(model, batch, hw.tflops) * devices_sharing_compute(topology, gpus)
-    slowdowns = machine_slowdowns(topology, workers)
-    compute *= len(slowdowns) / sum(1 / s for s in slowdowns)
+    compute /= mean_machine_speed(topology, workers)
     nbytes = _gradient_bytes(model, topology.precision)
     local = (
         ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)

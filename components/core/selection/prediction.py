@@ -11,7 +11,7 @@ from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     RESTART_COST_S,
     achievable_tflops,
-    machine_slowdowns,
+    mean_machine_speed,
     predict_allreduce,
     predict_parameter_server,
     preemption_rate,
@@ -195,8 +195,7 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
             )
         )
     for c in out:  # a GPU mix's candidates run on its fastest machines first
-        slowdowns = machine_slowdowns(topology, c.layout.workers)
-        c.replica_speed = sum(1 / s for s in slowdowns) / len(slowdowns)
+        c.replica_speed = mean_machine_speed(topology, c.layout.workers)
     if topology.input_examples_per_second is not None:
         for c in out:  # every machine's CPUs feed only its own GPUs
             c.input_limit = c.layout.workers * topology.input_examples_per_second

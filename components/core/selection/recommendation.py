@@ -15,8 +15,8 @@ from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
     machine_gpus,
-    machine_slowdowns,
     max_batch_that_fits,
+    mean_machine_speed,
     memory_needed_bytes,
 )
 from components.core.selection.explanation import communication_sentences, explain
@@ -453,8 +453,9 @@ def _choose(
             on = on_first_machines(topology, chosen.layout.workers)
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
     if chosen not in preds:  # a machine count between one and all: a candidate of its own
-        if history:
-            reasons = reasons + apply_history([chosen], history, on, model, batch)[:1]
+        measured = apply_history([chosen], history, on, model, batch) if history else []
+        if chosen.measured_examples_per_second is not None:
+            reasons = reasons + measured[:1]  # its "Measured:" line, not the others' tally
         if prices is not None:
             _price([chosen], on, prices)
         preds = [*preds, chosen]
@@ -535,7 +536,7 @@ def _machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: i
     One machine's best throughput counts once per machine of the same speed;
     in a GPU mix a slower machine alone gives proportionally less.
     """
-    alone = sum(1 / s for s in machine_slowdowns(topology, k))
+    alone = k * mean_machine_speed(topology, k)
     return best_on[k].rank_examples_per_second / (alone * best_on[1].rank_examples_per_second)
 
 
