@@ -864,6 +864,31 @@ def test_history_takes_the_median_of_the_matching_records(tmp_path):
     assert rec.chosen.measured_examples_per_second == 5000.0  # between the two, not the slower
 
 
+def test_the_floor_weighs_a_measured_machine_count_by_what_it_ran_at(tmp_path):
+    """16 x 8 V100 on 1 Gbit/s: predicted, even two machines are worth less than one, so the
+    floor says one machine. A record of two machines at 1.9x one machine's prediction is
+    what that count ran at, so the floor takes two, and says which record decided."""
+    topology = Topology(16, 8, "v100", network_gbps=1)
+    predicted = recommend(topology, RESNET101)
+    assert (predicted.strategy, predicted.layout.workers) == ("mirrored", 1)
+    one_machine = predicted.chosen.examples_per_second
+    hardware = {"platform": "vertex", "gpu": "v100", "gpus_per_machine": 8, "machines": 2}
+    record = {"strategy": "multi_worker_mirrored", "examples_per_second": 1.9 * one_machine,
+              "workers": 2, "ps": 0, "devices_per_worker": 8, "per_replica_batch_size": 64,
+              "num_replicas": 16, "eval_accuracy": 0.76, "model": "resnet101",
+              "hardware": hardware}  # fmt: skip
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": [record]}))
+    rec = recommend(topology, RESNET101, history=selection.load_history([str(path)]))
+    assert (rec.strategy, rec.layout.workers) == ("multi_worker_mirrored", 2)
+    assert rec.chosen.measured_examples_per_second == pytest.approx(1.9 * one_machine)
+    assert "Use 2 machines (multi_worker_mirrored)" in rec.reasons[0]
+    assert "2 machines (multi_worker_mirrored, measured): 14." in rec.reasons[0]
+    assert any(r.startswith("Measured: multi_worker_mirrored (2 worker(s) x 8 device(s)")
+               and str(path) in r for r in rec.reasons)  # fmt: skip
+    assert not any(r.startswith("None of the") for r in rec.reasons)  # the record did decide
+
+
 def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
     """A local compare's two workers shared one machine over loopback: no record of what
     two machines on a network do, so `select --gpu cpu --machines 2` does not take it."""
@@ -1181,7 +1206,7 @@ def test_slow_network_recommends_fewer_machines_and_says_how_many():
     reason = rec.reasons[0]
     assert reason.startswith("Adding machines buys little here: all 16 machines (128 v100")
     assert f"Use {rec.layout.workers} machine" in reason
-    assert "Predicted speed-up by machine count: 1 machine (mirrored)" in reason
+    assert "Speed-up by machine count (predicted unless measured): 1 machine (mirrored)" in reason
     doc = rec.to_dict()
     assert [o["machines"] for o in doc["machine_options"]] == [1, 2, 4, 8, 16]
 

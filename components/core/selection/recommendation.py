@@ -226,14 +226,15 @@ def recommend(
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
         return _model_parallelism(topology, model, batch_size, gpu)
     preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
-    if history:
-        reasons.extend(apply_history(preds, history, topology, model, batch))
+    history_reasons = apply_history(preds, history, topology, model, batch) if history else []
     if prices is not None:
         _price(preds, topology, prices)
     if objective == "cost":
-        rec = _cheapest(preds, topology, model, batch, reasons, prices)
+        rec = _cheapest(preds, topology, model, batch, reasons + history_reasons, prices)
     else:
-        rec = _choose(preds, topology, model, batch, async_ok, reasons, history, prices)
+        rec = _choose(
+            preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
+        )
         if prices is not None and rec.chosen is not None:
             rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
     rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok, unstated))
@@ -424,6 +425,7 @@ def _choose(
     async_ok: bool,
     reasons: list[str],
     history: Sequence[Mapping[str, Any]] = (),
+    history_reasons: Sequence[str] = (),
     prices: Any = None,
 ) -> Recommendation:
     """Ranks the feasible candidates, applies the rules and the machine floor, and
@@ -432,8 +434,9 @@ def _choose(
     When the floor moves the answer to fewer machines, the reasons say what the
     whole cluster would spend on communication, then explain that candidate on
     its own machines (`on_first_machines`); a candidate the full cluster does
-    not have is measured and priced there. `reasons` (memory
-    and history findings) follow the explanation.
+    not have is measured and priced there. `reasons` (memory findings) and
+    `history_reasons` (`apply_history` on `preds`, taken again over every
+    candidate when the choice is one of its own) follow the explanation.
     """
     feasible = [p for p in preds if p.feasible]
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
@@ -443,7 +446,9 @@ def _choose(
     fewer: list[str] = []
     on = topology
     if chosen.layout.workers > 1:
-        best_on = _best_on_each_machine_count(chosen, preds, topology, model, batch, async_ok)
+        best_on = _best_on_each_machine_count(
+            chosen, preds, topology, model, batch, async_ok, history
+        )
         if 1 in best_on and _machine_efficiency(topology, best_on, topology.machines) < (
             EFFICIENCY_FLOOR
         ):
@@ -453,14 +458,16 @@ def _choose(
             on = on_first_machines(topology, chosen.layout.workers)
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
     if chosen not in preds:  # a machine count between one and all: a candidate of its own
-        measured = apply_history([chosen], history, on, model, batch) if history else []
-        if chosen.measured_examples_per_second is not None:
-            reasons = reasons + measured[:1]  # its "Measured:" line, not the others' tally
         if prices is not None:
             _price([chosen], on, prices)
         preds = [*preds, chosen]
         feasible.append(chosen)
-    reasons = fewer + explain(chosen, feasible, on, model, batch) + rule_reasons + reasons
+        if history:  # one tally over every candidate, its measurement included
+            history_reasons = apply_history(preds, history, topology, model, batch)
+    reasons = [
+        *fewer, *explain(chosen, feasible, on, model, batch), *rule_reasons, *reasons,
+        *history_reasons,
+    ]  # fmt: skip
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
     alternatives += [p for p in preds if not p.feasible]
@@ -485,13 +492,17 @@ def _best_on_each_machine_count(
     model: ModelProfile,
     batch: int,
     async_ok: bool,
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> dict[int, Prediction]:
     """The fastest allowed candidate on 1, 2, 4, ... machines; `full` on all of them.
 
     Each count is costed on its own machines (`on_first_machines`), with the
     same memory checks as the full cluster (an embedding table that fits no
     GPU leaves parameter servers on that machine). A candidate the full
-    cluster also has is taken from `preds`, with its measurement and price. An
+    cluster also has is taken from `preds`, with its measurement and price;
+    one it lacks (a multi-machine layout on fewer machines) takes the `history`
+    records that measured it, so a measured machine count weighs by what it
+    ran at, as in the full table. An
     asynchronous parameter_server that nothing favours is no option on any
     machine count (`rules.asynchronous_allowed`). A count where nothing is
     feasible is left out.
@@ -503,6 +514,9 @@ def _best_on_each_machine_count(
     for k in _machine_counts(topology.machines)[:-1]:
         on = on_first_machines(topology, k)
         costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
+        if history:
+            apply_history([p for p in costed if (p.strategy, p.layout) not in known], history,
+                          on, model, batch)  # fmt: skip
         pool = [
             known.get((p.strategy, p.layout), p)
             for p in costed
@@ -650,8 +664,9 @@ def _fewer_machines(
     k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
     chosen, full = best_on[k], best_on[topology.machines]
     listing = "; ".join(
-        f"{m} machine{'s' if m > 1 else ''} ({st}): {x:,.1f}x one {topology.gpu}, "
-        f"{e:.0%} machine efficiency"
+        f"{m} machine{'s' if m > 1 else ''} ({st}"
+        f"{', measured' if best_on[m].measured_examples_per_second is not None else ''}): "
+        f"{x:,.1f}x one {topology.gpu}, {e:.0%} machine efficiency"
         for m, st, x, e in options
     )
     sentence = (
@@ -660,7 +675,7 @@ def _fewer_machines(
         f"machine scaling efficiency (throughput over what the {topology.machines} machines "
         f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
         f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
-        f"Predicted speed-up by machine count: {listing}."
+        f"Speed-up by machine count (predicted unless measured): {listing}."
     )
     return chosen, options, [sentence]
 
