@@ -1587,6 +1587,36 @@ def test_heterogeneous_flag_alone_slows_parameter_server_workers_too():
     assert predict(flagged, RESNET101, 64, 4, 2, 8)[0] > predict(plain, RESNET101, 64, 4, 2, 8)[0]
 
 
+def test_heterogeneous_factor_sets_the_slowdown_and_alone_shows_the_range(capsys):
+    """`--heterogeneous 3` slows the slower half 3x: synchronous steps wait for it, so
+    multi_worker_mirrored is predicted slower than at the 1.5x `--heterogeneous` assumes;
+    alone, the reasons say 1.5x is an assumption and give the answer at 1.1x and 3x."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
+            "--network-gbps", "100", "--network-path", "host", "--model", "resnet101",
+            "--json", "--heterogeneous"]  # fmt: skip
+
+    def mwms(doc):
+        rows = [{"strategy": doc["strategy"], **doc}, *doc["alternatives"]]
+        return next(r for r in rows if r["strategy"] == "multi_worker_mirrored")["predicted"]
+
+    assert main(argv) == 0
+    assumed = json.loads(capsys.readouterr().out)
+    assert main([*argv, "3"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert given["inputs"]["topology"]["heterogeneity_slowdown"] == 3.0
+    slower = mwms(assumed)["examples_per_second"] / mwms(given)["examples_per_second"]
+    assert slower == pytest.approx(3 / 1.5, rel=0.05)  # compute waits for the slowest
+    ranged = [r for r in assumed["reasons"] if r.startswith("How much slower")]
+    assert len(ranged) == 1 and "assumed 1.5x slower" in ranged[0]
+    assert "at 1.1x: " in ranged[0] and "; at 3x: " in ranged[0]
+    assert not any(r.startswith("How much slower") for r in given["reasons"])
+    assert any("half the machines are 3x slower than the rest" in r for r in given["reasons"])
+    for bad, message in ((["1"], "drop the flag"), (["0.5"], "above 1"),
+                         (["2", "--gpu", "a100:2,t4:2"], "drop the factor")):  # fmt: skip
+        assert main([*argv[:-2], "--heterogeneous", *bad]) == 2
+        assert message in capsys.readouterr().err
+
+
 def test_cli_gpu_mix_and_preemption_rate(capsys):
     argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
             "--network-gbps", "100", "--model", "resnet101", "--preemptible",

@@ -7,8 +7,17 @@ import json
 
 from components.core.config import ConfigError
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
-from components.core.selection.topology import DEFAULT_NETWORK_GBPS, TRAINER_COMPILED_METRICS
+from components.core.selection.topology import (
+    DEFAULT_NETWORK_GBPS,
+    HETEROGENEITY_RANGE,
+    HETEROGENEITY_SLOWDOWN,
+    TRAINER_COMPILED_METRICS,
+)
 from pipelines.cli import common
+
+# `--heterogeneous` without a factor: the slowdown is assumed, and the reasons say so
+# (not a string: argparse would pass a string const through `type`).
+ASSUMED = object()
 
 # More classes than any labelled image dataset has (ImageNet-21k: 21,841); a registry
 # model of more is not built (its output layer alone would not fit in memory).
@@ -105,8 +114,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     hw.add_argument(
         "--heterogeneous",
-        action="store_true",
-        help="machines differ in speed (without a --gpu mix, half are assumed 1.5x slower)",
+        nargs="?",
+        type=float,
+        const=ASSUMED,  # given without FACTOR: assumed, and said so
+        metavar="FACTOR",
+        help="machines differ in speed: the slower half compute FACTOR times slower than the "
+        "rest (a --gpu mix rates each machine by its GPU instead; without FACTOR, "
+        f"{HETEROGENEITY_SLOWDOWN:g} is assumed and the reasons give the answer at "
+        f"{HETEROGENEITY_RANGE[0]:g} and {HETEROGENEITY_RANGE[1]:g})",
     )
     model = parser.add_argument_group("model")
     which = model.add_mutually_exclusive_group(required=True)
@@ -298,6 +313,16 @@ def _load_prices(args: argparse.Namespace):
         raise ConfigError(f"--prices: {err}") from None
 
 
+def _unstated(args: argparse.Namespace, mix: tuple) -> tuple[str, ...]:
+    """The hardware inputs `select` assumed, for `recommend(unstated=...)`."""
+    assumed = {
+        "network": args.network_gbps is None,
+        "network_path": args.network_path is None,
+        "heterogeneity": args.heterogeneous is ASSUMED and not mix,
+    }
+    return tuple(name for name, is_assumed in assumed.items() if is_assumed)
+
+
 def run_select(args: argparse.Namespace) -> int:
     """Prints the recommendation; returns 0.
 
@@ -307,6 +332,12 @@ def run_select(args: argparse.Namespace) -> int:
     from components.core import selection
 
     gpu, mix = parse_gpu(args.gpu, args.precision)
+    factor = args.heterogeneous
+    if mix and factor is not None and factor is not ASSUMED:
+        raise ConfigError(
+            f"--heterogeneous {factor:g} with a --gpu mix: the mix already rates each machine "
+            "by its GPU; drop the factor"
+        )
     topology = selection.Topology(
         machines=args.machines,
         gpus_per_machine=args.gpus_per_machine,
@@ -318,7 +349,8 @@ def run_select(args: argparse.Namespace) -> int:
         network_gbps=(DEFAULT_NETWORK_GBPS if args.network_gbps is None else args.network_gbps),
         precision=args.precision,
         preemptible=args.preemptible,
-        heterogeneous=args.heterogeneous,
+        heterogeneous=factor is not None,
+        heterogeneity_slowdown=factor if isinstance(factor, float) else HETEROGENEITY_SLOWDOWN,
         nics=args.nics,
         jit_compile=args.jit_compile,
         network_path=args.network_path or "host",
@@ -339,11 +371,7 @@ def run_select(args: argparse.Namespace) -> int:
         history=history,
         prices=prices,
         objective=args.objective,
-        unstated=tuple(
-            name
-            for name, value in (("network", args.network_gbps), ("network_path", args.network_path))
-            if value is None
-        ),
+        unstated=_unstated(args, mix),
     )
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))

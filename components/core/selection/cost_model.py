@@ -171,10 +171,6 @@ KEPT_ACTIVATION_FRACTION = 0.85
 # Gradient bytes per parameter on the wire: float32 (Keras all-reduces the
 # float32 gradients of its float32 variables, mixed policy or not).
 GRADIENT_BYTES_FACTOR = {"fp32": 1.0, "mixed": 1.0}
-# Heterogeneous machines without a stated mix (`--heterogeneous` alone): half of
-# them run this much slower than the named GPU. Synchronous strategies wait for
-# the slowest every step; parameter-server workers each run at their own speed.
-HETEROGENEITY_SLOWDOWN = 1.5
 # Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
 # most 24 h, so each machine is preempted at least once a day (the default of
 # `--preemptions-per-machine-hour`); a restart of a
@@ -197,7 +193,7 @@ def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
 
     With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
     fastest type first); with `heterogeneous` alone, half the machines run
-    `HETEROGENEITY_SLOWDOWN` times slower; else all run at 1.
+    `heterogeneity_slowdown` times slower; else all run at 1.
     """
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
@@ -206,7 +202,8 @@ def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
             for name in machine_gpus(topology, machines)
         ]
     if topology.heterogeneous and machines > 1:
-        return [1.0] * (machines - machines // 2) + [HETEROGENEITY_SLOWDOWN] * (machines // 2)
+        slower = machines // 2
+        return [1.0] * (machines - slower) + [topology.heterogeneity_slowdown] * slower
     return [1.0] * machines
 
 

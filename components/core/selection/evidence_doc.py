@@ -1022,8 +1022,8 @@ def _case_table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def _answer_lines() -> list[str]:
     """How `select` turns predictions into an answer (what the table does not show)."""
     from components.core import model_profile as mp
-    from components.core.selection.cost_model import HETEROGENEITY_SLOWDOWN
     from components.core.selection.recommendation import EFFICIENCY_FLOOR
+    from components.core.selection.topology import HETEROGENEITY_RANGE, HETEROGENEITY_SLOWDOWN
 
     return [
         "",
@@ -1124,9 +1124,10 @@ def _answer_lines() -> list[str]:
         "as a GPU-sharded alternative beyond the three strategies.",
         f"- **Mixed and preemptible machines.** `--gpu a100:2,t4:6` rates each machine by its "
         "GPU: synchronous steps wait for the slowest, parameter-server workers run at their "
-        f"own speed. `--heterogeneous` alone assumes half the machines "
-        f"{HETEROGENEITY_SLOWDOWN:g}x slower. `--preemptions-per-machine-hour` (default one "
-        "a day) sets the expected restart losses.",
+        f"own speed. `--heterogeneous FACTOR` makes half the machines FACTOR times slower; "
+        f"alone it assumes {HETEROGENEITY_SLOWDOWN:g}x and gives the answer at "
+        f"{HETEROGENEITY_RANGE[0]:g}x and {HETEROGENEITY_RANGE[1]:g}x too. "
+        "`--preemptions-per-machine-hour` (default one a day) sets the expected restart losses.",
         "- **History.** `--history comparison.json` records (Strategist's own, CPU runs "
         "included with `--gpu cpu`) decide a candidate when device, model, per-replica "
         "batch, precision, strategy and cluster shape all match, each worker on a machine "

@@ -27,7 +27,13 @@ from components.core.selection.rules import (
     asynchronous_allowed,
     prefer_simpler,
 )
-from components.core.selection.topology import NETWORK_RANGE_GBPS, Layout, Topology, device
+from components.core.selection.topology import (
+    HETEROGENEITY_RANGE,
+    NETWORK_RANGE_GBPS,
+    Layout,
+    Topology,
+    device,
+)
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
@@ -274,7 +280,10 @@ def unknown_input_reasons(
     assumed to have one `DEFAULT_NETWORK_GBPS` NIC; the answer on a commodity
     and a datacenter NIC (`NETWORK_RANGE_GBPS`) is shown beside it. A network
     path not given (`network_path` in `unstated`) is assumed to be the host's;
-    the answer through a container overlay network is shown beside it.
+    the answer through a container overlay network is shown beside it. Machines
+    said to differ in speed by no mix or factor (`heterogeneity` in `unstated`)
+    are assumed `HETEROGENEITY_SLOWDOWN` apart; the answer at both ends of
+    `HETEROGENEITY_RANGE` is shown beside it.
     """
     from components.core import model_profile as mp
 
@@ -317,6 +326,20 @@ def unknown_input_reasons(
             "(host) is assumed. Through a container overlay network (Kubernetes kubenet, "
             f"flannel VXLAN) the answer would be {rec.strategy} on {layout}. Give "
             "--network-path for one answer."
+        )
+    if "heterogeneity" in unstated and topology.machines > 1:
+        answers = []
+        for slowdown in HETEROGENEITY_RANGE:
+            on = dataclasses.replace(topology, heterogeneity_slowdown=slowdown)
+            rec = recommend(on, model, batch_size=batch_size, async_ok=async_ok)
+            layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
+            answers.append(f"at {slowdown:g}x: {rec.strategy} on {layout}")
+        reasons.append(
+            "How much slower the slower machines are was not given (--heterogeneous "
+            f"without FACTOR): half are assumed {topology.heterogeneity_slowdown:g}x slower. "
+            f"The answer depends on it: {'; '.join(answers)}. Give --heterogeneous FACTOR "
+            "(one step's time on the slowest machine over the fastest's) or a --gpu mix for "
+            "one answer."
         )
     if "activations" in model.estimated:
         reasons.append(

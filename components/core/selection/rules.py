@@ -169,11 +169,14 @@ def _why_parameter_server(
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
     if topology.heterogeneous:
         slowest = max(machine_slowdowns(topology, topology.machines))
-        assumed = "" if topology.gpu_mix else "assumed for half the machines; "
+        which = (
+            f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"
+            if topology.gpu_mix
+            else f"half the machines are {slowest:.2g}x slower than the rest"
+        )
         why[0] += (
-            f" (the slowest is {slowest:.2g}x slower than a {topology.gpu}: {assumed}every "
-            "synchronous step takes that much longer, while parameter-server workers each "
-            "run at their own speed)"
+            f" ({which}: every synchronous step takes that much longer, while "
+            "parameter-server workers each run at their own speed)"
         )
     return why, tolerance
 

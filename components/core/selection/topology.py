@@ -35,6 +35,16 @@ KERAS_STEP_SCALAR_ALL_REDUCES = keras_step_scalar_all_reduces()
 # are rough and measurements (`--history`) should decide.
 CPU = Gpu("cpu", "", "", 1.0, 1.0, 16.0, "pcie", {})
 CPU_NAMES = ("cpu", "none")
+# Heterogeneous machines without a stated mix or factor (`--heterogeneous` alone):
+# half of them run this much slower than the named GPU, an assumption the
+# reasons say, with the answer at both ends of `HETEROGENEITY_RANGE`. Synchronous
+# strategies wait for the slowest every step; parameter-server workers each run
+# at their own speed.
+HETEROGENEITY_SLOWDOWN = 1.5
+# Nearly alike machines (the same GPU, a busier host) and far apart ones (about
+# an A100 against a V100 in fp32: GPU_ACHIEVABLE_TFLOPS).
+HETEROGENEITY_RANGE = (1.1, 3.0)
+MAX_HETEROGENEITY_SLOWDOWN = 100.0
 # The most GPUs of each type one machine is sold with (DGX-2: 16 V100;
 # a2-megagpu-16g: 16 A100; DGX H100: 8; g4dn.metal: 8 T4; g2-standard-96: 8 L4;
 # DGX-1: 8 P100).
@@ -138,6 +148,9 @@ class Topology:
             PyTorch and MXNet all-reduce no metric every step).
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
+        heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
+            many times slower than `gpu` the slower half of the machines
+            compute (`--heterogeneous FACTOR`).
     """
 
     machines: int = 1
@@ -157,6 +170,7 @@ class Topology:
     overlaps_backward: bool = False
     all_reduce_pack_mb: float = 0.0
     step_scalar_all_reduces: int = KERAS_STEP_SCALAR_ALL_REDUCES
+    heterogeneity_slowdown: float = HETEROGENEITY_SLOWDOWN
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
@@ -196,6 +210,15 @@ class Topology:
                 f"--network-path {self.network_path!r}: choose one of {', '.join(NETWORK_PATHS)}"
             )
         self._check_mix()
+        slowdown = self.heterogeneity_slowdown
+        if isinstance(slowdown, bool) or not (
+            isinstance(slowdown, (int, float)) and 1 < slowdown <= MAX_HETEROGENEITY_SLOWDOWN
+        ):
+            raise ConfigError(
+                f"--heterogeneous {slowdown!r}: give how many times slower the slower half of "
+                f"the machines compute, above 1 (machines of one speed: drop the flag) and at "
+                f"most {MAX_HETEROGENEITY_SLOWDOWN:g}"
+            )
         rate = self.preemptions_per_machine_hour
         if rate is not None and not (isinstance(rate, (int, float)) and 0 <= rate <= 60):
             raise ConfigError(
