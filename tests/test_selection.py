@@ -889,6 +889,40 @@ def test_the_floor_weighs_a_measured_machine_count_by_what_it_ran_at(tmp_path):
     assert not any(r.startswith("None of the") for r in rec.reasons)  # the record did decide
 
 
+def test_a_record_the_floor_weighed_is_counted_though_another_count_is_chosen(tmp_path):
+    """16 T4 machines on 5 Gbit/s: a record of 2 machines below one machine's speed keeps
+    the answer on one; its "Measured:" line says so, and no tally claims nothing matched."""
+    hardware = {"platform": "vertex", "gpu": "t4", "gpus_per_machine": 1, "machines": 2}
+    record = {"strategy": "multi_worker_mirrored", "examples_per_second": 150.0, "workers": 2,
+              "ps": 0, "devices_per_worker": 1, "per_replica_batch_size": 32,
+              "num_replicas": 2, "eval_accuracy": 0.7, "model": "resnet50",
+              "hardware": hardware}  # fmt: skip
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": [record]}))
+    topology = Topology(16, 1, "t4", network_gbps=5)
+    rec = recommend(topology, PUBLISHED_PROFILES["resnet50"], batch_size=32,
+                    history=selection.load_history([str(path)]))  # fmt: skip
+    assert (rec.strategy, rec.layout.workers) == ("one_device", 1)
+    assert "2 machines (multi_worker_mirrored, measured): 0.9x" in rec.reasons[0]
+    assert any(r.startswith("Measured: multi_worker_mirrored (2 worker(s)") for r in rec.reasons)
+    assert not any(r.startswith("None of the") for r in rec.reasons)
+
+
+def test_the_answers_at_both_ends_keep_the_objective_prices_and_history(capsys):
+    """Under --objective cost the answer at 1 and 100 Gbit/s, and through an overlay, is the
+    cheapest there too, not the fastest (it used to be recommended for time)."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "4", "--gpu", "t4",
+            "--model", "resnet50", "--prices", "--objective", "cost", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "one_device"
+    network = next(r for r in doc["reasons"] if r.startswith("The network was not given"))
+    assert "The answer is the same at both ends: at 1 Gbit/s: one_device" in network
+    assert "at 100 Gbit/s: one_device" in network
+    overlay = next(r for r in doc["reasons"] if r.startswith("The network path was not given"))
+    assert "the answer would be one_device" in overlay
+
+
 def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
     """A local compare's two workers shared one machine over loopback: no record of what
     two machines on a network do, so `select --gpu cpu --machines 2` does not take it."""
@@ -1617,6 +1651,26 @@ def test_heterogeneous_factor_sets_the_slowdown_and_alone_shows_the_range(capsys
         assert message in capsys.readouterr().err
 
 
+def test_a_mix_of_one_speed_is_not_heterogeneous(capsys):
+    """`--gpu v100:2` names identical machines: plain hardware, trained synchronously, as
+    without the mix; an A100 40GB beside an 80GB differs in memory, not speed. The
+    parameter-server step is explained by what it saves: communication first."""
+    assert Topology(2, 8, "v100", gpu_mix=(("v100", 2),)) == Topology(2, 8, "v100")
+    merged = Topology(2, 8, "t4", gpu_mix=(("t4", 1), ("T4", 1)))
+    assert (merged.gpu, merged.gpu_mix, merged.heterogeneous) == ("t4", (), False)
+    memory_only = Topology(4, 8, "a100", gpu_mix=(("a100", 2), ("a100-80gb", 2)))
+    assert memory_only.gpu_mix and not memory_only.heterogeneous
+    assert Topology(4, 8, "a100", gpu_mix=(("a100", 2), ("t4", 2))).heterogeneous
+    for gpu in ("v100:2", "v100"):
+        assert main(["select", "--machines", "2", "--gpus-per-machine", "8", "--gpu", gpu,
+                     "--model", "resnet50", "--network-gbps", "100", "--network-path", "host",
+                     "--json"]) == 0  # fmt: skip
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["strategy"] == "multi_worker_mirrored"
+        why = next(r for r in doc["reasons"] if r.startswith("Parameter_server is predicted"))
+        assert "ms less exposed communication (the servers receive each gradient" in why
+
+
 def test_cli_gpu_mix_and_preemption_rate(capsys):
     argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
             "--network-gbps", "100", "--model", "resnet101", "--preemptible",
@@ -1917,6 +1971,29 @@ def test_the_pipelines_auto_cluster_keeps_the_runs_all_reduce_packs():
     assert packed.cluster.all_reduce_pack_mb == 32
 
 
+def test_a_pack_holds_whole_tensors_and_one_pack_hides_nothing():
+    """TensorFlow's `group_by_size` fills a pack past its size before starting the next
+    and never splits a tensor: a pack larger than ResNet-50's 94 MB of gradients is one
+    pack, sent after back-propagation as with no packs at all; a tiny pack size makes at
+    most one pack per tensor (it used to charge about 90,000 rings for 0.001 MB)."""
+    from components.core.selection import cost_model
+
+    resnet50 = PUBLISHED_PROFILES["resnet50"]
+    plain = Topology(4, 4, "v100", network_gbps=10)
+    at = {mb: dataclasses.replace(plain, all_reduce_pack_mb=mb) for mb in (0.001, 25, 1000)}
+    assert cost_model.step_all_reduce_packs(at[0.001], resnet50, 4) == resnet50.tensors
+    assert cost_model.step_all_reduce_packs(at[1000], resnet50, 4) == 1
+    assert cost_model.step_all_reduce_packs(at[25], resnet50, 4) == 4
+    assert not cost_model.all_reduce_overlaps(at[1000], resnet50, 4)
+    one_pack = selection.predict_allreduce(at[1000], resnet50, 32, 4, 4)
+    assert one_pack == selection.predict_allreduce(plain, resnet50, 32, 4, 4)
+    packed = selection.predict_allreduce(at[25], resnet50, 32, 4, 4)
+    assert sum(packed[:2]) < sum(one_pack[:2])  # 4 packs: 3 of them overlap
+    # at most (packs - 1) / packs hides: the last pack's gradients come last
+    hidden = packed[2] - packed[1]
+    assert hidden <= 0.75 * packed[2] + 1e-9
+
+
 def test_each_all_reduce_pack_pays_the_rings_latency_again():
     """Packs let the all-reduce overlap back-propagation, but each is one more ring: on two
     CPU workers a tiny MLP in 0.02 MB packs is predicted slower than in one pack, as it
@@ -1927,9 +2004,9 @@ def test_each_all_reduce_pack_pays_the_rings_latency_again():
     mlp = model_profile.profile_model("mlp")
     one = Topology(2, 1, "cpu", network_gbps=10)
     packed = dataclasses.replace(one, all_reduce_pack_mb=0.02)
-    packs = cost_model.all_reduce_packs(packed, mlp.gradient_bytes, 2)
+    packs = cost_model.step_all_reduce_packs(packed, mlp, 2)
     assert packs == math.ceil(mlp.gradient_bytes / (0.02 * 2**20)) and packs > 1
-    assert cost_model.all_reduce_packs(packed, mlp.gradient_bytes, 1) == 1  # one machine
+    assert cost_model.step_all_reduce_packs(packed, mlp, 1) == 1  # one machine
     compute, exposed_one, raw_one = selection.predict_allreduce(one, mlp, 32, 2, 1)
     _, exposed_packed, raw_packed = selection.predict_allreduce(packed, mlp, 32, 2, 1)
     assert raw_packed - raw_one == pytest.approx((packs - 1) * 2 * cost_model.CPU_RING_HOP_S)

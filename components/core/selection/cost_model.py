@@ -341,16 +341,26 @@ def parameter_server_time(
     return 2.0 * max(worker_side, server_side)
 
 
-def all_reduce_overlaps(topology: Topology, machines: int) -> bool:
+def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
     """Whether the all-reduce of a step on `machines` machines of `topology` overlaps
     back-propagation: where its framework does, or where a multi-machine TensorFlow run
-    splits it into packs (`--all-reduce-pack-mb`, `multi_worker_mirrored` only)."""
-    return topology.overlaps_backward or (machines > 1 and topology.all_reduce_pack_mb > 0)
+    splits it into more than one pack (`--all-reduce-pack-mb`, `multi_worker_mirrored`
+    only); one pack starts once the last gradient exists."""
+    return topology.overlaps_backward or step_all_reduce_packs(topology, model, machines) > 1
 
 
-def all_reduce_packs(topology: Topology, nbytes: float, machines: int) -> int:
+def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
+    """`all_reduce_packs` of `model`'s gradients at `topology`'s precision."""
+    nbytes = _gradient_bytes(model, topology.precision)
+    return all_reduce_packs(topology, nbytes, machines, model.tensors)
+
+
+def all_reduce_packs(topology: Topology, nbytes: float, machines: int, tensors: int) -> int:
     """The all-reduces a step of `machines` machines runs: one pack, or as many packs of
-    `--all-reduce-pack-mb` as the gradients fill (`multi_worker_mirrored` across machines).
+    `--all-reduce-pack-mb` as the gradients fill (`multi_worker_mirrored` across machines),
+    at most one per gradient tensor: TensorFlow's `group_by_size` fills each pack past
+    the pack size before it starts the next, and never splits a tensor
+    (tensorflow/python/distribute/cross_device_utils.py).
 
     Each pack past the first is charged its ring's hop latency again, an upper bound: on
     2 CPU workers, 0.02 MB packs (4 for the MLP's 69 KB) trained 11-19 % slower than one
@@ -359,7 +369,8 @@ def all_reduce_packs(topology: Topology, nbytes: float, machines: int) -> int:
     """
     if machines <= 1 or topology.all_reduce_pack_mb <= 0:
         return 1
-    return max(1, math.ceil(nbytes / (topology.all_reduce_pack_mb * 2**20)))
+    filled = math.ceil(nbytes / (topology.all_reduce_pack_mb * 2**20))
+    return max(1, min(filled, tensors))
 
 
 def overlap_share(
@@ -475,7 +486,7 @@ def predict_allreduce(
     nbytes = _gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(nbytes, *ring)
-    packs = all_reduce_packs(topology, nbytes, machines)
+    packs = all_reduce_packs(topology, nbytes, machines, model.tensors)
     if packs > 1:  # every pack past the first is one more ring: its hops' latency again
         comm += (packs - 1) * allreduce_across_machines_time(0.0, *ring)
     if replicas > 1:
@@ -490,8 +501,11 @@ def predict_allreduce(
     if replicas > 1:
         compute *= max(machine_slowdowns(topology, machines))  # every step waits for the slowest
     overlap = overlap_share(
-        c.allreduce_overlap, topology, c, all_reduce_overlaps(topology, machines)
+        c.allreduce_overlap, topology, c, all_reduce_overlaps(topology, model, machines)
     )
+    if not topology.overlaps_backward and packs > 1:
+        # the last pack holds the first layers' gradients, computed last: it hides nothing
+        overlap = min(overlap, (packs - 1) / packs)
     exposed = exposed_communication(comm, compute, overlap)
     if replicas > 1:
         exposed += c.sync_latency_s * math.log2(replicas)  # waited, never hidden

@@ -120,10 +120,10 @@ def _not_hidden(chosen: Prediction) -> str:
     return f"{chosen.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
 
 
-def _exposed(chosen: Prediction, topology: Topology) -> str:
+def _exposed(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
     """How much of the all-reduce shows in the step, and why none of TensorFlow's hides
     unless it is split into packs."""
-    if all_reduce_overlaps(topology, chosen.layout.workers):
+    if all_reduce_overlaps(topology, model, chosen.layout.workers):
         return _not_hidden(chosen)
     packs = (
         "; --all-reduce-pack-mb splits multi_worker_mirrored's into packs that overlap it"
@@ -143,7 +143,7 @@ def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfi
         f"One machine with {topology.gpus_per_machine} GPUs: mirrored all-reduces "
         f"{model.gradient_bytes / 1e6:,.1f} MB over {topology.link} "
         f"({link_bandwidth_gbps(topology):g} GB/s nominal) "
-        f"in {chosen.raw_communication_s * 1e3:,.1f} ms, {_exposed(chosen, topology)}: "
+        f"in {chosen.raw_communication_s * 1e3:,.1f} ms, {_exposed(chosen, topology, model)}: "
         f"{pct(chosen.scaling_efficiency)} scaling efficiency."
     )
 
@@ -161,7 +161,7 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
             else "ring all-reduce across machines takes "
         )
         + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step{_scalars(chosen, topology)}, "
-        f"{_exposed(chosen, topology)}: "
+        f"{_exposed(chosen, topology, model)}: "
         f"{pct(chosen.scaling_efficiency)} scaling efficiency on {chosen.replicas} GPUs."
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,7 +243,13 @@ def recommend(
         )
         if prices is not None and rec.chosen is not None:
             rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
-    rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, async_ok, unstated))
+
+    def answer(on: Topology, variant: ModelProfile) -> Recommendation:
+        """The answer, all else as asked, on other hardware or for another model."""
+        return recommend(on, variant, batch_size=batch_size, async_ok=async_ok,
+                         history=history, prices=prices, objective=objective)  # fmt: skip
+
+    rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, unstated, answer))
     rec.reasons.extend(_unmeasured_choice_reasons(rec, preds))
     return rec
 
@@ -267,11 +273,13 @@ def _unmeasured_choice_reasons(rec: Recommendation, preds: list[Prediction]) -> 
 def unknown_input_reasons(
     topology: Topology,
     model: ModelProfile,
-    batch_size: int = 64,
-    async_ok: bool = False,
-    unstated: Sequence[str] = (),
+    batch_size: int,
+    unstated: Sequence[str],
+    answer: Callable[[Topology, ModelProfile], Recommendation],
 ) -> list[str]:
-    """What was estimated or assumed, and the answer at the ends of the estimate.
+    """What was estimated or assumed, and the answer at the ends of the estimate:
+    `answer` recommends with every other setting as asked (objective, prices,
+    history), on other hardware or for another model.
 
     A `--params` model without FLOPs gets `FLOPS_PER_PARAM_ESTIMATE` per
     parameter; the recommendation can flip between an MLP-like model (2 per
@@ -295,31 +303,31 @@ def unknown_input_reasons(
             variant = dataclasses.replace(
                 model, flops_per_example=per_param * model.params, estimated=()
             )
-            rec = recommend(topology, variant, batch_size=batch_size, async_ok=async_ok)
+            rec = answer(topology, variant)
             layout = f"{rec.layout.workers} worker(s)" if rec.layout else "no layout"
             answers.append(f"{label} ({per_param:g} FLOPs per parameter): {rec.strategy}, {layout}")
         reasons.append(
             "The FLOPs per example were not given (--gflops-per-example), so they are an "
             f"estimate: {model.flops_per_example / 1e9:,.3g} GFLOPs "
             f"({mp.FLOPS_PER_PARAM_ESTIMATE:.0f} per parameter, between an MLP and a CNN). "
-            f"The answer depends on it: {'; '.join(answers)}. Give --gflops-per-example "
+            f"{_at_both_ends(answers)} Give --gflops-per-example "
             "for one answer."
         )
     if "network" in unstated and topology.machines > 1:
         answers = []
         for gbps in NETWORK_RANGE_GBPS:
             on = dataclasses.replace(topology, network_gbps=gbps)
-            rec = recommend(on, model, batch_size=batch_size, async_ok=async_ok)
+            rec = answer(on, model)
             layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
             answers.append(f"at {gbps:g} Gbit/s: {rec.strategy} on {layout}")
         reasons.append(
             f"The network was not given (--network-gbps): {topology.network_gbps:g} Gbit/s "
-            f"per NIC is assumed. The answer depends on it: {'; '.join(answers)}. Give "
+            f"per NIC is assumed. {_at_both_ends(answers)} Give "
             "--network-gbps (iperf between two of the machines measures it) for one answer."
         )
     if "network_path" in unstated and topology.machines > 1:
         on = dataclasses.replace(topology, network_path="overlay")
-        rec = recommend(on, model, batch_size=batch_size, async_ok=async_ok)
+        rec = answer(on, model)
         layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
         reasons.append(
             "The network path was not given (--network-path): the machines' own network "
@@ -331,13 +339,13 @@ def unknown_input_reasons(
         answers = []
         for slowdown in HETEROGENEITY_RANGE:
             on = dataclasses.replace(topology, heterogeneity_slowdown=slowdown)
-            rec = recommend(on, model, batch_size=batch_size, async_ok=async_ok)
+            rec = answer(on, model)
             layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
             answers.append(f"at {slowdown:g}x: {rec.strategy} on {layout}")
         reasons.append(
             "How much slower the slower machines are was not given (--heterogeneous "
             f"without FACTOR): half are assumed {topology.heterogeneity_slowdown:g}x slower. "
-            f"The answer depends on it: {'; '.join(answers)}. Give --heterogeneous FACTOR "
+            f"{_at_both_ends(answers)} Give --heterogeneous FACTOR "
             "(one step's time on the slowest machine over the fastest's) or a --gpu mix for "
             "one answer."
         )
@@ -349,6 +357,13 @@ def unknown_input_reasons(
             f"the published CNNs).{_batch_cap_range(topology, model, batch_size)}"
         )
     return reasons
+
+
+def _at_both_ends(answers: list[str]) -> str:
+    """`answers` at the ends of an estimate, for a sentence: whether they differ."""
+    same = len({a.partition(": ")[2] for a in answers}) == 1
+    lead = "The answer is the same at both ends" if same else "The answer depends on it"
+    return f"{lead}: {'; '.join(answers)}."
 
 
 def _batch_cap_range(topology: Topology, model: ModelProfile, batch_size: int) -> str:
@@ -458,8 +473,8 @@ def _choose(
     whole cluster would spend on communication, then explain that candidate on
     its own machines (`on_first_machines`); a candidate the full cluster does
     not have is measured and priced there. `reasons` (memory findings) and
-    `history_reasons` (`apply_history` on `preds`, taken again over every
-    candidate when the choice is one of its own) follow the explanation.
+    `history_reasons` (`apply_history` on `preds`, taken again with the fewer
+    machines' candidates when a record measured one) follow the explanation.
     """
     feasible = [p for p in preds if p.feasible]
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
@@ -468,10 +483,12 @@ def _choose(
     options: list[tuple[int, str, float, float]] = []
     fewer: list[str] = []
     on = topology
+    weighed: list[Prediction] = []  # the fewer machines' candidates the full table lacks
     if chosen.layout.workers > 1:
         best_on = _best_on_each_machine_count(
             chosen, preds, topology, model, batch, async_ok, history
         )
+        weighed = [p for p in best_on.values() if p not in preds]
         if 1 in best_on and _machine_efficiency(topology, best_on, topology.machines) < (
             EFFICIENCY_FLOOR
         ):
@@ -485,8 +502,10 @@ def _choose(
             _price([chosen], on, prices)
         preds = [*preds, chosen]
         feasible.append(chosen)
-        if history:  # one tally over every candidate, its measurement included
-            history_reasons = apply_history(preds, history, topology, model, batch)
+    if fewer and any(p.measured_examples_per_second is not None for p in weighed):
+        # one tally over every candidate the floor weighed, the measured ones included
+        extra = [p for p in weighed if p not in preds]
+        history_reasons = apply_history([*preds, *extra], history, topology, model, batch)
     reasons = [
         *fewer, *explain(chosen, feasible, on, model, batch), *rule_reasons, *reasons,
         *history_reasons,

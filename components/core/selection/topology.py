@@ -176,8 +176,27 @@ class Topology:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
             object.__setattr__(self, "gpu", "cpu")
         if self.gpu_mix:
-            object.__setattr__(self, "gpu_mix", tuple((g.lower(), n) for g, n in self.gpu_mix))
-            object.__setattr__(self, "heterogeneous", True)
+            self._settle_mix()
+
+    def _settle_mix(self) -> None:
+        """Merges a mix's repeated GPU names; a mix of one name is plain hardware, and
+        only GPUs of different speeds make the machines heterogeneous (an A100 40GB
+        and 80GB differ in memory alone)."""
+        if not all(isinstance(n, int) and not isinstance(n, bool) for _, n in self.gpu_mix):
+            return  # validate() refuses the count
+        counts: dict[str, int] = {}
+        for name, n in self.gpu_mix:
+            counts[str(name).lower()] = counts.get(str(name).lower(), 0) + n
+        if len(counts) == 1:
+            object.__setattr__(self, "gpu", next(iter(counts)))
+            object.__setattr__(self, "gpu_mix", ())
+            return
+        object.__setattr__(self, "gpu_mix", tuple(counts.items()))
+        try:
+            speeds = {(get_gpu(g).peak_tflops_fp32, get_gpu(g).peak_tflops_fp16) for g in counts}
+        except ConfigError:
+            return  # an unknown name: validate() says so
+        object.__setattr__(self, "heterogeneous", len(speeds) > 1)
 
     def validate(self) -> None:
         """Refuses hardware the cost model cannot describe.
