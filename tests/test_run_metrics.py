@@ -62,13 +62,27 @@ def test_a_newer_version_is_refused_with_what_to_do():
     [
         ({"eval_accuracy": None}, "missing 'eval_accuracy'"),
         ({"num_replicas": "two"}, "'num_replicas' must be a int"),
-        ({"num_replicas": 0}, "'num_replicas' must be at least 1"),
-        ({"examples_per_second": -1.0}, "must not be negative"),
+        ({"num_replicas": 0}, "'num_replicas' must be a whole number of at least 1"),
+        ({"examples_per_second": -1.0}, "'examples_per_second' must be a finite number"),
+        ({"examples_per_second": float("nan")}, "'examples_per_second' must be a finite number"),
+        ({"examples_per_second": float("inf")}, "'examples_per_second' must be a finite number"),
+        ({"workers": 1.5}, "'workers' must be a whole number of at least 1, got 1.5"),
+        ({"ps": -1}, "'ps' must be a whole number of at least 0"),
+        ({"devices_per_worker": True}, "'devices_per_worker' must be a whole number"),
+        ({"per_replica_batch_size": "32"}, "'per_replica_batch_size' must be a whole number"),
+        ({"hardware": {"machines": "two"}}, "'hardware.machines' must be a whole number"),
+        ({"hardware": {"gpus_per_machine": -8}}, "'hardware.gpus_per_machine' must be a whole"),
+        ({"precision": "fp16"}, "unknown 'precision' 'fp16'.*float32, mixed_float16"),
     ],
 )
 def test_a_broken_record_is_refused(change, message):
     with pytest.raises(ConfigError, match=message):
         RunMetrics.from_dict({**a_record().to_dict(), **change})
+
+
+def test_a_record_stating_fp32_reads_as_the_float32_policy():
+    record = RunMetrics.from_dict({**a_record().to_dict(), "precision": "fp32"})
+    assert record.precision == "float32"
 
 
 def test_read_refuses_a_file_that_is_not_json(tmp_path):
@@ -126,7 +140,9 @@ def test_select_history_matches_records_strategist_wrote(monkeypatch, tmp_path):
     ):
         run = make_run(strategy, workers=4, ps=ps, devices_per_worker=8)
         record = vertex_record(monkeypatch, run, make_cloud(gpu="v100"))
-        records.append({**record.to_dict(), "examples_per_second": examples_per_second})
+        # the trainer states the batch it ran (select's default, 64 per replica)
+        records.append({**record.to_dict(), "examples_per_second": examples_per_second,
+                        "per_replica_batch_size": 64})  # fmt: skip
     path = tmp_path / "comparison.json"
     path.write_text(json.dumps(build_report(records)))
     topology = Topology(4, 8, "v100", network_gbps=100)

@@ -938,6 +938,88 @@ def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
     assert rec.strategy == "multi_worker_mirrored"  # two machines did measure it
 
 
+def _one_record(tmp_path: Path, strategy: str = "parameter_server", eps: float = 6000.0,
+                **change) -> str:  # fmt: skip
+    """A comparison.json of one 4 x 8 V100 resnet101 record with `change` applied: a value
+    of None drops the key; `hardware` updates the record's hardware."""
+    path = _comparison(tmp_path, "comparison.json", [(strategy, eps)])
+    doc = json.loads(Path(path).read_text())
+    record = doc["results"][0]
+    record["hardware"].update(change.pop("hardware", {}))
+    for key, value in change.items():
+        if value is None:
+            record.pop(key)
+        else:
+            record[key] = value
+    Path(path).write_text(json.dumps(doc))  # NaN and Infinity as JSON's NaN and Infinity
+    return path
+
+
+HISTORY_ARGV = ["select", "--machines", "4", "--gpus-per-machine", "8", "--network-gbps", "100",
+                "--gpu", "v100", "--batch-size", "64", "--model", "resnet101"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"examples_per_second": float("nan")}, "'examples_per_second' must be a finite number"),
+        ({"examples_per_second": float("inf")}, "'examples_per_second' must be a finite number"),
+        ({"examples_per_second": 0}, "'examples_per_second' is 0, no measured throughput"),
+        ({"workers": "two"}, "'workers' must be a whole number of at least 1, got 'two'"),
+        ({"workers": True}, "'workers' must be a whole number of at least 1, got True"),
+        ({"hardware": {"machines": "two"}}, "'hardware.machines' must be a whole number"),
+        ({"devices_per_worker": "x"}, "'devices_per_worker' must be a whole number"),
+        ({"per_replica_batch_size": "32"}, "'per_replica_batch_size' must be a whole number"),
+        ({"precision": "fp16"}, "unknown 'precision' 'fp16'"),
+    ],
+)
+def test_a_bad_history_record_exits_2_naming_the_file_record_and_field(
+    tmp_path, capsys, change, fragment
+):
+    path = _one_record(tmp_path, **change)
+    assert main([*HISTORY_ARGV, "--history", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before any prediction
+    err = captured.err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert f"--history {path} parameter_server: " in err and fragment in err
+    assert "correct the record or remove it from the file" in err
+
+
+def test_an_empty_history_exits_2_saying_what_to_pass(tmp_path, capsys):
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": []}))
+    assert main([*HISTORY_ARGV, "--history", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert f"--history {path}: its 'results' list is empty" in err
+    assert "pass the comparison.json of a `strategist compare` that ran" in err
+
+
+def test_history_precision_names_map_to_the_selectors_precision(tmp_path):
+    """`fp32` (the selector's word) and `float32` are fp32; the mixed policies are mixed."""
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    for name in ("fp32", "float32"):
+        rec = recommend(topology, RESNET101, history=selection.load_history(
+            [_one_record(tmp_path, precision=name)]))  # fmt: skip
+        assert rec.strategy == "parameter_server"  # the measurement decided
+    record = selection.load_history([_one_record(tmp_path, precision="mixed_bfloat16")])[0]
+    why = selection.history.mismatch(record, topology, RESNET101, 64)
+    assert why == "precision mixed, not fp32"
+
+
+def test_a_history_record_without_its_batch_does_not_match(tmp_path):
+    """Every metrics.json Strategist wrote (version 1 on) states its per-replica batch, so a
+    record without one measured an unknown batch: it decides nothing."""
+    path = _one_record(tmp_path, per_replica_batch_size=None)
+    rec = recommend(
+        Topology(4, 8, "v100", network_gbps=100), RESNET101, history=selection.load_history([path])
+    )
+    assert rec.strategy == "multi_worker_mirrored"  # the prediction, not the 6,000/s record
+    assert any("None of the 1 history records matches" in r and "no per-replica batch stated" in r
+               for r in rec.reasons)  # fmt: skip
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -956,6 +1038,44 @@ def test_cli_json(capsys):
         "scaling_efficiency",
     }
     assert doc["alternatives"] and doc["reasons"]
+
+
+def test_cli_json_prices_the_chosen_candidate_as_the_alternatives(capsys):
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "t4",
+            "--model", "resnet50", "--prices", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["usd_per_million_examples"] > 0
+    feasible = [a for a in doc["alternatives"] if a.get("feasible", True)]
+    assert feasible and all(a["usd_per_million_examples"] > 0 for a in feasible)
+
+
+@pytest.mark.parametrize("command", ["select", "status"])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(command, tmp_path):
+    """`strategist ... | head -1`: the pipe's reader is gone; the command stops without a
+    traceback, with 141 (128 + SIGPIPE) as a Unix tool killed by SIGPIPE does. `main`
+    handles it, so every subcommand's printing does (select and status shown)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "status.json").write_text('{"state": "done"}')
+    argv = {
+        "select": ["select", "--machines", "1", "--gpus-per-machine", "4", "--params", "2e7"],
+        "status": ["status", str(tmp_path)],
+    }[command]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before the first write: every write fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main())",
+             *argv],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+            cwd=Path(__file__).resolve().parents[1],
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 @pytest.mark.parametrize("written", ["2e9", "2_000_000_000", "2000000000"])

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.core.config import FLOAT32, PRECISIONS
 from components.core.errors import ConfigError
 
 SCHEMA_VERSION = 2
@@ -219,8 +221,8 @@ class RunMetrics:
             source: what to name in an error (a path).
 
         Raises:
-            ConfigError: not a run record, a missing field, or a version newer
-                than this Strategist knows.
+            ConfigError: not a run record, a missing or invalid field, or a
+                version newer than this Strategist knows.
         """
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{source}: not a run record (expected a JSON object)")
@@ -231,8 +233,11 @@ class RunMetrics:
                 f"Strategist reads ({SCHEMA_VERSION}): upgrade Strategist"
             )
         _check_required(raw, source)
+        _check_shape(raw, source)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {key: value for key, value in raw.items() if key in known}
+        if values.get("precision") in PRECISION_ALIASES:
+            values["precision"] = PRECISION_ALIASES[values["precision"]]
         values["hardware"] = _hardware(raw.get("hardware"), assumed=version < 2)
         values["schema_version"] = SCHEMA_VERSION
         return cls(**values)
@@ -259,14 +264,19 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _label(raw: Mapping[str, Any], source: str) -> str:
+    """The record as a message names it: its source and strategy."""
+    strategy = raw.get("strategy")
+    return f"{source} {strategy}" if isinstance(strategy, str) else source
+
+
 def _check_required(raw: Mapping[str, Any], source: str) -> None:
     """Refuses a record without the fields every reader needs.
 
     Raises:
         ConfigError: naming the record and the missing or invalid field.
     """
-    strategy = raw.get("strategy")
-    label = f"{source} {strategy}" if isinstance(strategy, str) else source
+    label = _label(raw, source)
     for key, kind in _REQUIRED.items():
         value = raw.get(key)
         if key == "eval_accuracy" and raw.get("task") == "regression" and value is None:
@@ -275,10 +285,59 @@ def _check_required(raw: Mapping[str, Any], source: str) -> None:
             raise ConfigError(f"{label}: missing {key!r} (is this a metrics.json record?)")
         if not (isinstance(value, str) if kind is str else _is_number(value)):
             raise ConfigError(f"{label}: {key!r} must be a {kind.__name__}, got {value!r}")
-    if raw["num_replicas"] < 1:
-        raise ConfigError(f"{label}: 'num_replicas' must be at least 1")
-    if raw["examples_per_second"] < 0:
-        raise ConfigError(f"{label}: 'examples_per_second' must not be negative")
+    # json.loads reads NaN and Infinity: neither is a measured speed.
+    eps = raw["examples_per_second"]
+    if not math.isfinite(eps) or eps < 0:
+        raise ConfigError(
+            f"{label}: 'examples_per_second' must be a finite number of at least 0, got "
+            f"{eps!r}; {_FIX}"
+        )
+
+
+# Counts a record may state, and their least value; absent or null is the default.
+_COUNTS = {
+    "num_replicas": 1,
+    "workers": 1,
+    "ps": 0,
+    "devices_per_worker": 1,
+    "per_replica_batch_size": 1,
+}
+_HARDWARE_COUNTS = {"machines": 1, "processes": 1, "gpus_per_machine": 0}
+# The selector's name of full precision, written by hand in records: the policy it means.
+PRECISION_ALIASES = {"fp32": FLOAT32}
+_FIX = "correct the record or remove it from the file"
+
+
+def _check_shape(raw: Mapping[str, Any], source: str) -> None:
+    """Refuses counts that are not whole numbers and precisions no run config has.
+
+    Readers compare these fields (`select --history` matches a candidate's
+    workers, devices, batch and precision), so a record that states one wrongly
+    must not match by accident, or crash a reader.
+
+    Raises:
+        ConfigError: naming the record, the field and what to do.
+    """
+    label = _label(raw, source)
+    hardware = raw.get("hardware")
+    counts = [(key, raw.get(key), least) for key, least in _COUNTS.items()]
+    if isinstance(hardware, Mapping):
+        counts += [
+            (f"hardware.{key}", hardware.get(key), least) for key, least in _HARDWARE_COUNTS.items()
+        ]
+    for key, value, least in counts:
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and not (whole and value >= least):
+            raise ConfigError(
+                f"{label}: {key!r} must be a whole number of at least {least}, got {value!r}; "
+                f"{_FIX}"
+            )
+    precision = raw.get("precision")
+    if precision is not None and precision not in (*PRECISIONS, *PRECISION_ALIASES):
+        raise ConfigError(
+            f"{label}: unknown 'precision' {precision!r}; a run's precision is one of "
+            f"{', '.join(PRECISIONS)}: {_FIX}"
+        )
 
 
 def _hardware(raw: Any, assumed: bool) -> Hardware:

@@ -12,6 +12,7 @@ import argparse
 import functools
 import importlib
 import os
+import signal
 import sys
 
 from components.core.config import ConfigError
@@ -69,6 +70,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs a subcommand; a reader that stops reading (`| head -1`) ends it quietly.
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError;
+    as a Unix tool killed by SIGPIPE would, the command stops without a word,
+    with 128 + SIGPIPE (141). Stdout then points at /dev/null so the flush at
+    exit does not raise again. See
+    https://docs.python.org/3/library/signal.html#note-on-sigpipe
+    """
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _run(argv: list[str] | None) -> int:
     # TensorFlow's C++ INFO/WARNING lines (no CUDA here, CPU features) drown the CLI's output;
     # set before any subcommand imports TensorFlow. An explicit setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -30,11 +30,14 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """Result records of `comparison.json` files, each tagged with its file.
 
     Each record is read as a `RunMetrics` (any known version), so the hardware
-    it states is the one the run detected.
+    it states is the one the run detected, and a field it states wrongly (a
+    count in words, a NaN speed, an unknown precision) is refused before any
+    prediction rather than matched or compared.
 
     Raises:
-        ConfigError: when a file cannot be read, has no `results` list, or
-            holds a record that is not a run record.
+        ConfigError: when a file cannot be read, has no `results` list or an
+            empty one, or holds a record that is not a run record or measured
+            no throughput.
     """
     records = []
     for path in paths:
@@ -52,9 +55,19 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise ConfigError(f"--history {path}: no 'results' list; pass a comparison.json")
+        if not results:
+            raise ConfigError(
+                f"--history {path}: its 'results' list is empty (no run was recorded); pass "
+                "the comparison.json of a `strategist compare` that ran, or leave --history out"
+            )
         for r in results:
-            record = RunMetrics.from_dict(r, f"--history {path}").to_dict()
-            records.append({**record, "_source": str(p)})
+            metrics = RunMetrics.from_dict(r, f"--history {path}")
+            if metrics.examples_per_second <= 0:
+                raise ConfigError(
+                    f"--history {path} {metrics.strategy}: 'examples_per_second' is 0, no "
+                    "measured throughput; correct the record or remove it from the file"
+                )
+            records.append({**metrics.to_dict(), "_source": str(p)})
     return records
 
 
@@ -80,15 +93,18 @@ def mismatch(
     record: Mapping[str, Any], topology: Topology, model: ModelProfile, batch: int
 ) -> str | None:
     """Why `record` cannot stand for a candidate here, or None when it can."""
-    eps = record.get("examples_per_second")
-    if record.get("strategy") not in STRATEGIES or not isinstance(eps, (int, float)) or eps <= 0:
-        return "no throughput of a known strategy"
+    if record.get("strategy") not in STRATEGIES:
+        return f"strategy {record.get('strategy')!r} unknown to this Strategist"
     if not _same_device(record, topology):
         return f"device {record_device(record)}, not {topology.gpu}"
     if record.get("model") != model.name:
         return f"model {record.get('model') or 'unknown'}, not {model.name}"
     rec_batch = record.get("per_replica_batch_size")
-    if rec_batch is not None and rec_batch != batch:
+    if rec_batch is None:
+        # Every metrics.json Strategist wrote, version 1 on, states its batch: a record
+        # without one was written by hand and says nothing of the batch asked about.
+        return "no per-replica batch stated"
+    if rec_batch != batch:
         return f"batch {rec_batch} per replica, not {batch}"
     precision = precision_of_policy(record.get("precision") or "float32")
     if precision != topology.precision:
@@ -106,7 +122,7 @@ def _devices_per_worker(record: Mapping[str, Any]) -> int:
     if spec_for(str(record.get("strategy"))).single_device:
         return 1
     hw = record.get("hardware") or {}
-    return max(int(record.get("devices_per_worker") or 1), int(hw.get("gpus_per_machine") or 0))
+    return max(record.get("devices_per_worker") or 1, hw.get("gpus_per_machine") or 0)
 
 
 def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
@@ -119,8 +135,8 @@ def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
     hw = record.get("hardware") or {}
     return (
         record.get("strategy") == candidate.strategy
-        and int(record.get("workers") or 1) == candidate.layout.workers
-        and int(hw.get("machines") or 1) == candidate.layout.workers
+        and (record.get("workers") or 1) == candidate.layout.workers
+        and (hw.get("machines") or 1) == candidate.layout.workers
         and _devices_per_worker(record) == candidate.layout.gpus_per_machine
     )
 

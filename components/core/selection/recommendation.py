@@ -83,6 +83,8 @@ class Recommendation:
             "layout": self.layout.to_dict() if self.layout else None,
             "predicted": chosen["predicted"] if chosen else None,
             "measured": chosen.get("measured") if chosen else None,
+            # As each alternative carries it: the text table's USD/M column, when priced.
+            "usd_per_million_examples": chosen.get("usd_per_million_examples") if chosen else None,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
             "machine_options": [

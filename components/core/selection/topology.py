@@ -6,7 +6,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from components.core.config import ConfigError
+from components.core.config import (
+    FLOAT32,
+    MIXED_BFLOAT16,
+    MIXED_FLOAT16,
+    ConfigError,
+)
+from components.core.config import PRECISIONS as POLICIES
 from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
@@ -92,10 +98,19 @@ def device(name: str) -> Gpu:
 def precision_of_policy(policy: str) -> str:
     """The selector's precision of a run's tf-keras policy (`training.precision`).
 
-    `float32` is `fp32`; `mixed_float16` and `mixed_bfloat16` are `mixed`
-    (16-bit tensor cores and activations).
+    `float32` (or the selector's own `fp32`) is `fp32`; `mixed_float16` and
+    `mixed_bfloat16` are `mixed` (16-bit tensor cores and activations).
+
+    Raises:
+        ConfigError: any other name (no policy of a run config).
     """
-    return "fp32" if policy == "float32" else "mixed"
+    if policy in (FLOAT32, "fp32"):
+        return "fp32"
+    if policy in (MIXED_FLOAT16, MIXED_BFLOAT16):
+        return "mixed"
+    raise ConfigError(
+        f"unknown precision {policy!r}; a run's precision is one of {', '.join(POLICIES)}"
+    )
 
 
 @dataclass(frozen=True)
