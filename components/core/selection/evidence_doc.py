@@ -1133,7 +1133,12 @@ def _answer_lines() -> list[str]:
         "batch, precision, strategy and cluster shape all match, each worker on a machine "
         "of its own (a local run's workers share one machine and measure no network); the "
         "median of the matching records replaces that candidate's prediction alone, so it "
-        "can flip the ranking, and the reasons name the file.",
+        "can flip the ranking, and the reasons name the file. A record without its "
+        "per-replica batch matches nothing (every metrics.json Strategist wrote, version 1 "
+        "on, states it). A record with a NaN, infinite or zero speed, a count that is not a "
+        'whole number (`"workers": "two"`), or a precision no run config has (`float32`, '
+        "`fp32`, `mixed_float16`, `mixed_bfloat16` are read), or a file with an empty "
+        "`results` list, exits 2 with one line naming the file, the record and the field.",
         "- **CPUs.** `--gpu cpu` costs a machine's logical CPU devices as sharing its cores "
         "(each replica's step takes as long as all of them on one device), and a ring "
         "between CPU machines as gRPC calls.",
