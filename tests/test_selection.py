@@ -1791,6 +1791,33 @@ def test_a_mix_of_one_speed_is_not_heterogeneous(capsys):
         assert "ms less exposed communication (the servers receive each gradient" in why
 
 
+def test_preemptible_machines_never_taken_away_favour_nothing(capsys):
+    """A preemption rate of 0 is reliable hardware: the answer is the synchronous one, as
+    without --preemptible; a rate without --preemptible exits 2 instead of being dropped."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "4", "--gpu", "t4", "--model",
+            "resnet50", "--network-gbps", "10", "--network-path", "host", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)["strategy"]
+    assert main([*argv, "--preemptible", "--preemptions-per-machine-hour", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"] == plain
+    assert main([*argv, "--preemptible", "--preemptions-per-machine-hour", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"] == "parameter_server"
+    assert main([*argv, "--preemptions-per-machine-hour", "5"]) == 2
+    assert "add --preemptible" in capsys.readouterr().err
+
+
+def test_fewer_heterogeneous_machines_are_the_faster_ones():
+    """`--heterogeneous` alone on 16 machines: the 8 faster ones come first, as a GPU mix's
+    fastest type does, so 2-8 machines are alike and weighed at full speed."""
+    from components.core.selection import cost_model, recommendation
+
+    flagged = Topology(16, 8, "v100", network_gbps=10, heterogeneous=True)
+    assert cost_model.machine_slowdowns(flagged, 8) == [1.0] * 8
+    assert cost_model.machine_slowdowns(flagged, 16) == [1.0] * 8 + [1.5] * 8
+    assert not recommendation.on_first_machines(flagged, 8).heterogeneous
+    assert recommendation.on_first_machines(flagged, 16).heterogeneous
+
+
 def test_cli_gpu_mix_and_preemption_rate(capsys):
     argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
             "--network-gbps", "100", "--model", "resnet101", "--preemptible",

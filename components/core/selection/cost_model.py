@@ -201,9 +201,10 @@ def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
             ref / achievable_tflops(name, topology.precision)
             for name in machine_gpus(topology, machines)
         ]
-    if topology.heterogeneous and machines > 1:
-        slower = machines // 2
-        return [1.0] * (machines - slower) + [topology.heterogeneity_slowdown] * slower
+    if topology.heterogeneous:  # the faster half first, as a mix's fastest type
+        slower = topology.machines // 2
+        everyone = [1.0] * (topology.machines - slower) + [topology.heterogeneity_slowdown] * slower
+        return everyone[:machines]
     return [1.0] * machines
 
 

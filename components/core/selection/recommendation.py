@@ -576,10 +576,15 @@ def _best_on_each_machine_count(
 def on_first_machines(topology: Topology, machines: int) -> Topology:
     """`topology` cut to its first `machines` machines (a GPU mix's fastest first).
 
-    A cut that holds one GPU type of a mix is plain hardware of that type.
+    A cut that holds one GPU type of a mix is plain hardware of that type, and so
+    is one within the faster half of `--heterogeneous` machines.
     """
     if not topology.gpu_mix:
-        return dataclasses.replace(topology, machines=machines)
+        fast = topology.machines - topology.machines // 2  # `machine_slowdowns`' order
+        alike = topology.heterogeneous and machines <= fast
+        return dataclasses.replace(
+            topology, machines=machines, heterogeneous=topology.heterogeneous and not alike
+        )
     mix = tuple(Counter(machine_gpus(topology, machines)).items())
     if len(mix) == 1:
         return dataclasses.replace(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import machine_slowdowns
+from components.core.selection.cost_model import machine_slowdowns, preemption_rate
 from components.core.selection.explanation import pct
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
@@ -163,7 +163,7 @@ def _why_parameter_server(
             "all-reduce waits for the slowest every step"
         )
         tolerance = max(tolerance, PS_TOLERANCE_FAULTS)
-    if topology.preemptible:
+    if preemption_rate(topology) > 0:  # preemptible machines never taken away favour nothing
         why.append(
             "machines are preemptible: a lost worker stops every synchronous replica, while "
             "parameter-server training retries its steps on the other workers"

@@ -258,6 +258,11 @@ class Topology:
             raise ConfigError(
                 f"--preemptions-per-machine-hour must be between 0 and 60, got {rate!r}"
             )
+        if rate is not None and not self.preemptible:
+            raise ConfigError(
+                "--preemptions-per-machine-hour applies to preemptible machines: add "
+                "--preemptible, or drop the rate"
+            )
         feed = self.input_examples_per_second
         if feed is not None and not (
             isinstance(feed, (int, float)) and math.isfinite(feed) and feed > 0
