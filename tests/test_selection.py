@@ -1948,6 +1948,9 @@ def test_an_input_pipeline_limit_caps_each_machine_and_is_named():
     rec = recommend(topo, PUBLISHED_PROFILES["resnet50"], batch_size=256)
     assert rec.chosen.examples_per_second == pytest.approx(6000.0)
     assert rec.chosen.input_bound
+    # the step shown is the GPUs'; the row and the JSON say the input sets the throughput
+    assert rec.to_dict()["predicted"]["input_bound"] is True
+    assert "6,000 (input)" in rec.to_text()
     assert any(r.startswith(f"The input pipelines limit {rec.strategy} to 6,000 examples/s")
                for r in rec.reasons)  # fmt: skip
     free = recommend(dataclasses.replace(topo, input_examples_per_second=None),

@@ -113,6 +113,8 @@ class Prediction:
                 "scaling_efficiency": _r(self.scaling_efficiency),
             },
         }
+        if self.input_bound:  # the step is the GPUs'; the input pipelines feed fewer examples
+            out["predicted"]["input_bound"] = True
         if self.measured_examples_per_second is not None:
             out["measured"] = {
                 "examples_per_second": _r(self.measured_examples_per_second),

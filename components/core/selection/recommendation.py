@@ -120,7 +120,7 @@ class Recommendation:
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
                     f"{p.communication_s * 1e3:,.1f}",
-                    f"{p.examples_per_second:,.0f}",
+                    f"{p.examples_per_second:,.0f}" + (" (input)" if p.input_bound else ""),
                     f"{p.scaling_efficiency:.0%}",
                     measured,
                     "-" if cost is None else f"{cost:,.2f}",
