@@ -669,3 +669,23 @@ def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
     common.check_machine_size(argparse.Namespace(oversubscribe=True), big)  # allowed
     with pytest.raises(ConfigError, match="--oversubscribe"):
         common.check_machine_size(argparse.Namespace(oversubscribe=False), big)
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_an_unprepared_dataset_offline_is_refused_before_any_step(
+    command, tmp_path, monkeypatch, capsys
+):
+    from components.core import datasets
+
+    # Port 1 on loopback refuses at once: the real probe, deterministically offline.
+    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    out, data_dir = tmp_path / "out", tmp_path / "tfds"
+    data_dir.mkdir()
+    argv = [command, "--local", "--dataset", "mnist", "--epochs", "1"]
+    argv += ["--data-dir", str(data_dir), "--output", str(out)]
+    code = run_cli(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "dataset 'mnist' is not prepared" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not out.exists()  # compare's pipeline (its shard step) never started
