@@ -689,3 +689,25 @@ def test_an_unprepared_dataset_offline_is_refused_before_any_step(
     assert "dataset 'mnist' is not prepared" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert not out.exists()  # compare's pipeline (its shard step) never started
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
+    command, tmp_path, monkeypatch, capsys
+):
+    from components.core import storage
+
+    # Port 1 on loopback refuses at once: an offline machine, deterministically.
+    monkeypatch.setattr(storage, "API_ADDRESS", ("127.0.0.1", 1))
+    monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
+    monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
+    out = tmp_path / "out"
+    argv = [command, "--local", "--data", "gs://nobucket-xyz/tables/*.csv", "--label", "y"]
+    started = time.monotonic()
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--data gs://nobucket-xyz/tables/*.csv: cannot reach Cloud Storage" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - started < 10
+    assert not out.exists()  # no process or pipeline step started

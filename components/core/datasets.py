@@ -18,7 +18,6 @@ import json
 import os
 import re
 import resource
-import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -294,7 +293,7 @@ def check_obtainable(builder, *, probe_timeout_s: float = 3.0, users_builder: bo
     if _is_prepared(builder):
         return
     offline = builder.name in OFFLINE_DATASETS or users_builder
-    if not offline and not _reachable(_DOWNLOAD_PROBE, probe_timeout_s):
+    if not offline and not storage.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(
             f"dataset {builder.name!r} is not prepared in {builder.data_dir} and cannot be "
             f"downloaded: {_DOWNLOAD_PROBE[0]} is unreachable. Prepare it where there is a "
@@ -307,14 +306,6 @@ def _is_prepared(builder) -> bool:
     return storage.isdir(builder.data_dir) and any(
         p.endswith(".json") for p in storage.listdir(builder.data_dir)
     )
-
-
-def _reachable(address: tuple[str, int], timeout_s: float) -> bool:
-    try:
-        with socket.create_connection(address, timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 def default_shards_dir(data: DataConfig) -> str:
