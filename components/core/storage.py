@@ -75,6 +75,11 @@ def is_object_store(path: str | os.PathLike) -> bool:
     return is_gs(text) or text.startswith(GCSFUSE_PREFIX)
 
 
+def absolute(path: str) -> str:
+    """A local path made absolute; a URI (`gs://...`) as it is (abspath would make `<cwd>/gs:/`)."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 def local_view(path: str | os.PathLike) -> str:
     """The path TensorFlow should open for `path`.
 
