@@ -669,3 +669,45 @@ def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
     common.check_machine_size(argparse.Namespace(oversubscribe=True), big)  # allowed
     with pytest.raises(ConfigError, match="--oversubscribe"):
         common.check_machine_size(argparse.Namespace(oversubscribe=False), big)
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_an_unprepared_dataset_offline_is_refused_before_any_step(
+    command, tmp_path, monkeypatch, capsys
+):
+    from components.core import datasets
+
+    # Port 1 on loopback refuses at once: the real probe, deterministically offline.
+    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    out, data_dir = tmp_path / "out", tmp_path / "tfds"
+    data_dir.mkdir()
+    argv = [command, "--local", "--dataset", "mnist", "--epochs", "1"]
+    argv += ["--data-dir", str(data_dir), "--output", str(out)]
+    code = run_cli(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "dataset 'mnist' is not prepared" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not out.exists()  # compare's pipeline (its shard step) never started
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
+    command, tmp_path, monkeypatch, capsys
+):
+    from components.core import storage
+
+    # Port 1 on loopback refuses at once: an offline machine, deterministically.
+    monkeypatch.setattr(storage, "API_ADDRESS", ("127.0.0.1", 1))
+    monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
+    monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
+    out = tmp_path / "out"
+    argv = [command, "--local", "--data", "gs://nobucket-xyz/tables/*.csv", "--label", "y"]
+    started = time.monotonic()
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--data gs://nobucket-xyz/tables/*.csv: cannot reach Cloud Storage" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - started < 10
+    assert not out.exists()  # no process or pipeline step started

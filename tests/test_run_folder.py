@@ -90,6 +90,17 @@ def test_compare_refuses_a_foreign_folder_too(capsys, tmp_path):
     assert snapshot(user) == before
 
 
+@pytest.mark.parametrize("command", [["train", "--local"], ["compare", "--local"]])
+def test_a_gs_output_is_refused_not_written_to_a_local_folder_named_gs(
+    capsys, tmp_path, monkeypatch, command
+):
+    monkeypatch.chdir(tmp_path)  # abspath used to make <cwd>/gs:/my-bucket/runs/x
+    argv = [*command, "--output", "gs://my-bucket/runs/x", "--epochs", "1"]
+    refused(capsys, argv, "--output gs://my-bucket/runs/x is a URI, but a local run")
+    assert list(tmp_path.iterdir()) == []
+    assert not trainer_pids(str(tmp_path))
+
+
 def test_a_second_claim_on_a_held_folder_is_refused_naming_the_owner(tmp_path):
     out = str(tmp_path / "run")
     owner = rf"in use by .* \(PID {os.getpid()}\)"

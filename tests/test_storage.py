@@ -573,3 +573,9 @@ def test_tensorflow_reads_and_writes_gs_through_its_own_filesystem(tmp_path, tfd
     assert result["tf_records_read_back"] == ["record 0", "record 1", "record 2"]
     # `--data gs://.../*.tfrecord`: 2 files of 10 records, 1 in 5 of each to the test split.
     assert result["gs_tfrecord_examples_sharded"] == [16, 4]
+
+
+def test_absolute_keeps_uris_and_anchors_local_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert storage.absolute("gs://my-bucket/runs/x") == "gs://my-bucket/runs/x"
+    assert storage.absolute("runs/x") == str(tmp_path / "runs" / "x")

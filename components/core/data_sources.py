@@ -336,11 +336,20 @@ def match_files(pattern: str) -> list[str]:
     """The files `--data` names, sorted; all of one supported kind.
 
     Raises:
-        ConfigError: nothing matches, mixed or unsupported kinds.
+        ConfigError: nothing matches, mixed or unsupported kinds, or a `gs://`
+            pattern that cannot be reached or read.
     """
-    paths = storage.glob(pattern) if glob.has_magic(pattern) else [pattern]
-    if not glob.has_magic(pattern) and not storage.isfile(pattern):
-        raise ConfigError(f"--data {pattern} does not exist: pass a file or a glob")
+    storage.check_readable(pattern, "--data")
+    try:
+        paths = storage.glob(pattern) if glob.has_magic(pattern) else [pattern]
+        if not glob.has_magic(pattern) and not storage.isfile(pattern):
+            raise ConfigError(f"--data {pattern} does not exist: pass a file or a glob")
+    except ConfigError:
+        raise
+    except Exception as err:  # gcsfs: credentials, permissions, a failed request
+        if not storage.is_remote(pattern):
+            raise
+        raise storage.unreadable(pattern, "--data", err) from None
     if not paths:
         raise ConfigError(f"--data {pattern} matches no file: check the path and the pattern")
     kinds = {os.path.splitext(p)[1].lower() for p in paths}

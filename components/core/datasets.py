@@ -18,7 +18,6 @@ import json
 import os
 import re
 import resource
-import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -230,7 +229,7 @@ def describe(data: DataConfig) -> InputSpec:
     """What the run's examples will look like, checked before anything is launched.
 
     Reads files' headers and small files whole; for TFDS, only the dataset's
-    metadata (nothing is downloaded).
+    metadata (nothing is downloaded), and whether it is prepared or can be.
 
     Raises:
         ConfigError: anything `shard_data` would refuse that is known up front.
@@ -240,6 +239,7 @@ def describe(data: DataConfig) -> InputSpec:
     else:
         builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
         features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
+        check_obtainable(builder, users_builder=bool(data.dataset_module))
         columns = ()
     return Manifest(
         data.dataset, "", tuple(features), label, num_classes, {}, columns=columns
@@ -264,44 +264,48 @@ def _read_arrays(paths: list[str], kind: str, label: str | None) -> data_sources
 def prepare(builder, *, probe_timeout_s: float = 3.0, users_builder: bool = False) -> None:
     """Downloads and prepares `builder` unless it already is.
 
-    A dataset that needs a download is first checked against the network, so
-    an offline machine fails in seconds with what to do, not after minutes of
-    retries. A user's builder (`users_builder`, from `--dataset-module`) is
-    not: it may read local files.
-
     Raises:
-        ConfigError: when the download host cannot be reached.
+        ConfigError: when the download host cannot be reached (`check_obtainable`).
     """
     import tensorflow_datasets as tfds
 
     if _is_prepared(builder):
         return
+    check_obtainable(builder, probe_timeout_s=probe_timeout_s, users_builder=users_builder)
     tfds.disable_progress_bar()  # progress goes through `log`, line by line
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(try_download_gcs=False)
+    )
+
+
+def check_obtainable(builder, *, probe_timeout_s: float = 3.0, users_builder: bool = False) -> None:
+    """Refuses a dataset that is not prepared and cannot be downloaded here.
+
+    A dataset that needs a download is first checked against the network, so
+    an offline machine fails in seconds with what to do, not after minutes of
+    retries (and, for `compare`, before the pipeline's shard step). A user's
+    builder (`users_builder`, from `--dataset-module`) is not: it may read
+    local files.
+
+    Raises:
+        ConfigError: when the download host cannot be reached.
+    """
+    if _is_prepared(builder):
+        return
     offline = builder.name in OFFLINE_DATASETS or users_builder
-    if not offline and not _reachable(_DOWNLOAD_PROBE, probe_timeout_s):
+    if not offline and not storage.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(
             f"dataset {builder.name!r} is not prepared in {builder.data_dir} and cannot be "
             f"downloaded: {_DOWNLOAD_PROBE[0]} is unreachable. Prepare it where there is a "
             "network (`tfds build` or a Strategist run) and pass that folder with --data-dir, "
             "or use --dataset digits, which needs no network"
         )
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(try_download_gcs=False)
-    )
 
 
 def _is_prepared(builder) -> bool:
     return storage.isdir(builder.data_dir) and any(
         p.endswith(".json") for p in storage.listdir(builder.data_dir)
     )
-
-
-def _reachable(address: tuple[str, int], timeout_s: float) -> bool:
-    try:
-        with socket.create_connection(address, timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 def default_shards_dir(data: DataConfig) -> str:

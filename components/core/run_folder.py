@@ -66,13 +66,20 @@ def check_destination(path: str, flag: str = "--output") -> str:
     """Refuses an output folder Strategist may not write into; returns its absolute path.
 
     Nothing is created. A folder is acceptable when it does not exist yet, is
-    empty, or carries Strategist's run marker.
+    empty, or carries Strategist's run marker; a URI (`gs://...`) never is, as
+    the run marker, lock and atomic renames need a local file system.
 
     Raises:
         ConfigError: naming the folder and what to pass instead.
     """
     if not path or not path.strip():
         raise ConfigError(f"{flag} is empty: pass a folder for the run, e.g. runs/my-run")
+    if "://" in path:  # abspath would turn gs://b/x into a local folder named `gs:`
+        raise ConfigError(
+            f"{flag} {path} is a URI, but a local run writes a local folder: pass one "
+            "(e.g. runs/my-run) and copy it up afterwards (gcloud storage cp -r), or "
+            "train in the cloud (train --target vertex)"
+        )
     real = os.path.realpath(path)
     for protected, what in _protected_folders():
         if real == protected:

@@ -7,7 +7,7 @@ import datetime
 import os
 import tempfile
 
-from components.core import models
+from components.core import models, storage
 from components.core.config import (
     ALL_REDUCE,
     MAX_SEED,
@@ -391,7 +391,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             profile_steps=args.profile_steps,
         ),
         cluster=cluster,
-        output_dir=os.path.abspath(output_dir),
+        output_dir=storage.absolute(output_dir),
     )
     validate_run(config)
     return config

@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 
-from components.core import datasets, speed_options, training
+from components.core import datasets, speed_options, storage, training
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
@@ -193,7 +193,7 @@ def use_shards(
         ConfigError: no such folder, no or unreadable manifest, missing,
             truncated or corrupted shard files, or shards of another dataset.
     """
-    manifest = datasets.load_manifest(os.path.abspath(shards_dir), verify_records=True)
+    manifest = datasets.load_manifest(storage.absolute(shards_dir), verify_records=True)
     if dataset not in (None, manifest.dataset):
         raise ConfigError(
             f"--shards-dir {shards_dir} holds {manifest.dataset!r}, not {dataset!r}: drop "
