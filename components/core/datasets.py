@@ -229,7 +229,8 @@ def describe(data: DataConfig) -> InputSpec:
     """What the run's examples will look like, checked before anything is launched.
 
     Reads files' headers and small files whole; for TFDS, only the dataset's
-    metadata (nothing is downloaded), and whether it is prepared or can be.
+    metadata (nothing is downloaded). Whether a TFDS dataset is prepared or can
+    be is `check_available`'s, asked once the data is known to suit the model.
 
     Raises:
         ConfigError: anything `shard_data` would refuse that is known up front.
@@ -239,11 +240,22 @@ def describe(data: DataConfig) -> InputSpec:
     else:
         builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
         features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
-        check_obtainable(builder, users_builder=bool(data.dataset_module))
         columns = ()
     return Manifest(
         data.dataset, "", tuple(features), label, num_classes, {}, columns=columns
     ).input_spec
+
+
+def check_available(data: DataConfig) -> None:
+    """Refuses a TFDS dataset that is neither prepared nor downloadable from here.
+
+    Raises:
+        ConfigError: when the download host cannot be reached (`check_obtainable`).
+    """
+    if data.files:
+        return
+    builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+    check_obtainable(builder, users_builder=bool(data.dataset_module))
 
 
 def _file_layout(data: DataConfig):

@@ -454,8 +454,9 @@ def check_data(config: RunConfig):
         The examples' `InputSpec`.
 
     Raises:
-        ConfigError: bad data (`datasets.describe`), or several or non-numeric
-            features for a built-in model, which takes one numeric input.
+        ConfigError: bad data (`datasets.describe`), several or non-numeric
+            features for a built-in model, which takes one numeric input, or a
+            dataset that cannot be obtained here (`datasets.check_available`).
     """
     from components.core import datasets
     from components.core.data_sources import listing
@@ -470,6 +471,7 @@ def check_data(config: RunConfig):
                 "keep numeric columns only (a CSV's numeric columns form one vector), or give "
                 "a model with named inputs"
             )
+    datasets.check_available(config.data)
     return spec
 
 
