@@ -31,7 +31,7 @@ def add_parser(subparsers) -> None:
             "  strategist train --strategy multi_worker_mirrored --workers 2\n"
             "  strategist train --strategy mirrored --gpus-per-machine 3\n"
             "  strategist train --target vertex --dry-run --strategy multi_worker_mirrored "
-            "--workers 4 --gpu a100 --gpus-per-machine 2 --image IMAGE --project P "
+            "--workers 4 --gpu a100 --gpus-per-machine 2 --image us-docker.pkg.dev/my-project/strategist/trainer:1.0 --project P "
             "--region us-central1 --output gs://BUCKET/runs/x --shards-dir gs://BUCKET/shards\n"
             "  (the same with --rehearse instead of --dry-run runs every replica of that job "
             "here; --gpus-per-machine is the local cluster's devices per machine and the job's "
