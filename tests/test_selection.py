@@ -831,6 +831,21 @@ def test_history_confirming_the_choice_is_reported(tmp_path):
     assert ps.rank_examples_per_second == ps.examples_per_second
 
 
+def test_a_history_folder_is_every_comparison_json_under_it(tmp_path, capsys):
+    # `--history runs/` reads each run's comparison.json, however deep, sorted by path.
+    for run, eps in (("b-compare/nested", 3000.0), ("a-compare", 6000.0)):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        _comparison(tmp_path / "runs" / run, "comparison.json", [("parameter_server", eps)])
+    (tmp_path / "runs" / "a-compare" / "other.json").write_text("not json")
+    records = selection.load_history([tmp_path / "runs"])
+    assert [r["examples_per_second"] for r in records] == [6000.0, 3000.0]
+    assert records[1]["_source"].endswith("b-compare/nested/comparison.json")
+    # A folder with none exits 2 saying what to pass.
+    (tmp_path / "empty").mkdir()
+    assert main([*HISTORY_ARGV, "--history", str(tmp_path / "empty")]) == 2
+    assert "no comparison.json in this folder" in capsys.readouterr().err
+
+
 def test_history_on_other_hardware_is_ignored(tmp_path):
     path = _comparison(tmp_path, "c.json", [("parameter_server", 1e9)], gpu="t4")
     rec = recommend(
