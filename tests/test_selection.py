@@ -131,6 +131,16 @@ def test_bundled_profiles_match_a_live_count(name, classes):
     assert model_profile.profile_model(name, num_classes=classes) == live
 
 
+def test_bundled_profiles_hold_every_field_the_generator_writes():
+    """Cheap (no model built): the committed file has each field `to_dict` writes, so a
+    new ModelProfile field fails here until `python -m components.core.model_profile` runs."""
+    bundled = json.loads(model_profile.BUNDLED_PATH.read_text())
+    assert bundled["version"] == model_profile.PROFILE_VERSION
+    for name, entry in bundled["models"].items():
+        written = json.loads(json.dumps(model_profile.ModelProfile(**entry["profile"]).to_dict()))
+        assert written == entry["profile"], name
+
+
 def test_select_sizes_a_registry_model_without_tensorflow():
     code = (
         "import sys; from pipelines.cli import main; "
