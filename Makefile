@@ -39,6 +39,7 @@ lint: install ## ruff and hadolint
 	$(VENV)/bin/hadolint containers/Dockerfile
 
 compile: install ## Write the compiled pipelines to $(COMPILED)/ (both pipelines, both targets)
+	@mkdir -p $(COMPILED)
 	@for pipeline in training comparison; do for target in vertex kfp; do \
 	    $(STRATEGIST) compile --pipeline $$pipeline --target $$target --image $(IMAGE) \
 	        -o $(COMPILED)/$$pipeline-$$target.yaml || exit 1; \

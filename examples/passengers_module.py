@@ -3,6 +3,12 @@
     strategist train --dataset passengers --dataset-module my_builders.py \
         --model-module examples/passengers_module.py
 
+`my_builders.py` is yours to write: it does not ship. It holds a TFDS builder named
+`Passengers` whose supervised input `features` is a `FeaturesDict` with `age`, `fare`
+(float32), `pclass` (a 3-class `ClassLabel`) and `name` (text), and whose label is a
+2-class `ClassLabel`; `Passengers` in tests/test_user_data.py
+is one to copy (examples/pen_digits_builder.py shows a builder module that ships).
+
 A TFDS dataset whose input is a `FeaturesDict` reaches the model as a dict keyed by
 the inner feature names; this model takes the numeric ones it names (age, fare and
 the passenger class, one-hot) and leaves the rest (the name, a string) unused.

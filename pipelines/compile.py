@@ -32,7 +32,8 @@ def check_image(image: str) -> None:
     if not _IMAGE.match(image):
         raise ConfigError(
             f"--image {image!r} is not a container image reference; "
-            "use REGISTRY/PATH[:TAG], e.g. us-docker.pkg.dev/PROJECT/REPO/trainer:1.0"
+            "references are lower case (REGISTRY/PATH[:TAG]), "
+            "e.g. us-docker.pkg.dev/my-project/strategist/trainer:1.0"
         )
 
 

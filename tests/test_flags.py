@@ -296,6 +296,27 @@ def test_every_help_ends_with_examples():
             build_parser().parse_args(shlex.split(line)[1:])
 
 
+def _help_examples(command: str) -> list[list[str]]:
+    """The argv of each `strategist COMMAND` example line in COMMAND's --help."""
+    text = _subcommand_parsers()[command].format_help().split("\nexamples:\n", 1)[1]
+    return [shlex.split(line)[1:] for line in text.splitlines() if line.startswith("  strategist ")]
+
+
+def test_help_examples_pass_the_input_checks(tmp_path, monkeypatch):
+    # Parsing is not enough: an example's --image must pass check_image, and compile's
+    # examples must really compile (into tmp_path), so a broken example fails here.
+    from pipelines.compile import check_image
+
+    for command in _subcommand_parsers():
+        for argv in _help_examples(command):
+            if "--image" in argv:
+                check_image(argv[argv.index("--image") + 1])
+    monkeypatch.chdir(tmp_path)
+    for argv in _help_examples("compile"):
+        assert main(argv) == 0, argv
+        assert (tmp_path / argv[argv.index("-o") + 1]).stat().st_size > 0
+
+
 def test_one_name_one_meaning_one_default_across_commands():
     # The GPU recommended for: select, compare and the pipelines' `gpu` agree.
     from pipelines.comparison import build_comparison_pipeline

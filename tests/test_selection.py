@@ -131,6 +131,16 @@ def test_bundled_profiles_match_a_live_count(name, classes):
     assert model_profile.profile_model(name, num_classes=classes) == live
 
 
+def test_bundled_profiles_hold_every_field_the_generator_writes():
+    """Cheap (no model built): the committed file has each field `to_dict` writes, so a
+    new ModelProfile field fails here until `python -m components.core.model_profile` runs."""
+    bundled = json.loads(model_profile.BUNDLED_PATH.read_text())
+    assert bundled["version"] == model_profile.PROFILE_VERSION
+    for name, entry in bundled["models"].items():
+        written = json.loads(json.dumps(model_profile.ModelProfile(**entry["profile"]).to_dict()))
+        assert written == entry["profile"], name
+
+
 def test_select_sizes_a_registry_model_without_tensorflow():
     code = (
         "import sys; from pipelines.cli import main; "
@@ -829,6 +839,21 @@ def test_history_confirming_the_choice_is_reported(tmp_path):
     ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
     assert ps.measured_examples_per_second is None
     assert ps.rank_examples_per_second == ps.examples_per_second
+
+
+def test_a_history_folder_is_every_comparison_json_under_it(tmp_path, capsys):
+    # `--history runs/` reads each run's comparison.json, however deep, sorted by path.
+    for run, eps in (("b-compare/nested", 3000.0), ("a-compare", 6000.0)):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        _comparison(tmp_path / "runs" / run, "comparison.json", [("parameter_server", eps)])
+    (tmp_path / "runs" / "a-compare" / "other.json").write_text("not json")
+    records = selection.load_history([tmp_path / "runs"])
+    assert [r["examples_per_second"] for r in records] == [6000.0, 3000.0]
+    assert records[1]["_source"].endswith("b-compare/nested/comparison.json")
+    # A folder with none exits 2 saying what to pass.
+    (tmp_path / "empty").mkdir()
+    assert main([*HISTORY_ARGV, "--history", str(tmp_path / "empty")]) == 2
+    assert "no comparison.json in this folder" in capsys.readouterr().err
 
 
 def test_history_on_other_hardware_is_ignored(tmp_path):

@@ -259,6 +259,24 @@ def glob(pattern: str) -> list[str]:
     return [prefix + match[len(root) :] for match in matches]
 
 
+def find(folder: str | os.PathLike, name: str) -> list[str]:
+    """Every file called `name` at any depth under `folder`, sorted, in the folder's form."""
+    text = os.fspath(folder)
+    key = _remote(text)
+    if key is not None:
+        # gcsfs `find` lists every object under the prefix, however deep.
+        found = filesystem().find(key)
+        relative = [posixpath.relpath(match, key) for match in found]
+    else:
+        view = local_view(text)
+        relative = [
+            os.path.relpath(os.path.join(dirpath, name), view)
+            for dirpath, _, files in os.walk(view)
+            if name in files
+        ]
+    return sorted(join(text, rel) for rel in relative if posixpath.basename(rel) == name)
+
+
 def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The whole file or object.
 

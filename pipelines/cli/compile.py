@@ -23,7 +23,8 @@ def add_parser(subparsers) -> None:
             "examples:\n"
             "  strategist compile --pipeline training --target vertex -o training.yaml\n"
             "  strategist compile --pipeline comparison --target kubeflow --gpu a100 "
-            "--gpus-per-machine 4 --image REGISTRY/PATH:TAG -o comparison.yaml"
+            "--gpus-per-machine 4 --image "
+            "us-docker.pkg.dev/my-project/strategist/trainer:1.0 -o comparison.yaml"
         ),
     )
     parser.add_argument("--pipeline", required=True, choices=("training", "comparison"))

@@ -222,7 +222,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         nargs="+",
         default=[],
         metavar="FILE",
-        help="comparison.json files (or folders) with measured throughput",
+        help="comparison.json files with measured throughput; a folder means every "
+        "comparison.json under it (runs/ reads every `compare` run)",
     )
     parser.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     parser.add_argument(

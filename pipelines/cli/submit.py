@@ -99,7 +99,8 @@ def add_parser(subparsers) -> None:
         epilog=(
             "examples:\n"
             "  strategist submit --pipeline training --target vertex --project P "
-            "--region us-central1 --pipeline-root gs://BUCKET/root --image REGISTRY/PATH:TAG\n"
+            "--region us-central1 --pipeline-root gs://BUCKET/root --image "
+            "us-docker.pkg.dev/my-project/strategist/trainer:1.0\n"
             "  strategist submit --pipeline comparison --target kubeflow "
             "--host http://localhost:8080 --gpu a100 --gpus-per-machine 2 --wait"
         ),

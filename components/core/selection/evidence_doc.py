@@ -1128,7 +1128,8 @@ def _answer_lines() -> list[str]:
         f"alone it assumes {HETEROGENEITY_SLOWDOWN:g}x and gives the answer at "
         f"{HETEROGENEITY_RANGE[0]:g}x and {HETEROGENEITY_RANGE[1]:g}x too. "
         "`--preemptions-per-machine-hour` (default one a day) sets the expected restart losses.",
-        "- **History.** `--history comparison.json` records (Strategist's own, CPU runs "
+        "- **History.** `--history comparison.json` records (a folder means every "
+        "comparison.json under it; Strategist's own, CPU runs "
         "included with `--gpu cpu`) decide a candidate when device, model, per-replica "
         "batch, precision, strategy and cluster shape all match, each worker on a machine "
         "of its own (a local run's workers share one machine and measure no network); the "

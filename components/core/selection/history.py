@@ -40,10 +40,7 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
             no throughput.
     """
     records = []
-    for path in paths:
-        p = str(path)
-        if storage.isdir(p):
-            p = storage.join(p, "comparison.json")
+    for path, p in _comparison_files(paths):
         try:
             data = json_input.parse(
                 storage.read_bytes(p, limit=json_input.MAX_BYTES),
@@ -69,6 +66,29 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
                 )
             records.append({**metrics.to_dict(), "_source": str(p)})
     return records
+
+
+def _comparison_files(paths: Iterable[str | Path]) -> list[tuple[str | Path, str]]:
+    """(as given, file) pairs: a file stands for itself, a folder for every
+    comparison.json under it (at any depth, sorted).
+
+    Raises:
+        ConfigError: when a folder holds no comparison.json.
+    """
+    files = []
+    for path in paths:
+        p = str(path)
+        if not storage.isdir(p):
+            files.append((path, p))
+            continue
+        found = storage.find(p, "comparison.json")
+        if not found:
+            raise ConfigError(
+                f"--history {path}: no comparison.json in this folder; pass the folder "
+                "of a `strategist compare` run (runs/<timestamp>-compare/) or its file"
+            )
+        files.extend((path, f) for f in found)
+    return files
 
 
 def record_device(record: Mapping[str, Any]) -> str:
