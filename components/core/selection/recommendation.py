@@ -316,34 +316,28 @@ def unknown_input_reasons(
             "for one answer."
         )
     if "network" in unstated and topology.machines > 1:
-        answers = []
-        for gbps in NETWORK_RANGE_GBPS:
-            on = dataclasses.replace(topology, network_gbps=gbps)
-            rec = answer(on, model)
-            layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
-            answers.append(f"at {gbps:g} Gbit/s: {rec.strategy} on {layout}")
+        answers = [
+            f"at {gbps:g} Gbit/s: {_on_machines(answer(on, model))}"
+            for gbps, on in _varied(topology, "network_gbps", NETWORK_RANGE_GBPS)
+        ]
         reasons.append(
             f"The network was not given (--network-gbps): {topology.network_gbps:g} Gbit/s "
             f"per NIC is assumed. {_at_both_ends(answers)} Give "
             "--network-gbps (iperf between two of the machines measures it) for one answer."
         )
     if "network_path" in unstated and topology.machines > 1:
-        on = dataclasses.replace(topology, network_path="overlay")
-        rec = answer(on, model)
-        layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
+        [(_, overlay)] = _varied(topology, "network_path", ["overlay"])
         reasons.append(
             "The network path was not given (--network-path): the machines' own network "
             "(host) is assumed. Through a container overlay network (Kubernetes kubenet, "
-            f"flannel VXLAN) the answer would be {rec.strategy} on {layout}. Give "
+            f"flannel VXLAN) the answer would be {_on_machines(answer(overlay, model))}. Give "
             "--network-path for one answer."
         )
     if "heterogeneity" in unstated and topology.machines > 1:
-        answers = []
-        for slowdown in HETEROGENEITY_RANGE:
-            on = dataclasses.replace(topology, heterogeneity_slowdown=slowdown)
-            rec = answer(on, model)
-            layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
-            answers.append(f"at {slowdown:g}x: {rec.strategy} on {layout}")
+        answers = [
+            f"at {slowdown:g}x: {_on_machines(answer(on, model))}"
+            for slowdown, on in _varied(topology, "heterogeneity_slowdown", HETEROGENEITY_RANGE)
+        ]
         reasons.append(
             "How much slower the slower machines are was not given (--heterogeneous "
             f"without FACTOR): half are assumed {topology.heterogeneity_slowdown:g}x slower. "
@@ -359,6 +353,17 @@ def unknown_input_reasons(
             f"the published CNNs).{_batch_cap_range(topology, model, batch_size)}"
         )
     return reasons
+
+
+def _varied(topology: Topology, field: str, values: Sequence[Any]) -> list[tuple[Any, Topology]]:
+    """`topology` with its `field` at each of `values`."""
+    return [(v, dataclasses.replace(topology, **{field: v})) for v in values]
+
+
+def _on_machines(rec: Recommendation) -> str:
+    """An answer for a sentence: `mirrored on 1 machine(s)`."""
+    layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
+    return f"{rec.strategy} on {layout}"
 
 
 def _at_both_ends(answers: list[str]) -> str:
