@@ -2173,7 +2173,7 @@ def test_each_all_reduce_pack_pays_the_rings_latency_again():
     """Packs let the all-reduce overlap back-propagation, but each is one more ring: on two
     CPU workers a tiny MLP in 0.02 MB packs is predicted slower than in one pack, as it
     trained (4,663-5,118 against 5,725-5,756 examples/s on this project's 2-core machine;
-    the model's penalty is an upper bound, `cost_model.all_reduce_packs`)."""
+    the model's penalty is an upper bound, `cost_model.step_all_reduce_packs`)."""
     from components.core.selection import cost_model
 
     mlp = model_profile.profile_model("mlp")

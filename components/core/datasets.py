@@ -283,7 +283,7 @@ def prepare(builder, *, probe_timeout_s: float = 3.0, users_builder: bool = Fals
 
     if _is_prepared(builder):
         return
-    check_obtainable(builder, probe_timeout_s=probe_timeout_s, users_builder=users_builder)
+    _check_downloadable(builder, probe_timeout_s, users_builder)
     tfds.disable_progress_bar()  # progress goes through `log`, line by line
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(try_download_gcs=False)
@@ -302,8 +302,16 @@ def check_obtainable(builder, *, probe_timeout_s: float = 3.0, users_builder: bo
     Raises:
         ConfigError: when the download host cannot be reached.
     """
-    if _is_prepared(builder):
-        return
+    if not _is_prepared(builder):
+        _check_downloadable(builder, probe_timeout_s, users_builder)
+
+
+def _check_downloadable(builder, probe_timeout_s: float, users_builder: bool) -> None:
+    """Refuses an unprepared dataset whose download host cannot be reached.
+
+    Raises:
+        ConfigError: naming the dataset, its folder and what to do.
+    """
     offline = builder.name in OFFLINE_DATASETS or users_builder
     if not offline and not storage.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(

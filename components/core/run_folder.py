@@ -74,7 +74,7 @@ def check_destination(path: str, flag: str = "--output") -> str:
     """
     if not path or not path.strip():
         raise ConfigError(f"{flag} is empty: pass a folder for the run, e.g. runs/my-run")
-    if "://" in path:  # abspath would turn gs://b/x into a local folder named `gs:`
+    if storage.is_uri(path):  # abspath would turn gs://b/x into a local folder named `gs:`
         raise ConfigError(
             f"{flag} {path} is a URI, but a local run writes a local folder: pass one "
             "(e.g. runs/my-run) and copy it up afterwards (gcloud storage cp -r), or "

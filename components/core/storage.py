@@ -75,9 +75,14 @@ def is_object_store(path: str | os.PathLike) -> bool:
     return is_gs(text) or text.startswith(GCSFUSE_PREFIX)
 
 
+def is_uri(path: str | os.PathLike) -> bool:
+    """True for a URI of any scheme (`gs://`, `s3://`): no local path."""
+    return "://" in os.fspath(path)
+
+
 def absolute(path: str) -> str:
     """A local path made absolute; a URI (`gs://...`) as it is (abspath would make `<cwd>/gs:/`)."""
-    return path if "://" in path else os.path.abspath(path)
+    return path if is_uri(path) else os.path.abspath(path)
 
 
 def local_view(path: str | os.PathLike) -> str:

@@ -351,14 +351,8 @@ def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) 
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
-    """`all_reduce_packs` of `model`'s gradients at `topology`'s precision."""
-    nbytes = _gradient_bytes(model, topology.precision)
-    return all_reduce_packs(topology, nbytes, machines, model.tensors)
-
-
-def all_reduce_packs(topology: Topology, nbytes: float, machines: int, tensors: int) -> int:
     """The all-reduces a step of `machines` machines runs: one pack, or as many packs of
-    `--all-reduce-pack-mb` as the gradients fill (`multi_worker_mirrored` across machines),
+    `--all-reduce-pack-mb` as `model`'s gradients fill (`multi_worker_mirrored` across machines),
     at most one per gradient tensor: TensorFlow's `group_by_size` fills each pack past
     the pack size before it starts the next, and never splits a tensor
     (tensorflow/python/distribute/cross_device_utils.py).
@@ -370,8 +364,9 @@ def all_reduce_packs(topology: Topology, nbytes: float, machines: int, tensors: 
     """
     if machines <= 1 or topology.all_reduce_pack_mb <= 0:
         return 1
+    nbytes = _gradient_bytes(model, topology.precision)
     filled = math.ceil(nbytes / (topology.all_reduce_pack_mb * 2**20))
-    return max(1, min(filled, tensors))
+    return max(1, min(filled, model.tensors))
 
 
 def overlap_share(
@@ -487,7 +482,7 @@ def predict_allreduce(
     nbytes = _gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(nbytes, *ring)
-    packs = all_reduce_packs(topology, nbytes, machines, model.tensors)
+    packs = step_all_reduce_packs(topology, model, machines)
     if packs > 1:  # every pack past the first is one more ring: its hops' latency again
         comm += (packs - 1) * allreduce_across_machines_time(0.0, *ring)
     if replicas > 1:

@@ -326,7 +326,7 @@ def unknown_input_reasons(
             "--network-gbps (iperf between two of the machines measures it) for one answer."
         )
     if "network_path" in unstated and topology.machines > 1:
-        [(_, overlay)] = _varied(topology, "network_path", ["overlay"])
+        overlay = dataclasses.replace(topology, network_path="overlay")
         reasons.append(
             "The network path was not given (--network-path): the machines' own network "
             "(host) is assumed. Through a container overlay network (Kubernetes kubenet, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from components.core.config import (
@@ -98,13 +99,14 @@ def device(name: str) -> Gpu:
 def precision_of_policy(policy: str) -> str:
     """The selector's precision of a run's tf-keras policy (`training.precision`).
 
-    `float32` (or the selector's own `fp32`) is `fp32`; `mixed_float16` and
-    `mixed_bfloat16` are `mixed` (16-bit tensor cores and activations).
+    `float32` is `fp32`; `mixed_float16` and `mixed_bfloat16` are `mixed`
+    (16-bit tensor cores and activations). A record's hand-written `fp32` is
+    read as `float32` by `RunMetrics.from_dict`.
 
     Raises:
         ConfigError: any other name (no policy of a run config).
     """
-    if policy in (FLOAT32, "fp32"):
+    if policy == FLOAT32:
         return "fp32"
     if policy in (MIXED_FLOAT16, MIXED_BFLOAT16):
         return "mixed"
@@ -199,9 +201,9 @@ class Topology:
         and 80GB differ in memory alone)."""
         if not all(isinstance(n, int) and not isinstance(n, bool) for _, n in self.gpu_mix):
             return  # validate() refuses the count
-        counts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
         for name, n in self.gpu_mix:
-            counts[str(name).lower()] = counts.get(str(name).lower(), 0) + n
+            counts[str(name).lower()] += n
         if len(counts) == 1:
             object.__setattr__(self, "gpu", next(iter(counts)))
             object.__setattr__(self, "gpu_mix", ())
