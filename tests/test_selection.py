@@ -426,6 +426,27 @@ def test_an_overlay_network_delivers_a_fitted_share_of_the_nics():
         dataclasses.replace(host, network_path="vxlan").validate()
 
 
+def test_an_overlay_uses_one_nic_of_several_and_host_networking_all_of_them():
+    """A pod on a container overlay has one interface; --nics only helps on the host path."""
+    four = Topology(8, 8, "v100", network_gbps=25, nics=4)
+    one = dataclasses.replace(four, nics=1)
+    assert four.machine_network_gbps == 100
+    overlay_four = dataclasses.replace(four, network_path="overlay")
+    overlay_one = dataclasses.replace(one, network_path="overlay")
+    assert overlay_four.machine_network_gbps == 25
+    assert selection.predict_allreduce(overlay_four, RESNET101, 64, 8, 8) == (
+        selection.predict_allreduce(overlay_one, RESNET101, 64, 8, 8)
+    )
+    assert (
+        selection.predict_allreduce(four, RESNET101, 64, 8, 8)[2]
+        < (selection.predict_allreduce(one, RESNET101, 64, 8, 8)[2])
+    )
+    assert "25 Gbps network (overlay, 1 of 4 NICs)" in overlay_four.describe()
+    rec = selection.recommend(overlay_four, RESNET101, batch_size=64)
+    assert any("uses 1 of the 4 NICs" in r and "all 4 NICs at their full rate" in r
+               for r in rec.reasons)  # fmt: skip
+
+
 def test_select_network_path_overlay_changes_the_answer_and_says_why(capsys):
     # 8 machines x 8 V100 at 25 Gbit/s, ResNet-101 at batch 64 (horovod#396's hardware)
     argv = ["select", "--machines", "8", "--gpus-per-machine", "8", "--gpu", "v100",
@@ -1184,6 +1205,24 @@ def test_mixed_precision_fits_twice_the_activations_per_gpu():
     assert not any("use at most" in reason for reason in rec.reasons)
 
 
+@pytest.mark.parametrize("gpu", ["p100", "cpu"])
+def test_mixed_precision_is_no_faster_without_tensor_cores_and_says_so(gpu):
+    """TensorFlow's guide: below compute capability 7.0 mixed precision brings no math speed."""
+    model = model_profile.profile_model("resnet50")
+
+    def recommend_at(device_name, precision):
+        topology = selection.Topology(1, 2, device_name, precision=precision)
+        return selection.recommend(topology, model, batch_size=32)
+
+    fp32, mixed = recommend_at(gpu, "fp32"), recommend_at(gpu, "mixed")
+    assert mixed.chosen.single_gpu_step_s == pytest.approx(fp32.chosen.single_gpu_step_s)
+    assert any(f"Mixed precision computes no faster than fp32 on {gpu}" in r for r in mixed.reasons)
+    assert not any("computes no faster" in r for r in fp32.reasons)
+    v100_fp32, v100_mixed = recommend_at("v100", "fp32"), recommend_at("v100", "mixed")
+    assert v100_mixed.chosen.single_gpu_step_s < v100_fp32.chosen.single_gpu_step_s / 2
+    assert not any("computes no faster" in r for r in v100_mixed.reasons)
+
+
 @pytest.mark.parametrize("model_name", ["resnet50", "registry"])
 def test_nvidias_published_resnet50_batches_fit_and_twice_fp32_does_not(model_name):
     """DeepLearningExamples' TensorFlow ResNet-50 v1.5 batches (the published set) get a yes."""
@@ -1895,7 +1934,7 @@ def test_prices_price_every_candidate_and_name_the_cheapest():
     expected = hourly / (rec.chosen.examples_per_second * 3600) * 1e6
     assert rec.chosen.usd_per_million_examples == pytest.approx(expected)
     assert all(p.usd_per_million_examples is not None for p in rec.alternatives)
-    assert any(r.startswith("At list prices (2026-11-22), multi_worker_mirrored costs")
+    assert any(r.startswith("At on-demand list prices (2026-11-22), multi_worker_mirrored costs")
                for r in rec.reasons)  # fmt: skip
     assert "USD/1M examples" in rec.to_text()
     cheap = recommend(topo, RESNET101, prices=prices, objective="cost")
@@ -1905,6 +1944,60 @@ def test_prices_price_every_candidate_and_name_the_cheapest():
     assert costs[0] == min(costs)
     assert cheap.reasons[0].startswith(f"Objective cost: {cheap.strategy} is the cheapest")
     assert not any("Communication would cost more" in r for r in cheap.reasons)
+
+
+def _with_spot_prices(tmp_path, machine_types, accelerators):
+    """A copy of the bundled price table with the given Spot prices added."""
+    from components.core.comparison.pricing import DEFAULT_PRICES_PATH, load_prices
+
+    raw = json.loads(DEFAULT_PRICES_PATH.read_text())
+    for name, usd in machine_types.items():
+        raw["machine_types"][name]["spot_usd_per_hour"] = usd
+    for name, usd in accelerators.items():
+        raw["accelerators"][name]["spot_usd_per_hour"] = usd
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(raw))
+    return load_prices(path)
+
+
+def test_preemptible_machines_are_priced_at_spot_prices_or_say_they_are_not(tmp_path):
+    from components.core.comparison.pricing import load_prices
+
+    topo = Topology(4, 8, "v100", network_gbps=25, preemptible=True)
+    on_demand = recommend(topo, RESNET101, prices=load_prices())
+    assert any(r.startswith("--preemptible: the price table has no Spot prices") and
+               "on-demand list prices (2026-11-22)" in r for r in on_demand.reasons)  # fmt: skip
+    machines = {"n1-standard-64": 0.6, "n1-standard-4": 0.04}
+    spot = _with_spot_prices(tmp_path, machines, {"v100": 0.9})
+    rec = recommend(topo, RESNET101, prices=spot)
+    assert rec.strategy == on_demand.strategy
+    mwm = next(p for p in rec.alternatives if p.strategy == "multi_worker_mirrored")
+    hourly = 4 * (0.6 + 8 * 0.9)  # four n1-standard-64 with 8 V100 each, at Spot prices
+    expected = hourly / (mwm.rank_examples_per_second * 3600) * 1e6
+    assert mwm.usd_per_million_examples == pytest.approx(expected)
+    assert rec.chosen.usd_per_million_examples < on_demand.chosen.usd_per_million_examples
+    assert any(r.startswith(f"At Spot prices (2026-11-22), {rec.strategy} costs")
+               for r in rec.reasons)  # fmt: skip
+    assert not any("no Spot prices" in r for r in rec.reasons)
+    # the same table prices machines that are not preemptible on demand
+    steady = recommend(Topology(4, 8, "v100", network_gbps=25), RESNET101, prices=spot)
+    assert any(r.startswith("At on-demand list prices") for r in steady.reasons)
+
+
+def test_a_machine_without_a_spot_price_is_left_unpriced_not_priced_on_demand(tmp_path):
+    spot = _with_spot_prices(tmp_path, {"n1-standard-64": 0.6}, {"v100": 0.9})  # no CPU machine
+    topo = Topology(4, 8, "v100", network_gbps=25, preemptible=True)
+    rec = recommend(topo, RESNET101, prices=spot, async_ok=True)
+    by_strategy = {p.strategy: p for p in [rec.chosen, *rec.alternatives]}
+    assert by_strategy["parameter_server"].usd_per_million_examples is None
+    assert by_strategy["multi_worker_mirrored"].usd_per_million_examples is not None
+
+
+def test_a_negative_spot_price_is_refused(tmp_path):
+    from components.core.comparison.errors import ReportError
+
+    with pytest.raises(ReportError, match="'t4' \\(Spot\\): price must be a number"):
+        _with_spot_prices(tmp_path, {}, {"t4": -1})
 
 
 def test_cli_objective_cost_uses_the_bundled_prices_and_refuses_unpriced_hardware(capsys):

@@ -26,6 +26,7 @@ class Gpu:
         memory_gb: device memory.
         default_interconnect: the link between GPUs of one machine.
         machine_types: GPUs per machine -> the Vertex AI machine type that takes them.
+        compute_capability: NVIDIA's CUDA compute capability (0 for a CPU).
     """
 
     name: str
@@ -36,6 +37,17 @@ class Gpu:
     memory_gb: float
     default_interconnect: str
     machine_types: dict[int, str]
+    compute_capability: float = 0.0
+
+    @property
+    def has_tensor_cores(self) -> bool:
+        """Whether `mixed` precision computes faster than fp32 here.
+
+        TensorFlow's mixed precision guide: GPUs of compute capability 7.0 or
+        higher have Tensor Cores; "Older GPUs offer no math performance benefit
+        for using mixed precision" (https://www.tensorflow.org/guide/mixed_precision).
+        """
+        return self.compute_capability >= 7.0
 
     def machine_type(self, gpus_per_machine: int) -> str:
         """The Vertex AI machine type for this many GPUs on one machine.
@@ -54,7 +66,7 @@ class Gpu:
 
 
 # Peak figures from the vendors' data sheets; machine types from Google Cloud's
-# GPU machine-type tables.
+# GPU machine-type tables; compute capabilities from developer.nvidia.com/cuda-gpus.
 GPUS: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
@@ -67,6 +79,7 @@ GPUS: dict[str, Gpu] = {
             16,
             "pcie",
             {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+            compute_capability=7.5,
         ),
         Gpu(
             "l4",
@@ -77,6 +90,7 @@ GPUS: dict[str, Gpu] = {
             24,
             "pcie",
             {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"},
+            compute_capability=8.9,
         ),
         Gpu(
             "v100",
@@ -87,6 +101,7 @@ GPUS: dict[str, Gpu] = {
             16,
             "nvlink",
             {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"},
+            compute_capability=7.0,
         ),
         Gpu(
             "p100",
@@ -97,6 +112,7 @@ GPUS: dict[str, Gpu] = {
             16,
             "pcie",
             {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+            compute_capability=6.0,
         ),
         Gpu(
             "a100",
@@ -113,6 +129,7 @@ GPUS: dict[str, Gpu] = {
                 8: "a2-highgpu-8g",
                 16: "a2-megagpu-16g",
             },
+            compute_capability=8.0,
         ),
         Gpu(
             "a100-80gb",
@@ -123,6 +140,7 @@ GPUS: dict[str, Gpu] = {
             80,
             "nvlink",
             {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
+            compute_capability=8.0,
         ),
         Gpu(
             "h100",
@@ -133,6 +151,7 @@ GPUS: dict[str, Gpu] = {
             80,
             "nvlink",
             {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"},
+            compute_capability=9.0,
         ),
     )
 }

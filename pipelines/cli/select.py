@@ -85,7 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         type=int,
         default=1,
         help="NICs per machine carrying training traffic; a machine moves "
-        "--network-gbps x --nics (default: 1)",
+        "--network-gbps x --nics on the host's network (an overlay's pods use one) "
+        "(default: 1)",
     )
     hw.add_argument(
         "--network-path",
@@ -207,7 +208,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="time",
         choices=("time", "cost"),
         help="time: fastest at a 50%% scaling-efficiency floor (fewer machines below it); "
-        "cost: cheapest per example at list prices (default: time)",
+        "cost: cheapest per example at the price table's prices, Spot ones for "
+        "--preemptible when it has them (default: time)",
     )
     run.add_argument(
         "--prices",
@@ -215,7 +217,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         const="",
         metavar="FILE",
         help="price each candidate per million examples (a table in the layout of "
-        "components/core/data/prices.json; the bundled one without FILE)",
+        "components/core/data/prices.json; the bundled one without FILE; an entry's "
+        "spot_usd_per_hour prices --preemptible machines)",
     )
     run.add_argument(
         "--history",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,10 @@ class PriceTable:
         currency: currency of all prices.
         caveat: what the prices leave out.
         convention: how local rehearsal runs are priced, in words.
+        spot_machine_types: machine type -> USD per hour on Spot (preemptible),
+            for the entries that give `spot_usd_per_hour`.
+        spot_accelerators: GPU name -> USD per hour on Spot, likewise.
+        kind: `on-demand` for list prices, `Spot` for the table `spot()` returns.
     """
 
     as_of: str
@@ -44,6 +48,9 @@ class PriceTable:
     currency: str = "USD"
     caveat: str = ""
     convention: str = ""
+    spot_machine_types: Mapping[str, float] = field(default_factory=dict)
+    spot_accelerators: Mapping[str, float] = field(default_factory=dict)
+    kind: str = "on-demand"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], origin: str = "price table") -> PriceTable:
@@ -63,9 +70,12 @@ class PriceTable:
             machine_types[name] = _price(entry, f"{origin}: machine type {name!r}")
             if isinstance(entry, Mapping) and entry.get("bundled_gpus"):
                 bundled[name] = int(entry["bundled_gpus"])
+        accelerator_entries = {
+            name.lower(): entry for name, entry in dict(raw.get("accelerators", {})).items()
+        }
         accelerators = {
-            name.lower(): _price(entry, f"{origin}: accelerator {name!r}")
-            for name, entry in dict(raw.get("accelerators", {})).items()
+            name: _price(entry, f"{origin}: accelerator {name!r}")
+            for name, entry in accelerator_entries.items()
         }
         local = dict(raw.get("local_rehearsal", {}))
         default = str(local.get("default_machine_type", "n1-standard-4"))
@@ -81,7 +91,32 @@ class PriceTable:
             currency=str(raw.get("currency", "USD")),
             caveat=str(raw.get("caveat", "")),
             convention=str(local.get("convention", "")),
+            spot_machine_types=_spot_prices(raw["machine_types"], f"{origin}: machine type"),
+            spot_accelerators=_spot_prices(accelerator_entries, f"{origin}: accelerator"),
         )
+
+    def spot(self) -> PriceTable | None:
+        """The table of Spot prices, for preemptible machines (None when it gives none).
+
+        An entry without `spot_usd_per_hour` has no price in it, so a machine
+        that needs one is left unpriced rather than priced on demand.
+        """
+        if not self.spot_machine_types and not self.spot_accelerators:
+            return None
+        return replace(
+            self,
+            machine_types=self.spot_machine_types,
+            accelerators=self.spot_accelerators,
+            spot_machine_types={},
+            spot_accelerators={},
+            kind="Spot",
+        )
+
+    @property
+    def basis(self) -> str:
+        """What the prices are, for a sentence: `on-demand list prices (2026-11-22)`."""
+        what = "Spot prices" if self.kind == "Spot" else "on-demand list prices"
+        return f"{what} ({self.as_of})"
 
     def accelerator_price(self, gpu: str) -> float | None:
         """USD per hour for one GPU, by user name (`t4`) or Vertex enum (`NVIDIA_TESLA_T4`)."""
@@ -102,6 +137,7 @@ class PriceTable:
             "default_machine_type": self.default_machine_type,
             "convention": self.convention,
             "caveat": self.caveat,
+            "kind": self.kind,
         }
 
 
@@ -115,6 +151,19 @@ def _price(entry: Any, what: str) -> float:
     if not is_number(value) or value < 0:
         raise ReportError(f"{what}: price must be a number of USD per hour, got {value!r}")
     return float(value)
+
+
+def _spot_prices(entries: Mapping[str, Any], what: str) -> dict[str, float]:
+    """The `spot_usd_per_hour` of the entries that give one.
+
+    Raises:
+        ReportError: naming `what` when a Spot price is negative or not a number.
+    """
+    return {
+        name: _price({"usd_per_hour": entry["spot_usd_per_hour"]}, f"{what} {name!r} (Spot)")
+        for name, entry in dict(entries).items()
+        if isinstance(entry, Mapping) and "spot_usd_per_hour" in entry
+    }
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:

@@ -261,7 +261,7 @@ def achievable_tflops(
         raise ConfigError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     if gpu.name == "cpu":
         return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
-    if precision == "mixed" and gpu.peak_tflops_fp16 > gpu.peak_tflops_fp32:
+    if precision == "mixed" and gpu.has_tensor_cores:
         return gpu.peak_tflops_fp16 * c.achievable_fraction_tensor_cores
     if gpu.name in TF32_PEAK_GPUS:
         return gpu.peak_tflops_fp32 * c.achievable_fraction_tf32

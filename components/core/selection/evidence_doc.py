@@ -1037,9 +1037,13 @@ def _answer_lines() -> list[str]:
         "(`machine_options` in `--json`), each costed with the same memory checks (an "
         "embedding table that fits no GPU compares parameter servers on one machine): "
         "ResNet-101 on 16 x 8 V100 on 1 Gbps gets one machine, not all 128 GPUs.",
-        "- **Cost.** `--prices [FILE]` prices every candidate per million examples at list "
-        "prices (the table `compare` uses; each machine of a GPU mix for its own GPU, the "
-        "fastest first); `--objective cost` picks the cheapest.",
+        "- **Cost.** `--prices [FILE]` prices every candidate per million examples at "
+        "on-demand list prices (the table `compare` uses; each machine of a GPU mix for its "
+        "own GPU, the fastest first); `--objective cost` picks the cheapest. `--preemptible` "
+        "machines are priced at the table's Spot prices (an entry's `spot_usd_per_hour`); "
+        "the bundled table has none, as Spot prices change up to daily, so the reasons say "
+        "the on-demand prices overstate them, and a machine a user's table gives no Spot "
+        "price is left unpriced rather than priced on demand.",
         "- **Estimates, said out loud.** A `--params` model without `--gflops-per-example` "
         f"is costed at {mp.FLOPS_PER_PARAM_ESTIMATE:.0f} FLOPs per parameter (between an MLP's "
         f"{mp.FLOPS_PER_PARAM_LOW:g} and a CNN's {mp.FLOPS_PER_PARAM_HIGH:g}); the reasons say so "
@@ -1101,9 +1105,10 @@ def _answer_lines() -> list[str]:
         "- **Network and input.** `--network-gbps` is one NIC; `--nics` NICs per machine "
         "multiply it. `--network-path overlay` (Kubernetes pods on kubenet, flannel or "
         "another container overlay) gives training traffic "
-        f"{FITTED.overlay_network_share:.0%} of that rate (fitted on the kubenet runs of "
-        "https://github.com/horovod/horovod/issues/396; `host`, the default, gives all of it) "
-        "and the reasons say so. `--input-examples-per-second` caps what each machine's "
+        f"{FITTED.overlay_network_share:.0%} of one NIC's rate, since a pod on the overlay has "
+        "one network interface (fitted on the kubenet runs of "
+        "https://github.com/horovod/horovod/issues/396; `host`, the default, gives all of "
+        "every NIC) and the reasons say so. `--input-examples-per-second` caps what each machine's "
         "input pipeline feeds its GPUs; an input-bound choice says so.",
         "- **Asynchronous parameter servers.** TF2's ParameterServerStrategy applies each "
         "worker's gradients without waiting for the others, so with W workers a gradient "

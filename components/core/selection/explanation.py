@@ -90,6 +90,23 @@ def _compute_sentence(
         f"at batch {batch} one {gpu.name} computes a step "
         f"in {chosen.single_gpu_step_s * 1e3:,.1f} ms "
         f"(3 x forward FLOPs at {tflops:,.1f} TFLOP/s sustained, {topology.precision})."
+        + _no_tensor_cores_note(topology)
+    )
+
+
+def _no_tensor_cores_note(topology: Topology) -> str:
+    """Why `mixed` precision computes no faster on devices without tensor cores."""
+    if topology.precision != "mixed":
+        return ""
+    names = [name for name, _ in topology.gpu_mix] if topology.gpu_mix else [topology.gpu]
+    slow = [name for name in names if not device(name).has_tensor_cores]
+    if not slow:
+        return ""
+    return (
+        f" Mixed precision computes no faster than fp32 on {' or '.join(slow)}: only GPUs of "
+        "compute capability 7.0 or higher have the tensor cores it runs on (TensorFlow's mixed "
+        "precision guide; a CPU runs float16 slower than float32), so only its smaller "
+        "activations are counted there."
     )
 
 
@@ -208,12 +225,19 @@ def _overlay_sentence(topology: Topology) -> str:
     """What the overlay network leaves of the NICs' rate, and how to get it all."""
     share = network_path_share(topology)
     rated = topology.machine_network_gbps
+    nics = topology.nics
+    one_of = (
+        f" A pod on the overlay has one network interface, so it uses 1 of the {nics} NICs."
+        if nics > 1
+        else ""
+    )
     return (
         f"The machines talk through a container overlay network (--network-path overlay), "
-        f"which delivers {pct(share)} of the {rated:g} Gbps their NICs are rated for, about "
-        f"{share * rated:.3g} Gbps, to all-reduce and parameter-server traffic (fitted on "
-        "Kubernetes kubenet runs, https://github.com/horovod/horovod/issues/396); host "
-        "networking (pods with hostNetwork: true) would give them all of it."
+        f"which delivers {pct(share)} of the {rated:g} Gbps the NIC it uses is rated for, "
+        f"about {share * rated:.3g} Gbps, to all-reduce and parameter-server traffic (fitted "
+        f"on Kubernetes kubenet runs, https://github.com/horovod/horovod/issues/396).{one_of} "
+        "Host networking (pods with hostNetwork: true) would give them "
+        f"{'all of it' if nics == 1 else f'all {nics} NICs at their full rate'}."
     )
 
 

@@ -73,7 +73,7 @@ LOSS_CAP_PP = 20.0
 
 def _compute_unit(case: Mapping[str, Any]) -> str:
     """The constant the case's compute fits: FP16 tensor cores (mixed), TF32 ones, or CUDA cores."""
-    if case.get("precision") == "mixed":
+    if _on_tensor_cores(case):
         return "achievable_fraction_tensor_cores"
     if case["gpu"] in TF32_PEAK_GPUS:
         return "achievable_fraction_tf32"
@@ -86,7 +86,13 @@ def _peak_tflops(case: Mapping[str, Any]) -> float:
     if spec:
         return spec["peak_tflops_fp32"]
     gpu = GPUS[case["gpu"]]
-    return gpu.peak_tflops_fp16 if case.get("precision") == "mixed" else gpu.peak_tflops_fp32
+    return gpu.peak_tflops_fp16 if _on_tensor_cores(case) else gpu.peak_tflops_fp32
+
+
+def _on_tensor_cores(case: Mapping[str, Any]) -> bool:
+    """Whether the case computed on tensor cores: mixed precision on a GPU that has them."""
+    gpu = GPUS.get(case["gpu"])  # a `gpu_spec` GPU is outside the table
+    return case.get("precision") == "mixed" and gpu is not None and gpu.has_tensor_cores
 
 
 def fit_compute(cases: Sequence[Mapping[str, Any]]) -> dict[str, float]:

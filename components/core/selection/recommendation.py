@@ -11,6 +11,7 @@ from typing import Any
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
+from components.core.selection.cost import price_basis_reasons, prices_for
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
@@ -235,16 +236,20 @@ def recommend(
         return _model_parallelism(topology, model, batch_size, gpu)
     preds, batch, reasons = _candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
     history_reasons = apply_history(preds, history, topology, model, batch) if history else []
+    basis: list[str] = []
     if prices is not None:
+        prices = prices_for(topology, prices)
+        basis = price_basis_reasons(topology, prices)
         _price(preds, topology, prices)
     if objective == "cost":
         rec = _cheapest(preds, topology, model, batch, reasons + history_reasons, prices)
+        rec.reasons[1:1] = basis  # right after the price that decided
     else:
         rec = _choose(
             preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
         )
         if prices is not None and rec.chosen is not None:
-            rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices))
+            rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices) + basis)
 
     def answer(on: Topology, variant: ModelProfile) -> Recommendation:
         """The answer, all else as asked, on other hardware or for another model."""
@@ -629,9 +634,9 @@ def _price(preds: list[Prediction], topology: Topology, prices: Any) -> None:
 def _cost_sentences(chosen: Prediction, preds: list[Prediction], prices: Any) -> list[str]:
     """What the choice costs, and the cheapest feasible candidate when it is another."""
     if chosen.usd_per_million_examples is None:
-        return [f"No list price for this hardware in the price table ({prices.as_of})."]
+        return [f"No price for this hardware among the table's {prices.basis}."]
     out = [
-        f"At list prices ({prices.as_of}), {chosen.strategy} costs "
+        f"At {prices.basis}, {chosen.strategy} costs "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     ]
     priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
@@ -657,14 +662,14 @@ def _cheapest(
     feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
     if not feasible:
         raise ConfigError(
-            f"--objective cost: the price table ({prices.as_of}) has no price for "
+            f"--objective cost: the price table's {prices.basis} have no price for "
             f"{topology.describe()}; use --objective time"
         )
     feasible.sort(key=lambda p: (p.usd_per_million_examples, -p.rank_examples_per_second))
     chosen = feasible[0]
     lead = (
-        f"Objective cost: {chosen.strategy} is the cheapest per example at list prices "
-        f"({prices.as_of}): {chosen.usd_per_million_examples:,.2f} USD per million examples."
+        f"Objective cost: {chosen.strategy} is the cheapest per example at {prices.basis}: "
+        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     )
     explained = explain(chosen, feasible, topology, model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:

@@ -127,8 +127,9 @@ class Topology:
         interconnect: link between GPUs of one machine (`nvlink` or `pcie`);
             the GPU's usual link when None.
         network_gbps: network bandwidth of one NIC, Gbit/s.
-        nics: NICs each machine uses for training traffic; a machine's
-            bandwidth is `network_gbps x nics`.
+        nics: NICs each machine has for training traffic; a machine's
+            bandwidth is `network_gbps x nics` on the host's network, one NIC's
+            through an overlay (`nics_used`).
         network_path: `host` or `overlay` (`NETWORK_PATHS`): whether traffic
             between machines crosses a container overlay network.
         gpu_mix: machines per GPU type when they differ, e.g.
@@ -338,9 +339,17 @@ class Topology:
             )
 
     @property
+    def nics_used(self) -> int:
+        """NICs that carry training traffic: all of them on the host's network, one through
+        a container overlay, where a pod has a single interface ("By default, Pods and nodes
+        in GKE clusters use a single primary network interface for all traffic":
+        cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods)."""
+        return 1 if self.network_path == "overlay" else self.nics
+
+    @property
     def machine_network_gbps(self) -> float:
-        """A machine's network bandwidth for training traffic, Gbit/s (all its NICs)."""
-        return self.network_gbps * self.nics
+        """A machine's network bandwidth for training traffic, Gbit/s (the NICs it uses)."""
+        return self.network_gbps * self.nics_used
 
     @property
     def link(self) -> str:
@@ -358,10 +367,10 @@ class Topology:
         if self.gpus_per_machine > 1:
             text += f" ({self.link})"
         if self.machines > 1:
-            nics = f" ({self.nics} x {self.network_gbps:g})" if self.nics > 1 else ""
+            nics = f" ({self.nics_used} x {self.network_gbps:g})" if self.nics_used > 1 else ""
             text += f", {self.machine_network_gbps:g} Gbps network{nics}"
             if self.network_path == "overlay":
-                text += " (overlay)"
+                text += f" (overlay, 1 of {self.nics} NICs)" if self.nics > 1 else " (overlay)"
         flags = [
             f
             for f, on in (
