@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -107,6 +109,20 @@ def test_a_bad_module_exits_2_naming_its_file_and_line_before_anything_starts(
         assert f"my_model.py:{line}:" in message, message
     assert not (out / "status.json").exists()  # no cluster was started
     assert not trainer_pids(str(out))
+
+
+def test_a_module_importing_tensorflow_leaves_its_start_up_lines_off_the_console(tmp_path):
+    """TF >= 2.19 logs oneDNN/CUDA lines before absl is initialised, whatever
+    TF_CPP_MIN_LOG_LEVEL says; a fresh `strategist` process must show only its error."""
+    module = tmp_path / "my_model.py"
+    module.write_text("import tensorflow\nraise RuntimeError('boom')\n")
+    command = [str(Path(sys.executable).parent / "strategist"), "train", "--local",
+               "--model-module", str(module), "--output", str(tmp_path / "out")]  # fmt: skip
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"strategist train: error: --model-module {module}: {module}:2: RuntimeError: boom"
+    ]
 
 
 def test_an_unknown_module_name_is_refused_as_such(capsys):

@@ -95,6 +95,11 @@ def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "model_module", None) or getattr(args, "dataset_module", None):
+            # a user's module imports TensorFlow here, in the CLI's own process
+            from pipelines.cli.quiet_tensorflow import import_tensorflow_quietly
+
+            import_tensorflow_quietly()
         return int(args.run(args) or 0)
     except ConfigError as err:
         print(f"strategist {args.command}: error: {err}", file=sys.stderr)
