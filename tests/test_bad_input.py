@@ -691,6 +691,52 @@ def test_an_unprepared_dataset_offline_is_refused_before_any_step(
     assert not out.exists()  # compare's pipeline (its shard step) never started
 
 
+@pytest.fixture
+def forbidding_storage(monkeypatch):
+    """A server that answers every Cloud Storage request 403, as Google does a caller
+    without access; the storage layer is pointed at it as at an emulator."""
+    import http.server
+    import threading
+
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def deny(self):
+            body = json.dumps({"error": {"code": 403, "message": "caller does not have "
+                               "storage.objects.list access"}}).encode()  # fmt: skip
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = deny
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    from components.core import storage
+
+    monkeypatch.setenv(storage.EMULATOR_ENV, f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
+    yield
+    server.shutdown()
+
+
+def test_gs_data_the_caller_may_not_read_is_refused_with_what_to_do(
+    forbidding_storage, tmp_path, capsys
+):
+    out = tmp_path / "out"
+    argv = ["train", "--local", "--data", "gs://locked/tables/*.csv", "--label", "y"]
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("strategist train: error: --data gs://locked/tables/*.csv: cannot read")
+    assert "Forbidden" in line and "gcloud auth application-default login" in line
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("command", ["train", "compare"])
 def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     command, tmp_path, monkeypatch, capsys

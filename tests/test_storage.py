@@ -282,6 +282,25 @@ def test_trees_tree_listing_and_removal(gs, tmp_path):
     assert not storage.exists(f"{gs}/t/a.txt") and not storage.isdir(f"{gs}/t")
 
 
+def test_a_history_folder_on_gs_is_every_comparison_json_under_it(gs, tmp_path):
+    """`select --history gs://.../runs` finds each run's comparison.json however deep."""
+    from components.core import selection
+    from tests.test_selection import _comparison
+
+    for run, eps in (("b-compare/nested", 3000.0), ("a-compare", 6000.0)):
+        local = _comparison(tmp_path, f"{eps:.0f}.json", [("parameter_server", eps)])
+        storage.copy_file(local, f"{gs}/runs/{run}/comparison.json")
+    storage.write_text(f"{gs}/runs/a-compare/comparison.json.tmp", "not json")
+    storage.write_text(f"{gs}/runs/other.json", "not json")
+    assert storage.find(f"{gs}/runs", "comparison.json") == [
+        f"{gs}/runs/a-compare/comparison.json",
+        f"{gs}/runs/b-compare/nested/comparison.json",
+    ]
+    records = selection.load_history([f"{gs}/runs"])
+    assert [r["examples_per_second"] for r in records] == [6000.0, 3000.0]
+    assert records[1]["_source"] == f"{gs}/runs/b-compare/nested/comparison.json"
+
+
 # -- the rehearsal mapping ----------------------------------------------------------
 
 
