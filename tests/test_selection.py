@@ -442,6 +442,9 @@ def test_an_overlay_uses_one_nic_of_several_and_host_networking_all_of_them():
         < (selection.predict_allreduce(one, RESNET101, 64, 8, 8)[2])
     )
     assert "25 Gbps network (overlay, 1 of 4 NICs)" in overlay_four.describe()
+    host = selection.recommend(four, RESNET101, batch_size=64)
+    assert host.strategy == "multi_worker_mirrored"
+    assert any("machines on a 100 Gbps network (4 x 25):" in r for r in host.reasons)
     rec = selection.recommend(overlay_four, RESNET101, batch_size=64)
     assert any("uses 1 of the 4 NICs" in r and "all 4 NICs at their full rate" in r
                for r in rec.reasons)  # fmt: skip
@@ -1966,31 +1969,77 @@ def test_preemptible_machines_are_priced_at_spot_prices_or_say_they_are_not(tmp_
     topo = Topology(4, 8, "v100", network_gbps=25, preemptible=True)
     on_demand = recommend(topo, RESNET101, prices=load_prices())
     assert any(r.startswith("--preemptible: the price table has no Spot prices") and
-               "on-demand list prices (2026-11-22)" in r for r in on_demand.reasons)  # fmt: skip
+               "on-demand list prices" in r for r in on_demand.reasons)  # fmt: skip
     machines = {"n1-standard-64": 0.6, "n1-standard-4": 0.04}
     spot = _with_spot_prices(tmp_path, machines, {"v100": 0.9})
     rec = recommend(topo, RESNET101, prices=spot)
     assert rec.strategy == on_demand.strategy
-    mwm = next(p for p in rec.alternatives if p.strategy == "multi_worker_mirrored")
+    by_strategy = {p.strategy: p for p in [rec.chosen, *rec.alternatives]}
+    mwm = by_strategy["multi_worker_mirrored"]
     hourly = 4 * (0.6 + 8 * 0.9)  # four n1-standard-64 with 8 V100 each, at Spot prices
-    expected = hourly / (mwm.rank_examples_per_second * 3600) * 1e6
-    assert mwm.usd_per_million_examples == pytest.approx(expected)
+    assert mwm.usd_per_million_examples == pytest.approx(
+        hourly / (mwm.rank_examples_per_second * 3600) * 1e6
+    )
+    # the parameter servers and their coordinator, kept off preemptible machines, on demand
+    ps = by_strategy["parameter_server"]
+    servers = (ps.layout.ps + 1) * spot.machine_types["n1-standard-4"]
+    assert ps.usd_per_million_examples == pytest.approx(
+        (hourly + servers) / (ps.rank_examples_per_second * 3600) * 1e6
+    )
     assert rec.chosen.usd_per_million_examples < on_demand.chosen.usd_per_million_examples
-    assert any(r.startswith(f"At Spot prices (2026-11-22), {rec.strategy} costs")
+    assert any(r.startswith(f"At Spot prices for the GPU machines (2026-11-22), {rec.strategy}")
                for r in rec.reasons)  # fmt: skip
     assert not any("no Spot prices" in r for r in rec.reasons)
+    assert rec.to_dict()["prices"] == {"gpu_machines": "spot", "parameter_servers": "on-demand",
+                                       "as_of": "2026-11-22", "currency": "USD"}  # fmt: skip
+    assert on_demand.to_dict()["prices"]["gpu_machines"] == "on-demand"
+    assert recommend(topo, RESNET101).to_dict()["prices"] is None
     # the same table prices machines that are not preemptible on demand
     steady = recommend(Topology(4, 8, "v100", network_gbps=25), RESNET101, prices=spot)
     assert any(r.startswith("At on-demand list prices") for r in steady.reasons)
 
 
 def test_a_machine_without_a_spot_price_is_left_unpriced_not_priced_on_demand(tmp_path):
-    spot = _with_spot_prices(tmp_path, {"n1-standard-64": 0.6}, {"v100": 0.9})  # no CPU machine
-    topo = Topology(4, 8, "v100", network_gbps=25, preemptible=True)
+    spot = _with_spot_prices(tmp_path, {"n1-standard-32": 0.3}, {})  # no Spot V100 price
+    topo = Topology(4, 4, "v100", network_gbps=25, preemptible=True)
     rec = recommend(topo, RESNET101, prices=spot, async_ok=True)
-    by_strategy = {p.strategy: p for p in [rec.chosen, *rec.alternatives]}
-    assert by_strategy["parameter_server"].usd_per_million_examples is None
-    assert by_strategy["multi_worker_mirrored"].usd_per_million_examples is not None
+    assert all(p.usd_per_million_examples is None for p in [rec.chosen, *rec.alternatives])
+
+
+def test_parameter_servers_on_one_machine_add_no_machine_to_the_bill():
+    from components.core.comparison.pricing import load_prices
+
+    prices = load_prices()
+    embedding = from_params(10_000_000, 1e8, 1e5).with_sparse_embedding(2_000_000_000)
+    rec = recommend(Topology(1, 2, "v100"), embedding, prices=prices, async_ok=True)
+    ps = next(p for p in [rec.chosen, *rec.alternatives] if p.strategy == "parameter_server")
+    one_machine = prices.machine_types["n1-standard-16"] + 2 * prices.accelerators["v100"]
+    assert ps.usd_per_million_examples == pytest.approx(
+        one_machine / (ps.rank_examples_per_second * 3600) * 1e6
+    )
+
+
+def test_objective_cost_weighs_fewer_machines_and_the_sentences_name_the_cheapest(capsys):
+    """Parameter servers sharing one machine are far cheaper per example than on four."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "2", "--gpu", "v100",
+            "--params", "1e7", "--gflops-per-example", "0.1",
+            "--sparse-embedding-params", "10000000000", "--embedding-lookups-per-example",
+            "100", "--network-gbps", "25", "--network-path", "host", "--prices",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    timed = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--objective", "cost"]) == 0
+    cheap = json.loads(capsys.readouterr().out)
+    costs = [cheap["usd_per_million_examples"]] + [
+        a["usd_per_million_examples"] for a in cheap["alternatives"]
+        if a.get("feasible", True) and a["usd_per_million_examples"] is not None
+    ]  # fmt: skip
+    assert cheap["usd_per_million_examples"] == min(costs)
+    assert cheap["layout"]["workers"] < 4  # fewer machines were weighed, and won
+    # the time objective's floor picks the same one-machine layout; no cheaper one is claimed
+    assert timed["layout"] == cheap["layout"]
+    assert timed["usd_per_million_examples"] == cheap["usd_per_million_examples"]
+    assert not any("The cheapest is" in r for r in timed["reasons"])
 
 
 def test_a_negative_spot_price_is_refused(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ class PriceTable:
         spot_machine_types: machine type -> USD per hour on Spot (preemptible),
             for the entries that give `spot_usd_per_hour`.
         spot_accelerators: GPU name -> USD per hour on Spot, likewise.
-        kind: `on-demand` for list prices, `Spot` for the table `spot()` returns.
     """
 
     as_of: str
@@ -50,7 +49,6 @@ class PriceTable:
     convention: str = ""
     spot_machine_types: Mapping[str, float] = field(default_factory=dict)
     spot_accelerators: Mapping[str, float] = field(default_factory=dict)
-    kind: str = "on-demand"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], origin: str = "price table") -> PriceTable:
@@ -95,37 +93,29 @@ class PriceTable:
             spot_accelerators=_spot_prices(accelerator_entries, f"{origin}: accelerator"),
         )
 
-    def spot(self) -> PriceTable | None:
-        """The table of Spot prices, for preemptible machines (None when it gives none).
+    @property
+    def has_spot_prices(self) -> bool:
+        """Whether any entry gives a Spot price."""
+        return bool(self.spot_machine_types or self.spot_accelerators)
 
-        An entry without `spot_usd_per_hour` has no price in it, so a machine
+    def machine_price(self, machine_type: str, spot: bool = False) -> float | None:
+        """USD per hour for one machine of `machine_type`, on Spot when `spot`.
+
+        An entry without `spot_usd_per_hour` has no Spot price, so a machine
         that needs one is left unpriced rather than priced on demand.
         """
-        if not self.spot_machine_types and not self.spot_accelerators:
-            return None
-        return replace(
-            self,
-            machine_types=self.spot_machine_types,
-            accelerators=self.spot_accelerators,
-            spot_machine_types={},
-            spot_accelerators={},
-            kind="Spot",
-        )
+        return (self.spot_machine_types if spot else self.machine_types).get(machine_type)
 
-    @property
-    def basis(self) -> str:
-        """What the prices are, for a sentence: `on-demand list prices (2026-11-22)`."""
-        what = "Spot prices" if self.kind == "Spot" else "on-demand list prices"
-        return f"{what} ({self.as_of})"
-
-    def accelerator_price(self, gpu: str) -> float | None:
-        """USD per hour for one GPU, by user name (`t4`) or Vertex enum (`NVIDIA_TESLA_T4`)."""
+    def accelerator_price(self, gpu: str, spot: bool = False) -> float | None:
+        """USD per hour for one GPU, by user name (`t4`) or Vertex enum (`NVIDIA_TESLA_T4`),
+        on Spot when `spot`."""
+        table = self.spot_accelerators if spot else self.accelerators
         key = gpu.lower()
-        if key in self.accelerators:
-            return self.accelerators[key]
+        if key in table:
+            return table[key]
         for spec in GPUS.values():
             if key in (spec.vertex_accelerator.lower(), spec.gke_accelerator.lower()):
-                return self.accelerators.get(spec.name)
+                return table.get(spec.name)
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -137,7 +127,6 @@ class PriceTable:
             "default_machine_type": self.default_machine_type,
             "convention": self.convention,
             "caveat": self.caveat,
-            "kind": self.kind,
         }
 
 

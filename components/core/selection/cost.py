@@ -3,11 +3,12 @@
 Prices come from the table `strategist compare` uses (`data/prices.json`,
 `comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI
 machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
-unless the type bundles them, each machine of a GPU mix for its own GPU;
-parameter servers and the parameter-server coordinator run on the table's
-default CPU machine type. Preemptible machines are priced at the table's Spot
-prices (`spot_usd_per_hour`) when it gives any, else on demand, and the
-reasons say which (`SPOT_PRICES_MISSING`).
+unless the type bundles them, each machine of a GPU mix for its own GPU, at the
+table's Spot prices (`spot_usd_per_hour`) when the machines are preemptible and
+the table gives any. Parameter servers and the parameter-server coordinator run
+on the table's default CPU machine type, on demand (the reasons advise keeping
+them off preemptible machines), and on one machine they share the workers' (as
+the cost model has them), so they add nothing.
 """
 
 from __future__ import annotations
@@ -23,24 +24,38 @@ from components.core.strategy_spec import spec_for
 # bundled table, transcribed by hand, carries none; a user's copy can.
 SPOT_PRICES_MISSING = (
     "--preemptible: the price table has no Spot prices (spot_usd_per_hour), so the "
-    "candidates are priced at {basis}, above what Spot machines cost; Spot prices change "
-    "up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of the table and "
-    "pass it with --prices FILE."
+    "candidates are priced at on-demand list prices, above what Spot machines cost; Spot "
+    "prices change up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of "
+    "the table and pass it with --prices FILE."
 )
 
 
-def prices_for(topology: Topology, prices: PriceTable) -> PriceTable:
-    """The prices `topology`'s machines are billed at: Spot for preemptible machines when
-    the table gives Spot prices, else the table's own."""
-    if topology.preemptible and prices.kind != "Spot":
-        return prices.spot() or prices
-    return prices
+def on_spot(topology: Topology, prices: PriceTable) -> bool:
+    """Whether `topology`'s GPU machines are priced at Spot prices."""
+    return topology.preemptible and prices.has_spot_prices
+
+
+def price_basis(topology: Topology, prices: PriceTable) -> str:
+    """What the candidates are priced at, for a sentence (with the table's date)."""
+    if on_spot(topology, prices):
+        return f"Spot prices for the GPU machines ({prices.as_of})"
+    return f"on-demand list prices ({prices.as_of})"
+
+
+def prices_used(topology: Topology, prices: PriceTable) -> dict[str, str]:
+    """What `select --json` records about the prices: which, of when, in what currency."""
+    return {
+        "gpu_machines": "spot" if on_spot(topology, prices) else "on-demand",
+        "parameter_servers": "on-demand",
+        "as_of": prices.as_of,
+        "currency": prices.currency,
+    }
 
 
 def price_basis_reasons(topology: Topology, prices: PriceTable) -> list[str]:
     """A sentence when preemptible machines are priced on demand for want of Spot prices."""
-    if topology.preemptible and prices.kind != "Spot":
-        return [SPOT_PRICES_MISSING.format(basis=prices.basis)]
+    if topology.preemptible and not prices.has_spot_prices:
+        return [SPOT_PRICES_MISSING]
     return []
 
 
@@ -50,22 +65,30 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
     In a GPU mix the candidate runs on the fastest machines first
     (`cost_model.machine_gpus`), each priced for its own GPU.
     """
-    workers = candidate.layout.workers
+    spot = on_spot(topology, prices)
     rates = [
-        _machine_rate(name, candidate.layout.gpus_per_machine, prices)
-        for name in machine_gpus(topology, workers)
+        _machine_rate(name, candidate.layout.gpus_per_machine, prices, spot)
+        for name in machine_gpus(topology, candidate.layout.workers)
     ]
     if None in rates:
         return None
-    cpu_machines = candidate.layout.ps + 1 if spec_for(candidate.strategy).uses_ps else 0
-    if not cpu_machines:
+    servers = _server_machines(candidate, topology)
+    if not servers:
         return sum(rates)
-    cpu_rate = prices.machine_types.get(prices.default_machine_type)
-    return None if cpu_rate is None else sum(rates) + cpu_machines * cpu_rate
+    server_rate = prices.machine_price(prices.default_machine_type)
+    return None if server_rate is None else sum(rates) + servers * server_rate
 
 
-def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable) -> float | None:
-    """Hourly list price of one machine with `gpus` GPUs of `gpu_name` (None when unpriced)."""
+def _server_machines(candidate: Prediction, topology: Topology) -> int:
+    """CPU machines a candidate adds: its parameter servers and coordinator, on machines
+    of their own across several machines, on the workers' machine on one."""
+    if not spec_for(candidate.strategy).uses_ps or topology.machines == 1:
+        return 0
+    return candidate.layout.ps + 1
+
+
+def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable, spot: bool) -> float | None:
+    """Hourly price of one machine with `gpus` GPUs of `gpu_name` (None when unpriced)."""
     gpu = device(gpu_name)
     if gpu.name == "cpu":
         return None
@@ -73,11 +96,11 @@ def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable) -> float | None:
         machine_type = gpu.machine_type(gpus)
     except ConfigError:
         return None
-    rate = prices.machine_types.get(machine_type)
+    rate = prices.machine_price(machine_type, spot)
     if rate is None:
         return None
     if machine_type not in prices.bundled_gpus:
-        gpu_rate = prices.accelerator_price(gpu.name)
+        gpu_rate = prices.accelerator_price(gpu.name, spot)
         if gpu_rate is None:
             return None
         rate += gpus * gpu_rate

@@ -1039,11 +1039,14 @@ def _answer_lines() -> list[str]:
         "ResNet-101 on 16 x 8 V100 on 1 Gbps gets one machine, not all 128 GPUs.",
         "- **Cost.** `--prices [FILE]` prices every candidate per million examples at "
         "on-demand list prices (the table `compare` uses; each machine of a GPU mix for its "
-        "own GPU, the fastest first); `--objective cost` picks the cheapest. `--preemptible` "
-        "machines are priced at the table's Spot prices (an entry's `spot_usd_per_hour`); "
-        "the bundled table has none, as Spot prices change up to daily, so the reasons say "
-        "the on-demand prices overstate them, and a machine a user's table gives no Spot "
-        "price is left unpriced rather than priced on demand.",
+        "own GPU, the fastest first; parameter servers on CPU machines of their own, none on "
+        "one machine, where they share the workers'); `--objective cost` picks the cheapest, "
+        "fewer machines included. `--preemptible` GPU machines are priced at the table's "
+        "Spot prices (an entry's `spot_usd_per_hour`), parameter servers on demand (the "
+        "reasons advise keeping them off preemptible machines); the bundled table has no "
+        "Spot prices, as they change up to daily, so the reasons say the on-demand prices "
+        "overstate them, and a machine a user's table gives no Spot price is left unpriced "
+        "rather than priced on demand.",
         "- **Estimates, said out loud.** A `--params` model without `--gflops-per-example` "
         f"is costed at {mp.FLOPS_PER_PARAM_ESTIMATE:.0f} FLOPs per parameter (between an MLP's "
         f"{mp.FLOPS_PER_PARAM_LOW:g} and a CNN's {mp.FLOPS_PER_PARAM_HIGH:g}); the reasons say so "

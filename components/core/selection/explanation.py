@@ -170,7 +170,9 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
     return (
         f"{topology.machines} "
         f"{'heterogeneous' if topology.heterogeneous else 'homogeneous'} machines on a "
-        f"{topology.network_gbps:g} Gbps network: "
+        f"{topology.machine_network_gbps:g} Gbps network"
+        + (f" ({topology.nics_used} x {topology.network_gbps:g})" if topology.nics_used > 1 else "")
+        + ": "
         + (
             f"one all-reduce ring over all {chosen.replicas} GPUs (over {topology.link} "
             "within a machine, the network between them) takes "

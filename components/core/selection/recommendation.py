@@ -11,7 +11,7 @@ from typing import Any
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost import price_basis_reasons, prices_for
+from components.core.selection.cost import price_basis, price_basis_reasons, prices_used
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
@@ -62,6 +62,8 @@ class Recommendation:
         machine_options: (machines, strategy, predicted speed-up over one
             device, machine scaling efficiency) for each machine count
             considered when the full cluster scales below `EFFICIENCY_FLOOR`.
+        prices: what the candidates were priced at (`cost.prices_used`), or
+            None when they were not priced.
     """
 
     strategy: str
@@ -74,6 +76,7 @@ class Recommendation:
     model: ModelProfile
     batch_size: int = 64
     machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
+    prices: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
@@ -86,6 +89,7 @@ class Recommendation:
             "measured": chosen.get("measured") if chosen else None,
             # As each alternative carries it: the text table's USD/M column, when priced.
             "usd_per_million_examples": chosen.get("usd_per_million_examples") if chosen else None,
+            "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
             "machine_options": [
@@ -238,18 +242,22 @@ def recommend(
     history_reasons = apply_history(preds, history, topology, model, batch) if history else []
     basis: list[str] = []
     if prices is not None:
-        prices = prices_for(topology, prices)
         basis = price_basis_reasons(topology, prices)
         _price(preds, topology, prices)
     if objective == "cost":
-        rec = _cheapest(preds, topology, model, batch, reasons + history_reasons, prices)
+        fewer = _on_fewer_machines(preds, topology, model, batch, history, prices)
+        rec = _cheapest(preds + fewer, topology, model, batch, reasons + history_reasons, prices)
         rec.reasons[1:1] = basis  # right after the price that decided
     else:
         rec = _choose(
             preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
         )
         if prices is not None and rec.chosen is not None:
-            rec.reasons.extend(_cost_sentences(rec.chosen, preds, prices) + basis)
+            weighed = [rec.chosen, *rec.alternatives]  # a count of fewer machines included
+            rec.reasons.extend(_cost_sentences(rec.chosen, weighed, topology, prices) + basis)
+
+    if prices is not None:
+        rec.prices = prices_used(topology, prices)
 
     def answer(on: Topology, variant: ModelProfile) -> Recommendation:
         """The answer, all else as asked, on other hardware or for another model."""
@@ -631,21 +639,59 @@ def _price(preds: list[Prediction], topology: Topology, prices: Any) -> None:
         p.usd_per_million_examples = usd_per_million_examples(p, topology, prices)
 
 
-def _cost_sentences(chosen: Prediction, preds: list[Prediction], prices: Any) -> list[str]:
+def _on_fewer_machines(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+    prices: Any,
+) -> list[Prediction]:
+    """The candidates that use 1, 2, 4, ... of the machines and the full table lacks, each
+    costed and priced on its own machines (`on_first_machines`): fewer machines can be
+    cheaper per example (parameter servers on one machine share it)."""
+    known = {(p.strategy, p.layout) for p in preds}
+    gpu = device(topology.gpu)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+    out = []
+    for k in _machine_counts(topology.machines)[:-1]:
+        on = on_first_machines(topology, k)
+        costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
+        extra = [
+            p
+            for p in costed
+            if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
+        ]
+        if history:
+            apply_history(extra, history, on, model, batch)
+        _price(extra, on, prices)
+        known.update((p.strategy, p.layout) for p in extra)
+        out += extra
+    return out
+
+
+def _cost_sentences(
+    chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
+) -> list[str]:
     """What the choice costs, and the cheapest feasible candidate when it is another."""
+    basis = price_basis(topology, prices)
     if chosen.usd_per_million_examples is None:
-        return [f"No price for this hardware among the table's {prices.basis}."]
+        return [f"No price for this hardware among the table's {basis}."]
     out = [
-        f"At {prices.basis}, {chosen.strategy} costs "
+        f"At {basis}, {chosen.strategy} costs "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     ]
     priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
     cheapest = min(priced, key=lambda p: p.usd_per_million_examples)
     if cheapest is not chosen:
-        slower = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
+        ratio = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
+        speed = f"{ratio:,.1f}x slower" if ratio >= 1 else f"{1 / ratio:,.2f}x faster"
+        layout = cheapest.layout
         out.append(
-            f"The cheapest is {cheapest.strategy} at {cheapest.usd_per_million_examples:,.2f} "
-            f"USD per million examples, {slower:,.1f}x slower (--objective cost picks it)."
+            f"The cheapest is {cheapest.strategy} ({layout.workers}/{layout.ps}/"
+            f"{layout.gpus_per_machine} workers/ps/gpus) at "
+            f"{cheapest.usd_per_million_examples:,.2f} USD per million examples, {speed} "
+            "(--objective cost picks it)."
         )
     return out
 
@@ -662,13 +708,15 @@ def _cheapest(
     feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
     if not feasible:
         raise ConfigError(
-            f"--objective cost: the price table's {prices.basis} have no price for "
+            f"--objective cost: the price table's {price_basis(topology, prices)} have no "
+            "price for "
             f"{topology.describe()}; use --objective time"
         )
     feasible.sort(key=lambda p: (p.usd_per_million_examples, -p.rank_examples_per_second))
     chosen = feasible[0]
     lead = (
-        f"Objective cost: {chosen.strategy} is the cheapest per example at {prices.basis}: "
+        f"Objective cost: {chosen.strategy} is the cheapest per example at "
+        f"{price_basis(topology, prices)}: "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     )
     explained = explain(chosen, feasible, topology, model, batch)
