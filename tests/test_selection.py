@@ -892,6 +892,39 @@ def test_history_on_other_hardware_is_ignored(tmp_path):
                for r in rec.reasons)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("detected", "matches"),
+    [("Tesla V100-SXM2-16GB", True), ("NVIDIA_TESLA_V100", True),
+     ("Tesla V100S-PCIE-32GB", False), ("NVIDIA L40S", False)],
+)  # fmt: skip
+def test_history_matches_the_gpu_by_its_whole_name(detected, matches, tmp_path):
+    """`l4` is not `NVIDIA L40S`, nor `v100` a V100S: a name is matched word by word."""
+    path = _comparison(tmp_path, "c.json", [("parameter_server", 1e9)], gpu=detected)
+    rec = recommend(Topology(4, 8, "v100", network_gbps=100), RESNET101,
+                    history=selection.load_history([path]))  # fmt: skip
+    assert (rec.chosen.measured_examples_per_second == 1e9) is matches
+    for name, measured in (("NVIDIA L40S", None), ("NVIDIA L4", 1e9)):
+        path = _comparison(tmp_path, "l4.json", [("parameter_server", 1e9)], gpu=name)
+        rec = recommend(Topology(4, 8, "l4", network_gbps=100), RESNET101,
+                        history=selection.load_history([path]))  # fmt: skip
+        assert rec.chosen.measured_examples_per_second == measured
+
+
+def test_history_of_another_xla_setting_does_not_match(tmp_path):
+    path = _comparison(tmp_path, "c.json", [("parameter_server", 1e9)])
+    doc = json.loads(Path(path).read_text())
+    doc["results"][0]["jit_compile"] = True
+    Path(path).write_text(json.dumps(doc))
+    history = selection.load_history([path])
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    plain = recommend(topology, RESNET101, history=history)
+    assert plain.chosen.measured_examples_per_second is None
+    assert any("XLA on, not as asked" in r for r in plain.reasons)
+    compiled = recommend(dataclasses.replace(topology, jit_compile=True), RESNET101,
+                         history=history)  # fmt: skip
+    assert compiled.chosen.measured_examples_per_second == 1e9
+
+
 def test_history_takes_the_median_of_the_matching_records(tmp_path):
     path = _comparison(
         tmp_path,

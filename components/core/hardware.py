@@ -8,6 +8,7 @@ types, the GKE accelerator label).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from components.core.config import ConfigError
@@ -158,6 +159,23 @@ GPUS: dict[str, Gpu] = {
 
 # Usable one-direction bandwidth of the link between GPUs of one machine, GB/s.
 INTERCONNECT_GBPS: dict[str, float] = {"pcie": 12.0, "nvlink": 150.0}
+
+
+def catalogue_name(detected: str) -> str | None:
+    """The catalogue GPU a detected or typed name is, or None for a GPU outside it.
+
+    Matches whole words of the name, so `NVIDIA A100-SXM4-40GB` is `a100`,
+    `NVIDIA A100-SXM4-80GB` and `NVIDIA_A100_80GB` are `a100-80gb`, `Tesla T4`
+    and `NVIDIA_TESLA_T4` are `t4`, and `NVIDIA L40S` or `Tesla V100S` are none.
+    """
+    words = set(re.split(r"[\s_\-]+", detected.lower()))
+    for name in GPUS:
+        model, _, memory = name.partition("-")
+        if model in words and (not memory or memory in words):
+            if not memory and f"{name}-80gb" in GPUS and "80gb" in words:
+                continue  # the 80 GB model is its own entry
+            return name
+    return None
 
 
 def get_gpu(name: str) -> Gpu:

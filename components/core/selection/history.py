@@ -19,6 +19,7 @@ from typing import Any
 
 from components.core import json_input, storage
 from components.core.config import STRATEGIES, ConfigError
+from components.core.hardware import catalogue_name
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
 from components.core.selection.prediction import Prediction
@@ -101,12 +102,12 @@ def record_device(record: Mapping[str, Any]) -> str:
 
 
 def _same_device(record: Mapping[str, Any], topology: Topology) -> bool:
-    """Whether the record's device is the topology's (`a100` matches `NVIDIA A100-SXM4-40GB`)."""
+    """Whether the record's device is the topology's (`a100` is `NVIDIA A100-SXM4-40GB`,
+    not `NVIDIA A100-SXM4-80GB`; `l4` is not `NVIDIA L40S`)."""
     device = record_device(record)
     if topology.gpu == "cpu" or device == "cpu":
         return device == topology.gpu
-    squash = device.replace("-", "").replace(" ", "").replace("_", "")
-    return device == topology.gpu or topology.gpu.replace("-", "") in squash
+    return catalogue_name(device) == topology.gpu
 
 
 def mismatch(
@@ -129,6 +130,8 @@ def mismatch(
     precision = precision_of_policy(record.get("precision") or "float32")
     if precision != topology.precision:
         return f"precision {precision}, not {topology.precision}"
+    if bool(record.get("jit_compile")) != topology.jit_compile:
+        return f"XLA {'on' if record.get('jit_compile') else 'off'}, not as asked (--jit-compile)"
     return None
 
 
