@@ -21,6 +21,24 @@ from pipelines.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 RESNET101 = PUBLISHED_PROFILES["resnet101"]
 
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--gflops-per-example", "100"), ("--activation-bytes-per-example", "1e6")]
+)
+def test_a_params_only_flag_beside_a_model_is_refused_not_dropped(flag, value, capsys):
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "1", "--model", "resnet50"]
+    assert main([*argv, flag, value]) == 2
+    assert f"{flag} applies to --params only" in capsys.readouterr().err
+
+
+def test_an_embedding_table_can_be_written_in_exponent_form(capsys):
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "1", "--params", "1e6",
+            "--sparse-embedding-params", "1e10", "--async-ok", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["inputs"]["model"]["sparse_embedding_params"] == 10_000_000_000
+
+
 # ------------------------------------------------------------------ cost formulas (hand-computed)
 
 
@@ -1946,6 +1964,9 @@ def test_cli_gpu_mix_and_preemption_rate(capsys):
         (["--preemptible", "--preemptions-per-machine-hour", "-1"], "between 0 and 60"),
         (["--sparse-embedding-params", "1000", "--embedding-lookups-per-example", "0"],
          "--embedding-lookups-per-example"),
+        (["--classes", "1000"], "--classes applies to registry models"),
+        (["--embedding-dim", "32"], "--embedding-dim describes a table: give --sparse-embedding"),
+        (["--embedding-lookups-per-example", "5"], "give --sparse-embedding-params too"),
     ],
 )  # fmt: skip
 def test_cli_refuses_bad_mixes_and_rates(argv, message, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
 from components.core.config import ConfigError
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
@@ -149,23 +150,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--classes",
         type=common.positive_int,
-        default=10,
         help=f"classes of a registry model, up to {MAX_CLASSES:,} (default: 10)",
     )
     model.add_argument(
         "--sparse-embedding-params",
-        type=int,
+        type=common.whole_number,
         default=0,
         help="parameters in a sparse embedding table added to the model (default: 0)",
     )
     model.add_argument(
-        "--embedding-dim", type=int, default=64, help="embedding row width (default: 64)"
+        "--embedding-dim",
+        type=common.positive_int,
+        help="embedding row width, with --sparse-embedding-params (default: 64)",
     )
     model.add_argument(
         "--embedding-lookups-per-example",
         type=int,
-        default=1,
-        help="embedding rows one example reads (default: 1)",
+        help="embedding rows one example reads, with --sparse-embedding-params (default: 1)",
     )
     run = parser.add_argument_group("training")
     run.add_argument(
@@ -245,6 +246,7 @@ def build_profile(args: argparse.Namespace):
     from components.core import model_profile
     from components.core.models import MODELS
 
+    _check_model_flags_apply(args, MODELS)
     if args.params is not None:
         if args.params < 1:
             raise ConfigError(f"--params must be at least 1, got {args.params}")
@@ -262,20 +264,53 @@ def build_profile(args: argparse.Namespace):
             )
         profile = model_profile.from_params(args.params, flops, activations)
     elif args.model in MODELS:
-        if args.classes > MAX_CLASSES:
+        classes = args.classes or model_profile.BUNDLED_CLASSES
+        if classes > MAX_CLASSES:
             raise ConfigError(
-                f"--classes {args.classes:,}: a registry model takes at most {MAX_CLASSES:,} "
+                f"--classes {classes:,}: a registry model takes at most {MAX_CLASSES:,} "
                 "classes; pass --params for a larger model"
             )
-        profile = model_profile.profile_model(args.model, num_classes=args.classes)
+        profile = model_profile.profile_model(args.model, num_classes=classes)
     elif args.model in model_profile.PUBLISHED_PROFILES:
         profile = model_profile.PUBLISHED_PROFILES[args.model]
     else:
         known = list(MODELS) + [m for m in model_profile.PUBLISHED_PROFILES if m not in MODELS]
         raise ConfigError(f"unknown model {args.model!r}; choose one of {', '.join(known)}")
-    return profile.with_sparse_embedding(
-        args.sparse_embedding_params, args.embedding_dim, args.embedding_lookups_per_example
-    )
+    if not args.sparse_embedding_params:
+        return profile
+    table = {"dim": args.embedding_dim, "lookups": args.embedding_lookups_per_example}
+    given = {name: value for name, value in table.items() if value is not None}
+    return profile.with_sparse_embedding(args.sparse_embedding_params, **given)
+
+
+def _check_model_flags_apply(args: argparse.Namespace, registry: Sequence[str]) -> None:
+    """Refuses a model flag the model asked about does not use, rather than drop it.
+
+    Raises:
+        ConfigError: naming the flag and what it applies to.
+    """
+    if args.params is None:
+        for flag, value in (
+            ("--gflops-per-example", args.gflops_per_example),
+            ("--activation-bytes-per-example", args.activation_bytes_per_example),
+        ):
+            if value is not None:
+                raise ConfigError(
+                    f"{flag} applies to --params only: --model {args.model}'s are measured "
+                    "from its layers; leave it out, or describe the model with --params"
+                )
+    if args.classes is not None and args.model not in registry:
+        raise ConfigError(
+            f"--classes applies to registry models ({', '.join(registry)}): "
+            f"{'--params' if args.params is not None else args.model} states its size itself"
+        )
+    if not args.sparse_embedding_params:
+        for flag, value in (
+            ("--embedding-dim", args.embedding_dim),
+            ("--embedding-lookups-per-example", args.embedding_lookups_per_example),
+        ):
+            if value is not None:
+                raise ConfigError(f"{flag} describes a table: give --sparse-embedding-params too")
 
 
 def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str, int], ...]]:
