@@ -39,6 +39,19 @@ def test_an_embedding_table_can_be_written_in_exponent_form(capsys):
     assert doc["inputs"]["model"]["sparse_embedding_params"] == 10_000_000_000
 
 
+def test_machines_of_different_speeds_favour_nothing_against_one_machine():
+    """One A100 outruns parameter servers over it and three P100s: no machine waits for
+    a slower one on one machine, so the speed difference grants parameter_server no slack."""
+    topology = Topology(4, 1, "a100", gpu_mix=(("a100", 1), ("p100", 3)), network_gbps=100,
+                        precision="mixed")  # fmt: skip
+    model = model_profile.profile_model("resnet50")
+    rec = recommend(topology, model, batch_size=32)
+    ps = next(p for p in rec.alternatives if p.strategy == "parameter_server")
+    assert rec.strategy == "one_device"
+    assert ps.rank_examples_per_second < rec.chosen.rank_examples_per_second
+    assert not any("Parameter_server is preferred" in r for r in rec.reasons)
+
+
 # ------------------------------------------------------------------ cost formulas (hand-computed)
 
 
@@ -941,6 +954,22 @@ def test_history_of_another_xla_setting_does_not_match(tmp_path):
     compiled = recommend(dataclasses.replace(topology, jit_compile=True), RESNET101,
                          history=history)  # fmt: skip
     assert compiled.chosen.measured_examples_per_second == 1e9
+
+
+def test_the_network_caveat_follows_only_a_record_that_crossed_the_network(tmp_path):
+    path = _comparison(tmp_path, "c.json", [("one_device", 9e6)])
+    doc = json.loads(Path(path).read_text())
+    doc["results"][0].update(workers=1, devices_per_worker=1, num_replicas=1)
+    doc["results"][0]["hardware"].update(machines=1, gpus_per_machine=1)
+    Path(path).write_text(json.dumps(doc))
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    alone = recommend(topology, RESNET101, history=selection.load_history([path]))
+    assert alone.strategy == "one_device" and alone.chosen.measured_examples_per_second == 9e6
+    assert not any("do not state the network" in r for r in alone.reasons)
+    assert any("predicted to give" in r for r in alone.reasons)
+    spread = _comparison(tmp_path, "m.json", [("multi_worker_mirrored", 9e6)])
+    across = recommend(topology, RESNET101, history=selection.load_history([spread]))
+    assert any("do not state the network" in r for r in across.reasons)
 
 
 def test_history_takes_the_median_of_the_matching_records(tmp_path):

@@ -117,7 +117,8 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
     if chosen.measured_examples_per_second is not None:
         return (
             f"Measured fastest: one_device ran at {chosen.measured_examples_per_second:,.0f} "
-            "examples/s on this hardware, more than the other candidates gave."
+            "examples/s on this hardware, more than the other candidates measured or are "
+            "predicted to give (a prediction the measurement beat may be low too)."
         )
     if topology.gpu == "cpu" and topology.machines == 1:
         return (

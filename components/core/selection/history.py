@@ -180,10 +180,12 @@ def apply_history(
     matching = [r for r in records if mismatch(r, topology, model, batch) is None]
     reasons = []
     used = 0
+    across_machines = False  # whether a record that decided ran over the network
     for p in preds:
         mine = [r for r in matching if _fits(r, p)]
         if not mine:
             continue
+        across_machines |= p.layout.workers > 1
         mine.sort(key=lambda r: r["examples_per_second"])
         median = mine[(len(mine) - 1) // 2]  # the lower middle names the file
         used += len(mine)
@@ -218,7 +220,7 @@ def apply_history(
             f"{len(records) - used} history record(s) on other hardware, models, batches, "
             "precisions or cluster shapes were ignored."
         )
-    if used and topology.machines > 1:
+    if across_machines:
         reasons.append(
             "History records do not state the network between machines; they are taken "
             f"as measured on the {topology.machine_network_gbps:g} Gbps asked about."

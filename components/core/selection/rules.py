@@ -21,6 +21,8 @@ measurement from the user's own runs (`--history`) still decides.
 
 from __future__ import annotations
 
+import dataclasses
+
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import machine_slowdowns, preemption_rate
@@ -75,6 +77,9 @@ def apply_rules(
         and ps.measured_examples_per_second is not None
     ):
         return best, []  # both measured: the measurement decides
+    if best.layout.workers == 1 and topology.heterogeneous:
+        # one machine waits for no slower one: the machines' speeds favour nothing here
+        topology = dataclasses.replace(topology, heterogeneous=False, gpu_mix=())
     why, tolerance = _why_parameter_server(topology, model, async_ok)
     if not why:
         return _synchronous_for_a_dense_model(best, ranked)
