@@ -169,13 +169,8 @@ def catalogue_name(detected: str) -> str | None:
     and `NVIDIA_TESLA_T4` are `t4`, and `NVIDIA L40S` or `Tesla V100S` are none.
     """
     words = set(re.split(r"[\s_\-]+", detected.lower()))
-    for name in GPUS:
-        model, _, memory = name.partition("-")
-        if model in words and (not memory or memory in words):
-            if not memory and f"{name}-80gb" in GPUS and "80gb" in words:
-                continue  # the 80 GB model is its own entry
-            return name
-    return None
+    matches = [name for name in GPUS if set(name.split("-")) <= words]
+    return max(matches, key=len, default=None)  # the most specific: a100-80gb over a100
 
 
 def get_gpu(name: str) -> Gpu:

@@ -171,9 +171,7 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
     return (
         f"{topology.machines} "
         f"{'heterogeneous' if topology.heterogeneous else 'homogeneous'} machines on a "
-        f"{topology.machine_network_gbps:g} Gbps network"
-        + (f" ({topology.nics_used} x {topology.network_gbps:g})" if topology.nics_used > 1 else "")
-        + ": "
+        f"{topology.network_phrase}: "
         + (
             f"one all-reduce ring over all {chosen.replicas} GPUs (over {topology.link} "
             "within a machine, the network between them) takes "

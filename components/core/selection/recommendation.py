@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -569,21 +569,9 @@ def _best_on_each_machine_count(
     machine count (`rules.asynchronous_allowed`). A count where nothing is
     feasible is left out.
     """
-    known = {(p.strategy, p.layout): p for p in preds}
-    gpu = device(topology.gpu)
-    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     best_on: dict[int, Prediction] = {}
-    for k in _machine_counts(topology.machines)[:-1]:
-        on = on_first_machines(topology, k)
-        costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
-        if history:
-            apply_history([p for p in costed if (p.strategy, p.layout) not in known], history,
-                          on, model, batch)  # fmt: skip
-        pool = [
-            known.get((p.strategy, p.layout), p)
-            for p in costed
-            if p.feasible and asynchronous_allowed(p, on, model, async_ok)
-        ]
+    for k, on, costed in _costed_on_fewer_machines(preds, topology, model, batch, history):
+        pool = [p for p in costed if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
         on_k = [p for p in pool if p.layout.workers == k and p.replicas > 1] or pool
         if on_k:
             best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
@@ -639,6 +627,30 @@ def _price(preds: list[Prediction], topology: Topology, prices: Any) -> None:
         p.usd_per_million_examples = usd_per_million_examples(p, topology, prices)
 
 
+def _costed_on_fewer_machines(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+) -> Iterator[tuple[int, Topology, list[Prediction]]]:
+    """For 1, 2, 4, ... machines, fewer than all: the count, its machines
+    (`on_first_machines`) and every candidate costed on them, with the same memory
+    checks as the full cluster. A candidate the full table `preds` has is taken from
+    it, with its measurement and price; one it lacks takes the `history` records
+    that measured it."""
+    known = {(p.strategy, p.layout): p for p in preds}
+    gpu = device(topology.gpu)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+    for k in _machine_counts(topology.machines)[:-1]:
+        on = on_first_machines(topology, k)
+        costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
+        if history:
+            apply_history([p for p in costed if (p.strategy, p.layout) not in known], history,
+                          on, model, batch)  # fmt: skip
+        yield k, on, [known.get((p.strategy, p.layout), p) for p in costed]
+
+
 def _on_fewer_machines(
     preds: list[Prediction],
     topology: Topology,
@@ -647,25 +659,18 @@ def _on_fewer_machines(
     history: Sequence[Mapping[str, Any]],
     prices: Any,
 ) -> list[Prediction]:
-    """The candidates that use 1, 2, 4, ... of the machines and the full table lacks, each
-    costed and priced on its own machines (`on_first_machines`): fewer machines can be
-    cheaper per example (parameter servers on one machine share it)."""
+    """The feasible candidates that use 1, 2, 4, ... of the machines and the full table
+    lacks, each priced on its own machines: fewer machines can be cheaper per example
+    (parameter servers on one machine share it)."""
     known = {(p.strategy, p.layout) for p in preds}
-    gpu = device(topology.gpu)
-    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     out = []
-    for k in _machine_counts(topology.machines)[:-1]:
-        on = on_first_machines(topology, k)
-        costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
+    for k, on, costed in _costed_on_fewer_machines(preds, topology, model, batch, history):
         extra = [
             p
             for p in costed
             if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
         ]
-        if history:
-            apply_history(extra, history, on, model, batch)
         _price(extra, on, prices)
-        known.update((p.strategy, p.layout) for p in extra)
         out += extra
     return out
 

@@ -21,8 +21,6 @@ measurement from the user's own runs (`--history`) still decides.
 
 from __future__ import annotations
 
-import dataclasses
-
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import machine_slowdowns, preemption_rate
@@ -77,10 +75,10 @@ def apply_rules(
         and ps.measured_examples_per_second is not None
     ):
         return best, []  # both measured: the measurement decides
-    if best.layout.workers == 1 and topology.heterogeneous:
-        # one machine waits for no slower one: the machines' speeds favour nothing here
-        topology = dataclasses.replace(topology, heterogeneous=False, gpu_mix=())
-    why, tolerance = _why_parameter_server(topology, model, async_ok)
+    # one machine waits for no slower one: the machines' speeds weigh only against several
+    why, tolerance = _why_parameter_server(
+        topology, model, async_ok, speeds_matter=best.layout.workers > 1
+    )
     if not why:
         return _synchronous_for_a_dense_model(best, ranked)
     return _verdict(best, ps, why, tolerance, async_ok)
@@ -157,12 +155,15 @@ def _staleness(ps: Prediction) -> str:
 
 
 def _why_parameter_server(
-    topology: Topology, model: ModelProfile, async_ok: bool
+    topology: Topology, model: ModelProfile, async_ok: bool, speeds_matter: bool = True
 ) -> tuple[list[str], float]:
-    """The reasons that favour parameter_server, and how much slower they let it be."""
+    """The reasons that favour parameter_server, and how much slower they let it be;
+    machines that differ in speed count only when `speeds_matter` (the synchronous
+    alternative runs on several of them)."""
     why = []
     tolerance = 0.0
-    if topology.heterogeneous:
+    machines_differ = topology.heterogeneous and speeds_matter
+    if machines_differ:
         why.append(
             "the machines differ in speed and synchronous "
             "all-reduce waits for the slowest every step"
@@ -186,7 +187,7 @@ def _why_parameter_server(
     if model.sparse_embedding_params:
         why.append("the sparse embedding table lives on the parameter servers")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
-    if topology.heterogeneous:
+    if machines_differ:
         slowest = max(machine_slowdowns(topology, topology.machines))
         which = (
             f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"

@@ -352,6 +352,12 @@ class Topology:
         return self.network_gbps * self.nics_used
 
     @property
+    def network_phrase(self) -> str:
+        """The machine's network for a sentence: `100 Gbps network (4 x 25)`."""
+        nics = f" ({self.nics_used} x {self.network_gbps:g})" if self.nics_used > 1 else ""
+        return f"{self.machine_network_gbps:g} Gbps network{nics}"
+
+    @property
     def link(self) -> str:
         """The intra-machine link name."""
         return (self.interconnect or device(self.gpu).default_interconnect).lower()
@@ -367,8 +373,7 @@ class Topology:
         if self.gpus_per_machine > 1:
             text += f" ({self.link})"
         if self.machines > 1:
-            nics = f" ({self.nics_used} x {self.network_gbps:g})" if self.nics_used > 1 else ""
-            text += f", {self.machine_network_gbps:g} Gbps network{nics}"
+            text += f", {self.network_phrase}"
             if self.network_path == "overlay":
                 text += f" (overlay, 1 of {self.nics} NICs)" if self.nics > 1 else " (overlay)"
         flags = [
