@@ -15,7 +15,7 @@ from components.core import hardware, model_profile, selection
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
 from components.core.selection import Topology, evidence, recommend
-from components.core.selection.topology import KERAS_STEP_SCALAR_ALL_REDUCES
+from components.core.selection.topology import KERAS_STEP_SCALAR_ALL_REDUCES, Layout
 from pipelines.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -2208,6 +2208,54 @@ def test_an_input_pipeline_limit_caps_each_machine_and_is_named():
     assert free.chosen.examples_per_second > 6000.0
     assert main(["select", "--machines", "2", "--gpus-per-machine", "8", "--params", "10",
                  "--input-examples-per-second", "0"]) == 2  # fmt: skip
+
+
+def test_an_input_bound_answer_uses_the_fewest_gpus_per_machine_that_take_all_the_input():
+    # one v100 computes 346 resnet50 examples/s at batch 32; each machine's input feeds 10
+    topo = Topology(16, 8, "v100", network_gbps=25, input_examples_per_second=10.0)
+    rec = recommend(topo, PUBLISHED_PROFILES["resnet50"], batch_size=32)
+    assert (rec.strategy, rec.layout.gpus_per_machine) == ("multi_worker_mirrored", 1)
+    assert rec.chosen.examples_per_second == pytest.approx(160.0)
+    full = next(a for a in rec.alternatives if a.layout == Layout(16, 0, 8))
+    assert full.examples_per_second == pytest.approx(160.0)  # all 8 GPUs: no faster
+    assert any(r.startswith("More GPUs per machine buy nothing here") and
+               "Use 1 GPU per machine and leave 7 free." in r for r in rec.reasons)  # fmt: skip
+    # 3,000 examples/s a machine need three a100s at batch 256 (1,056 each); machine
+    # types come with 1, 2, 4 or 8, so four
+    topo = Topology(2, 8, "a100", network_gbps=100, input_examples_per_second=3000.0)
+    rec = recommend(topo, PUBLISHED_PROFILES["resnet50"], batch_size=256)
+    assert rec.layout == Layout(2, 0, 4)
+    assert rec.chosen.examples_per_second == pytest.approx(6000.0)
+    # one machine: one GPU takes the whole input, and the reason says that, not communication
+    topo = Topology(1, 8, "v100", input_examples_per_second=100.0)
+    rec = recommend(topo, PUBLISHED_PROFILES["resnet50"], batch_size=32)
+    assert rec.strategy == "one_device"
+    assert any("one v100 alone takes all of it, so more GPUs would wait for input" in r
+               for r in rec.reasons)  # fmt: skip
+    # without the cap, all 8 GPUs per machine are worth it
+    free = recommend(dataclasses.replace(topo, machines=16, network_gbps=25,
+                                         input_examples_per_second=None),
+                     PUBLISHED_PROFILES["resnet50"], batch_size=32)  # fmt: skip
+    assert free.layout.gpus_per_machine == 8
+
+
+def test_objective_cost_pays_for_no_gpu_the_input_cannot_keep_busy():
+    from components.core.comparison.pricing import load_prices
+
+    topo = Topology(4, 8, "v100", network_gbps=25, input_examples_per_second=100.0)
+    rec = recommend(topo, PUBLISHED_PROFILES["resnet50"], batch_size=32,
+                    prices=load_prices(), objective="cost")  # fmt: skip
+    # 1 GPU per machine costs an eighth of 8 for the same examples; at the same price per
+    # example, 4 machines train 4x as fast as one
+    assert rec.layout == Layout(4, 0, 1)
+    eight = next(a for a in rec.alternatives if a.layout == Layout(4, 0, 8))
+    assert eight.usd_per_million_examples > 5 * rec.chosen.usd_per_million_examples
+    assert rec.reasons[1].startswith("More GPUs per machine buy nothing here")
+    # explained on the machines it runs on: one GPU each, so no NVLink inside them
+    assert "ring all-reduce across machines" in rec.reasons[3]
+    assert "nvlink" not in rec.reasons[3]
+    layouts = [(a.strategy, a.layout) for a in rec.alternatives]
+    assert len(layouts) == len(set(layouts))  # mirrored on one GPU is the one_device row
 
 
 def test_joining_the_fourth_and_fifth_sets_left_the_earlier_held_out_cases_no_worse():

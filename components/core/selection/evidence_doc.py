@@ -1112,7 +1112,10 @@ def _answer_lines() -> list[str]:
         "one network interface (fitted on the kubenet runs of "
         "https://github.com/horovod/horovod/issues/396; `host`, the default, gives all of "
         "every NIC) and the reasons say so. `--input-examples-per-second` caps what each machine's "
-        "input pipeline feeds its GPUs; an input-bound choice says so.",
+        "input pipeline feeds its GPUs; an input-bound choice says so and uses the fewest "
+        "GPUs per machine (of the counts the GPU's machine types offer) that still take all "
+        "of the input, leaving the rest free (under `--objective cost` too: idle GPUs cost "
+        "and add nothing).",
         "- **Asynchronous parameter servers.** TF2's ParameterServerStrategy applies each "
         "worker's gradients without waiting for the others, so with W workers a gradient "
         "lands about W - 1 updates late; stale gradients cost a dense model accuracy and "

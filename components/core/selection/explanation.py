@@ -57,11 +57,17 @@ def explain(
         reasons.append(
             f"The input pipelines limit {chosen.strategy} to {chosen.input_limit:,.0f} "
             f"examples/s ({topology.input_examples_per_second:,.0f} per machine x "
-            f"{chosen.layout.workers}): the GPUs could take more, so faster input (more CPU "
-            "cores, cached or pre-processed data) pays before more GPUs do."
+            f"{chosen.layout.workers}): the {_devices(topology)} could take more, so faster "
+            "input (more CPU cores, cached or pre-processed data) pays before more "
+            f"{_devices(topology)} do."
         )
     reasons.extend(_alternative_sentences(chosen, ranked))
     return reasons
+
+
+def _devices(topology: Topology) -> str:
+    """What computes the gradients, for a sentence: `GPUs`, or `CPU devices`."""
+    return "CPU devices" if topology.gpu == "cpu" else "GPUs"
 
 
 def communication_sentences(
@@ -126,6 +132,12 @@ def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelPro
             f"{topology.gpus_per_machine} replicas' steps take as long as all of them on one "
             "device, so more replicas add an all-reduce and no speed. one_device runs at "
             f"{chosen.examples_per_second:,.0f} examples/s."
+        )
+    if chosen.input_bound:
+        return (
+            f"The input pipeline feeds {chosen.input_limit:,.0f} examples/s and one "
+            f"{topology.gpu} alone takes all of it, so more GPUs would wait for input: "
+            "one_device."
         )
     return (
         f"Communication would cost more than the extra GPUs give: one_device runs at "

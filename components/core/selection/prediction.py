@@ -106,22 +106,22 @@ class Prediction:
             "strategy": self.strategy,
             "layout": self.layout.to_dict(),
             "predicted": {
-                "step_time_s": _r(self.step_time_s),
-                "compute_s": _r(self.compute_s),
-                "communication_s": _r(self.communication_s),
-                "examples_per_second": _r(self.examples_per_second),
-                "scaling_efficiency": _r(self.scaling_efficiency),
+                "step_time_s": six_digits(self.step_time_s),
+                "compute_s": six_digits(self.compute_s),
+                "communication_s": six_digits(self.communication_s),
+                "examples_per_second": six_digits(self.examples_per_second),
+                "scaling_efficiency": six_digits(self.scaling_efficiency),
             },
         }
         if self.input_bound:  # the step is the GPUs'; the input pipelines feed fewer examples
             out["predicted"]["input_bound"] = True
         if self.measured_examples_per_second is not None:
             out["measured"] = {
-                "examples_per_second": _r(self.measured_examples_per_second),
+                "examples_per_second": six_digits(self.measured_examples_per_second),
                 "source": self.measured_source,
             }
         if self.usd_per_million_examples is not None:
-            out["usd_per_million_examples"] = _r(self.usd_per_million_examples)
+            out["usd_per_million_examples"] = six_digits(self.usd_per_million_examples)
         if not self.feasible:
             out["feasible"] = False
         if self.note:
@@ -129,7 +129,7 @@ class Prediction:
         return out
 
 
-def _r(value: float) -> float:
+def six_digits(value: float) -> float:
     """`value` rounded to six significant digits."""
     return float(f"{value:.6g}")
 

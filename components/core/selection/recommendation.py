@@ -22,8 +22,9 @@ from components.core.selection.cost_model import (
 )
 from components.core.selection.explanation import communication_sentences, explain
 from components.core.selection.history import apply_history
-from components.core.selection.prediction import Prediction, candidates
+from components.core.selection.prediction import Prediction, candidates, six_digits
 from components.core.selection.rules import (
+    SIMPLER_MARGIN,
     apply_rules,
     asynchronous_allowed,
     prefer_simpler,
@@ -246,7 +247,12 @@ def recommend(
         _price(preds, topology, prices)
     if objective == "cost":
         fewer = _on_fewer_machines(preds, topology, model, batch, history, prices)
+        fed = _on_fewer_gpus(preds + fewer, topology, model, batch, history, prices)
+        fewer += [p for _, p in fed]
         rec = _cheapest(preds + fewer, topology, model, batch, reasons + history_reasons, prices)
+        rec.reasons[1:1] = [
+            _fewer_gpus_sentence(full, p, topology) for full, p in fed if p is rec.chosen
+        ]
         rec.reasons[1:1] = basis  # right after the price that decided
     else:
         rec = _choose(
@@ -517,7 +523,12 @@ def _choose(
             fewer += communication_sentences(full, topology, model)
             on = on_first_machines(topology, chosen.layout.workers)
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
-    if chosen not in preds:  # a machine count between one and all: a candidate of its own
+    input_sentences: list[str] = []
+    if chosen.input_bound:
+        chosen, on, input_sentences = _fewest_gpus_the_input_keeps_busy(
+            chosen, on, model, batch, async_ok, history
+        )
+    if chosen not in preds:  # fewer machines or GPUs than all: a candidate of its own
         if prices is not None:
             _price([chosen], on, prices)
         preds = [*preds, chosen]
@@ -527,8 +538,8 @@ def _choose(
         extra = [p for p in weighed if p not in preds]
         history_reasons = apply_history([*preds, *extra], history, topology, model, batch)
     reasons = [
-        *fewer, *explain(chosen, feasible, on, model, batch), *rule_reasons, *reasons,
-        *history_reasons,
+        *fewer, *input_sentences, *explain(chosen, feasible, on, model, batch), *rule_reasons,
+        *reasons, *history_reasons,
     ]  # fmt: skip
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)
@@ -577,6 +588,77 @@ def _best_on_each_machine_count(
             best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
     best_on[topology.machines] = full
     return best_on
+
+
+def _fewest_gpus_the_input_keeps_busy(
+    chosen: Prediction,
+    on: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+    history: Sequence[Mapping[str, Any]] = (),
+) -> tuple[Prediction, Topology, list[str]]:
+    """The input-bound `chosen` on the fewest GPUs per machine that still take all the
+    input, the machines that run it, and the sentence that says so.
+
+    Every machine's input pipeline feeds only its own GPUs, so past the GPU count
+    that takes all of it, more GPUs per machine add nothing. The counts tried are
+    those a machine type of the GPU offers (1, 2, 4, ... where the catalogue lists
+    them). A candidate within `SIMPLER_MARGIN` of `chosen`'s throughput on as many
+    machines counts as taking it all; the same strategy is kept where one is (a
+    rule chose it), else the fastest allowed. A measured `chosen` stays: the
+    measurement decides.
+    """
+    if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
+        return chosen, on, []
+    gpu = device(on.gpu)
+    counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
+    for g in (c for c in counts if c < chosen.layout.gpus_per_machine):
+        fewer = dataclasses.replace(on, gpus_per_machine=g)
+        costed, _, _ = _candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
+        if history:
+            apply_history(costed, history, fewer, model, batch)
+        pool = [
+            p
+            for p in costed
+            if p.feasible
+            and p.layout.workers == chosen.layout.workers
+            and asynchronous_allowed(p, fewer, model, async_ok)
+            and p.rank_examples_per_second >= chosen.examples_per_second * (1 - SIMPLER_MARGIN)
+        ]
+        pool = [p for p in pool if p.strategy == chosen.strategy] or pool
+        if pool:
+            fed = max(pool, key=lambda p: p.rank_examples_per_second)
+            return fed, fewer, [_fewer_gpus_sentence(chosen, fed, on)]
+    return chosen, on, []
+
+
+def _fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
+    """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
+    per_gpu = full.per_replica_batch / full.single_gpu_step_s
+    g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
+    gpus = f"{g} GPU{'s' if g > 1 else ''}"
+    return (
+        f"More GPUs per machine buy nothing here: each machine's input pipeline feeds "
+        f"{topology.input_examples_per_second:,.0f} examples/s and one {topology.gpu} alone "
+        f"computes {per_gpu:,.0f}, so {gpus} of each machine's {all_g} "
+        f"{'takes' if g == 1 else 'take'} all of it: {fed.strategy} on "
+        f"{fed.layout.workers}/{fed.layout.ps}/{g} workers/ps/gpus trains "
+        f"{fed.rank_examples_per_second:,.0f} examples/s, against "
+        f"{full.examples_per_second:,.0f} for {full.strategy} on all {all_g}. Use {gpus} per "
+        f"machine and leave {all_g - g} free."
+    )
+
+
+def machines_running(candidate: Prediction, topology: Topology) -> Topology:
+    """The machines of `topology` that `candidate` runs on: its first machines
+    (`on_first_machines`), with as many GPUs each as its layout uses."""
+    on = on_first_machines(topology, candidate.layout.workers)
+    spec = spec_for(candidate.strategy)
+    if spec.single_device or topology.gpu == "cpu":  # their layouts say 1 of the machine's
+        return on
+    return dataclasses.replace(on, gpus_per_machine=candidate.layout.gpus_per_machine)
 
 
 def on_first_machines(topology: Topology, machines: int) -> Topology:
@@ -675,6 +757,36 @@ def _on_fewer_machines(
     return out
 
 
+def _on_fewer_gpus(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+    prices: Any,
+) -> list[tuple[Prediction, Prediction]]:
+    """For each input-bound candidate, the same throughput on fewer GPUs per machine
+    (`_fewest_gpus_the_input_keeps_busy`), priced on its machines: GPUs the input
+    cannot keep busy are paid for and add nothing.
+
+    Returns:
+        (the candidate on all its GPUs, the one on fewer) pairs; none that `preds`
+        already has (mirrored on one GPU is one_device).
+    """
+    known = {(p.strategy, p.layout) for p in preds}
+    out: list[tuple[Prediction, Prediction]] = []
+    for p in preds:
+        if not (p.feasible and p.input_bound):
+            continue
+        on = on_first_machines(topology, p.layout.workers)
+        fed, on, _ = _fewest_gpus_the_input_keeps_busy(p, on, model, batch, True, history)
+        if (fed.strategy, fed.layout) not in known:
+            known.add((fed.strategy, fed.layout))
+            _price([fed], on, prices)
+            out.append((p, fed))
+    return out
+
+
 def _cost_sentences(
     chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
 ) -> list[str]:
@@ -717,14 +829,17 @@ def _cheapest(
             "price for "
             f"{topology.describe()}; use --objective time"
         )
-    feasible.sort(key=lambda p: (p.usd_per_million_examples, -p.rank_examples_per_second))
+    # prices equal but for float rounding (the same machines, more of them) tie: the faster wins
+    feasible.sort(
+        key=lambda p: (six_digits(p.usd_per_million_examples), -p.rank_examples_per_second)
+    )
     chosen = feasible[0]
     lead = (
         f"Objective cost: {chosen.strategy} is the cheapest per example at "
         f"{price_basis(topology, prices)}: "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     )
-    explained = explain(chosen, feasible, topology, model, batch)
+    explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
         explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
     reasons = [lead] + explained + reasons
