@@ -2258,6 +2258,37 @@ def test_objective_cost_pays_for_no_gpu_the_input_cannot_keep_busy():
     assert len(layouts) == len(set(layouts))  # mirrored on one GPU is the one_device row
 
 
+def test_objective_cost_weighs_a_slower_gpu_of_a_mix_alone(tmp_path):
+    from components.core.comparison.pricing import load_prices
+
+    table = json.loads(Path(selection.__file__).parent.parent.joinpath(
+        "data", "prices.json").read_text())  # fmt: skip
+    table["accelerators"]["t4"]["usd_per_hour"] = 0.05
+    (tmp_path / "prices.json").write_text(json.dumps(table))
+    mix = Topology(5, 1, "a100", gpu_mix=(("a100", 1), ("t4", 4)), network_gbps=25)
+    resnet50 = PUBLISHED_PROFILES["resnet50"]
+    bundled = recommend(mix, resnet50, batch_size=32, prices=load_prices(), objective="cost")
+    # at list prices the a100 is cheaper per example than a t4 machine (0.99 against 1.13)
+    assert (bundled.chosen.label, bundled.chosen.machines_gpu) == ("one_device", "")
+    t4_alone = next(a for a in bundled.alternatives if a.label == "one_device on t4")
+    assert t4_alone.usd_per_million_examples > bundled.chosen.usd_per_million_examples
+    # a cheaper t4 is weighed alone, though the mix's first machine is the a100
+    cheap = load_prices(tmp_path / "prices.json")
+    rec = recommend(mix, resnet50, batch_size=32, prices=cheap, objective="cost")
+    assert (rec.strategy, rec.chosen.machines_gpu) == ("one_device", "t4")
+    assert rec.chosen.usd_per_million_examples < t4_alone.usd_per_million_examples
+    assert "GPUs per machine 1, on the t4 machines" in rec.to_text()
+    assert rec.to_dict()["machines_gpu"] == "t4"
+    assert "one t4 computes a step" in rec.reasons[1]  # explained on the t4 machine
+    # the time objective names it as the cheapest, as --objective cost picks it
+    fastest = recommend(mix, resnet50, batch_size=32, prices=cheap)
+    assert fastest.to_dict()["machines_gpu"] is None
+    assert any(r.startswith("The cheapest is one_device on t4 (1/0/1 workers/ps/gpus)")
+               for r in fastest.reasons)  # fmt: skip
+    # and the hardware line names both types
+    assert "1 x 1 a100 + 4 x 1 t4, 25 Gbps network" in rec.to_markdown()
+
+
 def test_joining_the_fourth_and_fifth_sets_left_the_earlier_held_out_cases_no_worse():
     # the held-out cases of before the join were seen by neither fit: the join's test
     record = evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-5"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     RESTART_COST_S,
@@ -272,14 +274,21 @@ def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list
     one_device is left out once more GPUs are chosen.
     """
     reasons = []
+    labels = Counter(p.label for p in ranked)
     for p in ranked:
         if p is chosen:
             continue
         if spec_for(p.strategy).single_device and not spec_for(chosen.strategy).single_device:
             continue
         rel = p.rank_examples_per_second / chosen.rank_examples_per_second
+        layout = p.layout
+        name = p.label + (
+            f" ({layout.workers}/{layout.ps}/{layout.gpus_per_machine} workers/ps/gpus)"
+            if labels[p.label] > 1
+            else ""
+        )
         reasons.append(
-            f"{p.strategy}: {p.rank_examples_per_second:,.0f} examples/s "
+            f"{name}: {p.rank_examples_per_second:,.0f} examples/s "
             f"({'measured' if p.measured_examples_per_second is not None else 'predicted'}), "
             f"{rel:.2f}x the choice; step {p.step_time_s * 1e3:,.1f} "
             f"ms = {p.compute_s * 1e3:,.1f} ms compute + "

@@ -48,6 +48,8 @@ class Prediction:
         replica_speed: the mean speed of its machines' GPUs alone, relative to
             the topology's GPU (below 1 when slower machines of a GPU mix, or
             of `--heterogeneous`, take part).
+        machines_gpu: the GPU of its machines when it runs on one slower type
+            of a GPU mix alone (empty: on the mix's first machines, fastest first).
     """
 
     strategy: str
@@ -66,6 +68,12 @@ class Prediction:
     usd_per_million_examples: float | None = None
     input_limit: float | None = None
     replica_speed: float = 1.0
+    machines_gpu: str = ""
+
+    @property
+    def label(self) -> str:
+        """The strategy, and the GPU of its machines when not the first machines'."""
+        return f"{self.strategy} on {self.machines_gpu}" if self.machines_gpu else self.strategy
 
     @property
     def step_time_s(self) -> float:
@@ -113,6 +121,8 @@ class Prediction:
                 "scaling_efficiency": six_digits(self.scaling_efficiency),
             },
         }
+        if self.machines_gpu:
+            out["machines_gpu"] = self.machines_gpu
         if self.input_bound:  # the step is the GPUs'; the input pipelines feed fewer examples
             out["predicted"]["input_bound"] = True
         if self.measured_examples_per_second is not None:

@@ -86,6 +86,8 @@ class Recommendation:
             "strategy": self.strategy,
             "supported": self.supported,
             "layout": self.layout.to_dict() if self.layout else None,
+            # a GPU mix's slower type the choice runs on alone (None: its first machines)
+            "machines_gpu": (self.chosen.machines_gpu or None) if self.chosen else None,
             "predicted": chosen["predicted"] if chosen else None,
             "measured": chosen.get("measured") if chosen else None,
             # As each alternative carries it: the text table's USD/M column, when priced.
@@ -109,6 +111,11 @@ class Recommendation:
             },
         }
 
+    def _on_machines_of(self) -> str:
+        """`, on the t4 machines` when the choice runs on one slower type of a mix alone."""
+        gpu = self.chosen.machines_gpu if self.chosen else ""
+        return f", on the {gpu} machines" if gpu else ""
+
     def _rows(self) -> list[list[str]]:
         """One table row per candidate, the chosen one first and marked `> `."""
         rows = []
@@ -121,7 +128,7 @@ class Recommendation:
             cost = p.usd_per_million_examples
             rows.append(
                 [
-                    mark + p.strategy + ("" if p.feasible else f" (infeasible: {p.note})"),
+                    mark + p.label + ("" if p.feasible else f" (infeasible: {p.note})"),
                     f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
@@ -157,7 +164,7 @@ class Recommendation:
         if self.layout:
             lines.append(
                 f"Layout: workers {self.layout.workers}, ps {self.layout.ps}, "
-                f"GPUs per machine {self.layout.gpus_per_machine}."
+                f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}."
             )
         lines.append("")
         rows = self._rows()
@@ -179,7 +186,7 @@ class Recommendation:
         if self.layout:
             lines.append(
                 f"layout:      workers {self.layout.workers}, ps {self.layout.ps}, "
-                f"GPUs per machine {self.layout.gpus_per_machine}"
+                f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}"
             )
         rows = self._rows()
         if rows:
@@ -245,11 +252,13 @@ def recommend(
     if prices is not None:
         basis = price_basis_reasons(topology, prices)
         _price(preds, topology, prices)
+        # fewer machines, a mix's slower type alone, or fewer GPUs can cost less per example
+        cheaper = _on_fewer_machines(preds, topology, model, batch, history, prices)
+        cheaper += _on_one_gpu_type(topology, model, batch, history, prices)
+        fed = _on_fewer_gpus(preds + cheaper, topology, model, batch, history, prices)
+        cheaper += [p for _, p in fed]
     if objective == "cost":
-        fewer = _on_fewer_machines(preds, topology, model, batch, history, prices)
-        fed = _on_fewer_gpus(preds + fewer, topology, model, batch, history, prices)
-        fewer += [p for _, p in fed]
-        rec = _cheapest(preds + fewer, topology, model, batch, reasons + history_reasons, prices)
+        rec = _cheapest(preds + cheaper, topology, model, batch, reasons + history_reasons, prices)
         rec.reasons[1:1] = [
             _fewer_gpus_sentence(full, p, topology) for full, p in fed if p is rec.chosen
         ]
@@ -259,7 +268,8 @@ def recommend(
             preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
         )
         if prices is not None and rec.chosen is not None:
-            weighed = [rec.chosen, *rec.alternatives]  # a count of fewer machines included
+            # what --objective cost weighs: the table, the floor's count and the cheaper layouts
+            weighed = [rec.chosen, *rec.alternatives, *cheaper]
             rec.reasons.extend(_cost_sentences(rec.chosen, weighed, topology, prices) + basis)
 
     if prices is not None:
@@ -380,9 +390,11 @@ def _varied(topology: Topology, field: str, values: Sequence[Any]) -> list[tuple
 
 
 def _on_machines(rec: Recommendation) -> str:
-    """An answer for a sentence: `mirrored on 1 machine(s)`."""
-    layout = f"{rec.layout.workers} machine(s)" if rec.layout else "no layout"
-    return f"{rec.strategy} on {layout}"
+    """An answer for a sentence: `mirrored on 1 machine(s)`, or `... 1 t4 machine(s)`."""
+    if not rec.layout:
+        return f"{rec.strategy} on no layout"
+    gpu = f"{rec.chosen.machines_gpu} " if rec.chosen and rec.chosen.machines_gpu else ""
+    return f"{rec.strategy} on {rec.layout.workers} {gpu}machine(s)"
 
 
 def _at_both_ends(answers: list[str]) -> str:
@@ -653,8 +665,12 @@ def _fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) 
 
 def machines_running(candidate: Prediction, topology: Topology) -> Topology:
     """The machines of `topology` that `candidate` runs on: its first machines
-    (`on_first_machines`), with as many GPUs each as its layout uses."""
-    on = on_first_machines(topology, candidate.layout.workers)
+    (`on_first_machines`), or those of its `machines_gpu` alone, with as many GPUs
+    each as its layout uses."""
+    if candidate.machines_gpu:
+        on = _of_one_type(topology, candidate.machines_gpu, candidate.layout.workers)
+    else:
+        on = on_first_machines(topology, candidate.layout.workers)
     spec = spec_for(candidate.strategy)
     if spec.single_device or topology.gpu == "cpu":  # their layouts say 1 of the machine's
         return on
@@ -757,6 +773,43 @@ def _on_fewer_machines(
     return out
 
 
+def _of_one_type(topology: Topology, gpu: str, machines: int) -> Topology:
+    """`machines` machines of a GPU mix's type `gpu`, as plain hardware."""
+    return dataclasses.replace(
+        topology, machines=machines, gpu=gpu, gpu_mix=(), heterogeneous=False
+    )
+
+
+def _on_one_gpu_type(
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+    prices: Any,
+) -> list[Prediction]:
+    """The feasible candidates on 1, 2, 4, ... machines of each slower GPU type of a mix
+    alone, priced on them: a slower GPU can cost less per example, and the first
+    machines of a mix (`on_first_machines`) are its fastest."""
+    out: list[Prediction] = []
+    first = machine_gpus(topology, 1)[0]
+    for name, count in topology.gpu_mix:
+        if name == first:
+            continue
+        gpu = device(name)
+        fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+        for k in _machine_counts(count):
+            on = _of_one_type(topology, name, k)
+            costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
+            if history:
+                apply_history(costed, history, on, model, batch)
+            costed = [p for p in costed if p.feasible and p.layout.workers == k]
+            for p in costed:
+                p.machines_gpu = name
+            _price(costed, on, prices)
+            out += costed
+    return out
+
+
 def _on_fewer_gpus(
     preds: list[Prediction],
     topology: Topology,
@@ -798,19 +851,27 @@ def _cost_sentences(
         f"At {basis}, {chosen.strategy} costs "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     ]
-    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
-    cheapest = min(priced, key=lambda p: p.usd_per_million_examples)
+    cheapest = _cheapest_first(preds)[0]
     if cheapest is not chosen:
         ratio = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
         speed = f"{ratio:,.1f}x slower" if ratio >= 1 else f"{1 / ratio:,.2f}x faster"
         layout = cheapest.layout
         out.append(
-            f"The cheapest is {cheapest.strategy} ({layout.workers}/{layout.ps}/"
+            f"The cheapest is {cheapest.label} ({layout.workers}/{layout.ps}/"
             f"{layout.gpus_per_machine} workers/ps/gpus) at "
             f"{cheapest.usd_per_million_examples:,.2f} USD per million examples, {speed} "
             "(--objective cost picks it)."
         )
     return out
+
+
+def _cheapest_first(preds: list[Prediction]) -> list[Prediction]:
+    """The feasible priced candidates, cheapest per example first; prices equal but for
+    float rounding (the same machines, more of them) tie, and the faster goes first."""
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    return sorted(
+        priced, key=lambda p: (six_digits(p.usd_per_million_examples), -p.rank_examples_per_second)
+    )
 
 
 def _cheapest(
@@ -822,20 +883,16 @@ def _cheapest(
     prices: Any,
 ) -> Recommendation:
     """The feasible candidate with the lowest price per example (ties: the faster)."""
-    feasible = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    feasible = _cheapest_first(preds)
     if not feasible:
         raise ConfigError(
             f"--objective cost: the price table's {price_basis(topology, prices)} have no "
             "price for "
             f"{topology.describe()}; use --objective time"
         )
-    # prices equal but for float rounding (the same machines, more of them) tie: the faster wins
-    feasible.sort(
-        key=lambda p: (six_digits(p.usd_per_million_examples), -p.rank_examples_per_second)
-    )
     chosen = feasible[0]
     lead = (
-        f"Objective cost: {chosen.strategy} is the cheapest per example at "
+        f"Objective cost: {chosen.label} is the cheapest per example at "
         f"{price_basis(topology, prices)}: "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
     )

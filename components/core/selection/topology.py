@@ -362,16 +362,23 @@ class Topology:
         """The intra-machine link name."""
         return (self.interconnect or device(self.gpu).default_interconnect).lower()
 
+    def _machines_of(self, gpu: str, count: int) -> str:
+        """`count` machines of `gpu` for `describe`: `4 x 8 v100 (nvlink)`."""
+        text = f"{count} x {self.gpus_per_machine} {gpu}"
+        if self.gpus_per_machine > 1:
+            text += f" ({(self.interconnect or device(gpu).default_interconnect).lower()})"
+        return text
+
     @property
     def total_gpus(self) -> int:
         """GPUs over all machines."""
         return self.machines * self.gpus_per_machine
 
     def describe(self) -> str:
-        """One line for people, e.g. `4 x 8 v100 (nvlink), 100 Gbps network, preemptible`."""
-        text = f"{self.machines} x {self.gpus_per_machine} {self.gpu}"
-        if self.gpus_per_machine > 1:
-            text += f" ({self.link})"
+        """One line for people, e.g. `4 x 8 v100 (nvlink), 100 Gbps network, preemptible`,
+        or `2 x 8 a100 (nvlink) + 6 x 8 t4 (pcie), ...` for a GPU mix."""
+        mix = self.gpu_mix or ((self.gpu, self.machines),)
+        text = " + ".join(self._machines_of(name, count) for name, count in mix)
         if self.machines > 1:
             text += f", {self.network_phrase}"
             if self.network_path == "overlay":
