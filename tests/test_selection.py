@@ -884,6 +884,20 @@ def test_history_measurement_outranks_prediction(tmp_path):
                for r in rec.reasons)  # fmt: skip
 
 
+def test_a_measurement_bears_the_preemption_losses_a_prediction_does(tmp_path):
+    # 4 machines at 1 preemption an hour, 600 s a restart: a synchronous run loses 67%
+    topology = Topology(4, 8, "v100", network_gbps=100, preemptible=True,
+                        preemptions_per_machine_hour=1.0)  # fmt: skip
+    path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 6000.0)])
+    rec = recommend(topology, RESNET101, history=selection.load_history([path]))
+    mwm = next(a for a in [rec.chosen, *rec.alternatives] if a.strategy == "multi_worker_mirrored")
+    assert mwm.rank_examples_per_second == pytest.approx(6000.0 * (1 - 4 * 600 / 3600))
+    # 2,000 a synchronous run keeps is less than parameter servers, which lose one machine's
+    assert rec.strategy == "parameter_server"
+    lost = "multi_worker_mirrored: 2,000 examples/s (measured at 6,000, less 67% expected"
+    assert any(r.startswith(lost) for r in rec.reasons)
+
+
 def test_history_confirming_the_choice_is_reported(tmp_path):
     topology = Topology(4, 8, "v100", network_gbps=100)
     path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 5000.0)])
@@ -1247,6 +1261,12 @@ def test_cli_history_and_text(tmp_path, capsys):
         (["--machines", "2", "--gpus-per-machine", "8", "--network-gbps", "-3",
           "--params", "1000"], "--network-gbps"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "0"], "--params"),
+        (["--machines", "2", "--gpus-per-machine", "2", "--params", "1e6",
+          "--activation-bytes-per-example", "inf"], "--activation-bytes-per-example must be"),
+        (["--machines", "2", "--gpus-per-machine", "2", "--params", "1e6",
+          "--gflops-per-example", "inf"], "--gflops-per-example must be a positive number"),
+        (["--machines", "1", "--gpus-per-machine", "2", "--model", "mlp", "--heterogeneous",
+          "3"], "--heterogeneous: one machine waits for no slower one"),
         (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
           "/nonexistent/comparison.json"], "--history"),

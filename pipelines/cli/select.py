@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 
 from components.core.config import ConfigError
@@ -252,15 +253,15 @@ def build_profile(args: argparse.Namespace):
             raise ConfigError(f"--params must be at least 1, got {args.params}")
         flops = None
         if args.gflops_per_example is not None:
-            if not args.gflops_per_example > 0:
+            if not 0 < args.gflops_per_example < math.inf:
                 raise ConfigError(
-                    f"--gflops-per-example must be positive, got {args.gflops_per_example}"
+                    f"--gflops-per-example must be a positive number, got {args.gflops_per_example}"
                 )
             flops = args.gflops_per_example * 1e9
         activations = args.activation_bytes_per_example
-        if activations is not None and not activations >= 0:
+        if activations is not None and not 0 <= activations < math.inf:
             raise ConfigError(
-                f"--activation-bytes-per-example must be 0 or more, got {activations}"
+                f"--activation-bytes-per-example must be 0 or a positive number, got {activations}"
             )
         profile = model_profile.from_params(args.params, flops, activations)
     elif args.model in MODELS:

@@ -268,6 +268,18 @@ def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
     )
 
 
+def _how_known(p: Prediction) -> str:
+    """`predicted`, `measured`, or the measurement less its expected preemption losses."""
+    if p.measured_examples_per_second is None:
+        return "predicted"
+    if not p.overhead_fraction:
+        return "measured"
+    return (
+        f"measured at {p.measured_examples_per_second:,.0f}, less {pct(p.overhead_fraction)} "
+        "expected preemption losses"
+    )
+
+
 def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list[str]:
     """Each other candidate's throughput relative to the choice, and its step time.
 
@@ -288,8 +300,7 @@ def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list
             else ""
         )
         reasons.append(
-            f"{name}: {p.rank_examples_per_second:,.0f} examples/s "
-            f"({'measured' if p.measured_examples_per_second is not None else 'predicted'}), "
+            f"{name}: {p.rank_examples_per_second:,.0f} examples/s ({_how_known(p)}), "
             f"{rel:.2f}x the choice; step {p.step_time_s * 1e3:,.1f} "
             f"ms = {p.compute_s * 1e3:,.1f} ms compute + "
             f"{p.communication_s * 1e3:,.1f} ms exposed communication."

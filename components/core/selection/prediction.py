@@ -103,9 +103,11 @@ class Prediction:
 
     @property
     def rank_examples_per_second(self) -> float:
-        """What ranking uses: the measurement when there is one, else the prediction."""
+        """What ranking uses: the measurement when there is one, else the prediction;
+        either less the expected preemption losses (a measured benchmark ran too briefly
+        to be preempted, a training run will not)."""
         if self.measured_examples_per_second is not None:
-            return self.measured_examples_per_second
+            return self.measured_examples_per_second * (1 - self.overhead_fraction)
         return self.examples_per_second
 
     def to_dict(self) -> dict[str, Any]:

@@ -256,6 +256,11 @@ class Topology:
                 f"the machines compute, above 1 (machines of one speed: drop the flag) and at "
                 f"most {MAX_HETEROGENEITY_SLOWDOWN:g}"
             )
+        if self.heterogeneous and self.machines < 2:
+            raise ConfigError(
+                "--heterogeneous: one machine waits for no slower one (its GPUs are of one "
+                "type); drop the flag, or give --machines 2 or more"
+            )
         rate = self.preemptions_per_machine_hour
         if rate is not None and not (isinstance(rate, (int, float)) and 0 <= rate <= 60):
             raise ConfigError(
