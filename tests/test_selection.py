@@ -2352,7 +2352,36 @@ def test_cpu_workers_pay_a_grpc_call_per_ring_hop():
     assert ps_comm > 2 * cost_model.CPU_RING_HOP_S
     rec = recommend(cpu, mlp)
     assert rec.strategy == "one_device"
-    assert any("Communication would cost more than the extra GPUs give" in r for r in rec.reasons)
+    assert any(
+        "Communication would cost more than the extra CPU devices give" in r for r in rec.reasons
+    )
+
+
+def test_parameter_server_sentences_fit_their_layout():
+    table = from_params(50_000_000, 1e9, 1e6).with_sparse_embedding(5_000_000_000)
+    # one machine: one worker (no staleness, no machines of the servers' own), and the
+    # table's size said once, apart from what a replica with it needs
+    one = recommend(Topology(1, 4, "v100"), table, batch_size=32)
+    assert (one.strategy, one.layout.workers) == ("parameter_server", 1)
+    said = " ".join(one.reasons)
+    assert "with 1 worker and 1 parameter server (plus" in said
+    assert "they share the worker's machine" in said and "non-preemptible" not in said
+    assert "updates after the weights" not in said and "update after the weights" not in said
+    assert "a replica with it needs 80.8 GB for weights, gradients, Adam state" in said
+    # preemptible machines favour nothing on the one machine the floor keeps
+    four = recommend(Topology(4, 4, "v100", network_gbps=10, preemptible=True), table)
+    assert four.layout.workers == 1
+    assert not any("retries its steps on the other workers" in r for r in four.reasons)
+    # a table that needs 19 servers' host memory says so, not that the step chose 19
+    huge = from_params(1_000_000, 1e9, 1e6).with_sparse_embedding(100_000_000_000)
+    rec = recommend(Topology(2, 2, "t4", network_gbps=10), huge)
+    assert rec.layout.ps == 19
+    assert any("19 servers are the fewest whose 64 GB of host memory each hold" in r
+               for r in rec.reasons)  # fmt: skip
+    # a sub-millisecond step is said to a tenth of a millisecond
+    small = recommend(Topology(2, 2, "a100", network_gbps=10), model_profile.profile_model("mlp"))
+    assert any("(a step of 1.2 ms against 1.5: 0.3 ms less exposed communication" in r
+               for r in small.reasons)  # fmt: skip
 
 
 def test_a_multi_worker_step_pays_for_the_scalars_keras_all_reduces():

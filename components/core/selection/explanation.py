@@ -14,7 +14,11 @@ from components.core.selection.cost_model import (
     preemption_rate,
     step_scalar_seconds,
 )
-from components.core.selection.prediction import Prediction
+from components.core.selection.prediction import (
+    PS_HOST_MEMORY_GB,
+    Prediction,
+    ps_needed_for_memory,
+)
 from components.core.selection.topology import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
@@ -69,7 +73,12 @@ def explain(
 
 def _devices(topology: Topology) -> str:
     """What computes the gradients, for a sentence: `GPUs`, or `CPU devices`."""
-    return "CPU devices" if topology.gpu == "cpu" else "GPUs"
+    return f"{_device(topology)}s"
+
+
+def _device(topology: Topology) -> str:
+    """One of what computes the gradients, for a sentence: `GPU`, or `CPU device`."""
+    return "CPU device" if topology.gpu == "cpu" else "GPU"
 
 
 def communication_sentences(
@@ -121,29 +130,34 @@ def _no_tensor_cores_note(topology: Topology) -> str:
 def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
     """Why one GPU: there is only one, or communication costs more than more GPUs give."""
     if topology.total_gpus == 1:
-        return "One GPU: one_device, no communication at all."
+        return f"One {_device(topology)}: one_device, no communication at all."
     if chosen.measured_examples_per_second is not None:
         return (
             f"Measured fastest: one_device ran at {chosen.measured_examples_per_second:,.0f} "
             "examples/s on this hardware, more than the other candidates measured or are "
             "predicted to give (a prediction the measurement beat may be low too)."
         )
-    if topology.gpu == "cpu" and topology.machines == 1:
+    if topology.gpu == "cpu" and topology.gpus_per_machine > 1:
+        across = (
+            ", and across machines communication would cost more than the extra machines give"
+            if topology.machines > 1
+            else ""
+        )
         return (
             f"The {topology.gpus_per_machine} logical CPU devices share this machine's cores: "
             f"{topology.gpus_per_machine} replicas' steps take as long as all of them on one "
-            "device, so more replicas add an all-reduce and no speed. one_device runs at "
-            f"{chosen.examples_per_second:,.0f} examples/s."
+            f"device, so more replicas add an all-reduce and no speed{across}. one_device "
+            f"runs at {chosen.examples_per_second:,.0f} examples/s."
         )
     if chosen.input_bound:
         return (
             f"The input pipeline feeds {chosen.input_limit:,.0f} examples/s and one "
-            f"{topology.gpu} alone takes all of it, so more GPUs would wait for input: "
-            "one_device."
+            f"{topology.gpu} alone takes all of it, so more {_devices(topology)} would wait "
+            "for input: one_device."
         )
     return (
-        f"Communication would cost more than the extra GPUs give: one_device runs at "
-        f"{chosen.examples_per_second:,.0f} examples/s."
+        f"Communication would cost more than the extra {_devices(topology)} give: one_device "
+        f"runs at {chosen.examples_per_second:,.0f} examples/s."
     )
 
 
@@ -171,10 +185,14 @@ def _exposed(chosen: Prediction, topology: Topology, model: ModelProfile) -> str
 
 def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
     """All-reduce within one machine: its time and the scaling efficiency left."""
+    link = (
+        "in host memory"
+        if topology.gpu == "cpu"
+        else f"over {topology.link} ({link_bandwidth_gbps(topology):g} GB/s nominal)"
+    )
     return (
-        f"One machine with {topology.gpus_per_machine} GPUs: mirrored all-reduces "
-        f"{model.gradient_bytes / 1e6:,.1f} MB over {topology.link} "
-        f"({link_bandwidth_gbps(topology):g} GB/s nominal) "
+        f"One machine with {topology.gpus_per_machine} {_devices(topology)}: mirrored "
+        f"all-reduces {model.gradient_bytes / 1e6:,.1f} MB {link} "
         f"in {chosen.raw_communication_s * 1e3:,.1f} ms, {_exposed(chosen, topology, model)}: "
         f"{pct(chosen.scaling_efficiency)} scaling efficiency."
     )
@@ -189,12 +207,13 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
         + (
             f"one all-reduce ring over all {chosen.replicas} GPUs (over {topology.link} "
             "within a machine, the network between them) takes "
-            if topology.gpus_per_machine > 1
+            if chosen.layout.gpus_per_machine > 1
             else "ring all-reduce across machines takes "
         )
         + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step{_scalars(chosen, topology)}, "
         f"{_exposed(chosen, topology, model)}: "
-        f"{pct(chosen.scaling_efficiency)} scaling efficiency on {chosen.replicas} GPUs."
+        f"{pct(chosen.scaling_efficiency)} scaling efficiency on {chosen.replicas} "
+        f"{_devices(topology)}."
     )
 
 
@@ -214,18 +233,27 @@ def _scalars(chosen: Prediction, topology: Topology) -> str:
 
 def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
     """The parameter-server layout, its transfer time and where to run the servers."""
+    workers, ps = chosen.layout.workers, chosen.layout.ps
+    if ps == ps_needed_for_memory(model) > 1:
+        count = (
+            f"{ps} servers are the fewest whose {PS_HOST_MEMORY_GB:g} GB of host memory each "
+            "hold the embedding table and its Adam state"
+        )
+    else:
+        count = f"{ps} is the fewest servers within 3% of the best predicted step"
+    owner = "worker's" if workers == 1 else "workers'"
+    where = (
+        f"they share the {owner} machine"
+        if topology.machines == 1
+        else "run them on non-preemptible machines: a lost parameter server needs a restart "
+        "from a checkpoint"
+    )
     return (
-        f"parameter_server with {chosen.layout.workers} "
-        f"workers and {chosen.layout.ps} parameter "
-        f"server(s) (plus the chief coordinator): pulling and pushing "
-        f"{model.gradient_bytes / 1e6:,.1f} MB per worker step "
-        f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, "
-        f"{_not_hidden(chosen)}: "
-        f"{pct(chosen.scaling_efficiency)} scaling "
-        f"efficiency. {chosen.layout.ps} is the fewest "
-        "servers within 3% of the best predicted step; "
-        "run them on non-preemptible machines: a lost "
-        "parameter server needs a restart from a checkpoint."
+        f"parameter_server with {workers} worker{'s' if workers > 1 else ''} and {ps} "
+        f"parameter server{'s' if ps > 1 else ''} (plus the chief coordinator): pulling and "
+        f"pushing {model.gradient_bytes / 1e6:,.1f} MB per worker step "
+        f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, {_not_hidden(chosen)}: "
+        f"{pct(chosen.scaling_efficiency)} scaling efficiency. {count}; {where}."
     )
 
 

@@ -154,16 +154,19 @@ def _candidate(strategy, layout, replicas, batch, parts, single) -> Prediction:
 
 def _ps_count(topology: Topology, model: ModelProfile, batch: int, workers: int, gpus: int) -> int:
     """Fewest parameter servers within 3% of the best, and enough to hold sparse tables."""
-    table = model.sparse_embedding_params * 4 * (1 + OPTIMIZER_STATE_FACTOR)
-    need = max(1, math.ceil(table / (PS_HOST_MEMORY_GB * 1e9)))
-    options = range(need, max(need, 2 * workers, 8) + 1)
-
-    def step(p: int) -> float:
+    need = ps_needed_for_memory(model)
+    steps = {}
+    for p in range(need, max(need, 2 * workers, 8) + 1):
         c, e, _ = predict_parameter_server(topology, model, batch, workers, p, gpus)
-        return c + e
+        steps[p] = c + e
+    best = min(steps.values())
+    return next(p for p, step in steps.items() if step <= best * 1.03)
 
-    best = min(step(p) for p in options)
-    return next(p for p in options if step(p) <= best * 1.03)
+
+def ps_needed_for_memory(model: ModelProfile) -> int:
+    """Parameter servers whose host memory holds the sparse table and its Adam state."""
+    table = model.sparse_embedding_params * 4 * (1 + OPTIMIZER_STATE_FACTOR)
+    return max(1, math.ceil(table / (PS_HOST_MEMORY_GB * 1e9)))
 
 
 def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Prediction]:

@@ -461,8 +461,9 @@ def _candidates_that_fit(
                 p.feasible = False
                 p.note = "sparse embedding table does not fit one GPU"
         reason = (
-            f"The {model.sparse_embedding_params:,}-parameter embedding table with its "
-            f"gradients and Adam state ({need_gb:,.1f} GB) does not fit one {gpu.name}; "
+            f"The {model.sparse_embedding_params:,}-parameter embedding table does not fit "
+            f"one {gpu.name}: a replica with it needs {need_gb:,.1f} GB for weights, gradients, "
+            "Adam state and activations; "
             "parameter servers hold it in host memory and send only the rows a step touches."
         )
         _check_mix_memory(preds, topology, model)

@@ -102,8 +102,8 @@ def _synchronous_for_a_dense_model(
     """`best`, or the best synchronous candidate when `best` is an unmeasured
     asynchronous parameter_server and nothing favours it (module docstring)."""
     sync = next((p for p in ranked if not spec_for(p.strategy).uses_ps), None)
-    if not spec_for(best.strategy).uses_ps or sync is None:
-        return best, []
+    if not spec_for(best.strategy).uses_ps or sync is None or best.layout.workers < 2:
+        return best, []  # one worker's updates are not stale
     if best.measured_examples_per_second is not None:
         return best, []  # a measurement decides
     return sync, [_staleness_sentence(best, sync)]
@@ -115,8 +115,8 @@ def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
     claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
     if sync.step_time_s > ps.step_time_s and sync.replicas == ps.replicas:
         claim += (
-            f" (a step of {ps.step_time_s * 1e3:,.0f} ms against "
-            f"{sync.step_time_s * 1e3:,.0f}: {_why_shorter(ps, sync)})"
+            f" (a step of {_ms(ps.step_time_s)} ms against "
+            f"{_ms(sync.step_time_s)}: {_why_shorter(ps, sync)})"
         )
     return (
         f"{claim}, but asynchronous examples are worth less to a dense model: TF2's "
@@ -133,21 +133,29 @@ def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
 def _why_shorter(ps: Prediction, sync: Prediction) -> str:
     """Where a parameter-server step saves time over a synchronous one, in ms."""
     parts = []
-    comm = (sync.communication_s - ps.communication_s) * 1e3
-    if comm >= 0.5:
+    # a tenth of the saving, and at least what one decimal of a millisecond shows
+    worth = max((sync.step_time_s - ps.step_time_s) / 10, 0.05e-3)
+    comm = sync.communication_s - ps.communication_s
+    if comm >= worth:
         parts.append(
-            f"{comm:,.0f} ms less exposed communication (the servers receive each gradient "
+            f"{_ms(comm)} ms less exposed communication (the servers receive each gradient "
             "as back-propagation produces it)"
         )
-    wait = (sync.compute_s - ps.compute_s) * 1e3
-    if wait >= 0.5:
-        parts.append(f"{wait:,.0f} ms less compute (no worker waits for the slowest replica)")
+    wait = sync.compute_s - ps.compute_s
+    if wait >= worth:
+        parts.append(f"{_ms(wait)} ms less compute (no worker waits for the slowest replica)")
     return " and ".join(parts) or "about the same work, differently spread"
 
 
+def _ms(seconds: float) -> str:
+    """`seconds` in milliseconds for a sentence: one decimal below 10 ms, none above."""
+    ms = seconds * 1e3
+    return f"{ms:,.1f}" if ms < 10 else f"{ms:,.0f}"
+
+
 def _staleness(ps: Prediction) -> str:
-    """How late an asynchronous gradient lands, for a sentence."""
-    stale = max(ps.layout.workers - 1, 1)
+    """How late an asynchronous gradient lands with two or more workers, for a sentence."""
+    stale = ps.layout.workers - 1
     return (
         f"about {stale} update{'s' if stale > 1 else ''} after the weights it was computed "
         "on were read"
@@ -169,7 +177,9 @@ def _why_parameter_server(
             "all-reduce waits for the slowest every step"
         )
         tolerance = max(tolerance, PS_TOLERANCE_FAULTS)
-    if preemption_rate(topology) > 0:  # preemptible machines never taken away favour nothing
+    # preemptible machines never taken away favour nothing, nor does one machine, whose
+    # loss stops every worker
+    if preemption_rate(topology) > 0 and topology.machines > 1:
         why.append(
             "machines are preemptible: a lost worker stops every synchronous replica, while "
             "parameter-server training retries its steps on the other workers"
@@ -209,7 +219,7 @@ def _verdict(
         sentence = (
             f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."
         )
-        if not async_ok:
+        if not async_ok and ps.layout.workers > 1:  # one worker's steps run in turn
             sentence += (
                 " It trains asynchronously: TF2's ParameterServerStrategy applies each "
                 f"worker's gradients as they come, each {_staleness(ps)}; compare its "
