@@ -898,6 +898,37 @@ def test_a_measurement_bears_the_preemption_losses_a_prediction_does(tmp_path):
     assert any(r.startswith(lost) for r in rec.reasons)
 
 
+def _two_machine_record(tmp_path: Path) -> list:
+    """multi_worker_mirrored measured on 2 machines x 8 v100 at 2,500 examples/s."""
+    path = Path(_comparison(tmp_path, "two.json", [("multi_worker_mirrored", 2500.0)]))
+    doc = json.loads(path.read_text())
+    doc["results"][0].update(workers=2, num_replicas=16)
+    doc["results"][0]["hardware"]["machines"] = 2
+    path.write_text(json.dumps(doc))
+    return selection.load_history([str(path)])
+
+
+def test_a_measured_part_of_the_cluster_outranks_one_machine(tmp_path):
+    history = _two_machine_record(tmp_path)
+    slow = Topology(4, 8, "v100", network_gbps=1)
+    assert recommend(slow, RESNET101).layout.workers == 1  # predicted: one machine
+    rec = recommend(slow, RESNET101, history=history)
+    # the 2 machines measured 2,500, about twice mirrored's predicted 1,272 on one
+    assert (rec.strategy, rec.layout) == ("multi_worker_mirrored", Layout(2, 0, 8))
+    assert rec.reasons[0].startswith("Measured on 2 of the 4 machines, multi_worker_mirrored "
+                                     "ran at 2,500 examples/s")  # fmt: skip
+    assert "2 homogeneous machines on a 1 Gbps network" in rec.reasons[2]
+    assert any(r.startswith("Measured: multi_worker_mirrored (2 worker(s)") for r in rec.reasons)
+    assert not any(r.startswith("None of the") for r in rec.reasons)
+    # --objective cost weighs it too, and its tally says so
+    from components.core.comparison.pricing import load_prices
+
+    cost = recommend(Topology(8, 8, "v100", network_gbps=5), RESNET101, history=history,
+                     prices=load_prices(), objective="cost")  # fmt: skip
+    assert any(r.startswith("Measured: multi_worker_mirrored (2 worker(s)") for r in cost.reasons)
+    assert not any(r.startswith("None of the") for r in cost.reasons)
+
+
 def test_history_confirming_the_choice_is_reported(tmp_path):
     topology = Topology(4, 8, "v100", network_gbps=100)
     path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 5000.0)])

@@ -258,6 +258,11 @@ def recommend(
         fed = _on_fewer_gpus(preds + cheaper, topology, model, batch, history, prices)
         cheaper += [p for _, p in fed]
     if objective == "cost":
+        if any(p.measured_examples_per_second is not None for p in cheaper):
+            # one tally over every candidate weighed (a mix's slower type alone is
+            # matched on its own machines, so it stays out of this one)
+            alike = [p for p in preds + cheaper if not p.machines_gpu]
+            history_reasons = apply_history(alike, history, topology, model, batch)
         rec = _cheapest(preds + cheaper, topology, model, batch, reasons + history_reasons, prices)
         rec.reasons[1:1] = [
             _fewer_gpus_sentence(full, p, topology) for full, p in fed if p is rec.chosen
@@ -515,25 +520,31 @@ def _choose(
     `history_reasons` (`apply_history` on `preds`, taken again with the fewer
     machines' candidates when a record measured one) follow the explanation.
     """
+    measured_fewer = _measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)
+    preds = [*preds, *measured_fewer]  # a measured part of the cluster weighs as it ran
     feasible = [p for p in preds if p.feasible]
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
     best = prefer_simpler(feasible)
     chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
     options: list[tuple[int, str, float, float]] = []
     fewer: list[str] = []
-    on = topology
-    weighed: list[Prediction] = []  # the fewer machines' candidates the full table lacks
+    on = topology if chosen.layout.workers in (1, topology.machines) else (
+        on_first_machines(topology, chosen.layout.workers)
+    )  # fmt: skip
+    if chosen in measured_fewer:
+        fewer.append(_measured_part_sentence(chosen, topology))
+    weighed: list[Prediction] = list(measured_fewer)  # candidates the full table lacks
     if chosen.layout.workers > 1:
         best_on = _best_on_each_machine_count(
             chosen, preds, topology, model, batch, async_ok, history
         )
-        weighed = [p for p in best_on.values() if p not in preds]
-        if 1 in best_on and _machine_efficiency(topology, best_on, topology.machines) < (
+        weighed += [p for p in best_on.values() if p not in preds]
+        if 1 in best_on and _machine_efficiency(topology, best_on, chosen.layout.workers) < (
             EFFICIENCY_FLOOR
         ):
             full = chosen
             chosen, options, fewer = _fewer_machines(topology, best_on)
-            fewer += communication_sentences(full, topology, model)
+            fewer += communication_sentences(full, on, model)
             on = on_first_machines(topology, chosen.layout.workers)
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
     input_sentences: list[str] = []
@@ -546,8 +557,8 @@ def _choose(
             _price([chosen], on, prices)
         preds = [*preds, chosen]
         feasible.append(chosen)
-    if fewer and any(p.measured_examples_per_second is not None for p in weighed):
-        # one tally over every candidate the floor weighed, the measured ones included
+    if any(p.measured_examples_per_second is not None for p in weighed):
+        # one tally over every candidate weighed, the fewer machines' measured ones included
         extra = [p for p in weighed if p not in preds]
         history_reasons = apply_history([*preds, *extra], history, topology, model, batch)
     reasons = [
@@ -595,11 +606,13 @@ def _best_on_each_machine_count(
     """
     best_on: dict[int, Prediction] = {}
     for k, on, costed in _costed_on_fewer_machines(preds, topology, model, batch, history):
+        if k >= full.layout.workers:
+            break  # `full` already runs on fewer machines than the cluster has
         pool = [p for p in costed if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
         on_k = [p for p in pool if p.layout.workers == k and p.replicas > 1] or pool
         if on_k:
             best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
-    best_on[topology.machines] = full
+    best_on[full.layout.workers] = full
     return best_on
 
 
@@ -676,6 +689,44 @@ def machines_running(candidate: Prediction, topology: Topology) -> Topology:
     if spec.single_device or topology.gpu == "cpu":  # their layouts say 1 of the machine's
         return on
     return dataclasses.replace(on, gpus_per_machine=candidate.layout.gpus_per_machine)
+
+
+def _measured_on_fewer_machines(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+    history: Sequence[Mapping[str, Any]],
+) -> list[Prediction]:
+    """The candidates on 2, 4, ... of the machines, fewer than all, that `history`
+    measured (and a rule allows): a measured part of the cluster can outrun every
+    candidate on all of it."""
+    if not history:
+        return []
+    known = {(p.strategy, p.layout) for p in preds}
+    return [
+        p
+        for k, on, costed in _costed_on_fewer_machines(preds, topology, model, batch, history)
+        for p in costed
+        if k > 1
+        and p.layout.workers == k
+        and (p.strategy, p.layout) not in known
+        and p.feasible
+        and p.measured_examples_per_second is not None
+        and asynchronous_allowed(p, on, model, async_ok)
+    ]
+
+
+def _measured_part_sentence(chosen: Prediction, topology: Topology) -> str:
+    """Why a measured candidate on some of the machines is the answer."""
+    return (
+        f"Measured on {chosen.layout.workers} of the {topology.machines} machines, "
+        f"{chosen.strategy} ran at {chosen.measured_examples_per_second:,.0f} examples/s, "
+        f"more than any candidate on all {topology.machines} is measured or predicted to "
+        f"give: use {chosen.layout.workers} machines and leave the rest free (or measure "
+        f"all {topology.machines}: strategist compare, then --history)."
+    )
 
 
 def on_first_machines(topology: Topology, machines: int) -> Topology:
@@ -947,7 +998,9 @@ def _fewer_machines(
         for k, p in best_on.items()
     ]
     k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
-    chosen, full = best_on[k], best_on[topology.machines]
+    n = max(best_on)  # all of the machines, or the measured part of them that was chosen
+    chosen, full = best_on[k], best_on[n]
+    on_n = topology if n == topology.machines else on_first_machines(topology, n)
     listing = "; ".join(
         f"{m} machine{'s' if m > 1 else ''} ({st}"
         f"{', measured' if best_on[m].measured_examples_per_second is not None else ''}): "
@@ -955,9 +1008,9 @@ def _fewer_machines(
         for m, st, x, e in options
     )
     sentence = (
-        f"Adding machines buys little here: all {topology.machines} machines "
-        f"({_gpus_said(topology)}, {full.strategy}) are predicted at {options[-1][3]:.0%} "
-        f"machine scaling efficiency (throughput over what the {topology.machines} machines "
+        f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
+        f"machines ({_gpus_said(on_n)}, {full.strategy}) are predicted at {options[-1][3]:.0%} "
+        f"machine scaling efficiency (throughput over what the {n} machines "
         f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
         f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
         f"Speed-up by machine count (predicted unless measured): {listing}."
