@@ -929,6 +929,27 @@ def test_a_measured_part_of_the_cluster_outranks_one_machine(tmp_path):
     assert not any(r.startswith("None of the") for r in cost.reasons)
 
 
+def test_a_parameter_server_record_decides_the_server_count_it_ran(tmp_path):
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    predicted = next(p for p in recommend(topology, RESNET101).alternatives
+                     if p.strategy == "parameter_server")  # fmt: skip
+    path = Path(_comparison(tmp_path, "ps.json", [("parameter_server", 6000.0)]))
+    doc = json.loads(path.read_text())
+    doc["results"].append({**doc["results"][0], "ps": 1, "examples_per_second": 2000.0})
+    path.write_text(json.dumps(doc))  # 4 servers ran at 6,000, 1 server at 2,000
+    assert predicted.layout.ps != 4
+    rec = recommend(topology, RESNET101, history=selection.load_history([str(path)]))
+    ps = next(p for p in [rec.chosen, *rec.alternatives] if p.strategy == "parameter_server")
+    assert (ps.layout.ps, ps.measured_examples_per_second) == (4, 6000.0)
+    assert any("(4 worker(s) x 8 device(s), 4 parameter server(s), batch 64" in r
+               and "1 matching record" in r for r in rec.reasons)  # fmt: skip
+    # re-costed at the measured count: its prediction is that of 4 servers
+    from components.core.selection import cost_model
+
+    c, e, _ = cost_model.predict_parameter_server(topology, RESNET101, 64, 4, 4, 8)
+    assert ps.step_time_s == pytest.approx(c + e)
+
+
 def test_history_confirming_the_choice_is_reported(tmp_path):
     topology = Topology(4, 8, "v100", network_gbps=100)
     path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 5000.0)])

@@ -6,12 +6,14 @@ the same strategy and cluster shape (workers, each on a machine of its own, and
 devices per worker), the same per-replica batch, the same precision and the
 same model. Its throughput then
 replaces that candidate's prediction alone, so a measurement can flip the
-ranking. Records do not state the network between machines: a multi-machine
+ranking; a parameter_server candidate takes the server count its fastest records
+ran with, and is re-costed there. Records do not state the network between machines: a multi-machine
 record is taken as measured on the network asked about, and the reason says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +24,7 @@ from components.core.config import STRATEGIES, ConfigError
 from components.core.hardware import catalogue_name
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
+from components.core.selection.cost_model import predict_parameter_server
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology, precision_of_policy
 from components.core.strategy_spec import spec_for
@@ -164,6 +167,34 @@ def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
     )
 
 
+def _at_one_server_count(
+    candidate: Prediction,
+    mine: list[Mapping[str, Any]],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+) -> list[Mapping[str, Any]]:
+    """The records of a parameter_server candidate at one server count: the count
+    whose records ran fastest (median), to which the candidate is re-costed, since a
+    measurement says nothing of another count. Others' records pass unchanged."""
+    if not mine or not spec_for(candidate.strategy).uses_ps:
+        return mine
+    by_count: dict[int, list[Mapping[str, Any]]] = {}
+    for r in mine:
+        by_count.setdefault(int(r.get("ps") or 0), []).append(r)
+    ps, records = max(
+        by_count.items(), key=lambda kv: statistics.median(r["examples_per_second"] for r in kv[1])
+    )
+    if ps >= 1 and ps != candidate.layout.ps:
+        layout = candidate.layout
+        candidate.layout = dataclasses.replace(layout, ps=ps)
+        parts = predict_parameter_server(
+            topology, model, batch, layout.workers, ps, layout.gpus_per_machine
+        )
+        candidate.compute_s, candidate.communication_s, candidate.raw_communication_s = parts
+    return records
+
+
 def apply_history(
     preds: list[Prediction],
     records: Sequence[Mapping[str, Any]],
@@ -182,7 +213,7 @@ def apply_history(
     used = 0
     across_machines = False  # whether a record that decided ran over the network
     for p in preds:
-        mine = [r for r in matching if _fits(r, p)]
+        mine = _at_one_server_count(p, [r for r in matching if _fits(r, p)], topology, model, batch)
         if not mine:
             continue
         across_machines |= p.layout.workers > 1
@@ -201,7 +232,8 @@ def apply_history(
         )
         reasons.append(
             f"Measured: {p.strategy} ({p.layout.workers} worker(s) x "
-            f"{p.layout.gpus_per_machine} device(s), batch {batch}, {topology.precision}, "
+            f"{p.layout.gpus_per_machine} device(s){_servers(p)}, batch {batch}, "
+            f"{topology.precision}, "
             f"{model.name}) ran at {p.measured_examples_per_second:,.0f} examples/s in "
             f"{median['_source']} ({spread}) against "
             f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
@@ -226,3 +258,10 @@ def apply_history(
             f"as measured on the {topology.machine_network_gbps:g} Gbps asked about."
         )
     return reasons
+
+
+def _servers(candidate: Prediction) -> str:
+    """`, 4 parameter server(s)` for a parameter_server candidate, else nothing."""
+    if not spec_for(candidate.strategy).uses_ps:
+        return ""
+    return f", {candidate.layout.ps} parameter server(s)"
