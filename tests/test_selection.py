@@ -950,6 +950,26 @@ def test_a_parameter_server_record_decides_the_server_count_it_ran(tmp_path):
     assert ps.step_time_s == pytest.approx(c + e)
 
 
+def test_a_measurement_above_perfect_scaling_is_questioned(tmp_path):
+    path = Path(_comparison(tmp_path, "c.json", [("multi_worker_mirrored", 6000.0)]))
+    doc = json.loads(path.read_text())
+    one = {**doc["results"][0], "strategy": "one_device", "workers": 1, "devices_per_worker": 1,
+           "num_replicas": 1, "examples_per_second": 150.0}  # fmt: skip
+    one["hardware"] = {**one["hardware"], "gpus_per_machine": 1, "machines": 1}
+    doc["results"].append(one)
+    path.write_text(json.dumps(doc))
+    topology = Topology(4, 8, "v100", network_gbps=100)
+    rec = recommend(topology, RESNET101, history=selection.load_history([str(path)]))
+    # 32 replicas x 150 = 4,800 examples/s at best; 6,000 were measured
+    assert any(r.startswith("multi_worker_mirrored measured 6,000 examples/s, 1.25x perfect "
+                            "scaling of one_device's measured 150 over 32 replicas (4,800)")
+               for r in rec.reasons)  # fmt: skip
+    doc["results"][0]["examples_per_second"] = 4500.0  # below perfect scaling: unquestioned
+    path.write_text(json.dumps(doc))
+    rec = recommend(topology, RESNET101, history=selection.load_history([str(path)]))
+    assert not any("perfect scaling" in r for r in rec.reasons)
+
+
 def test_history_confirming_the_choice_is_reported(tmp_path):
     topology = Topology(4, 8, "v100", network_gbps=100)
     path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 5000.0)])

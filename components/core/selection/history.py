@@ -238,6 +238,7 @@ def apply_history(
             f"{median['_source']} ({spread}) against "
             f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
         )
+    reasons.extend(_above_perfect_scaling(preds))
     if records and not used:
         why = {
             mismatch(r, topology, model, batch) or "cluster shape or machines of no candidate"
@@ -265,3 +266,34 @@ def _servers(candidate: Prediction) -> str:
     if not spec_for(candidate.strategy).uses_ps:
         return ""
     return f", {candidate.layout.ps} parameter server(s)"
+
+
+# Measured above this multiple of perfect scaling, records are questioned.
+SUPERLINEAR_MARGIN = 1.05
+
+
+def _above_perfect_scaling(preds: Sequence[Prediction]) -> list[str]:
+    """A warning for each measured candidate faster than its replicas times one measured
+    device: superlinear scaling is rare, and more often means the runs differ."""
+    one = next(
+        (p for p in preds if p.strategy == "one_device" and p.measured_examples_per_second),
+        None,
+    )
+    if one is None:
+        return []
+    out = []
+    for p in preds:
+        if p is one or p.measured_examples_per_second is None:
+            continue
+        perfect = p.replicas * one.measured_examples_per_second
+        if p.measured_examples_per_second > perfect * SUPERLINEAR_MARGIN:
+            out.append(
+                f"{p.strategy} measured {p.measured_examples_per_second:,.0f} examples/s, "
+                f"{p.measured_examples_per_second / perfect:.2f}x perfect scaling of "
+                f"one_device's measured {one.measured_examples_per_second:,.0f} over "
+                f"{p.replicas} replicas ({perfect:,.0f}): faster than linear is rare, and more "
+                "often the runs differed (data, input caching, step count, other load); check "
+                f"{' and '.join(sorted({p.measured_source, one.measured_source}))} before "
+                "relying on them."
+            )
+    return out
