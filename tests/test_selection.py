@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from components.core import hardware, model_profile, selection
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
+from components.core.models import MODELS
 from components.core.selection import Topology, evidence, recommend
 from components.core.selection.topology import KERAS_STEP_SCALAR_ALL_REDUCES, Layout
 from pipelines.cli import main
@@ -182,6 +184,16 @@ def test_select_sizes_a_registry_model_without_tensorflow():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["inputs"]["model"]["params"] == 25_636_712  # as built
+
+
+def test_select_help_names_every_model_select_takes(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["select", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    model_help = " ".join(out.split("\n  --model MODEL")[1].split("\n  --params")[0].split())
+    for name in [*MODELS, *PUBLISHED_PROFILES]:
+        assert re.search(rf"[(, ]{name}[,;)]", model_help), name
 
 
 def test_from_params_refuses_bad_counts():
