@@ -935,6 +935,11 @@ def test_a_history_folder_is_every_comparison_json_under_it(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main([*HISTORY_ARGV, "--history", str(tmp_path / "empty")]) == 2
     assert "no comparison.json in this folder" in capsys.readouterr().err
+    # A folder not yet written (README's `--history runs/` on a fresh checkout) says what to run.
+    assert main([*HISTORY_ARGV, "--history", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert f"--history {tmp_path / 'none'}: cannot read it (No such file or directory)" in err
+    assert "run `strategist compare` first" in err and "or leave --history out" in err
 
 
 def test_history_on_other_hardware_is_ignored(tmp_path):
@@ -1281,7 +1286,7 @@ def test_cli_history_and_text(tmp_path, capsys):
           "3"], "--heterogeneous: one machine waits for no slower one"),
         (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
-          "/nonexistent/comparison.json"], "--history"),
+          "/nonexistent/comparison.json"], "run `strategist compare` first"),
         (["--machines", "1", "--gpus-per-machine", "32", "--gpu", "a100", "--params", "10"],
          "no machine holds more than 16 a100"),
         (["--machines", "2", "--gpus-per-machine", "4", "--gpu", "t4", "--interconnect",
