@@ -44,6 +44,7 @@ def build_comparison_pipeline(
     image: str = DEFAULT_IMAGE,
     placement: GpuPlacement | None = None,
     target: str | None = None,
+    gpus_per_machine: int = 1,
 ):
     """The comparison pipeline with every component on `image`.
 
@@ -57,9 +58,11 @@ def build_comparison_pipeline(
             None (no GPU on the step).
         target: the compile target (`vertex`, `kubeflow`), whose defaults the
             parameters take (`scheduling.spec_defaults`); None for kfp.local.
+        gpus_per_machine: the `gpus_per_machine` default of a spec that trains
+            as the target's cloud job (without `placement`).
     """
     c = build_components(image)
-    defaults = spec_defaults(target, placement)
+    defaults = spec_defaults(target, placement, gpus_per_machine)
     clusters_default = default_clusters(defaults.devices)
 
     @dsl.pipeline(

@@ -65,7 +65,8 @@ def compile_pipeline(
         output: the YAML file to write.
         image: the container image of every step.
         gpu: GPU of the train step (`none` or None: no GPU).
-        gpus: GPUs of the train step.
+        gpus: GPUs of the train step; without `gpu`, the `gpus_per_machine`
+            default (the cloud job's machines).
 
     Returns:
         The written file.
@@ -79,7 +80,9 @@ def compile_pipeline(
         raise ConfigError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
     check_image(image)
     placement = placement_for(target, gpu, gpus)
-    func = PIPELINES[pipeline](image=image, placement=placement, target=canonical(target))
+    func = PIPELINES[pipeline](
+        image=image, placement=placement, target=canonical(target), gpus_per_machine=gpus
+    )
     output = Path(output)
     with atomic.staged_file(output) as tmp:
         compiler.Compiler().compile(func, tmp)

@@ -54,18 +54,29 @@ class SpecDefaults:
         backend: where the train step trains: `local` (on the step's own
             machine: kfp.local, or a train step placed on GPUs), else the
             target's cloud job (`vertex` CustomJob, `kubeflow` TFJob).
-        devices: devices (GPUs) per machine: the placed step's GPU count, 1 for
-            a cloud job, `LOCAL_DEVICES` logical CPU devices for kfp.local.
+        devices: devices (GPUs) per machine: the placed step's GPU count, the
+            compiled `--gpus-per-machine` (1 unless given) for a cloud job,
+            `LOCAL_DEVICES` logical CPU devices for kfp.local.
     """
 
     backend: str = "local"
     devices: int = LOCAL_DEVICES
 
 
-def spec_defaults(target: str | None, placement: GpuPlacement | None) -> SpecDefaults:
-    """The defaults of a spec compiled for `target` (None: run by kfp.local)."""
+def spec_defaults(
+    target: str | None, placement: GpuPlacement | None, gpus_per_machine: int = 1
+) -> SpecDefaults:
+    """The defaults of a spec compiled for `target` (None: run by kfp.local).
+
+    Args:
+        target: the compile target, or None for kfp.local.
+        placement: the train step's GPUs, or None (it trains as the target's job).
+        gpus_per_machine: the compiled `--gpus-per-machine`: the GPUs of a cloud
+            job's machines the select step chooses for; the job's GPU count
+            follows the cluster it chooses (`launch.cloud.resolved_gpus`).
+    """
     if placement is not None:
         return SpecDefaults("local", placement.count)
     if target is None:
         return SpecDefaults()
-    return SpecDefaults(target, 1)
+    return SpecDefaults(target, gpus_per_machine)

@@ -276,6 +276,10 @@ def test_golden_names_and_descriptions_of_the_run_form(tmp_path, pipeline):
         ("kubeflow", ["--gpu", "none"], "kubeflow", 1),  # a TFJob
         ("kubeflow", ["--gpu", "a100", "--gpus-per-machine", "4"], "local", 4),  # on the step
         ("vertex", ["--gpu", "t4", "--gpus-per-machine", "2"], "local", 2),
+        # No --gpu: the cloud job's machines, which the select step chooses for.
+        ("vertex", ["--gpus-per-machine", "2"], "vertex", 2),
+        ("vertex", ["--gpus", "2"], "vertex", 2),  # the older name
+        ("kubeflow", ["--gpu", "none", "--gpus-per-machine", "4"], "kubeflow", 4),
     ],
 )
 def test_a_cluster_spec_defaults_to_where_it_runs(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from components.core import hardware, model_profile, selection
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
+from components.core.models import MODELS
 from components.core.selection import Topology, evidence, recommend
 from components.core.selection.topology import KERAS_STEP_SCALAR_ALL_REDUCES, Layout
 from pipelines.cli import main
@@ -182,6 +184,16 @@ def test_select_sizes_a_registry_model_without_tensorflow():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["inputs"]["model"]["params"] == 25_636_712  # as built
+
+
+def test_select_help_names_every_model_select_takes(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["select", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    model_help = " ".join(out.split("\n  --model MODEL")[1].split("\n  --params")[0].split())
+    for name in [*MODELS, *PUBLISHED_PROFILES]:
+        assert re.search(rf"[(, ]{name}[,;)]", model_help), name
 
 
 def test_from_params_refuses_bad_counts():
@@ -995,6 +1007,11 @@ def test_a_history_folder_is_every_comparison_json_under_it(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main([*HISTORY_ARGV, "--history", str(tmp_path / "empty")]) == 2
     assert "no comparison.json in this folder" in capsys.readouterr().err
+    # A folder not yet written (README's `--history runs/` on a fresh checkout) says what to run.
+    assert main([*HISTORY_ARGV, "--history", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert f"--history {tmp_path / 'none'}: cannot read it (No such file or directory)" in err
+    assert "run `strategist compare` first" in err and "or leave --history out" in err
 
 
 def test_history_on_other_hardware_is_ignored(tmp_path):
@@ -1341,7 +1358,7 @@ def test_cli_history_and_text(tmp_path, capsys):
           "3"], "--heterogeneous: one machine waits for no slower one"),
         (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
-          "/nonexistent/comparison.json"], "--history"),
+          "/nonexistent/comparison.json"], "run `strategist compare` first"),
         (["--machines", "1", "--gpus-per-machine", "32", "--gpu", "a100", "--params", "10"],
          "no machine holds more than 16 a100"),
         (["--machines", "2", "--gpus-per-machine", "4", "--gpu", "t4", "--interconnect",

@@ -17,6 +17,7 @@ import sys
 
 from components.core.config import ConfigError
 from components.core.signals import exit_code, signal_name
+from pipelines.cli.quiet_tensorflow import tensorflow_imported_quietly
 
 # Order is the order `strategist --help` lists them in.
 SUBCOMMANDS = (
@@ -95,12 +96,10 @@ def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if getattr(args, "model_module", None) or getattr(args, "dataset_module", None):
-            # a user's module imports TensorFlow here, in the CLI's own process
-            from pipelines.cli.quiet_tensorflow import import_tensorflow_quietly
-
-            import_tensorflow_quietly()
-        return int(args.run(args) or 0)
+        # Whatever imports TensorFlow in the CLI's own process (a user's module, a TFDS
+        # builder describing its dataset) leaves TensorFlow's start-up lines off the console.
+        with tensorflow_imported_quietly():
+            return int(args.run(args) or 0)
     except ConfigError as err:
         print(f"strategist {args.command}: error: {err}", file=sys.stderr)
         return 2

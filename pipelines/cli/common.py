@@ -155,9 +155,9 @@ def add_train_step_gpus_argument(parser: argparse.ArgumentParser) -> None:
         parser,
         older="--gpus",
         default=1,
-        help="GPUs on the train step's machine, also the pipelines' gpus_per_machine; 1, not "
-        "train's 2 under mirrored, since a pipeline chooses its strategy when it runs "
-        "(default: 1)",
+        help="GPUs on the train step's machine (with --gpu) or else on the cloud job's "
+        "machines, also the pipelines' gpus_per_machine default; 1, not train's 2 under "
+        "mirrored, since a pipeline chooses its strategy when it runs (default: 1)",
     )
 
 

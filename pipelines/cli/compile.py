@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         args.pipeline, args.target, args.output, image=args.image, gpu=gpu, gpus=gpus
     )
     where = f", train step on {gpus} x {gpu}" if gpu and gpu != "none" else ""
-    defaults = spec_defaults(args.target, placement_for(args.target, gpu, gpus))
+    defaults = spec_defaults(args.target, placement_for(args.target, gpu, gpus), gpus)
     print(
         f"compiled {args.pipeline} for {args.target}{where}: {path}\n"
         f"defaults: backend={defaults.backend}, gpus_per_machine={defaults.devices} "

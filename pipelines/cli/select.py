@@ -7,8 +7,10 @@ import json
 import math
 from collections.abc import Sequence
 
+from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
+from components.core.models import MODELS
 from components.core.selection.topology import (
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
@@ -24,6 +26,9 @@ ASSUMED = object()
 # More classes than any labelled image dataset has (ImageNet-21k: 21,841); a registry
 # model of more is not built (its output layer alone would not fit in memory).
 MAX_CLASSES = 100_000
+
+# Models of published benchmarks that `--model` takes besides the registry's (resnet50 is both).
+PUBLISHED_ONLY = [name for name in model_profile.PUBLISHED_PROFILES if name not in MODELS]
 
 DESCRIPTION = """\
 Recommend one_device, mirrored, multi_worker_mirrored or parameter_server (or
@@ -130,8 +135,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     which = model.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--model",
-        help="registry model (mlp, cnn, resnet50, mobilenet_v2; built once and cached) or a "
-        "published benchmark model (resnet101, resnet152, inception_v3, vgg16)",
+        help=f"registry model ({', '.join(MODELS)}; built once and cached) or a published "
+        f"benchmark model ({', '.join(PUBLISHED_ONLY)})",
     )
     which.add_argument(
         "--params", type=common.whole_number, help="parameter count instead of a model, e.g. 2e9"
@@ -244,9 +249,6 @@ def build_profile(args: argparse.Namespace):
     Raises:
         ConfigError: unknown model, bad parameter count or FLOPs.
     """
-    from components.core import model_profile
-    from components.core.models import MODELS
-
     _check_model_flags_apply(args, MODELS)
     if args.params is not None:
         if args.params < 1:
@@ -275,7 +277,7 @@ def build_profile(args: argparse.Namespace):
     elif args.model in model_profile.PUBLISHED_PROFILES:
         profile = model_profile.PUBLISHED_PROFILES[args.model]
     else:
-        known = list(MODELS) + [m for m in model_profile.PUBLISHED_PROFILES if m not in MODELS]
+        known = list(MODELS) + PUBLISHED_ONLY
         raise ConfigError(f"unknown model {args.model!r}; choose one of {', '.join(known)}")
     if not args.sparse_embedding_params:
         return profile

@@ -51,6 +51,12 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
                 f"--history {path}",
                 "pass a comparison.json",
             )
+        except FileNotFoundError as err:
+            raise ConfigError(
+                f"--history {path}: cannot read it ({err.strerror or err}): run `strategist "
+                "compare` first (it writes runs/<timestamp>-compare/comparison.json, or into "
+                "--output FOLDER), or leave --history out"
+            ) from None
         except OSError as err:
             raise ConfigError(f"--history {path}: cannot read it ({err.strerror or err})") from None
         results = data.get("results") if isinstance(data, dict) else None
