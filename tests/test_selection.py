@@ -2473,6 +2473,25 @@ def test_parameter_server_sentences_fit_their_layout():
                for r in small.reasons)  # fmt: skip
 
 
+def test_machine_speeds_are_counted_by_group_alike_for_any_machine_count():
+    from components.core.selection import cost_model
+
+    mix = Topology(9, 8, "a100", gpu_mix=(("t4", 6), ("a100", 3)))
+    half = Topology(9, 8, "v100", heterogeneous=True, heterogeneity_slowdown=3.0)
+    for topology in (mix, half, Topology(9, 8, "v100")):
+        for k in range(1, 10):
+            slowdowns = cost_model.machine_slowdowns(topology, k)
+            assert len(slowdowns) == k
+            assert cost_model.mean_machine_speed(topology, k) == pytest.approx(
+                sum(1 / s for s in slowdowns) / k
+            )
+    assert cost_model.machine_slowdowns(mix, 4)[2:] == [1.0, pytest.approx(24.5 / 4.2, rel=0.05)]
+    assert cost_model.machine_slowdowns(half, 9)[4:6] == [1.0, 3.0]  # the faster 5 first
+    # twenty thousand machines answer (grouped: no list per machine in each prediction)
+    rec = recommend(dataclasses.replace(half, machines=20_000), RESNET101)
+    assert rec.layout.workers < 20_000
+
+
 def test_a_multi_worker_step_pays_for_the_scalars_keras_all_reduces():
     """Keras all-reduces its loss and metric across the workers every step, each in a
     collective of its own: a ring of gRPC calls between CPU workers, NCCL's small-message

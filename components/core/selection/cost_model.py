@@ -195,25 +195,37 @@ def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
     fastest type first); with `heterogeneous` alone, half the machines run
     `heterogeneity_slowdown` times slower; else all run at 1.
     """
+    return [slowdown for slowdown, count in _slowdown_groups(topology, machines)
+            for _ in range(count)]  # fmt: skip
+
+
+def _slowdown_groups(topology: Topology, machines: int) -> list[tuple[float, int]]:
+    """`machine_slowdowns` as (slowdown, machines) groups, fastest first: one per GPU
+    type, so a count in the thousands costs no list per machine."""
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
-        return [
-            ref / achievable_tflops(name, topology.precision)
-            for name in machine_gpus(topology, machines)
-        ]
-    if topology.heterogeneous:  # the faster half first, as a mix's fastest type
+        ranked = sorted(topology.gpu_mix,
+                        key=lambda gc: -achievable_tflops(gc[0], topology.precision))  # fmt: skip
+        counts = [(ref / achievable_tflops(name, topology.precision), n) for name, n in ranked]
+    elif topology.heterogeneous:  # the faster half first, as a mix's fastest type
         slower = topology.machines // 2
-        everyone = [1.0] * (topology.machines - slower) + [topology.heterogeneity_slowdown] * slower
-        return everyone[:machines]
-    return [1.0] * machines
+        counts = [(1.0, topology.machines - slower), (topology.heterogeneity_slowdown, slower)]
+    else:
+        counts = [(1.0, machines)]
+    groups, left = [], machines
+    for slowdown, n in counts:
+        if left > 0 and n > 0:
+            groups.append((slowdown, min(n, left)))
+            left -= min(n, left)
+    return groups
 
 
 def mean_machine_speed(topology: Topology, machines: int) -> float:
     """The mean speed of the first `machines` machines, each alone, relative to one
     machine of `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower
     machines take part)."""
-    slowdowns = machine_slowdowns(topology, machines)
-    return sum(1 / s for s in slowdowns) / len(slowdowns)
+    groups = _slowdown_groups(topology, machines)
+    return sum(n / slowdown for slowdown, n in groups) / sum(n for _, n in groups)
 
 
 def preemption_rate(topology: Topology) -> float:
