@@ -243,6 +243,9 @@ CASES = {
     "shards-dir-missing": train(
         "--shards-dir", "{tmp}/nowhere", message="does not exist: shard the dataset first"
     ),
+    "shards-dir-a-file": train(
+        "--shards-dir", "{tmp}/a-file", message="a-file is a file, not a shards folder: pass"
+    ),
     "shards-no-manifest": shards(message="has no manifest.json", damage="no_manifest"),
     "shards-manifest-not-json": shards(message="is not valid JSON", damage="manifest_not_json"),
     "shards-manifest-without-label": shards(
@@ -738,8 +741,31 @@ def test_gs_data_the_caller_may_not_read_is_refused_with_what_to_do(
 
 
 @pytest.mark.parametrize("command", ["train", "compare"])
-def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
-    command, tmp_path, monkeypatch, capsys
+def test_gs_shards_the_caller_may_not_read_are_refused_with_what_to_do(
+    command, forbidding_storage, tmp_path, capsys
+):
+    """gcsfs answers a refused listing with 'no such folder': the refusal must show."""
+    out = tmp_path / "out"
+    code = run_cli([command, "--local", "--shards-dir", "gs://locked/shards", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"strategist {command}: error: --shards-dir gs://locked/shards: cannot")
+    assert "Forbidden" in line and "gcloud auth application-default login" in line
+    assert not out.exists()
+
+
+# What the unreachable test passes for each flag that takes a gs:// URI.
+UNREACHABLE_GS = {
+    "data": ["--data", "gs://nobucket-xyz/tables/*.csv", "--label", "y"],
+    "shards-dir": ["--shards-dir", "gs://nobucket-xyz/shards"],
+}
+
+
+@pytest.mark.parametrize("flag", list(UNREACHABLE_GS))
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
+    command, flag, tmp_path, monkeypatch, capsys
 ):
     from components.core import storage
 
@@ -748,12 +774,12 @@ def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
     monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
     out = tmp_path / "out"
-    argv = [command, "--local", "--data", "gs://nobucket-xyz/tables/*.csv", "--label", "y"]
+    given = UNREACHABLE_GS[flag]
     started = time.monotonic()
-    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    code = run_cli([command, "--local", *given, "--epochs", "1", "--output", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "--data gs://nobucket-xyz/tables/*.csv: cannot reach Cloud Storage" in err, err
+    assert f"--{flag} {given[1]}: cannot reach Cloud Storage" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert time.monotonic() - started < 10
     assert not out.exists()  # no process or pipeline step started

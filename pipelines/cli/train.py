@@ -191,10 +191,20 @@ def use_shards(
     """Points the config at existing shards, after reading every record back.
 
     Raises:
-        ConfigError: no such folder, no or unreadable manifest, missing,
-            truncated or corrupted shard files, or shards of another dataset.
+        ConfigError: no such folder, a `gs://` folder that cannot be reached or
+            read, no or unreadable manifest, missing, truncated or corrupted
+            shard files, or shards of another dataset.
     """
-    manifest = datasets.load_manifest(storage.absolute(shards_dir), verify_records=True)
+    # gcsfs retries an unreachable server for most of a minute: probe it first.
+    storage.check_readable(shards_dir, "--shards-dir")
+    try:
+        manifest = datasets.load_manifest(storage.absolute(shards_dir), verify_records=True)
+    except ConfigError:
+        raise
+    except Exception as err:  # gcsfs: credentials, permissions, a failed request
+        if not storage.is_remote(shards_dir):
+            raise
+        raise storage.unreadable(shards_dir, "--shards-dir", err) from None
     if dataset not in (None, manifest.dataset):
         raise ConfigError(
             f"--shards-dir {shards_dir} holds {manifest.dataset!r}, not {dataset!r}: drop "
