@@ -740,29 +740,38 @@ def test_gs_data_the_caller_may_not_read_is_refused_with_what_to_do(
     assert not out.exists()
 
 
+# Each flag that takes a gs:// URI, with what it needs beside it; {bucket} is the bucket.
+GS_INPUTS = {
+    "--data": ["--data", "gs://{bucket}/tables/*.csv", "--label", "y"],
+    "--shards-dir": ["--shards-dir", "gs://{bucket}/shards"],
+    "--dataset-module": ["--dataset", "x", "--dataset-module", "gs://{bucket}/b.py"],
+}
+
+
+def gs_input(flag: str, bucket: str) -> tuple[list[str], str]:
+    """The arguments of `flag` reading from `bucket`, and the URI the message must name."""
+    argv = [arg.replace("{bucket}", bucket) for arg in GS_INPUTS[flag]]
+    return argv, argv[argv.index(flag) + 1]
+
+
+@pytest.mark.parametrize("flag", [flag for flag in GS_INPUTS if flag != "--data"])
 @pytest.mark.parametrize("command", ["train", "compare"])
-def test_gs_shards_the_caller_may_not_read_are_refused_with_what_to_do(
-    command, forbidding_storage, tmp_path, capsys
+def test_gs_input_the_caller_may_not_read_is_refused_with_what_to_do(
+    command, flag, forbidding_storage, tmp_path, capsys
 ):
-    """gcsfs answers a refused listing with 'no such folder': the refusal must show."""
+    """gcsfs answers a refused listing with 'no such file': the refusal must show."""
     out = tmp_path / "out"
-    code = run_cli([command, "--local", "--shards-dir", "gs://locked/shards", "--output", str(out)])
+    given, uri = gs_input(flag, "locked")
+    code = run_cli([command, "--local", *given, "--epochs", "1", "--output", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
     (line,) = err.strip().splitlines()
-    assert line.startswith(f"strategist {command}: error: --shards-dir gs://locked/shards: cannot")
+    assert line.startswith(f"strategist {command}: error: {flag} {uri}: cannot read it"), line
     assert "Forbidden" in line and "gcloud auth application-default login" in line
     assert not out.exists()
 
 
-# What the unreachable test passes for each flag that takes a gs:// URI.
-UNREACHABLE_GS = {
-    "data": ["--data", "gs://nobucket-xyz/tables/*.csv", "--label", "y"],
-    "shards-dir": ["--shards-dir", "gs://nobucket-xyz/shards"],
-}
-
-
-@pytest.mark.parametrize("flag", list(UNREACHABLE_GS))
+@pytest.mark.parametrize("flag", list(GS_INPUTS))
 @pytest.mark.parametrize("command", ["train", "compare"])
 def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     command, flag, tmp_path, monkeypatch, capsys
@@ -774,12 +783,12 @@ def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
     monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
     out = tmp_path / "out"
-    given = UNREACHABLE_GS[flag]
+    given, uri = gs_input(flag, "nobucket-xyz")
     started = time.monotonic()
     code = run_cli([command, "--local", *given, "--epochs", "1", "--output", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert f"--{flag} {given[1]}: cannot reach Cloud Storage" in err, err
+    assert f"{flag} {uri}: cannot reach Cloud Storage" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert time.monotonic() - started < 10
     assert not out.exists()  # no process or pipeline step started
