@@ -745,6 +745,7 @@ GS_INPUTS = {
     "--data": ["--data", "gs://{bucket}/tables/*.csv", "--label", "y"],
     "--shards-dir": ["--shards-dir", "gs://{bucket}/shards"],
     "--dataset-module": ["--dataset", "x", "--dataset-module", "gs://{bucket}/b.py"],
+    "--model-module": ["--model-module", "gs://{bucket}/m.py"],
 }
 
 

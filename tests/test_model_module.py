@@ -111,6 +111,22 @@ def test_a_bad_module_exits_2_naming_its_file_and_line_before_anything_starts(
     assert not trainer_pids(str(out))
 
 
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [("my_model.txt", "my_model.txt: not a .py file"), ("my_model/", "my_model is a folder")],
+)
+def test_a_module_path_that_is_no_py_file_says_what_it_is(name, says, tmp_path, capsys):
+    """Python has no loader for another suffix (spec_from_file_location gives None)."""
+    (tmp_path / "my_model").mkdir()
+    (tmp_path / "my_model.txt").write_text(textwrap.dedent(GOOD_MODEL))
+    out = tmp_path / "out"
+    argv = ["train", "--local", "--model-module", f"{tmp_path}/{name}", "--output", str(out)]
+    assert strategist(argv) == 2
+    (message,) = capsys.readouterr().err.strip().splitlines()  # one line, no traceback
+    assert f"--model-module {tmp_path}/{says}: pass the path of a .py file" in message, message
+    assert not out.exists()
+
+
 def test_a_module_importing_tensorflow_leaves_its_start_up_lines_off_the_console(tmp_path):
     """TF >= 2.19 logs oneDNN/CUDA lines before absl is initialised, whatever
     TF_CPP_MIN_LOG_LEVEL says; a fresh `strategist` process must show only its error."""
