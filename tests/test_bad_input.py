@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from components.core.config import ConfigError
 from pipelines import cli
 from tests.conftest import trainer_pids
+from tests.test_model_module import GOOD_MODEL
 
 
 @dataclass(frozen=True)
@@ -793,3 +795,50 @@ def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert time.monotonic() - started < 10
     assert not out.exists()  # no process or pipeline step started
+
+
+# -- an output folder holding another run is refused before any long work ---------------
+
+
+def another_runs_folder(path: Path) -> Path:
+    """A finished run's folder, of a configuration no command line here gives."""
+    from components.core import run_folder
+
+    path.mkdir()
+    marker = {"run_id": "earlier", "config_sha256": "0" * 64, "pid": 1}
+    (path / run_folder.MARKER_NAME).write_text(json.dumps(marker))
+    (path / run_folder.STATUS_NAME).write_text(json.dumps({"state": "succeeded"}))
+    return path
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_a_folder_of_another_run_is_refused_before_the_records_are_read_back(
+    command, spoiled_shards, tmp_path, capsys
+):
+    """Corrupted records are found only by reading them back (seconds to minutes on real
+    data): the folder's refusal comes first, and nothing else is said."""
+    out = another_runs_folder(tmp_path / "out")
+    module = tmp_path / "my_model.py"
+    module.write_text(textwrap.dedent(GOOD_MODEL))
+    shards_copy = spoiled_shards("shard_corrupted")
+    argv = [command, "--local", "--shards-dir", str(shards_copy), "--model-module", str(module)]
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    (line,) = captured.err.strip().splitlines()
+    assert f"--output {out} holds a run of another configuration: pass --overwrite" in line
+    assert captured.out == ""  # no model pre-flight, no "on a localhost cluster"
+    assert sorted(p.name for p in out.iterdir()) == ["status.json", "strategist-run.json"]
+
+
+def test_a_folder_of_another_run_is_refused_before_the_data_is_sharded(tmp_path, capsys):
+    out = another_runs_folder(tmp_path / "out")
+    data_dir = tmp_path / "tfds"
+    data_dir.mkdir()
+    argv = ["train", "--local", "--dataset", "digits", "--data-dir", str(data_dir)]
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert "holds a run of another configuration" in captured.err, captured.err
+    assert captured.out == "", captured.out
+    assert not (data_dir / "strategist_shards").exists()
