@@ -31,6 +31,13 @@ def build_model(spec):
         keras.layers.Dense(spec.label.num_classes),
     ])
 """
+# Built only when first called: Keras knows its outputs after the first batch.
+NO_INPUT_LAYER = """
+import tf_keras as keras
+
+def build_model(spec):
+    return keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(spec.label.num_classes)])
+"""
 
 # name -> (module text, or None for no file; words the one-line message must hold;
 # the line of the user's file it must name, or None).
@@ -51,6 +58,12 @@ BAD_MODULES = {
     "output-does-not-fit-the-classes": (
         GOOD_MODEL.replace("spec.label.num_classes", "3"),
         "has 10 classes: end the model with Dense(10)",
+        None,
+    ),
+    "output-of-a-model-without-an-input-layer-does-not-fit-the-classes": (
+        NO_INPUT_LAYER.replace("spec.label.num_classes", "3"),
+        "outputs 3 value(s) per example, but the label 'label' has 10 classes: end the model "
+        "with Dense(10)",
         None,
     ),
     "task-does-not-fit-the-labels": (
@@ -164,6 +177,18 @@ def test_the_pre_flight_check_is_cheap(digits_shards):
     started = time.process_time()
     model_build.preflight(config, datasets.load_manifest(digits_shards))
     assert time.process_time() - started < 3.0
+
+
+def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp_path):
+    import dataclasses
+
+    from components.core import datasets, model_build
+    from components.core.config import ModelConfig, RunConfig
+
+    module = tmp_path / "no_input.py"
+    module.write_text(textwrap.dedent(NO_INPUT_LAYER))
+    config = dataclasses.replace(RunConfig(), model=ModelConfig("no_input", str(module)))
+    model_build.preflight(config, datasets.load_manifest(digits_shards))
 
 
 def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_it(capsys):
