@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from components.core.config import ConfigError
 from pipelines import cli
 from tests.conftest import trainer_pids
+from tests.test_model_module import GOOD_MODEL
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,9 @@ CASES = {
     # existing shards: missing, damaged, or not matching their manifest
     "shards-dir-missing": train(
         "--shards-dir", "{tmp}/nowhere", message="does not exist: shard the dataset first"
+    ),
+    "shards-dir-a-file": train(
+        "--shards-dir", "{tmp}/a-file", message="a-file is a file, not a shards folder: pass"
     ),
     "shards-no-manifest": shards(message="has no manifest.json", damage="no_manifest"),
     "shards-manifest-not-json": shards(message="is not valid JSON", damage="manifest_not_json"),
@@ -737,9 +742,42 @@ def test_gs_data_the_caller_may_not_read_is_refused_with_what_to_do(
     assert not out.exists()
 
 
+# Each flag that takes a gs:// URI, with what it needs beside it; {bucket} is the bucket.
+GS_INPUTS = {
+    "--data": ["--data", "gs://{bucket}/tables/*.csv", "--label", "y"],
+    "--shards-dir": ["--shards-dir", "gs://{bucket}/shards"],
+    "--dataset-module": ["--dataset", "x", "--dataset-module", "gs://{bucket}/b.py"],
+    "--model-module": ["--model-module", "gs://{bucket}/m.py"],
+}
+
+
+def gs_input(flag: str, bucket: str) -> tuple[list[str], str]:
+    """The arguments of `flag` reading from `bucket`, and the URI the message must name."""
+    argv = [arg.replace("{bucket}", bucket) for arg in GS_INPUTS[flag]]
+    return argv, argv[argv.index(flag) + 1]
+
+
+@pytest.mark.parametrize("flag", [flag for flag in GS_INPUTS if flag != "--data"])
 @pytest.mark.parametrize("command", ["train", "compare"])
-def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
-    command, tmp_path, monkeypatch, capsys
+def test_gs_input_the_caller_may_not_read_is_refused_with_what_to_do(
+    command, flag, forbidding_storage, tmp_path, capsys
+):
+    """gcsfs answers a refused listing with 'no such file': the refusal must show."""
+    out = tmp_path / "out"
+    given, uri = gs_input(flag, "locked")
+    code = run_cli([command, "--local", *given, "--epochs", "1", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"strategist {command}: error: {flag} {uri}: cannot read it"), line
+    assert "Forbidden" in line and "gcloud auth application-default login" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", list(GS_INPUTS))
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
+    command, flag, tmp_path, monkeypatch, capsys
 ):
     from components.core import storage
 
@@ -748,12 +786,59 @@ def test_gs_data_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
     monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
     out = tmp_path / "out"
-    argv = [command, "--local", "--data", "gs://nobucket-xyz/tables/*.csv", "--label", "y"]
+    given, uri = gs_input(flag, "nobucket-xyz")
     started = time.monotonic()
-    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    code = run_cli([command, "--local", *given, "--epochs", "1", "--output", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "--data gs://nobucket-xyz/tables/*.csv: cannot reach Cloud Storage" in err, err
+    assert f"{flag} {uri}: cannot reach Cloud Storage" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert time.monotonic() - started < 10
     assert not out.exists()  # no process or pipeline step started
+
+
+# -- an output folder holding another run is refused before any long work ---------------
+
+
+def another_runs_folder(path: Path) -> Path:
+    """A finished run's folder, of a configuration no command line here gives."""
+    from components.core import run_folder
+
+    path.mkdir()
+    marker = {"run_id": "earlier", "config_sha256": "0" * 64, "pid": 1}
+    (path / run_folder.MARKER_NAME).write_text(json.dumps(marker))
+    (path / run_folder.STATUS_NAME).write_text(json.dumps({"state": "succeeded"}))
+    return path
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_a_folder_of_another_run_is_refused_before_the_records_are_read_back(
+    command, spoiled_shards, tmp_path, capsys
+):
+    """Corrupted records are found only by reading them back (seconds to minutes on real
+    data): the folder's refusal comes first, and nothing else is said."""
+    out = another_runs_folder(tmp_path / "out")
+    module = tmp_path / "my_model.py"
+    module.write_text(textwrap.dedent(GOOD_MODEL))
+    shards_copy = spoiled_shards("shard_corrupted")
+    argv = [command, "--local", "--shards-dir", str(shards_copy), "--model-module", str(module)]
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    (line,) = captured.err.strip().splitlines()
+    assert f"--output {out} holds a run of another configuration: pass --overwrite" in line
+    assert captured.out == ""  # no model pre-flight, no "on a localhost cluster"
+    assert sorted(p.name for p in out.iterdir()) == ["status.json", "strategist-run.json"]
+
+
+def test_a_folder_of_another_run_is_refused_before_the_data_is_sharded(tmp_path, capsys):
+    out = another_runs_folder(tmp_path / "out")
+    data_dir = tmp_path / "tfds"
+    data_dir.mkdir()
+    argv = ["train", "--local", "--dataset", "digits", "--data-dir", str(data_dir)]
+    code = run_cli([*argv, "--epochs", "1", "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert "holds a run of another configuration" in captured.err, captured.err
+    assert captured.out == "", captured.out
+    assert not (data_dir / "strategist_shards").exists()

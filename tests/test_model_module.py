@@ -31,6 +31,13 @@ def build_model(spec):
         keras.layers.Dense(spec.label.num_classes),
     ])
 """
+# Built only when first called: Keras knows its outputs after the first batch.
+NO_INPUT_LAYER = """
+import tf_keras as keras
+
+def build_model(spec):
+    return keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(spec.label.num_classes)])
+"""
 
 # name -> (module text, or None for no file; words the one-line message must hold;
 # the line of the user's file it must name, or None).
@@ -51,6 +58,12 @@ BAD_MODULES = {
     "output-does-not-fit-the-classes": (
         GOOD_MODEL.replace("spec.label.num_classes", "3"),
         "has 10 classes: end the model with Dense(10)",
+        None,
+    ),
+    "output-of-a-model-without-an-input-layer-does-not-fit-the-classes": (
+        NO_INPUT_LAYER.replace("spec.label.num_classes", "3"),
+        "outputs 3 value(s) per example, but the label 'label' has 10 classes: end the model "
+        "with Dense(10)",
         None,
     ),
     "task-does-not-fit-the-labels": (
@@ -111,6 +124,22 @@ def test_a_bad_module_exits_2_naming_its_file_and_line_before_anything_starts(
     assert not trainer_pids(str(out))
 
 
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [("my_model.txt", "my_model.txt: not a .py file"), ("my_model/", "my_model is a folder")],
+)
+def test_a_module_path_that_is_no_py_file_says_what_it_is(name, says, tmp_path, capsys):
+    """Python has no loader for another suffix (spec_from_file_location gives None)."""
+    (tmp_path / "my_model").mkdir()
+    (tmp_path / "my_model.txt").write_text(textwrap.dedent(GOOD_MODEL))
+    out = tmp_path / "out"
+    argv = ["train", "--local", "--model-module", f"{tmp_path}/{name}", "--output", str(out)]
+    assert strategist(argv) == 2
+    (message,) = capsys.readouterr().err.strip().splitlines()  # one line, no traceback
+    assert f"--model-module {tmp_path}/{says}: pass the path of a .py file" in message, message
+    assert not out.exists()
+
+
 def test_a_module_importing_tensorflow_leaves_its_start_up_lines_off_the_console(tmp_path):
     """TF >= 2.19 logs oneDNN/CUDA lines before absl is initialised, whatever
     TF_CPP_MIN_LOG_LEVEL says; a fresh `strategist` process must show only its error."""
@@ -148,6 +177,18 @@ def test_the_pre_flight_check_is_cheap(digits_shards):
     started = time.process_time()
     model_build.preflight(config, datasets.load_manifest(digits_shards))
     assert time.process_time() - started < 3.0
+
+
+def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp_path):
+    import dataclasses
+
+    from components.core import datasets, model_build
+    from components.core.config import ModelConfig, RunConfig
+
+    module = tmp_path / "no_input.py"
+    module.write_text(textwrap.dedent(NO_INPUT_LAYER))
+    config = dataclasses.replace(RunConfig(), model=ModelConfig("no_input", str(module)))
+    model_build.preflight(config, datasets.load_manifest(digits_shards))
 
 
 def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_it(capsys):

@@ -137,6 +137,22 @@ def test_a_finished_run_is_not_replaced_without_overwrite(tmp_path):
     assert (out / "my-notes.txt").read_text() == "kept"  # not a run's entry: untouched
 
 
+def test_the_early_check_refuses_what_claim_refuses_and_only_that(tmp_path):
+    """`check_reusable` runs before sharding and the model's pre-flight: it must agree with
+    `claim`, or an unfinished run would no longer resume."""
+    out = tmp_path / "run"
+    run_folder.check_reusable(str(out), '{"a": 1}')  # no folder yet
+    with run_folder.claim(str(out), '{"a": 1}', log=lambda _: None):
+        run_folder.write_status(str(out), "interrupted")
+    run_folder.check_reusable(str(out), '{"a": 1}')  # the same unfinished run resumes
+    with pytest.raises(run_folder.ConfigError, match="holds a run of another configuration"):
+        run_folder.check_reusable(str(out), '{"a": 2}')
+    run_folder.write_status(str(out), "succeeded")
+    with pytest.raises(run_folder.ConfigError, match=f"--output {out} holds a finished run"):
+        run_folder.check_reusable(str(out), '{"a": 1}')
+    run_folder.check_reusable(str(out), '{"a": 2}', overwrite=True)
+
+
 def test_an_unfinished_run_resumes_without_an_older_attempts_results(tmp_path):
     out = tmp_path / "run"
     with run_folder.claim(str(out), "{}", log=print):

@@ -209,6 +209,27 @@ def test_data_files_on_gs_are_sharded_through_the_storage_layer(gs, tmp_path):
     assert again.split("train").num_examples + again.split("test").num_examples == 16
 
 
+def test_a_dataset_module_on_gs_is_found_then_refused_with_what_to_do(gs):
+    """Its server answers (no minute of retries), and the message tells found from missing."""
+    from components.core.data_sources import import_dataset_module
+
+    storage.write_text(f"{gs}/b.py", "X = 1\n")
+    with pytest.raises(ConfigError, match=r"b\.py: a builder file is imported from this machine"):
+        import_dataset_module(f"{gs}/b.py")
+    with pytest.raises(ConfigError, match=r"nope\.py: no such file: pass the path of a \.py"):
+        import_dataset_module(f"{gs}/nope.py")
+
+
+def test_a_model_module_on_gs_is_fetched_through_storage_and_a_missing_one_said(gs):
+    """What a Kubeflow replica does with its staged module (`gs://`)."""
+    from components.core import model_module
+
+    storage.write_text(f"{gs}/m.py", "def build_model(spec):\n    return None\n")
+    assert model_module.load(f"{gs}/m.py").name == "m"
+    with pytest.raises(ConfigError, match=r"nope\.py: no such file: pass the path of a \.py"):
+        model_module.load(f"{gs}/nope.py")
+
+
 def test_metrics_and_status_are_written_whole_and_read_back(gs, uploads):
     path = f"{gs}/run/metrics.json"
     run_metrics.write(path, a_record())

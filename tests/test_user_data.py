@@ -326,7 +326,15 @@ BAD_DATA = {
     ),
     "dataset-module-missing": (
         ["--dataset", "x", "--dataset-module", "{tmp}/nope.py"],
-        "does not exist: pass a .py",
+        "nope.py: no such file: pass the path of a .py file",
+    ),
+    "dataset-module-not-a-py-file": (
+        ["--dataset", "x", "--dataset-module", "{tmp}/notes.txt"],
+        "notes.txt: not a .py file: pass the path of a .py file",
+    ),
+    "dataset-module-a-folder": (
+        ["--dataset", "x", "--dataset-module", "{tmp}/"],
+        "is a folder: pass the path of a .py file",
     ),
     "dataset-module-raises": (
         ["--dataset", "x", "--dataset-module", "{tmp}/broken.py"],

@@ -33,7 +33,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage
+from components.core import storage, user_python_file
 from components.core.errors import ConfigError
 
 # How a feature is stored in a shard record, and what the model receives:
@@ -108,10 +108,12 @@ def import_dataset_module(module: str) -> None:
         module: a `.py` file path or an importable module name.
 
     Raises:
-        ConfigError: file missing, or the module raises (with its file and line).
+        ConfigError: file missing, a folder or not a `.py` file, a `gs://` file
+            (refused once found readable), or the module raises (with its file
+            and line).
     """
     try:
-        if module.endswith(".py"):
+        if module.endswith(".py") or "/" in module:
             _import_file(module)
         else:
             importlib.import_module(module)
@@ -138,9 +140,16 @@ def _import_file(path: str) -> None:
     import tensorflow_datasets as tfds
     from etils import epath
 
-    if not storage.isfile(path):
-        raise ConfigError(f"--dataset-module {path} does not exist: pass a .py file")
-    path = os.path.abspath(path)
+    flag = "--dataset-module"
+    local = storage.local_view(path)  # a rehearsal serves gs:// from this machine
+    if storage.is_remote(local):
+        user_python_file.read_remote(local, flag)  # missing or unreadable: said in seconds
+        raise ConfigError(
+            f"{flag} {path}: a builder file is imported from this machine, beside its "
+            f"metadata: copy its folder here (gcloud storage cp -r) and pass the local path"
+        )
+    user_python_file.check_local(local, flag, path)
+    path = os.path.abspath(local)
     name = "strategist_dataset_" + hashlib.sha256(path.encode()).hexdigest()[:8]
     if name in sys.modules:
         return  # imported already: its builders are registered

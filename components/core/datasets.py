@@ -791,25 +791,35 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
     every record is also read back (CRC-checked) and counted.
 
     Raises:
-        ConfigError: missing folder or manifest, missing, truncated or corrupted
-            shard files, counts that do not match — with what to do.
+        ConfigError: missing folder or manifest, a file instead of a folder,
+            missing, truncated or corrupted shard files, counts that do not
+            match — with what to do.
+        OSError: a `gs://` manifest that cannot be read (credentials, access):
+            the caller names its flag (`storage.unreadable`).
     """
     path = storage.join(shards_dir, MANIFEST_NAME)
-    if not storage.isdir(shards_dir):
-        raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
+    remote = storage.is_remote(shards_dir)
+    if not remote:
+        _check_shards_folder(shards_dir)
     try:
         data = storage.read_bytes(path, limit=json_input.MAX_BYTES)
-        raw = json_input.parse(data, path, "shard the dataset again")
     except FileNotFoundError:
+        # On Cloud Storage the folder is looked at only now: gcsfs's isdir answers a
+        # refused request with False, which would hide the refusal.
+        if remote:
+            _check_shards_folder(shards_dir)
         raise ConfigError(
             f"{shards_dir} has no {MANIFEST_NAME}: it is not a finished shards folder; "
             "shard the dataset again"
         ) from None
     except OSError as err:
+        if remote:
+            raise
         raise ConfigError(
             f"cannot read {path} ({err.strerror}): it must be the shards' manifest file; "
             "shard the dataset again"
         ) from None
+    raw = json_input.parse(data, path, "shard the dataset again")
     manifest = Manifest.from_dict(raw, root=shards_dir)
     remedy = "delete the folder and shard the dataset again"
     for name, split in manifest.splits.items():
@@ -839,6 +849,22 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
     if verify_records:
         check_contents(manifest)
     return manifest
+
+
+def _check_shards_folder(shards_dir: str) -> None:
+    """Refuses a shards folder that is a file or does not exist.
+
+    Raises:
+        ConfigError: saying which, and what to pass.
+    """
+    if storage.isdir(shards_dir):
+        return
+    if storage.isfile(shards_dir):
+        raise ConfigError(
+            f"{shards_dir} is a file, not a shards folder: pass the folder that holds "
+            f"{MANIFEST_NAME} (written by sharding)"
+        )
+    raise ConfigError(f"shards folder {shards_dir} does not exist: shard the dataset first")
 
 
 # Records of each split read back by `check_contents`: enough to see a label out of

@@ -187,10 +187,27 @@ def check_model(model: Any, spec: InputSpec, module: ModelModule) -> None:
         )
     outputs = getattr(model, "outputs", None)
     if not outputs:
-        return  # a subclassed model, not built yet: the pre-flight batch checks it
-    if len(outputs) != 1:
-        raise ConfigError(f"{where} returns a model with {len(outputs)} outputs: return one")
-    width = outputs[0].shape[-1] if outputs[0].shape.rank and outputs[0].shape.rank > 1 else 1
+        # Not built yet (a Sequential without an Input layer, a subclassed model): the
+        # pre-flight checks what it outputs for a real batch (`check_outputs`).
+        return
+    check_outputs([output.shape for output in outputs], spec, where)
+
+
+def check_outputs(shapes: list[Any], spec: InputSpec, where: str) -> None:
+    """Refuses a model whose outputs (their shapes) do not fit the labels.
+
+    Args:
+        shapes: the `TensorShape` of each output, symbolic or of a real batch.
+        spec: the data's description.
+        where: how the message names the model (`build_model of FILE`).
+
+    Raises:
+        ConfigError: several outputs, or a width that does not fit the label.
+    """
+    if len(shapes) != 1:
+        raise ConfigError(f"{where} returns a model with {len(shapes)} outputs: return one")
+    shape = shapes[0]
+    width = shape[-1] if shape.rank and shape.rank > 1 else 1
     classes = spec.label.num_classes
     if spec.task == CLASSIFICATION and width not in (classes, 1 if classes == 2 else classes):
         raise ConfigError(
@@ -249,7 +266,14 @@ def preflight(config: RunConfig, manifest) -> float:
             )
             features, labels = _first(batch, module)
             try:
+                # Called first: a model built only now (no Input layer) shows its outputs,
+                # whose width is said plainly rather than as the loss's shape error.
+                predictions = built.model(features, training=False)
+                shapes = [p.shape for p in tf.nest.flatten(predictions)]
+                check_outputs(shapes, spec, f"build_model of {module.where()}")
                 built.model.test_on_batch(features, labels)
+            except ConfigError:
+                raise
             except Exception as err:  # noqa: BLE001 - Keras raises many kinds here
                 raise ConfigError(
                     f"{module.where()}: the model does not take the data "

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage
+from components.core import storage, user_python_file
 from components.core.errors import ConfigError
 from components.core.input_spec import CLASSIFICATION, REGRESSION, InputSpec
 
@@ -86,8 +86,7 @@ def load(source: str) -> ModelModule:
         # Under a rehearsal `local_view` serves gs:// and /gcs/ from this machine.
         local = storage.local_view(source)
         path = _fetch(source) if storage.is_remote(local) else os.path.abspath(local)
-        if not storage.isfile(path):
-            raise ConfigError(f"--model-module {source}: no such file: pass the path of a .py file")
+        user_python_file.check_local(path, "--model-module", source)
         module = _import_file(source, path)
         name = os.path.splitext(os.path.basename(path))[0]
     else:
@@ -235,15 +234,15 @@ def _fetch(uri: str) -> str:
 
     The trainer of a Kubeflow replica receives the staged module as `gs://`
     (Vertex AI replicas get the `/gcs/` path and read it directly).
-    """
-    import tensorflow as tf
 
-    storage.makedirs(_FETCHED_DIR)
+    Raises:
+        ConfigError: not a `.py` file, missing, or a server that cannot be
+            reached or refuses the read (`user_python_file.read_remote`).
+    """
+    content = user_python_file.read_remote(uri, "--model-module")
     local = os.path.join(_FETCHED_DIR, os.path.basename(uri))
-    try:
-        tf.io.gfile.copy(uri, local, overwrite=True)
-    except (tf.errors.OpError, OSError) as err:
-        raise ConfigError(f"--model-module {uri}: cannot read it ({err})") from None
+    storage.makedirs(_FETCHED_DIR)
+    storage.write_bytes(local, content)
     return local
 
 

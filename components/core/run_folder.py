@@ -247,11 +247,8 @@ def _take_over(
         write_status(path, "interrupted", restarts=status.get("restarts", 0))
     if marker is not None:
         other = marker.get("config_sha256") != digest
-        if (other or state == "succeeded") and not overwrite:
-            what = "a run of another configuration" if other else "a finished run"
-            raise ConfigError(
-                f"--output {path} holds {what}: pass --overwrite to replace it, or another --output"
-            )
+        if not overwrite:
+            _refuse_to_replace(path, other, state)
         if other or state == "succeeded":
             log(f"[launcher] --overwrite: replacing the run in {path}")
             remove_entries(path, entries)
@@ -270,6 +267,34 @@ def _take_over(
         raise ConfigError(
             f"cannot write into --output {path}: {err.strerror}; pass a writable folder"
         ) from None
+
+
+def check_reusable(path: str, config_json: str, *, overwrite: bool = False) -> None:
+    """Refuses, before any long work, a folder whose run `claim` would refuse to replace.
+
+    Sharding, record checks and the model's pre-flight take seconds to
+    minutes; a folder that holds a finished run or a run of another
+    configuration is refused first, with the words `claim` uses.
+
+    Raises:
+        ConfigError: a finished run, or a run of another configuration,
+            without `overwrite`.
+    """
+    path = os.path.abspath(path)
+    if overwrite or not os.path.isdir(path):
+        return
+    marker = read_marker(path)
+    if marker is not None:
+        state = (read_status(path) or {}).get("state")
+        _refuse_to_replace(path, marker.get("config_sha256") != config_digest(config_json), state)
+
+
+def _refuse_to_replace(path: str, other: bool, state: str | None) -> None:
+    if other or state == "succeeded":
+        what = "a run of another configuration" if other else "a finished run"
+        raise ConfigError(
+            f"--output {path} holds {what}: pass --overwrite to replace it, or another --output"
+        )
 
 
 def remove_entries(path: str, names: tuple[str, ...]) -> None:

@@ -13,7 +13,7 @@ import time
 from components.core import run_folder
 from components.core.comparison.plots import PLOT_FILES
 from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
-from components.core.input_spec import REGRESSION, InputSpec
+from components.core.input_spec import REGRESSION
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
 from pipelines.cli import common
@@ -152,6 +152,23 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     Raises:
         ConfigError: for anything a strategy of the comparison cannot run.
     """
+    arguments = settings(args)
+    check_inputs(args, arguments)
+    return arguments
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """The comparison pipeline's parameters, from the flags and the quick checks alone.
+
+    What takes longer (reading every shard record back, the data's
+    description, importing a module name as the trainers will) is
+    `check_inputs`; the parameters do not depend on it, so an output folder
+    can be judged on them first.
+
+    Raises:
+        ConfigError: for anything a strategy of the comparison cannot run
+            that the flags and the shards' manifest show.
+    """
     from components.core.hardware import get_gpu
     from components.core.launch.local import check_rehearsal
 
@@ -180,19 +197,7 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
         common.check_machine_size(args, run)
     get_gpu(args.gpu)
     if args.shards_dir:
-        base, spec = _on_shards(base, args)
-    else:
-        spec = common.check_data(base)
-    if spec.task == REGRESSION and args.target_metric == "accuracy":
-        raise ConfigError(
-            "the data is a regression (its label is a float), which has no accuracy: pass "
-            "--target-metric mae (or loss, rmse, mse, a metric your model compiles) and "
-            "--target-value, the training value that counts as trained"
-        )
-    if base.model.module:
-        from components.core import model_module
-
-        model_module.check_isolated_import(base.model.module)
+        base = _on_shards(base, args)
     return {
         "run_config": base.to_pipeline_parameter(),
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
@@ -207,8 +212,36 @@ def pipeline_arguments(args: argparse.Namespace) -> dict:
     }
 
 
-def _on_shards(base: RunConfig, args: argparse.Namespace) -> tuple[RunConfig, InputSpec]:
-    """The comparison's run on existing shards, checked record by record.
+def check_inputs(args: argparse.Namespace, arguments: dict) -> None:
+    """The longer checks of a comparison's inputs, before anything starts.
+
+    Raises:
+        ConfigError: shards whose records do not read back, bad data, a
+            regression judged on accuracy, or a module name the trainers cannot
+            import.
+    """
+    base = RunConfig.from_dict(arguments["run_config"])
+    if args.shards_dir:
+        from pipelines.cli.train import read_shards
+
+        spec = read_shards(args.shards_dir, verify_records=True).input_spec
+    else:
+        spec = common.check_data(base)
+    if spec.task == REGRESSION and args.target_metric == "accuracy":
+        raise ConfigError(
+            "the data is a regression (its label is a float), which has no accuracy: pass "
+            "--target-metric mae (or loss, rmse, mse, a metric your model compiles) and "
+            "--target-value, the training value that counts as trained"
+        )
+    if base.model.module:
+        from components.core import model_module
+
+        model_module.check_isolated_import(base.model.module)
+
+
+def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """The comparison's run on existing shards, from their manifest (`check_inputs`
+    reads their records back).
 
     Raises:
         ConfigError: `--data` given too, or shards `train --shards-dir` refuses.
@@ -217,7 +250,7 @@ def _on_shards(base: RunConfig, args: argparse.Namespace) -> tuple[RunConfig, In
 
     if args.data:
         raise ConfigError("--shards-dir and --data exclude each other: pass one of them")
-    config, manifest = use_shards(base, args.shards_dir, args.dataset)
+    config, manifest = use_shards(base, args.shards_dir, args.dataset, verify_records=False)
     pipelines = max(c.spec.shard_files_needed(c) for c in _clusters(args))
     if len(manifest.split("train").files) < pipelines:
         raise ConfigError(
@@ -225,7 +258,7 @@ def _on_shards(base: RunConfig, args: argparse.Namespace) -> tuple[RunConfig, In
             f"shard file(s), too few for {pipelines} workers: shard again with --num-shards "
             f"{pipelines} or more"
         )
-    return config, manifest.input_spec
+    return config
 
 
 def _clusters(args: argparse.Namespace):
@@ -276,10 +309,14 @@ def run(args: argparse.Namespace) -> int:
     output = common.default_output_dir("compare") if args.output is None else args.output
     run_folder.check_destination(output)
     common.apply_network_exposure(args)
-    arguments = pipeline_arguments(args)
+    arguments = settings(args)
+    config_json = json.dumps(arguments, sort_keys=True)
+    # A folder of another comparison is refused before the longer checks of the inputs.
+    run_folder.check_reusable(output, config_json, overwrite=args.overwrite)
+    check_inputs(args, arguments)
     with run_folder.claim(
         output,
-        json.dumps(arguments, sort_keys=True),
+        config_json,
         overwrite=args.overwrite,
         entries=OUTPUT_ENTRIES,
         stale=OUTPUT_ENTRIES,  # nothing of a comparison resumes

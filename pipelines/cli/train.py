@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 
-from components.core import datasets, speed_options, storage, training
+from components.core import datasets, run_folder, speed_options, storage, training
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
@@ -141,7 +141,6 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from components.core import run_folder
     from components.core.launch.local import (
         ClusterFailed,
         Liveness,
@@ -159,10 +158,17 @@ def _run_local(args: argparse.Namespace) -> int:
     if args.shards_dir:
         if args.data:
             raise ConfigError("--shards-dir and --data exclude each other: pass one of them")
-        config, manifest = use_shards(config, args.shards_dir, args.dataset)
+        config, _ = use_shards(config, args.shards_dir, args.dataset, verify_records=False)
     else:
         common.check_data(config)
-        config, manifest = prepare_shards(config, log=print)
+        config = with_shards_dir(config)
+    # The run's configuration is whole now: a folder holding a finished run, or another
+    # run, is refused before the records are read back, the data sharded or the model built.
+    run_folder.check_reusable(config.output_dir, config.to_json(), overwrite=args.overwrite)
+    if args.shards_dir:
+        manifest = read_shards(args.shards_dir, verify_records=True)
+    else:
+        manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     training.check_fits(config, manifest)
     if config.model.module:
         from components.core import model_build, model_module
@@ -186,15 +192,21 @@ def _run_local(args: argparse.Namespace) -> int:
 
 
 def use_shards(
-    config: RunConfig, shards_dir: str, dataset: str | None
+    config: RunConfig, shards_dir: str, dataset: str | None, *, verify_records: bool = True
 ) -> tuple[RunConfig, datasets.Manifest]:
     """Points the config at existing shards, after reading every record back.
 
+    Args:
+        config: the run's configuration.
+        shards_dir: `--shards-dir`.
+        dataset: `--dataset`, when given.
+        verify_records: read every record back (else only the manifest and the
+            files' sizes: `read_shards` reads the records later).
+
     Raises:
-        ConfigError: no such folder, no or unreadable manifest, missing,
-            truncated or corrupted shard files, or shards of another dataset.
+        ConfigError: what `read_shards` refuses, or shards of another dataset.
     """
-    manifest = datasets.load_manifest(storage.absolute(shards_dir), verify_records=True)
+    manifest = read_shards(shards_dir, verify_records=verify_records)
     if dataset not in (None, manifest.dataset):
         raise ConfigError(
             f"--shards-dir {shards_dir} holds {manifest.dataset!r}, not {dataset!r}: drop "
@@ -204,17 +216,31 @@ def use_shards(
     return dataclasses.replace(config, data=data), manifest
 
 
-def prepare_shards(config: RunConfig, log=print) -> tuple[RunConfig, datasets.Manifest]:
-    """Shards the dataset (or reuses its shards); returns the config pointing at them.
+def read_shards(shards_dir: str, *, verify_records: bool) -> datasets.Manifest:
+    """The manifest of `--shards-dir`, checked (`datasets.load_manifest`).
 
     Raises:
-        ConfigError: unknown dataset, no label, unreachable download, bad data dir.
+        ConfigError: no such folder, a `gs://` folder that cannot be reached or
+            read, no or unreadable manifest, missing, truncated or (with
+            `verify_records`) corrupted shard files.
     """
+    # gcsfs retries an unreachable server for most of a minute: probe it first.
+    storage.check_readable(shards_dir, "--shards-dir")
+    try:
+        return datasets.load_manifest(storage.absolute(shards_dir), verify_records=verify_records)
+    except ConfigError:
+        raise
+    except Exception as err:  # gcsfs: credentials, permissions, a failed request
+        if not storage.is_remote(shards_dir):
+            raise
+        raise storage.unreadable(shards_dir, "--shards-dir", err) from None
+
+
+def with_shards_dir(config: RunConfig) -> RunConfig:
+    """The config with the folder its shards go to: `--shards-dir`'s, else the default."""
     data = config.data
     shards_dir = data.shards_dir or datasets.default_shards_dir(data)
-    manifest = datasets.shard_data(data, shards_dir, log=log)
-    config = dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
-    return config, manifest
+    return dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
 
 
 def print_summary(metrics: RunMetrics, output_dir: str) -> None:
