@@ -2196,6 +2196,10 @@ def test_a_machine_without_a_spot_price_is_left_unpriced_not_priced_on_demand(tm
     topo = Topology(4, 4, "v100", network_gbps=25, preemptible=True)
     rec = recommend(topo, RESNET101, prices=spot, async_ok=True)
     assert all(p.usd_per_million_examples is None for p in [rec.chosen, *rec.alternatives])
+    # the sentence names the entry to add
+    named = ": accelerator v100 has no spot_usd_per_hour."
+    assert any(r.startswith("No price for this hardware") and r.endswith(named)
+               for r in rec.reasons)  # fmt: skip
 
 
 def test_parameter_servers_on_one_machine_add_no_machine_to_the_bill():

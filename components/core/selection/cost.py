@@ -65,18 +65,48 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
     In a GPU mix the candidate runs on the fastest machines first
     (`cost_model.machine_gpus`), each priced for its own GPU.
     """
-    spot = on_spot(topology, prices)
-    rates = [
-        _machine_rate(name, candidate.layout.gpus_per_machine, prices, spot)
-        for name in machine_gpus(topology, candidate.layout.workers)
-    ]
-    if None in rates:
+    if missing_prices(candidate, topology, prices):
         return None
+    spot = on_spot(topology, prices)
+    gpus = candidate.layout.gpus_per_machine
+    rates = [_machine_rate(name, gpus, prices, spot) for name in _machines(candidate, topology)]
     servers = _server_machines(candidate, topology)
-    if not servers:
-        return sum(rates)
-    server_rate = prices.machine_price(prices.default_machine_type)
-    return None if server_rate is None else sum(rates) + servers * server_rate
+    server_rate = prices.machine_price(prices.default_machine_type) if servers else 0.0
+    return sum(rates) + servers * server_rate
+
+
+def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable) -> list[str]:
+    """What `candidate`'s price needs and the table lacks, for a sentence (none: priced)."""
+    spot = on_spot(topology, prices)
+    field = "spot_usd_per_hour" if spot else "usd_per_hour"
+    gpus = candidate.layout.gpus_per_machine
+    missing = []
+    for name in dict.fromkeys(_machines(candidate, topology)):
+        gpu = device(name)
+        if gpu.name == "cpu":
+            missing.append("CPU machines (--gpu cpu) are not priced")
+            continue
+        try:
+            machine_type = gpu.machine_type(gpus)
+        except ConfigError:
+            missing.append(f"no machine type takes {gpus} {gpu.name}")
+            continue
+        if prices.machine_price(machine_type, spot) is None:
+            missing.append(f"machine type {machine_type} has no {field}")
+        if machine_type not in prices.bundled_gpus and (
+            prices.accelerator_price(gpu.name, spot) is None
+        ):
+            missing.append(f"accelerator {gpu.name} has no {field}")
+    if _server_machines(candidate, topology) and (
+        prices.machine_price(prices.default_machine_type) is None
+    ):
+        missing.append(f"machine type {prices.default_machine_type} has no usd_per_hour")
+    return missing
+
+
+def _machines(candidate: Prediction, topology: Topology) -> list[str]:
+    """The GPU of each machine `candidate` uses."""
+    return machine_gpus(topology, candidate.layout.workers)
 
 
 def _server_machines(candidate: Prediction, topology: Topology) -> int:
@@ -87,23 +117,14 @@ def _server_machines(candidate: Prediction, topology: Topology) -> int:
     return candidate.layout.ps + 1
 
 
-def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable, spot: bool) -> float | None:
-    """Hourly price of one machine with `gpus` GPUs of `gpu_name` (None when unpriced)."""
+def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable, spot: bool) -> float:
+    """Hourly price of one machine with `gpus` GPUs of `gpu_name`, which
+    `missing_prices` found priced."""
     gpu = device(gpu_name)
-    if gpu.name == "cpu":
-        return None
-    try:
-        machine_type = gpu.machine_type(gpus)
-    except ConfigError:
-        return None
+    machine_type = gpu.machine_type(gpus)
     rate = prices.machine_price(machine_type, spot)
-    if rate is None:
-        return None
     if machine_type not in prices.bundled_gpus:
-        gpu_rate = prices.accelerator_price(gpu.name, spot)
-        if gpu_rate is None:
-            return None
-        rate += gpus * gpu_rate
+        rate += gpus * prices.accelerator_price(gpu.name, spot)
     return rate
 
 

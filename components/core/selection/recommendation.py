@@ -11,7 +11,12 @@ from typing import Any
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost import price_basis, price_basis_reasons, prices_used
+from components.core.selection.cost import (
+    missing_prices,
+    price_basis,
+    price_basis_reasons,
+    prices_used,
+)
 from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
@@ -898,7 +903,8 @@ def _cost_sentences(
     """What the choice costs, and the cheapest feasible candidate when it is another."""
     basis = price_basis(topology, prices)
     if chosen.usd_per_million_examples is None:
-        return [f"No price for this hardware among the table's {basis}."]
+        missing = "; ".join(missing_prices(chosen, machines_running(chosen, topology), prices))
+        return [f"No price for this hardware among the table's {basis}: {missing}."]
     out = [
         f"At {basis}, {chosen.strategy} costs "
         f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
