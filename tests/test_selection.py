@@ -2215,6 +2215,31 @@ def test_parameter_servers_on_one_machine_add_no_machine_to_the_bill():
     )
 
 
+def test_parameter_servers_are_billed_on_machines_that_hold_their_share():
+    from components.core.comparison.pricing import load_prices
+    from components.core.selection.cost import server_machine_type, usd_per_hour
+
+    prices = load_prices()
+    topo = Topology(4, 1, "v100", network_gbps=25)
+    embedding = from_params(10_000_000, 1e8, 1e5).with_sparse_embedding(10_000_000_000)
+    rec = recommend(topo, embedding, prices=prices, async_ok=True)
+    ps = next(p for p in [rec.chosen, *rec.alternatives]
+              if p.strategy == "parameter_server" and p.layout.workers == 4)  # fmt: skip
+    # 10.01e9 parameters x 12 bytes (with Adam) over 2 servers: 60 GB each, 75 with headroom,
+    # more than n1-standard-16's 60 GB
+    assert ps.layout.ps == 2
+    assert server_machine_type(ps, prices) == "n1-standard-32"
+    gpu_machine = prices.machine_types["n1-standard-8"] + prices.accelerators["v100"]
+    servers = 2 * prices.machine_types["n1-standard-32"]
+    coordinator = prices.machine_types["n1-standard-4"]
+    assert usd_per_hour(ps, topo, prices) == pytest.approx(4 * gpu_machine + servers + coordinator)
+    # a dense model's servers hold little: the default machine
+    dense = recommend(topo, RESNET101, prices=prices, async_ok=True)
+    dense_ps = next(p for p in [dense.chosen, *dense.alternatives]
+                    if p.strategy == "parameter_server")  # fmt: skip
+    assert server_machine_type(dense_ps, prices) == "n1-standard-4"
+
+
 def test_objective_cost_weighs_fewer_machines_and_the_sentences_name_the_cheapest(capsys):
     """Parameter servers sharing one machine are far cheaper per example than on four."""
     argv = ["select", "--machines", "4", "--gpus-per-machine", "2", "--gpu", "v100",

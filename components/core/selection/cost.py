@@ -6,7 +6,9 @@ machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
 unless the type bundles them, each machine of a GPU mix for its own GPU, at the
 table's Spot prices (`spot_usd_per_hour`) when the machines are preemptible and
 the table gives any. Parameter servers and the parameter-server coordinator run
-on the table's default CPU machine type, on demand (the reasons advise keeping
+on the table's default CPU machine type (servers on the smallest n1-standard type
+whose memory holds their share of the variables and Adam state, when that is larger),
+on demand (the reasons advise keeping
 them off preemptible machines), and on one machine they share the workers' (as
 the cost model has them), so they add nothing.
 """
@@ -28,6 +30,13 @@ SPOT_PRICES_MISSING = (
     "prices change up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of "
     "the table and pass it with --prices FILE."
 )
+
+
+# n1-standard machines have 3.75 GB of memory per vCPU
+# (https://cloud.google.com/compute/docs/general-purpose-machines#n1_machines).
+N1_STANDARD_GB_PER_VCPU = 3.75
+# A server's share of the variables and state, with room for the process and gRPC buffers.
+SERVER_MEMORY_HEADROOM = 1.25
 
 
 def on_spot(topology: Topology, prices: PriceTable) -> bool:
@@ -70,9 +79,11 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
     spot = on_spot(topology, prices)
     gpus = candidate.layout.gpus_per_machine
     rates = [_machine_rate(name, gpus, prices, spot) for name in _machines(candidate, topology)]
-    servers = _server_machines(candidate, topology)
-    server_rate = prices.machine_price(prices.default_machine_type) if servers else 0.0
-    return sum(rates) + servers * server_rate
+    if not _server_machines(candidate, topology):
+        return sum(rates)
+    server_rate = prices.machine_price(server_machine_type(candidate, prices))
+    coordinator_rate = prices.machine_price(prices.default_machine_type)
+    return sum(rates) + candidate.layout.ps * server_rate + coordinator_rate
 
 
 def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable) -> list[str]:
@@ -97,11 +108,37 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
             prices.accelerator_price(gpu.name, spot) is None
         ):
             missing.append(f"accelerator {gpu.name} has no {field}")
-    if _server_machines(candidate, topology) and (
-        prices.machine_price(prices.default_machine_type) is None
-    ):
-        missing.append(f"machine type {prices.default_machine_type} has no usd_per_hour")
+    if _server_machines(candidate, topology):
+        for cpu_type in dict.fromkeys(
+            [server_machine_type(candidate, prices), prices.default_machine_type]
+        ):
+            if prices.machine_price(cpu_type) is None:
+                missing.append(f"machine type {cpu_type} has no usd_per_hour")
     return missing
+
+
+def server_machine_type(candidate: Prediction, prices: PriceTable) -> str:
+    """The machine type each parameter server is billed as: the table's default CPU
+    machine, or the smallest n1-standard machine of the table whose memory holds a
+    server's share of the variables and Adam state (an embedding table's shards)."""
+    share_gb = candidate.server_state_bytes / max(candidate.layout.ps, 1) / 1e9
+    fitting = sorted(
+        (vcpus * N1_STANDARD_GB_PER_VCPU, name)
+        for name in prices.machine_types
+        if (vcpus := _n1_standard_vcpus(name))
+        and vcpus * N1_STANDARD_GB_PER_VCPU >= share_gb * SERVER_MEMORY_HEADROOM
+    )
+    default_vcpus = _n1_standard_vcpus(prices.default_machine_type)
+    if not fitting or (default_vcpus and default_vcpus * N1_STANDARD_GB_PER_VCPU >= fitting[0][0]):
+        return prices.default_machine_type
+    return fitting[0][1]
+
+
+def _n1_standard_vcpus(machine_type: str) -> int:
+    """vCPUs of an `n1-standard-N` machine type, else 0."""
+    prefix = "n1-standard-"
+    tail = machine_type[len(prefix) :]
+    return int(tail) if machine_type.startswith(prefix) and tail.isdigit() else 0
 
 
 def _machines(candidate: Prediction, topology: Topology) -> list[str]:

@@ -50,6 +50,8 @@ class Prediction:
             of `--heterogeneous`, take part).
         machines_gpu: the GPU of its machines when it runs on one slower type
             of a GPU mix alone (empty: on the mix's first machines, fastest first).
+        server_state_bytes: the variables and Adam state its parameter servers
+            hold together (0 for the other strategies).
     """
 
     strategy: str
@@ -69,6 +71,7 @@ class Prediction:
     input_limit: float | None = None
     replica_speed: float = 1.0
     machines_gpu: str = ""
+    server_state_bytes: float = 0.0
 
     @property
     def label(self) -> str:
@@ -213,6 +216,8 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
         )
     for c in out:  # a GPU mix's candidates run on its fastest machines first
         c.replica_speed = mean_machine_speed(topology, c.layout.workers)
+        if spec_for(c.strategy).uses_ps:
+            c.server_state_bytes = model.params * 4.0 * (1 + OPTIMIZER_STATE_FACTOR)
     if topology.input_examples_per_second is not None:
         for c in out:  # every machine's CPUs feed only its own GPUs
             c.input_limit = c.layout.workers * topology.input_examples_per_second
