@@ -950,11 +950,14 @@ def test_a_parameter_server_record_decides_the_server_count_it_ran(tmp_path):
     doc["results"].append({**doc["results"][0], "ps": 1, "examples_per_second": 2000.0})
     path.write_text(json.dumps(doc))  # 4 servers ran at 6,000, 1 server at 2,000
     assert predicted.layout.ps != 4
-    rec = recommend(topology, RESNET101, history=selection.load_history([str(path)]))
+    rec = recommend(topology, RESNET101, history=selection.load_history([str(path)]),
+                    async_ok=True)  # fmt: skip
     ps = next(p for p in [rec.chosen, *rec.alternatives] if p.strategy == "parameter_server")
     assert (ps.layout.ps, ps.measured_examples_per_second) == (4, 6000.0)
     assert any("(4 worker(s) x 8 device(s), 4 parameter server(s), batch 64" in r
                and "1 matching record" in r for r in rec.reasons)  # fmt: skip
+    assert any("4 servers as measured (" in r for r in rec.reasons)
+    assert not any("were ignored" in r for r in rec.reasons)  # the 1-server one was weighed
     # re-costed at the measured count: its prediction is that of 4 servers
     from components.core.selection import cost_model
 
@@ -2370,6 +2373,16 @@ def test_an_input_bound_answer_uses_the_fewest_gpus_per_machine_that_take_all_th
     assert rec.strategy == "one_device"
     assert any("one v100 alone takes all of it, so more GPUs would wait for input" in r
                for r in rec.reasons)  # fmt: skip
+    # the fewer GPUs must take all of the input: 2 v100s compute 652 examples/s, not 660
+    rec = recommend(dataclasses.replace(topo, input_examples_per_second=660.0),
+                    PUBLISHED_PROFILES["resnet50"], batch_size=32)  # fmt: skip
+    assert rec.layout.gpus_per_machine == 4
+    # and on the slowest machine too: a 3x slower v100 computes 109, so 200 a machine need 2
+    slow_half = Topology(4, 4, "v100", network_gbps=100, heterogeneous=True,
+                         heterogeneity_slowdown=3.0, input_examples_per_second=200.0)  # fmt: skip
+    rec = recommend(slow_half, PUBLISHED_PROFILES["resnet50"], batch_size=32, async_ok=True)
+    assert rec.layout.gpus_per_machine == 2
+    assert any("one v100 (the slowest) alone computes 109" in r for r in rec.reasons)
     # without the cap, all 8 GPUs per machine are worth it
     free = recommend(dataclasses.replace(topo, machines=16, network_gbps=25,
                                          input_examples_per_second=None),
@@ -2425,6 +2438,18 @@ def test_objective_cost_weighs_a_slower_gpu_of_a_mix_alone(tmp_path):
                for r in fastest.reasons)  # fmt: skip
     # and the hardware line names both types
     assert "1 x 1 a100 + 4 x 1 t4, 25 Gbps network" in rec.to_markdown()
+    # a record of a t4 alone is matched on the t4 machines, and the tally says so
+    record = {"strategy": "one_device", "examples_per_second": 400.0, "workers": 1, "ps": 0,
+              "devices_per_worker": 1, "per_replica_batch_size": 32, "num_replicas": 1,
+              "eval_accuracy": 0.7,
+              "model": "resnet50", "hardware": {"platform": "vertex", "gpu": "t4",
+                                               "gpus_per_machine": 1, "machines": 1}}  # fmt: skip
+    (tmp_path / "t4.json").write_text(json.dumps({"results": [record]}))
+    history = selection.load_history([str(tmp_path / "t4.json")])
+    rec = recommend(mix, resnet50, batch_size=32, prices=cheap, objective="cost", history=history)
+    assert rec.chosen.measured_examples_per_second == 400.0
+    assert any(r.startswith("On the t4 machines: Measured: one_device") for r in rec.reasons)
+    assert not any(r.startswith("None of the") for r in rec.reasons)
 
 
 def test_joining_the_fourth_and_fifth_sets_left_the_earlier_held_out_cases_no_worse():
@@ -2486,6 +2511,11 @@ def test_parameter_server_sentences_fit_their_layout():
     assert "they share the worker's machine" in said and "non-preemptible" not in said
     assert "updates after the weights" not in said and "update after the weights" not in said
     assert "a replica with it needs 80.8 GB for weights, gradients, Adam state" in said
+    # servers whose count host memory set cannot share one machine's memory unsaid
+    big = from_params(100_000_000, 1e9, 1e6).with_sparse_embedding(50_000_000_000)
+    rec = recommend(Topology(1, 8, "a100"), big, batch_size=32)
+    assert any("on one machine they share the worker's, whose host memory must then hold "
+               "640 GB" in r for r in rec.reasons)  # fmt: skip
     # preemptible machines favour nothing on the one machine the floor keeps
     four = recommend(Topology(4, 4, "v100", network_gbps=10, preemptible=True), table)
     assert four.layout.workers == 1

@@ -234,7 +234,10 @@ def _scalars(chosen: Prediction, topology: Topology) -> str:
 def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
     """The parameter-server layout, its transfer time and where to run the servers."""
     workers, ps = chosen.layout.workers, chosen.layout.ps
-    if ps == ps_needed_for_memory(model) > 1:
+    by_memory = ps == ps_needed_for_memory(model) > 1
+    if chosen.measured_examples_per_second is not None:
+        count = f"{ps} server{'s' if ps > 1 else ''} as measured ({chosen.measured_source})"
+    elif by_memory:
         count = (
             f"{ps} servers are the fewest whose {PS_HOST_MEMORY_GB:g} GB of host memory each "
             "hold the embedding table and its Adam state"
@@ -242,12 +245,18 @@ def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: Mo
     else:
         count = f"{ps} is the fewest servers within 3% of the best predicted step"
     owner = "worker's" if workers == 1 else "workers'"
-    where = (
-        f"they share the {owner} machine"
-        if topology.machines == 1
-        else "run them on non-preemptible machines: a lost parameter server needs a restart "
-        "from a checkpoint"
-    )
+    if topology.machines > 1:
+        where = (
+            "run them on non-preemptible machines: a lost parameter server needs a restart "
+            "from a checkpoint"
+        )
+    elif by_memory:
+        where = (
+            f"on one machine they share the {owner}, whose host memory must then hold "
+            f"{ps * PS_HOST_MEMORY_GB:g} GB, or give the servers machines of their own"
+        )
+    else:
+        where = f"they share the {owner} machine"
     return (
         f"parameter_server with {workers} worker{'s' if workers > 1 else ''} and {ps} "
         f"parameter server{'s' if ps > 1 else ''} (plus the chief coordinator): pulling and "

@@ -219,9 +219,11 @@ def apply_history(
     used = 0
     across_machines = False  # whether a record that decided ran over the network
     for p in preds:
-        mine = _at_one_server_count(p, [r for r in matching if _fits(r, p)], topology, model, batch)
+        fitting = [r for r in matching if _fits(r, p)]
+        mine = _at_one_server_count(p, fitting, topology, model, batch)
         if not mine:
             continue
+        used += len(fitting) - len(mine)  # another server count's records, weighed and slower
         across_machines |= p.layout.workers > 1
         mine.sort(key=lambda r: r["examples_per_second"])
         median = mine[(len(mine) - 1) // 2]  # the lower middle names the file

@@ -21,6 +21,7 @@ from components.core.selection.cost_model import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
     machine_gpus,
+    machine_slowdowns,
     max_batch_that_fits,
     mean_machine_speed,
     memory_needed_bytes,
@@ -29,7 +30,6 @@ from components.core.selection.explanation import communication_sentences, expla
 from components.core.selection.history import apply_history
 from components.core.selection.prediction import Prediction, candidates, six_digits
 from components.core.selection.rules import (
-    SIMPLER_MARGIN,
     apply_rules,
     asynchronous_allowed,
     prefer_simpler,
@@ -259,7 +259,8 @@ def recommend(
         _price(preds, topology, prices)
         # fewer machines, a mix's slower type alone, or fewer GPUs can cost less per example
         cheaper = _on_fewer_machines(preds, topology, model, batch, history, prices)
-        cheaper += _on_one_gpu_type(topology, model, batch, history, prices)
+        of_one_type, measured_alone = _on_one_gpu_type(topology, model, batch, history, prices)
+        cheaper += of_one_type
         fed = _on_fewer_gpus(preds + cheaper, topology, model, batch, history, prices)
         cheaper += [p for _, p in fed]
     if objective == "cost":
@@ -268,6 +269,12 @@ def recommend(
             # matched on its own machines, so it stays out of this one)
             alike = [p for p in preds + cheaper if not p.machines_gpu]
             history_reasons = apply_history(alike, history, topology, model, batch)
+        if measured_alone:
+            # records of a slower type matched on its own machines: the tally over the
+            # mix's first machines would call them unmatched or ignored
+            history_reasons = [
+                r for r in history_reasons if r.startswith(("Measured:", "History records"))
+            ] + measured_alone
         rec = _cheapest(preds + cheaper, topology, model, batch, reasons + history_reasons, prices)
         rec.reasons[1:1] = [
             _fewer_gpus_sentence(full, p, topology) for full, p in fed if p is rec.chosen
@@ -645,7 +652,14 @@ def _fewest_gpus_the_input_keeps_busy(
     gpu = device(on.gpu)
     counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
-    for g in (c for c in counts if c < chosen.layout.gpus_per_machine):
+    # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
+    slowest_gpu = (
+        chosen.per_replica_batch
+        / chosen.single_gpu_step_s
+        / max(machine_slowdowns(on, chosen.layout.workers))
+    )
+    feed = on.input_examples_per_second
+    for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
         costed, _, _ = _candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
         if history:
@@ -656,7 +670,7 @@ def _fewest_gpus_the_input_keeps_busy(
             if p.feasible
             and p.layout.workers == chosen.layout.workers
             and asynchronous_allowed(p, fewer, model, async_ok)
-            and p.rank_examples_per_second >= chosen.examples_per_second * (1 - SIMPLER_MARGIN)
+            and (p.input_bound or p.rank_examples_per_second >= chosen.examples_per_second)
         ]
         pool = [p for p in pool if p.strategy == chosen.strategy] or pool
         if pool:
@@ -667,12 +681,15 @@ def _fewest_gpus_the_input_keeps_busy(
 
 def _fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
     """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
-    per_gpu = full.per_replica_batch / full.single_gpu_step_s
+    slowdowns = machine_slowdowns(topology, full.layout.workers)
+    slowest = machine_gpus(topology, full.layout.workers)[slowdowns.index(max(slowdowns))]
+    per_gpu = full.per_replica_batch / full.single_gpu_step_s / max(slowdowns)
     g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
     gpus = f"{g} GPU{'s' if g > 1 else ''}"
+    which = f"one {slowest}" + (" (the slowest)" if max(slowdowns) > 1 else "")
     return (
         f"More GPUs per machine buy nothing here: each machine's input pipeline feeds "
-        f"{topology.input_examples_per_second:,.0f} examples/s and one {topology.gpu} alone "
+        f"{topology.input_examples_per_second:,.0f} examples/s and {which} alone "
         f"computes {per_gpu:,.0f}, so {gpus} of each machine's {all_g} "
         f"{'takes' if g == 1 else 'take'} all of it: {fed.strategy} on "
         f"{fed.layout.workers}/{fed.layout.ps}/{g} workers/ps/gpus trains "
@@ -843,11 +860,17 @@ def _on_one_gpu_type(
     batch: int,
     history: Sequence[Mapping[str, Any]],
     prices: Any,
-) -> list[Prediction]:
+) -> tuple[list[Prediction], list[str]]:
     """The feasible candidates on 1, 2, 4, ... machines of each slower GPU type of a mix
     alone, priced on them: a slower GPU can cost less per example, and the first
-    machines of a mix (`on_first_machines`) are its fastest."""
+    machines of a mix (`on_first_machines`) are its fastest.
+
+    Returns:
+        The candidates, and a sentence for each that `history` measured on its own
+        machines.
+    """
     out: list[Prediction] = []
+    measured: list[str] = []
     first = machine_gpus(topology, 1)[0]
     for name, count in topology.gpu_mix:
         if name == first:
@@ -857,14 +880,17 @@ def _on_one_gpu_type(
         for k in _machine_counts(count):
             on = _of_one_type(topology, name, k)
             costed, _, _ = _candidates_that_fit(on, model, batch, gpu, fit_replicated)
-            if history:
-                apply_history(costed, history, on, model, batch)
             costed = [p for p in costed if p.feasible and p.layout.workers == k]
+            if history:
+                said = apply_history(costed, history, on, model, batch)
+                measured += [
+                    f"On the {name} machines: {r}" for r in said if r.startswith("Measured:")
+                ]
             for p in costed:
                 p.machines_gpu = name
             _price(costed, on, prices)
             out += costed
-    return out
+    return out, measured
 
 
 def _on_fewer_gpus(
