@@ -348,17 +348,10 @@ def match_files(pattern: str) -> list[str]:
         ConfigError: nothing matches, mixed or unsupported kinds, or a `gs://`
             pattern that cannot be reached or read.
     """
-    storage.check_readable(pattern, "--data")
-    try:
+    with storage.reading(pattern, "--data"):
         paths = storage.glob(pattern) if glob.has_magic(pattern) else [pattern]
         if not glob.has_magic(pattern) and not storage.isfile(pattern):
             raise ConfigError(f"--data {pattern} does not exist: pass a file or a glob")
-    except ConfigError:
-        raise
-    except Exception as err:  # gcsfs: credentials, permissions, a failed request
-        if not storage.is_remote(pattern):
-            raise
-        raise storage.unreadable(pattern, "--data", err) from None
     if not paths:
         raise ConfigError(f"--data {pattern} matches no file: check the path and the pattern")
     kinds = {os.path.splitext(p)[1].lower() for p in paths}

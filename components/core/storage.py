@@ -168,6 +168,26 @@ def unreadable(uri: str, flag: str, err: Exception) -> ConfigError:
     )
 
 
+@contextlib.contextmanager
+def reading(uri: str, flag: str) -> Iterator[None]:
+    """Reads `uri` inside: its server probed first (`check_readable`), since gcsfs
+    retries an unreachable one for most of a minute, and a failed `gs://` read
+    (credentials, permissions, a failed request) refused in one line (`unreadable`).
+
+    Raises:
+        ConfigError: as `check_readable`, or `unreadable` for a failed remote read.
+    """
+    check_readable(uri, flag)
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as err:
+        if not is_remote(uri):
+            raise
+        raise unreadable(uri, flag, err) from None
+
+
 def filesystem():
     """The gcsfs filesystem for `gs://` (anonymous credentials against an emulator)."""
     from gcsfs.core import GCSFileSystem

@@ -224,16 +224,8 @@ def read_shards(shards_dir: str, *, verify_records: bool) -> datasets.Manifest:
             read, no or unreadable manifest, missing, truncated or (with
             `verify_records`) corrupted shard files.
     """
-    # gcsfs retries an unreachable server for most of a minute: probe it first.
-    storage.check_readable(shards_dir, "--shards-dir")
-    try:
+    with storage.reading(shards_dir, "--shards-dir"):
         return datasets.load_manifest(storage.absolute(shards_dir), verify_records=verify_records)
-    except ConfigError:
-        raise
-    except Exception as err:  # gcsfs: credentials, permissions, a failed request
-        if not storage.is_remote(shards_dir):
-            raise
-        raise storage.unreadable(shards_dir, "--shards-dir", err) from None
 
 
 def with_shards_dir(config: RunConfig) -> RunConfig:
