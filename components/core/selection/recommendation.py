@@ -765,9 +765,7 @@ def on_first_machines(topology: Topology, machines: int) -> Topology:
         )
     mix = tuple(Counter(machine_gpus(topology, machines)).items())
     if len(mix) == 1:
-        return dataclasses.replace(
-            topology, machines=machines, gpu=mix[0][0], gpu_mix=(), heterogeneous=False
-        )
+        return _of_one_type(topology, mix[0][0], machines)
     return dataclasses.replace(topology, machines=machines, gpu_mix=mix)
 
 
