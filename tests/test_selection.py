@@ -2068,13 +2068,13 @@ def test_preemptible_machines_never_taken_away_favour_nothing(capsys):
 def test_fewer_heterogeneous_machines_are_the_faster_ones():
     """`--heterogeneous` alone on 16 machines: the 8 faster ones come first, as a GPU mix's
     fastest type does, so 2-8 machines are alike and weighed at full speed."""
-    from components.core.selection import cost_model, recommendation
+    from components.core.selection import cost_model, machine_subsets
 
     flagged = Topology(16, 8, "v100", network_gbps=10, heterogeneous=True)
     assert cost_model.machine_slowdowns(flagged, 8) == [1.0] * 8
     assert cost_model.machine_slowdowns(flagged, 16) == [1.0] * 8 + [1.5] * 8
-    assert not recommendation.on_first_machines(flagged, 8).heterogeneous
-    assert recommendation.on_first_machines(flagged, 16).heterogeneous
+    assert not machine_subsets.on_first_machines(flagged, 8).heterogeneous
+    assert machine_subsets.on_first_machines(flagged, 16).heterogeneous
 
 
 def test_cli_gpu_mix_and_preemption_rate(capsys):

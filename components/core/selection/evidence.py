@@ -494,7 +494,8 @@ def choice_rows(rows: Sequence[Mapping[str, Any]] | None = None) -> list[dict[st
     `EFFICIENCY_FLOOR` (two machines barely faster than one), right means fewer
     machines than the case has, as `select`'s floor advises.
     """
-    from components.core.selection.recommendation import EFFICIENCY_FLOOR, recommend
+    from components.core.selection.machine_floor import EFFICIENCY_FLOOR
+    from components.core.selection.recommendation import recommend
 
     rows = rows if rows is not None else load_evidence()
     best: dict[tuple, tuple[float, str]] = {}

@@ -1022,7 +1022,7 @@ def _case_table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def _answer_lines() -> list[str]:
     """How `select` turns predictions into an answer (what the table does not show)."""
     from components.core import model_profile as mp
-    from components.core.selection.recommendation import EFFICIENCY_FLOOR
+    from components.core.selection.machine_floor import EFFICIENCY_FLOOR
     from components.core.selection.topology import HETEROGENEITY_RANGE, HETEROGENEITY_SLOWDOWN
 
     return [

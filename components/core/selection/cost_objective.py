@@ -1,0 +1,205 @@
+"""Prices per example, the cheaper layouts `--objective cost` weighs (fewer machines,
+a mix's slower GPU type alone, fewer GPUs per machine), and the cheapest of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.core.config import ConfigError
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost import (
+    missing_prices,
+    price_basis,
+)
+from components.core.selection.cost_model import (
+    machine_gpus,
+    max_batch_that_fits,
+)
+from components.core.selection.explanation import explain
+from components.core.selection.history import apply_history
+from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
+from components.core.selection.machine_subsets import (
+    costed_on_fewer_machines,
+    machine_counts,
+    machines_running,
+    of_one_type,
+    on_first_machines,
+)
+from components.core.selection.memory_fit import candidates_that_fit
+from components.core.selection.prediction import Prediction, six_digits
+from components.core.selection.topology import (
+    Topology,
+    device,
+)
+from components.core.strategy_spec import spec_for
+
+
+def price_candidates(preds: list[Prediction], topology: Topology, prices: Any) -> None:
+    """Sets each candidate's list price per million examples."""
+    from components.core.selection.cost import usd_per_million_examples
+
+    for p in preds:
+        p.usd_per_million_examples = usd_per_million_examples(p, topology, prices)
+
+
+def on_fewer_machines(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+    prices: Any,
+) -> list[Prediction]:
+    """The feasible candidates that use 1, 2, 4, ... of the machines and the full table
+    lacks, each priced on its own machines: fewer machines can be cheaper per example
+    (parameter servers on one machine share it)."""
+    known = {(p.strategy, p.layout) for p in preds}
+    out = []
+    for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
+        extra = [
+            p
+            for p in costed
+            if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
+        ]
+        price_candidates(extra, on, prices)
+        out += extra
+    return out
+
+
+def on_one_gpu_type(
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+    prices: Any,
+) -> tuple[list[Prediction], list[str]]:
+    """The feasible candidates on 1, 2, 4, ... machines of each slower GPU type of a mix
+    alone, priced on them: a slower GPU can cost less per example, and the first
+    machines of a mix (`on_first_machines`) are its fastest.
+
+    Returns:
+        The candidates, and a sentence for each that `history` measured on its own
+        machines.
+    """
+    out: list[Prediction] = []
+    measured: list[str] = []
+    first = machine_gpus(topology, 1)[0]
+    for name, count in topology.gpu_mix:
+        if name == first:
+            continue
+        gpu = device(name)
+        fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+        for k in machine_counts(count):
+            on = of_one_type(topology, name, k)
+            costed, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
+            costed = [p for p in costed if p.feasible and p.layout.workers == k]
+            if history:
+                said = apply_history(costed, history, on, model, batch)
+                measured += [
+                    f"On the {name} machines: {r}" for r in said if r.startswith("Measured:")
+                ]
+            for p in costed:
+                p.machines_gpu = name
+            price_candidates(costed, on, prices)
+            out += costed
+    return out, measured
+
+
+def on_fewer_gpus(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+    prices: Any,
+) -> list[tuple[Prediction, Prediction]]:
+    """For each input-bound candidate, the same throughput on fewer GPUs per machine
+    (`fewest_gpus_the_input_keeps_busy`), priced on its machines: GPUs the input
+    cannot keep busy are paid for and add nothing.
+
+    Returns:
+        (the candidate on all its GPUs, the one on fewer) pairs; none that `preds`
+        already has (mirrored on one GPU is one_device).
+    """
+    known = {(p.strategy, p.layout) for p in preds}
+    out: list[tuple[Prediction, Prediction]] = []
+    for p in preds:
+        if not (p.feasible and p.input_bound):
+            continue
+        on = on_first_machines(topology, p.layout.workers)
+        fed, on, _ = fewest_gpus_the_input_keeps_busy(p, on, model, batch, True, history)
+        if (fed.strategy, fed.layout) not in known:
+            known.add((fed.strategy, fed.layout))
+            price_candidates([fed], on, prices)
+            out.append((p, fed))
+    return out
+
+
+def cost_sentences(
+    chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
+) -> list[str]:
+    """What the choice costs, and the cheapest feasible candidate when it is another."""
+    basis = price_basis(topology, prices)
+    if chosen.usd_per_million_examples is None:
+        missing = "; ".join(missing_prices(chosen, machines_running(chosen, topology), prices))
+        return [f"No price for this hardware among the table's {basis}: {missing}."]
+    out = [
+        f"At {basis}, {chosen.strategy} costs "
+        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
+    ]
+    cheapest = _cheapest_first(preds)[0]
+    if cheapest is not chosen:
+        ratio = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
+        speed = f"{ratio:,.1f}x slower" if ratio >= 1 else f"{1 / ratio:,.2f}x faster"
+        layout = cheapest.layout
+        out.append(
+            f"The cheapest is {cheapest.label} ({layout.workers}/{layout.ps}/"
+            f"{layout.gpus_per_machine} workers/ps/gpus) at "
+            f"{cheapest.usd_per_million_examples:,.2f} USD per million examples, {speed} "
+            "(--objective cost picks it)."
+        )
+    return out
+
+
+def _cheapest_first(preds: list[Prediction]) -> list[Prediction]:
+    """The feasible priced candidates, cheapest per example first; prices equal but for
+    float rounding (the same machines, more of them) tie, and the faster goes first."""
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    return sorted(
+        priced, key=lambda p: (six_digits(p.usd_per_million_examples), -p.rank_examples_per_second)
+    )
+
+
+def cheapest(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    reasons: list[str],
+    prices: Any,
+) -> tuple[Prediction, list[str], list[Prediction]]:
+    """The feasible candidate with the lowest price per example (ties: the faster).
+
+    Returns:
+        That candidate, why (the price that decided, its explanation, then
+        `reasons`), and the other candidates, cheapest first.
+    """
+    feasible = _cheapest_first(preds)
+    if not feasible:
+        raise ConfigError(
+            f"--objective cost: the price table's {price_basis(topology, prices)} have no "
+            "price for "
+            f"{topology.describe()}; use --objective time"
+        )
+    chosen = feasible[0]
+    lead = (
+        f"Objective cost: {chosen.label} is the cheapest per example at "
+        f"{price_basis(topology, prices)}: "
+        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
+    )
+    explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
+    if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
+        explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
+    reasons = [lead] + explained + reasons
+    return chosen, reasons, feasible[1:] + [p for p in preds if p not in feasible]

@@ -1,0 +1,93 @@
+"""An input-bound answer on the fewest GPUs per machine that take all the input."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    machine_gpus,
+    machine_slowdowns,
+    max_batch_that_fits,
+)
+from components.core.selection.history import apply_history
+from components.core.selection.memory_fit import candidates_that_fit
+from components.core.selection.prediction import Prediction
+from components.core.selection.rules import asynchronous_allowed
+from components.core.selection.topology import (
+    Topology,
+    device,
+)
+
+
+def fewest_gpus_the_input_keeps_busy(
+    chosen: Prediction,
+    on: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+    history: Sequence[Mapping[str, Any]] = (),
+) -> tuple[Prediction, Topology, list[str]]:
+    """The input-bound `chosen` on the fewest GPUs per machine that still take all the
+    input, the machines that run it, and the sentence that says so.
+
+    Every machine's input pipeline feeds only its own GPUs, so past the GPU count
+    that takes all of it, more GPUs per machine add nothing. The counts tried are
+    those a machine type of the GPU offers (1, 2, 4, ... where the catalogue lists
+    them). A candidate within `SIMPLER_MARGIN` of `chosen`'s throughput on as many
+    machines counts as taking it all; the same strategy is kept where one is (a
+    rule chose it), else the fastest allowed. A measured `chosen` stays: the
+    measurement decides.
+    """
+    if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
+        return chosen, on, []
+    gpu = device(on.gpu)
+    counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
+    # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
+    slowest_gpu = (
+        chosen.per_replica_batch
+        / chosen.single_gpu_step_s
+        / max(machine_slowdowns(on, chosen.layout.workers))
+    )
+    feed = on.input_examples_per_second
+    for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
+        fewer = dataclasses.replace(on, gpus_per_machine=g)
+        costed, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
+        if history:
+            apply_history(costed, history, fewer, model, batch)
+        pool = [
+            p
+            for p in costed
+            if p.feasible
+            and p.layout.workers == chosen.layout.workers
+            and asynchronous_allowed(p, fewer, model, async_ok)
+            and (p.input_bound or p.rank_examples_per_second >= chosen.examples_per_second)
+        ]
+        pool = [p for p in pool if p.strategy == chosen.strategy] or pool
+        if pool:
+            fed = max(pool, key=lambda p: p.rank_examples_per_second)
+            return fed, fewer, [fewer_gpus_sentence(chosen, fed, on)]
+    return chosen, on, []
+
+
+def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
+    """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
+    slowdowns = machine_slowdowns(topology, full.layout.workers)
+    slowest = machine_gpus(topology, full.layout.workers)[slowdowns.index(max(slowdowns))]
+    per_gpu = full.per_replica_batch / full.single_gpu_step_s / max(slowdowns)
+    g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
+    gpus = f"{g} GPU{'s' if g > 1 else ''}"
+    which = f"one {slowest}" + (" (the slowest)" if max(slowdowns) > 1 else "")
+    return (
+        f"More GPUs per machine buy nothing here: each machine's input pipeline feeds "
+        f"{topology.input_examples_per_second:,.0f} examples/s and {which} alone "
+        f"computes {per_gpu:,.0f}, so {gpus} of each machine's {all_g} "
+        f"{'takes' if g == 1 else 'take'} all of it: {fed.strategy} on "
+        f"{fed.layout.workers}/{fed.layout.ps}/{g} workers/ps/gpus trains "
+        f"{fed.rank_examples_per_second:,.0f} examples/s, against "
+        f"{full.examples_per_second:,.0f} for {full.strategy} on all {all_g}. Use {gpus} per "
+        f"machine and leave {all_g - g} free."
+    )

@@ -1,0 +1,157 @@
+"""The machine-efficiency floor: when adding machines buys little, the most machines
+worth paying for, and a measured part of the cluster that outruns all of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    mean_machine_speed,
+)
+from components.core.selection.machine_subsets import costed_on_fewer_machines, on_first_machines
+from components.core.selection.prediction import Prediction
+from components.core.selection.rules import asynchronous_allowed
+from components.core.selection.topology import (
+    Topology,
+)
+
+# Below this machine scaling efficiency (throughput on k machines over what the k
+# machines give alone), extra machines buy too little to be worth paying for:
+# the selector recommends the most machines that stay above it.
+EFFICIENCY_FLOOR = 0.50
+
+
+def best_on_each_machine_count(
+    full: Prediction,
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+    history: Sequence[Mapping[str, Any]] = (),
+) -> dict[int, Prediction]:
+    """The fastest allowed candidate on 1, 2, 4, ... machines; `full` on all of them.
+
+    Each count is costed on its own machines (`on_first_machines`), with the
+    same memory checks as the full cluster (an embedding table that fits no
+    GPU leaves parameter servers on that machine). A candidate the full
+    cluster also has is taken from `preds`, with its measurement and price;
+    one it lacks (a multi-machine layout on fewer machines) takes the `history`
+    records that measured it, so a measured machine count weighs by what it
+    ran at, as in the full table. An
+    asynchronous parameter_server that nothing favours is no option on any
+    machine count (`rules.asynchronous_allowed`). A count where nothing is
+    feasible is left out.
+    """
+    best_on: dict[int, Prediction] = {}
+    for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
+        if k >= full.layout.workers:
+            break  # `full` already runs on fewer machines than the cluster has
+        pool = [p for p in costed if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
+        on_k = [p for p in pool if p.layout.workers == k and p.replicas > 1] or pool
+        if on_k:
+            best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
+    best_on[full.layout.workers] = full
+    return best_on
+
+
+def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
+    """Throughput on `k` machines over the sum of what each of them gives alone.
+
+    One machine's best throughput counts once per machine of the same speed;
+    in a GPU mix a slower machine alone gives proportionally less.
+    """
+    alone = k * mean_machine_speed(topology, k)
+    return best_on[k].rank_examples_per_second / (alone * best_on[1].rank_examples_per_second)
+
+
+def fewer_machines(
+    topology: Topology, best_on: dict[int, Prediction]
+) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
+    """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
+
+    Machine scaling efficiency is throughput on k machines over what the k
+    machines give alone (`machine_efficiency`): what each added machine is
+    worth.
+
+    Returns:
+        That candidate, every machine count's (machines, strategy, speed-up
+        over one device, machine scaling efficiency), and the sentence that
+        says so.
+    """
+    options = [
+        (
+            k,
+            p.strategy,
+            p.rank_examples_per_second / (p.per_replica_batch / p.single_gpu_step_s),
+            machine_efficiency(topology, best_on, k),
+        )
+        for k, p in best_on.items()
+    ]
+    k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
+    n = max(best_on)  # all of the machines, or the measured part of them that was chosen
+    chosen, full = best_on[k], best_on[n]
+    on_n = topology if n == topology.machines else on_first_machines(topology, n)
+    listing = "; ".join(
+        f"{m} machine{'s' if m > 1 else ''} ({st}"
+        f"{', measured' if best_on[m].measured_examples_per_second is not None else ''}): "
+        f"{x:,.1f}x one {topology.gpu}, {e:.0%} machine efficiency"
+        for m, st, x, e in options
+    )
+    sentence = (
+        f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
+        f"machines ({_gpus_said(on_n)}, {full.strategy}) are predicted at {options[-1][3]:.0%} "
+        f"machine scaling efficiency (throughput over what the {n} machines "
+        f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
+        f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
+        f"Speed-up by machine count (predicted unless measured): {listing}."
+    )
+    return chosen, options, [sentence]
+
+
+def _gpus_said(topology: Topology) -> str:
+    """The cluster's GPUs for a sentence: `128 v100`, or `2 a100 and 6 t4` for a mix."""
+    per = topology.gpus_per_machine
+    if topology.gpu_mix:
+        return " and ".join(f"{n * per} {name}" for name, n in topology.gpu_mix)
+    return f"{topology.machines * per} {topology.gpu}"
+
+
+def measured_on_fewer_machines(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    async_ok: bool,
+    history: Sequence[Mapping[str, Any]],
+) -> list[Prediction]:
+    """The candidates on 2, 4, ... of the machines, fewer than all, that `history`
+    measured (and a rule allows): a measured part of the cluster can outrun every
+    candidate on all of it."""
+    if not history:
+        return []
+    known = {(p.strategy, p.layout) for p in preds}
+    return [
+        p
+        for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history)
+        for p in costed
+        if k > 1
+        and p.layout.workers == k
+        and (p.strategy, p.layout) not in known
+        and p.feasible
+        and p.measured_examples_per_second is not None
+        and asynchronous_allowed(p, on, model, async_ok)
+    ]
+
+
+def measured_part_sentence(chosen: Prediction, topology: Topology) -> str:
+    """Why a measured candidate on some of the machines is the answer."""
+    return (
+        f"Measured on {chosen.layout.workers} of the {topology.machines} machines, "
+        f"{chosen.strategy} ran at {chosen.measured_examples_per_second:,.0f} examples/s, "
+        f"more than any candidate on all {topology.machines} is measured or predicted to "
+        f"give: use {chosen.layout.workers} machines and leave the rest free (or measure "
+        f"all {topology.machines}: strategist compare, then --history)."
+    )

@@ -1,0 +1,96 @@
+"""Parts of a cluster a candidate can run on: its first machines, one GPU type of a
+mix, and the candidates costed on 1, 2, 4, ... of the machines."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    machine_gpus,
+    max_batch_that_fits,
+)
+from components.core.selection.history import apply_history
+from components.core.selection.memory_fit import candidates_that_fit
+from components.core.selection.prediction import Prediction
+from components.core.selection.topology import (
+    Topology,
+    device,
+)
+from components.core.strategy_spec import spec_for
+
+
+def machine_counts(machines: int) -> list[int]:
+    """1, 2, 4, ... up to `machines`, and `machines` itself."""
+    counts = []
+    k = 1
+    while k < machines:
+        counts.append(k)
+        k *= 2
+    return counts + [machines]
+
+
+def on_first_machines(topology: Topology, machines: int) -> Topology:
+    """`topology` cut to its first `machines` machines (a GPU mix's fastest first).
+
+    A cut that holds one GPU type of a mix is plain hardware of that type, and so
+    is one within the faster half of `--heterogeneous` machines.
+    """
+    if not topology.gpu_mix:
+        fast = topology.machines - topology.machines // 2  # `machine_slowdowns`' order
+        alike = topology.heterogeneous and machines <= fast
+        return dataclasses.replace(
+            topology, machines=machines, heterogeneous=topology.heterogeneous and not alike
+        )
+    mix = tuple(Counter(machine_gpus(topology, machines)).items())
+    if len(mix) == 1:
+        return of_one_type(topology, mix[0][0], machines)
+    return dataclasses.replace(topology, machines=machines, gpu_mix=mix)
+
+
+def of_one_type(topology: Topology, gpu: str, machines: int) -> Topology:
+    """`machines` machines of a GPU mix's type `gpu`, as plain hardware."""
+    return dataclasses.replace(
+        topology, machines=machines, gpu=gpu, gpu_mix=(), heterogeneous=False
+    )
+
+
+def machines_running(candidate: Prediction, topology: Topology) -> Topology:
+    """The machines of `topology` that `candidate` runs on: its first machines
+    (`on_first_machines`), or those of its `machines_gpu` alone, with as many GPUs
+    each as its layout uses."""
+    if candidate.machines_gpu:
+        on = of_one_type(topology, candidate.machines_gpu, candidate.layout.workers)
+    else:
+        on = on_first_machines(topology, candidate.layout.workers)
+    spec = spec_for(candidate.strategy)
+    if spec.single_device or topology.gpu == "cpu":  # their layouts say 1 of the machine's
+        return on
+    return dataclasses.replace(on, gpus_per_machine=candidate.layout.gpus_per_machine)
+
+
+def costed_on_fewer_machines(
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    history: Sequence[Mapping[str, Any]],
+) -> Iterator[tuple[int, Topology, list[Prediction]]]:
+    """For 1, 2, 4, ... machines, fewer than all: the count, its machines
+    (`on_first_machines`) and every candidate costed on them, with the same memory
+    checks as the full cluster. A candidate the full table `preds` has is taken from
+    it, with its measurement and price; one it lacks takes the `history` records
+    that measured it."""
+    known = {(p.strategy, p.layout): p for p in preds}
+    gpu = device(topology.gpu)
+    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+    for k in machine_counts(topology.machines)[:-1]:
+        on = on_first_machines(topology, k)
+        costed, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
+        if history:
+            apply_history([p for p in costed if (p.strategy, p.layout) not in known], history,
+                          on, model, batch)  # fmt: skip
+        yield k, on, [known.get((p.strategy, p.layout), p) for p in costed]

@@ -1,0 +1,145 @@
+"""What was estimated or assumed for inputs the user did not give, and the answer at
+both ends of each estimate."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from components.core.model_profile import ModelProfile
+from components.core.selection.cost_model import (
+    max_batch_that_fits,
+)
+from components.core.selection.topology import (
+    HETEROGENEITY_RANGE,
+    NETWORK_RANGE_GBPS,
+    Topology,
+    device,
+)
+
+if TYPE_CHECKING:
+    from components.core.selection.recommendation import Recommendation
+
+
+def unknown_input_reasons(
+    topology: Topology,
+    model: ModelProfile,
+    batch_size: int,
+    unstated: Sequence[str],
+    answer: Callable[[Topology, ModelProfile], Recommendation],
+) -> list[str]:
+    """What was estimated or assumed, and the answer at the ends of the estimate:
+    `answer` recommends with every other setting as asked (objective, prices,
+    history), on other hardware or for another model.
+
+    A `--params` model without FLOPs gets `FLOPS_PER_PARAM_ESTIMATE` per
+    parameter; the recommendation can flip between an MLP-like model (2 per
+    parameter) and a CNN-like one (`FLOPS_PER_PARAM_HIGH`), so both are shown.
+    Machines whose network was not given (`network` in `unstated`) are
+    assumed to have one `DEFAULT_NETWORK_GBPS` NIC; the answer on a commodity
+    and a datacenter NIC (`NETWORK_RANGE_GBPS`) is shown beside it. A network
+    path not given (`network_path` in `unstated`) is assumed to be the host's;
+    the answer through a container overlay network is shown beside it. Machines
+    said to differ in speed by no mix or factor (`heterogeneity` in `unstated`)
+    are assumed `HETEROGENEITY_SLOWDOWN` apart; the answer at both ends of
+    `HETEROGENEITY_RANGE` is shown beside it.
+    """
+    from components.core import model_profile as mp
+
+    reasons = []
+    if "flops" in model.estimated:
+        answers = []
+        for label, per_param in (("MLP-like", mp.FLOPS_PER_PARAM_LOW),
+                                 ("CNN-like", mp.FLOPS_PER_PARAM_HIGH)):  # fmt: skip
+            variant = dataclasses.replace(
+                model, flops_per_example=per_param * model.params, estimated=()
+            )
+            rec = answer(topology, variant)
+            layout = f"{rec.layout.workers} worker(s)" if rec.layout else "no layout"
+            answers.append(f"{label} ({per_param:g} FLOPs per parameter): {rec.strategy}, {layout}")
+        reasons.append(
+            "The FLOPs per example were not given (--gflops-per-example), so they are an "
+            f"estimate: {model.flops_per_example / 1e9:,.3g} GFLOPs "
+            f"({mp.FLOPS_PER_PARAM_ESTIMATE:.0f} per parameter, between an MLP and a CNN). "
+            f"{_at_both_ends(answers)} Give --gflops-per-example "
+            "for one answer."
+        )
+    if "network" in unstated and topology.machines > 1:
+        answers = [
+            f"at {gbps:g} Gbit/s: {_on_machines(answer(on, model))}"
+            for gbps, on in _varied(topology, "network_gbps", NETWORK_RANGE_GBPS)
+        ]
+        reasons.append(
+            f"The network was not given (--network-gbps): {topology.network_gbps:g} Gbit/s "
+            f"per NIC is assumed. {_at_both_ends(answers)} Give "
+            "--network-gbps (iperf between two of the machines measures it) for one answer."
+        )
+    if "network_path" in unstated and topology.machines > 1:
+        overlay = dataclasses.replace(topology, network_path="overlay")
+        reasons.append(
+            "The network path was not given (--network-path): the machines' own network "
+            "(host) is assumed. Through a container overlay network (Kubernetes kubenet, "
+            f"flannel VXLAN) the answer would be {_on_machines(answer(overlay, model))}. Give "
+            "--network-path for one answer."
+        )
+    if "heterogeneity" in unstated and topology.machines > 1:
+        answers = [
+            f"at {slowdown:g}x: {_on_machines(answer(on, model))}"
+            for slowdown, on in _varied(topology, "heterogeneity_slowdown", HETEROGENEITY_RANGE)
+        ]
+        reasons.append(
+            "How much slower the slower machines are was not given (--heterogeneous "
+            f"without FACTOR): half are assumed {topology.heterogeneity_slowdown:g}x slower. "
+            f"{_at_both_ends(answers)} Give --heterogeneous FACTOR "
+            "(one step's time on the slowest machine over the fastest's) or a --gpu mix for "
+            "one answer."
+        )
+    if "activations" in model.estimated:
+        reasons.append(
+            "Activation memory was not given (--activation-bytes-per-example): estimated at "
+            f"{model.activation_bytes_per_example / 1e6:,.3g} MB per example "
+            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of "
+            f"the published CNNs).{_batch_cap_range(topology, model, batch_size)}"
+        )
+    return reasons
+
+
+def _varied(topology: Topology, field: str, values: Sequence[Any]) -> list[tuple[Any, Topology]]:
+    """`topology` with its `field` at each of `values`."""
+    return [(v, dataclasses.replace(topology, **{field: v})) for v in values]
+
+
+def _on_machines(rec: Recommendation) -> str:
+    """An answer for a sentence: `mirrored on 1 machine(s)`, or `... 1 t4 machine(s)`."""
+    if not rec.layout:
+        return f"{rec.strategy} on no layout"
+    gpu = f"{rec.chosen.machines_gpu} " if rec.chosen and rec.chosen.machines_gpu else ""
+    return f"{rec.strategy} on {rec.layout.workers} {gpu}machine(s)"
+
+
+def _at_both_ends(answers: list[str]) -> str:
+    """`answers` at the ends of an estimate, for a sentence: whether they differ."""
+    same = len({a.partition(": ")[2] for a in answers}) == 1
+    lead = "The answer is the same at both ends" if same else "The answer depends on it"
+    return f"{lead}: {'; '.join(answers)}."
+
+
+def _batch_cap_range(topology: Topology, model: ModelProfile, batch_size: int) -> str:
+    """When estimated activations cap the batch: the cap at the estimate's low end too."""
+    from components.core import model_profile as mp
+
+    memory_gb = device(topology.gpu).memory_gb
+    fits = max_batch_that_fits(model, memory_gb, True, topology.precision)
+    if fits >= batch_size or fits == 0:
+        return ""
+    low = dataclasses.replace(
+        model,
+        activation_bytes_per_example=mp.ACTIVATION_BYTES_PER_FLOP_LOW * model.flops_per_example,
+    )
+    fits_low = min(max_batch_that_fits(low, memory_gb, True, topology.precision), batch_size)
+    return (
+        f" The estimate decides the batch: {fits:,} per GPU fits at it, {fits_low:,} at the low "
+        f"end ({mp.ACTIVATION_BYTES_PER_FLOP_LOW:g} bytes per FLOP, VGG-16). Give "
+        "--activation-bytes-per-example for one answer."
+    )
