@@ -225,12 +225,32 @@ class Manifest:
             ) from None
 
 
-def describe(data: DataConfig) -> InputSpec:
+def tfds_builder_of(data: DataConfig):
+    """The TFDS builder of `data`'s dataset, or None for files (`data.files`).
+
+    Building one can import TensorFlow and read the dataset's metadata, seconds
+    a time: a caller that needs it twice builds it once and passes it on.
+
+    Raises:
+        ConfigError: a dataset TFDS cannot find or build (`data_sources.tfds_builder`).
+    """
+    if data.files:
+        return None
+    return data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+
+
+def describe(data: DataConfig, builder=None) -> InputSpec:
     """What the run's examples will look like, checked before anything is launched.
 
     Reads files' headers and small files whole; for TFDS, only the dataset's
     metadata (nothing is downloaded). Whether a TFDS dataset is prepared or can
     be is `check_available`'s, asked once the data is known to suit the model.
+
+    Args:
+        data: the run's data.
+        builder: `tfds_builder_of(data)` when the caller has built it already
+            (the pre-flight passes the same one to `check_available`); built
+            here when None.
 
     Raises:
         ConfigError: anything `shard_data` would refuse that is known up front.
@@ -238,7 +258,8 @@ def describe(data: DataConfig) -> InputSpec:
     if data.files:
         features, label, num_classes, columns = _file_layout(data)
     else:
-        builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+        if builder is None:
+            builder = tfds_builder_of(data)
         features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
         columns = ()
     return Manifest(
@@ -246,15 +267,18 @@ def describe(data: DataConfig) -> InputSpec:
     ).input_spec
 
 
-def check_available(data: DataConfig) -> None:
+def check_available(data: DataConfig, builder) -> None:
     """Refuses a TFDS dataset that is neither prepared nor downloadable from here.
+
+    Args:
+        data: the run's data.
+        builder: `tfds_builder_of(data)`, the one `describe` read; None for files.
 
     Raises:
         ConfigError: when the download host cannot be reached (`check_obtainable`).
     """
-    if data.files:
+    if builder is None:
         return
-    builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
     check_obtainable(builder, users_builder=bool(data.dataset_module))
 
 

@@ -461,7 +461,9 @@ def check_data(config: RunConfig):
     from components.core import datasets
     from components.core.data_sources import listing
 
-    spec = datasets.describe(config.data)
+    # Built once for both checks: building it can import TensorFlow and read metadata.
+    builder = datasets.tfds_builder_of(config.data)
+    spec = datasets.describe(config.data, builder)
     if not config.model.module and config.model.name in models.MODELS:
         single = spec.single_feature
         if single is None or single.dtype == "string":
@@ -471,7 +473,7 @@ def check_data(config: RunConfig):
                 "keep numeric columns only (a CSV's numeric columns form one vector), or give "
                 "a model with named inputs"
             )
-    datasets.check_available(config.data)
+    datasets.check_available(config.data, builder)
     return spec
 
 
