@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from components.core import datasets
-from components.core.config import ConfigError, DataConfig
-from pipelines.cli import main
+from components.core.config import ConfigError, DataConfig, RunConfig
+from pipelines.cli import common, main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -425,6 +425,55 @@ def test_compare_refuses_to_judge_a_regression_on_accuracy(csv_dir, tmp_path, ca
 def test_a_dataset_module_error_names_its_file_and_line(bad_files):
     with pytest.raises(ConfigError, match=r"broken\.py:2"):
         datasets.describe(DataConfig(dataset="x", dataset_module=str(bad_files / "broken.py")))
+
+
+COUNTED_BUILDER = '''
+import os
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+
+class Counted(tfds.core.GeneratorBasedBuilder):
+    """Two float features and a class; each construction adds a line to `constructed`."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def __init__(self, **kwargs):
+        with open(os.path.join(os.path.dirname(__file__), "constructed"), "a") as log:
+            log.write("built\\n")
+        super().__init__(**kwargs)
+
+    def _info(self):
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict({
+                "x": tfds.features.Tensor(shape=(2,), dtype=np.float32),
+                "y": tfds.features.ClassLabel(num_classes=2),
+            }),
+            supervised_keys=("x", "y"),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        for i in range(10):
+            yield i, {"x": [float(i), 1.0], "y": i % 2}
+'''
+
+
+def test_the_pre_flight_builds_a_tfds_dataset_once(tmp_path):
+    """`train` and `compare` check the data with one builder: building one can import
+    TensorFlow and read the dataset's metadata, seconds a time."""
+    module = tmp_path / "counted_builder.py"
+    module.write_text(COUNTED_BUILDER)
+    (tmp_path / "tfds").mkdir()
+    data = DataConfig(
+        dataset="counted", dataset_module=str(module), data_dir=str(tmp_path / "tfds")
+    )
+    spec = common.check_data(RunConfig(data=data))
+    assert spec.single_feature.shape == (2,)
+    assert (tmp_path / "constructed").read_text().splitlines() == ["built"]
 
 
 # ------------------------------------------------------------------------- real clusters
