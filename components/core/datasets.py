@@ -462,7 +462,7 @@ def shard_data(
 def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
     """TFDS's records of the train and test splits, copied or dealt into shards."""
 
-    builder = data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+    builder = tfds_builder_of(data)
     features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
     log(f"shards: preparing {builder.info.full_name} in {builder.data_dir}")
     prepare(builder, users_builder=bool(data.dataset_module))
