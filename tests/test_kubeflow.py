@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import signal
 from pathlib import Path
@@ -19,8 +20,11 @@ from components.core.launch import kubeflow
 from components.core.launch.cloud import JobFailed
 from tests.test_cloud_config import IMAGE, make_cloud, make_run
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-CRD = SHARED / "schemas" / "kubeflow.org_tfjobs-v1.9.0.yaml"
+# The TFJob CRD of training-operator v1.9.0, as released: manifests/base/crds/
+# kubeflow.org_tfjobs.yaml at tag v1.9.0 (commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c),
+# https://github.com/kubeflow/training-operator/blob/v1.9.0/manifests/base/crds/kubeflow.org_tfjobs.yaml
+CRD = Path(__file__).resolve().parent / "data" / "kubeflow.org_tfjobs-v1.9.0.yaml"
+CRD_SHA256 = "1fea6d2d9d3fec4697db322d4490be67b0d616478f42566e4c48ae865130a8c8"
 
 
 def kube_cloud(**overrides):
@@ -45,15 +49,14 @@ def _strict(schema):
 
 @pytest.fixture(scope="module")
 def tfjob_schema():
-    if not CRD.is_file():
-        pytest.fail(
-            f"the TFJob CRD is missing: expected {CRD} (the project's shared/ folder beside "
-            "the repository, holding schemas/kubeflow.org_tfjobs-v1.9.0.yaml from "
-            "training-operator v1.9.0)"
-        )
     crd = yaml.safe_load(CRD.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return _strict(version["schema"]["openAPIV3Schema"])
+
+
+def test_the_tfjob_schema_is_the_released_one():
+    """The schema the requests are held to is training-operator v1.9.0's, byte for byte."""
+    assert hashlib.sha256(CRD.read_bytes()).hexdigest() == CRD_SHA256
 
 
 def validate(job, schema):
