@@ -9,7 +9,7 @@ gradient bytes B in T tensors):
   link latencies; across machines it is one ring over all N replicas, as NCCL
   runs it, so each machine's network (`--network-gbps` per NIC x `--nics`, of
   which a container overlay network, `--network-path overlay`, delivers a
-  fitted share) carries 2 (N-1)/N x B, and the GPU link (NVLink or PCIe of the
+  share set from a measurement) carries 2 (N-1)/N x B, and the GPU link (NVLink or PCIe of the
   GPU's generation) the same; a hop between CPU workers is a gRPC call
   through TensorFlow's collective executor (`CPU_RING_HOP_S`, measured by
   `benchmarks/collective_latency.py`), not an NCCL send;
@@ -100,6 +100,8 @@ class FittedConstants:
             CPU: on p3.16xlarge at 25 Gbit/s, tf_cnn_benchmarks with Horovod on
             kubenet reached about half of one machine per machine, and host
             networking was 10 % faster (https://github.com/horovod/horovod/issues/396).
+            Not fitted: set to the share at which those runs are predicted 10 %
+            faster on the host network (`fit.overlay_share_from_source`).
     """
 
     achievable_fraction_cuda_cores: float = 0.55
