@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -80,22 +81,54 @@ def test_docker_client_without_a_daemon_is_no_engine(tmp_path):
     assert "gcloud builds submit --config containers/cloudbuild.yaml" in result.stderr
 
 
-def test_this_machine_gets_a_build_or_a_clear_refusal():
-    """Here: a docker client without a daemon and no podman/buildah, so exit 3."""
+ENGINES = ("docker", "podman", "buildah")  # build.sh's order of preference
 
-    def ok(*cmd):
-        return subprocess.run(cmd, capture_output=True).returncode == 0
 
-    has_engine = (
-        (ok("which", "docker") and ok("docker", "info"))
-        or ok("which", "podman")
-        or ok("which", "buildah")
-    )
-    if has_engine:
-        return  # the fake-engine tests cover the build commands
-    result = run_build(dict(os.environ))
-    assert result.returncode == 3
-    assert "no container engine can build here" in result.stderr
+def test_this_machine_gets_a_build_or_a_clear_refusal(tmp_path):
+    """build.sh against this machine's real engines: the first that works builds, or none
+    does and the refusal says each one's state. Here: a docker client without a daemon and
+    no podman/buildah, so exit 3.
+
+    Each real engine is wrapped so that detection (`docker info`, `podman info`, `buildah
+    version`) asks the real one while `build` and `push` are only logged, so the engine
+    branch runs in seconds without pulling base images.
+    """
+
+    found = shutil.which
+
+    def answers(name):
+        probe = ["version"] if name == "buildah" else ["info"]
+        return subprocess.run([found(name), *probe], capture_output=True).returncode == 0
+
+    expected = next((e for e in ENGINES if found(e) and answers(e)), None)
+    log = tmp_path / "calls"
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    for name in ENGINES:
+        if found(name):
+            shim = shims / name
+            shim.write_text(
+                "#!/usr/bin/env bash\n"
+                f'case "$1" in build|push) echo "{name} $*" >> {log}; exit 0 ;; esac\n'
+                f'exec {found(name)} "$@"\n'
+            )
+            shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("ENGINE", None)
+    result = run_build(env, "--variant", "cpu", "--tag", "reg/t:v1")
+    if expected is None:
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert "no container engine can build here" in result.stderr
+        docker_state = "client found, but no daemon answers" if found("docker") else "not installed"
+        assert f"docker: {docker_state}" in result.stderr
+        for name in ("podman", "buildah"):
+            assert (f"{name}: not installed" in result.stderr) == (not found(name)), name
+        assert not log.exists()  # nothing was built
+    else:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"build.sh: {expected} building reg/t:v1-cpu (FROM {CPU_BASE})" in result.stdout
+        (call,) = log.read_text().splitlines()
+        assert call.startswith(f"{expected} build ") and "-t reg/t:v1-cpu " in call
 
 
 def test_podman_builds_both_variants_with_the_right_base_images(tmp_path):
