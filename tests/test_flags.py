@@ -67,7 +67,8 @@ OTHER_FLAGS = {
     "--overwrite": "replaces a finished run in --output (tests/test_run_folder.py)",
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
-    "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py)",
+    "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py; "
+    "real runs with the flag: tests/test_rehearsal.py)",
     "--model-module": "model.module and model.name; excludes --model (tests/test_model_module.py)",
     "--devices": "the older name of --gpus-per-machine, hidden (test_one_name_one_meaning...)",
     "--all-reduce-pack-mb": "cluster.all_reduce_pack_mb, multi_worker_mirrored's packs "
@@ -79,14 +80,23 @@ OTHER_FLAGS = {
 COMPARE_FLAGS = {
     "--strategies": "becomes the pipeline's clusters",
     "--target-accuracy": "the old name of --target-value",
-    "--target-value": "the comparison's time-to-target value (tests/test_comparison.py)",
+    "--target-value": "the comparison's time-to-target value (tests/test_comparison.py; "
+    "real runs with the flag: tests/test_model_module.py)",
     "--target-metric": "the metric of the time-to-target and the winner (tests/test_comparison.py)",
+    # Target hardware of the recorded recommendation: the pipeline's parameters of the same
+    # names (test_every_compare_flag_reaches_the_pipelines_run_config here).
     "--gpu": "target hardware of the recorded recommendation",
     "--machines": "target hardware of the recorded recommendation",
     "--network-gbps": "target hardware of the recorded recommendation",
     "--verbose": "shows OUTPUT/pipeline.log live (tests/test_local_console.py)",
-    "--repeats": "the pipeline's repeats: each strategy trains N times (tests/test_cli_compare)",
+    "--repeats": "the pipeline's repeats: each strategy trains N times "
+    "(tests/test_local_pipeline.py)",
 }
+
+
+# Flags whose entry above names the test of what they drive, but no test passes the flag
+# itself (checked: none of the named files holds it, so a new test must take it off here).
+NO_TEST_PASSES_THE_FLAG = {"--stall-timeout", "--verbose"}
 
 
 def flags_of(command: str) -> set[str]:
@@ -142,6 +152,31 @@ def train_for_real(tmp_path, name: str, flags: dict[str, str]) -> tuple[dict, di
     return saved, metrics
 
 
+def test_every_test_file_an_entry_names_exists_and_passes_the_flag():
+    """An entry's "(tests/test_x.py)" is a claim: the file exists and one it names holds the
+    flag (outside test_flags.py, which names every flag)."""
+    import re
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    named = re.compile(r"(?:tests/)(test_\w+)(?:\.py)?|\b(test_\w+)\.py")
+    checked = 0
+    for flag, text in {**OTHER_FLAGS, **COMPARE_FLAGS}.items():
+        files = [tests / f"{a or b}.py" for a, b in named.findall(text)]
+        if not files:
+            continue
+        checked += 1
+        missing = [f.name for f in files if not f.exists()]
+        assert not missing, f"{flag}: no such test file {missing}"
+        spelled = re.compile(re.escape(flag) + r"(?![\w-])")
+        passing = [f.name for f in files if spelled.search(f.read_text())]
+        if flag in NO_TEST_PASSES_THE_FLAG:
+            assert not passing, f"{flag} is in {passing}: take it off NO_TEST_PASSES_THE_FLAG"
+        else:
+            assert passing, f"{flag}: none of {[f.name for f in files]} passes it"
+    assert checked >= 10  # the entries above that name a file
+
+
 @pytest.mark.cluster
 def test_every_train_flag_reaches_the_trainers_config(tmp_path):
     """Real runs with every run flag changed from its default."""
@@ -172,9 +207,12 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     for flag, (value, _) in shared.items():
         argv += [flag, value.format(tfds=tfds)]
     argv += ["--batch-size", "16", "--ps", "2", "--repeats", "3"]
+    argv += ["--machines", "4", "--gpu", "a100", "--network-gbps", "25"]
     args = build_parser().parse_args(argv)
     arguments = pipeline_arguments(args)
     assert arguments["repeats"] == 3  # the pipeline's parameter of the same name
+    # The target hardware of the recorded recommendation (defaults: 1, t4, 10).
+    assert (arguments["machines"], arguments["gpu"], arguments["network_gbps"]) == (4, "a100", 25)
     config = arguments["run_config"]
     for flag, (value, path) in shared.items():
         expected = json.loads(value) if value[0].isdigit() else value.format(tfds=tfds)
