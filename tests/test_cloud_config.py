@@ -41,8 +41,12 @@ def make_cloud(**overrides) -> CloudConfig:
 
 
 def test_a_good_config_passes_for_both_targets():
-    validate_cloud(make_run(), make_cloud())
-    validate_cloud(make_run(), make_cloud(target="kubeflow", project=None, region=None))
+    """Passes, and is judged: the same config one GPU count over the machine's is refused."""
+    for cloud in (make_cloud(), make_cloud(target="kubeflow", project=None, region=None)):
+        assert validate_cloud(make_run(), cloud) is None, cloud.target
+        too_many = dataclasses.replace(cloud, gpus_per_machine=8)  # T4 machines: 1, 2 or 4
+        with pytest.raises(ConfigError, match="--gpus-per-machine 1, 2 or 4"):
+            validate_cloud(make_run(), too_many)
 
 
 @pytest.mark.parametrize(
