@@ -185,10 +185,27 @@ def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp
     from components.core import datasets, model_build
     from components.core.config import ModelConfig, RunConfig
 
+    # NO_INPUT_LAYER's model, with a first layer that writes down each batch it is called on.
+    seen = tmp_path / "seen"
+    recording = NO_INPUT_LAYER.replace(
+        "return keras.Sequential([",
+        "return keras.Sequential([Seen(), ",
+    ) + textwrap.dedent(f"""
+        class Seen(keras.layers.Layer):
+            def call(self, x):
+                with open({str(seen)!r}, "a") as log:
+                    log.write(f"{{tuple(x.shape)}}\\n")
+                return x
+    """)
+    assert "keras.layers.Input" not in recording and "Seen(), " in recording
     module = tmp_path / "no_input.py"
-    module.write_text(textwrap.dedent(NO_INPUT_LAYER))
+    module.write_text(textwrap.dedent(recording))
     config = dataclasses.replace(RunConfig(), model=ModelConfig("no_input", str(module)))
-    model_build.preflight(config, datasets.load_manifest(digits_shards))
+    seconds = model_build.preflight(config, datasets.load_manifest(digits_shards))
+    assert seconds > 0
+    # The model was built only by a real batch of the data: 2 of the digits' 8x8 images.
+    assert seen.exists(), "the pre-flight never called the model"
+    assert seen.read_text().splitlines()[0] == "(2, 8, 8, 1)"
 
 
 def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_it(capsys):
