@@ -709,20 +709,46 @@ def test_local_clusters_listen_on_127_0_0_1_only(strategy):
         assert addresses and all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in addresses)
 
 
+SOURCE_FOLDERS = ("components", "pipelines", "benchmarks", "containers")
+SHELL_STRINGS = (r"shell\s*=\s*True", r"\bos\.system\(", r"\bos\.popen\(")
+
+
+def shell_strings(root: Path) -> tuple[list[str], int]:
+    """`path: pattern` for each shell string in the .py files of root's source folders,
+    and how many files were read."""
+    offenders, scanned = [], 0
+    for folder in SOURCE_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            scanned += 1
+            text = path.read_text()
+            for pattern in SHELL_STRINGS:
+                if re.search(pattern, text):
+                    offenders.append(f"{path.relative_to(root)}: {pattern}")
+    return offenders, scanned
+
+
 def test_no_shell_strings_anywhere_in_the_source():
     """Subprocesses get argument lists: no shell=True, os.system or os.popen."""
-    offenders = []
-    for folder in ("components", "pipelines", "benchmarks", "containers"):
-        for path in (REPO / folder).rglob("*.py"):
-            text = path.read_text()
-            for pattern in (r"shell\s*=\s*True", r"\bos\.system\(", r"\bos\.popen\("):
-                if re.search(pattern, text):
-                    offenders.append(f"{path.relative_to(REPO)}: {pattern}")
+    offenders, scanned = shell_strings(REPO)
     assert not offenders
+    assert scanned >= 100, scanned  # components, pipelines and benchmarks: 112 files
 
 
-def test_the_grep_above_can_fail(tmp_path):
-    assert re.search(r"shell\s*=\s*True", "subprocess.run(cmd, shell = True)")
+def test_the_scan_above_finds_a_planted_shell_string(tmp_path):
+    (tmp_path / "components" / "core").mkdir(parents=True)
+    (tmp_path / "components" / "core" / "runs.py").write_text(
+        "import subprocess\nsubprocess.run('ls', shell = True)\n"
+    )
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "clean.py").write_text("import subprocess\nsubprocess.run(['ls'])\n")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "old.py").write_text("import os\nos.system('ls')\n")
+    offenders, scanned = shell_strings(tmp_path)
+    assert scanned == 3
+    assert offenders == [
+        r"components/core/runs.py: shell\s*=\s*True",
+        r"benchmarks/old.py: \bos\.system\(",
+    ]
 
 
 def test_epoch_records_survive_a_restart_once_per_epoch(tmp_path):
