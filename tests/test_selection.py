@@ -87,6 +87,33 @@ def test_parameter_server_time_bounded_by_busiest_server():
     assert selection.parameter_server_time(100e6, 80e6, 4, 4, 1e9) == pytest.approx(0.64)
     # many servers: the worker's own NIC is the limit, 2 x 0.1 s
     assert selection.parameter_server_time(100e6, 1e6, 4, 8, 1e9) == pytest.approx(0.2)
+    # partitioned, as Strategist's MinSizePartitioner splits it: 20 MB on each of 4 servers
+    # is under the 25 MB even share, so each server moves 4 x 25 MB, x2
+    assert selection.parameter_server_time(100e6, 80e6, 4, 4, 1e9, partitioned=True) == (
+        pytest.approx(0.2)
+    )
+    # a variable below 2 x 256 KiB stays one shard: 4 x 0.4 MB on the busiest of 4 servers
+    assert selection.parameter_server_time(1e6, 0.4e6, 4, 4, 1e9, partitioned=True) == (
+        pytest.approx(2 * 4 * 0.4e6 / 1e9)
+    )
+
+
+def test_strategist_parameter_servers_split_a_params_model_over_all_of_them(capsys):
+    """A --params model (largest variable unknown, so all of it) was costed as one variable
+    on one server: every server count gave the same step. Strategist's trainer partitions
+    each large variable over the servers (strategies.py), and select now costs that."""
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "v100",
+            "--params", "100000000", "--gflops-per-example", "20", "--async-ok",
+            "--network-gbps", "25", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["strategy"] == "parameter_server" and out["layout"]["ps"] == 8
+    mwms = next(a for a in out["alternatives"] if a["strategy"] == "multi_worker_mirrored")
+    # 400 MB over 8 servers: 50 MB each, against 400 MB on one server before (97 examples/s)
+    assert out["predicted"]["examples_per_second"] > 1.1 * mwms["predicted"]["examples_per_second"]
+    # the published TF1 runs placed each variable whole, and are still costed so
+    topo, _ = evidence.case_topology(selection.load_evidence()[0])
+    assert not topo.partitioned_variables
 
 
 def test_compute_overlap_and_memory_formulas():
@@ -363,8 +390,9 @@ def test_fewer_machines_offers_no_asynchronous_parameter_servers_for_a_dense_mod
     machine_efficiency = {m: e for m, _, _, e in rec.machine_options}
     assert machine_efficiency[rec.layout.workers] >= 0.5 > machine_efficiency[16]
     assert [s for _, s, _, _ in rec.machine_options] == ["mirrored"] + ["multi_worker_mirrored"] * 4
+    # allowed, parameter servers (each server holds a shard of every variable) take all 16
     allowed = recommend(topology, model, async_ok=True)
-    assert "parameter_server" in {s for _, s, _, _ in allowed.machine_options}
+    assert (allowed.strategy, allowed.layout.workers) == ("parameter_server", 16)
 
 
 def test_large_sparse_embedding_goes_to_parameter_servers():
@@ -1674,19 +1702,19 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
 
 
 def test_fewer_machines_of_a_mix_are_costed_priced_and_explained_on_their_own_machines():
-    """8 V100 and 8 T4 machines at 10 Gbit/s: all 16 scale below the floor, 2 above it. The
-    2 V100 machines are plain hardware: multi_worker_mirrored, priced, explained as 2
-    homogeneous machines, without the mix's case for parameter servers."""
+    """8 V100 and 8 T4 machines at 8 Gbit/s, ResNet-101: all 16 scale below the floor, 2
+    above it. The 2 V100 machines are plain hardware: multi_worker_mirrored, priced,
+    explained as 2 homogeneous machines, without the mix's case for parameter servers."""
     from components.core.comparison.pricing import load_prices
 
-    mix = Topology(16, 1, "v100", network_gbps=10, gpu_mix=(("v100", 8), ("t4", 8)))
-    rec = recommend(mix, PUBLISHED_PROFILES["resnet50"], batch_size=32, prices=load_prices())
+    mix = Topology(16, 1, "v100", network_gbps=8, gpu_mix=(("v100", 8), ("t4", 8)))
+    rec = recommend(mix, PUBLISHED_PROFILES["resnet101"], batch_size=32, prices=load_prices())
     assert (rec.strategy, rec.layout.workers) == ("multi_worker_mirrored", 2)
     assert rec.chosen.usd_per_million_examples is not None
-    assert any(r.startswith("2 homogeneous machines on a 10 Gbps network") for r in rec.reasons)
+    assert any(r.startswith("2 homogeneous machines on a 8 Gbps network") for r in rec.reasons)
     assert not any("Parameter_server is both" in r for r in rec.reasons)
     # a slice of the mix that holds one GPU type has no mix's reason for parameter servers
-    big = Topology(12, 8, "a100", network_gbps=25, gpu_mix=(("a100", 8), ("t4", 4)))
+    big = Topology(12, 8, "a100", network_gbps=15, gpu_mix=(("a100", 8), ("t4", 4)))
     options = recommend(big, PUBLISHED_PROFILES["resnet50"], batch_size=32).machine_options
     assert [st for m, st, *_ in options if 1 < m <= 8] == ["multi_worker_mirrored"] * 3
 
@@ -1746,7 +1774,8 @@ def test_params_model_without_flops_is_estimated_and_shows_both_ends():
     assert spot.reasons[0].startswith("Adding machines buys little here: all 20 machines")
     reason = next(r for r in spot.reasons if "FLOPs per example were not given" in r)
     assert "MLP-like (2 FLOPs per parameter): one_device, 1 worker(s)" in reason
-    assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored, 20 worker(s)" in reason
+    # all 20: parameter servers, predicted faster and favoured on preemptible machines
+    assert "CNN-like (480 FLOPs per parameter): parameter_server, 20 worker(s)" in reason
     assert any("Activation memory was not given" in r for r in rec.reasons)
     given = from_params(44_549_160, 15.7e9, 1.7e8)
     assert not any("not given" in r for r in recommend(Topology(16, 4, "v100"), given).reasons)
@@ -2230,12 +2259,12 @@ def test_parameter_servers_are_billed_on_machines_that_hold_their_share():
     rec = recommend(topo, embedding, prices=prices, async_ok=True)
     ps = next(p for p in [rec.chosen, *rec.alternatives]
               if p.strategy == "parameter_server" and p.layout.workers == 4)  # fmt: skip
-    # 10.01e9 parameters x 12 bytes (with Adam) over 2 servers: 60 GB each, 75 with headroom,
-    # more than n1-standard-16's 60 GB
-    assert ps.layout.ps == 2
-    assert server_machine_type(ps, prices) == "n1-standard-32"
+    # 10.01e9 parameters x 12 bytes (with Adam) over 4 servers: 30 GB each, 37.5 with
+    # headroom, more than n1-standard-8's 30 GB
+    assert ps.layout.ps == 4
+    assert server_machine_type(ps, prices) == "n1-standard-16"
     gpu_machine = prices.machine_types["n1-standard-8"] + prices.accelerators["v100"]
-    servers = 2 * prices.machine_types["n1-standard-32"]
+    servers = 4 * prices.machine_types["n1-standard-16"]
     coordinator = prices.machine_types["n1-standard-4"]
     assert usd_per_hour(ps, topo, prices) == pytest.approx(4 * gpu_machine + servers + coordinator)
     # a dense model's servers hold little: the default machine

@@ -16,6 +16,7 @@ from components.core.strategy_spec import (
     EVALUATOR,
     HIERARCHICAL_COPY,
     NCCL,
+    PS_MIN_SHARD_BYTES,
     REDUCTION_TO_ONE_DEVICE,
     RING,
     spec_for,
@@ -204,7 +205,7 @@ def make_strategy(config: RunConfig, role: Role, gpus: int | None = None):
     if not num_ps:
         raise ConfigError("parameter_server needs `ps` tasks in TF_CONFIG")
     partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-        min_shard_bytes=256 << 10, max_shards=num_ps
+        min_shard_bytes=PS_MIN_SHARD_BYTES, max_shards=num_ps
     )
     return tf.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=partitioner

@@ -36,6 +36,9 @@ REDUCTION_TO_ONE_DEVICE = "reduction_to_one_device"
 ALL_REDUCE = (AUTO, NCCL, RING, HIERARCHICAL_COPY, REDUCTION_TO_ONE_DEVICE)
 # Choices that run on GPUs only.
 GPU_ONLY_ALL_REDUCE = (NCCL, HIERARCHICAL_COPY)
+# parameter_server splits a variable into shards of at least this size, at most one
+# per server (`MinSizePartitioner`): the trainer builds it so and `select` costs it so.
+PS_MIN_SHARD_BYTES = 256 << 10
 
 # What `--jit-compile` compiles with XLA (`StrategySpec.xla_scope`): the whole
 # train step (forward, backward, all-reduce, optimizer update: Keras's

@@ -48,6 +48,7 @@ from components.core import storage
 from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.selection.topology import PRECISIONS, Topology, device
+from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
 FIT_PATH = Path(__file__).parents[1] / "data" / "cost_model_fit.json"
 
@@ -342,16 +343,22 @@ def parameter_server_time(
     ps: int,
     network_bytes_per_s: float,
     streams_per_worker: int = 1,
+    partitioned: bool = False,
 ) -> float:
     """Pull parameters and push gradients between workers and `ps` servers.
 
     Each worker NIC moves `streams_per_worker` x bytes each way; each server
-    holds max(bytes/ps, largest variable) and moves it for every stream. Pull
-    and push run one after the other.
+    holds max(bytes/ps, its share of the largest variable) and moves it for
+    every stream. A variable is whole on one server unless `partitioned`, when
+    it is split into shards of at least `PS_MIN_SHARD_BYTES`, at most one per
+    server. Pull and push run one after the other.
     """
     streams = workers * streams_per_worker
     worker_side = streams_per_worker * nbytes / network_bytes_per_s
-    shard = max(nbytes / max(ps, 1), min(largest_variable_bytes, nbytes))
+    largest = min(largest_variable_bytes, nbytes)
+    if partitioned:
+        largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
+    shard = max(nbytes / max(ps, 1), largest)
     server_side = streams * shard / network_bytes_per_s
     return 2.0 * max(worker_side, server_side)
 
@@ -592,6 +599,7 @@ def predict_parameter_server(
         ps,
         hw.ps_bps,
         streams_per_worker,
+        topology.partitioned_variables,
     )
     comm += model.tensors * c.tensor_latency_s * streams_per_worker
     if workers > 1:

@@ -189,6 +189,8 @@ def case_topology(case: Mapping[str, Any]) -> tuple[Topology, dict[str, float] |
         # Horovod, PyTorch and MXNet runs all-reduce no per-step metrics (DLPerf's Keras
         # runs did, at well under 1 % of their steps: docs/selection.md)
         step_scalar_all_reduces=0,
+        # TF1's parameter servers placed each variable whole on one server
+        partitioned_variables=False,
     )
     return topo, spec
 

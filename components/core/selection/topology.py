@@ -164,6 +164,11 @@ class Topology:
             (`KERAS_STEP_SCALAR_ALL_REDUCES` for Strategist's trainer, the
             default); 0 for the published runs, costed without them (Horovod,
             PyTorch and MXNet all-reduce no metric every step).
+        partitioned_variables: parameter servers split each large variable
+            over all of them, as Strategist's ParameterServerStrategy does
+            (`MinSizePartitioner`, shards of at least `PS_MIN_SHARD_BYTES`, at most
+            one per server: components/core/strategies.py); False for the
+            published TF1 runs, which placed each variable whole on one server.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
         heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
@@ -189,6 +194,7 @@ class Topology:
     all_reduce_pack_mb: float = 0.0
     step_scalar_all_reduces: int = KERAS_STEP_SCALAR_ALL_REDUCES
     heterogeneity_slowdown: float = HETEROGENEITY_SLOWDOWN
+    partitioned_variables: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
