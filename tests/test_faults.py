@@ -817,6 +817,104 @@ def test_a_frozen_parameter_server_fails_the_run_naming_it(digits_shards, tmp_pa
     report("parameter server frozen (SIGSTOP) after epoch 2", failed=failed_s)
 
 
+STALL_TIMEOUT_S = 5  # far below the default (3600 s) and the 120 s floor after an epoch
+
+
+@pytest.mark.cluster
+def test_strategist_train_stall_timeout_fails_a_run_stopped_before_its_first_epoch(
+    digits_shards, tmp_path
+):
+    """`strategist train --stall-timeout 5`, worker-0 stopped (SIGSTOP) as it starts: no
+    epoch can end, so 5 s after the chief's last line the launcher names worker-0 stopped
+    and kills it, and the command exits 1 naming it, with nothing left running. Only a
+    stall before the first epoch ends shows the flag (after it the allowed gap is 10 x the
+    slowest epoch, 120 s at least); with the flag dropped the run would wait an hour."""
+    out = tmp_path / "run"
+    name, value = "STRATEGIST_TEST_RUN", f"stall-{os.getpid()}"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "multi_worker_mirrored",
+        "--workers", "2", "--epochs", "1", "--stall-timeout", str(STALL_TIMEOUT_S),
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    # Unbuffered: each launcher line is timed as it is printed.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", name: value}
+    proc, events, reader = start_streaming(command, env=env)
+    try:
+        started = events.wait_for(r"^\[launcher\] started 2 process")
+        roles = {
+            json.loads(environ_of(pid)["TF_CONFIG"])["task"]["type"]: pid
+            for pid in trainer_pids(str(out))
+        }
+        os.kill(roles["worker"], signal.SIGSTOP)
+        returncode = proc.wait(timeout=STALL_TIMEOUT_S + 60)
+        ended = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    text = events.text()
+    assert returncode == 1, text[-3000:]
+    stalled = events.wait_for(
+        rf"^\[launcher\] no epoch for \d+ s \(allowed: {STALL_TIMEOUT_S} s\); worker-0 is "
+        r"stopped \(SIGSTOP or a debugger\): killing it$",
+        timeout=0,
+    )
+    # The allowed gap runs from the chief's last line (or the start): 5 s, not 3600 or 120.
+    last_chief = max([s for s, line in events.lines if line.startswith("[chief-0]")] + [started])
+    assert STALL_TIMEOUT_S - 0.5 < stalled - last_chief < STALL_TIMEOUT_S + 3, text[-3000:]
+    assert not re.search(r"^\[chief-0\] epoch ", text, re.M)  # stopped before epoch 1 ended
+    assert ended - started < STALL_TIMEOUT_S + 10, (ended - started, text[-3000:])
+    errors = [line for line in text.splitlines() if line.startswith("strategist train: error:")]
+    assert errors == [
+        f"strategist train: error: worker-0 stalled the run (no progress for "
+        f"{STALL_TIMEOUT_S} s) and was killed; its last log lines:"
+    ], errors
+    assert json.loads((out / "status.json").read_text())["state"] == "failed"
+    assert not pids_with_environ(f"{name}={value}"), "a process outlived the command"
+    report(
+        f"strategist train --stall-timeout {STALL_TIMEOUT_S}, worker-0 stopped as it started",
+        failed=stalled - started,
+    )
+
+
+class _Launched(Exception):
+    """Raised in place of the cluster run: what reached the launcher is all that is asked."""
+
+
+@pytest.mark.parametrize(
+    ("flags", "allowed"),
+    [
+        # The shipped default, as `--help` states it: 3600 s before the first epoch ends,
+        # then 10 x the slowest epoch, at least 120 s.
+        ([], [3600, 120, 300]),
+        (["--stall-timeout", "0"], [float("inf")] * 3),  # 0: never
+    ],
+)
+def test_the_stall_timeout_reaches_the_launcher(
+    digits_shards, tmp_path, monkeypatch, flags, allowed
+):
+    """What `strategist train` hands the launcher; the cluster test above runs a real one."""
+    from components.core.launch import local
+    from pipelines import cli
+
+    handed = {}
+
+    def launched(config, *, liveness, **kwargs):
+        handed["liveness"] = liveness
+        raise _Launched
+
+    monkeypatch.setattr(local, "run_local", launched)
+    command = [
+        "train", "--local", "--strategy", "one_device", "--epochs", "1",
+        "--shards-dir", digits_shards, "--output", str(tmp_path / "run"), *flags,
+    ]  # fmt: skip
+    with pytest.raises(_Launched):
+        cli.main(command)
+    gaps = [handed["liveness"].allowed_gap(slowest) for slowest in (None, 1.0, 30.0)]
+    assert gaps == allowed
+
+
 @pytest.mark.cluster
 def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shards, tmp_path):
     """An interrupted run whose checkpoint was then damaged: the same command (with

@@ -63,7 +63,9 @@ OTHER_FLAGS = {
     "--restarts": "the launcher's restart policy (tests/test_faults.py)",
     "--allow-network-exposure": "runs a cluster without a namespace (test_network_isolation.py)",
     "--oversubscribe": "lifts the machine-size bound (tests/test_bad_input.py)",
-    "--stall-timeout": "the launcher's liveness check (tests/test_faults.py, frozen PS)",
+    "--stall-timeout": "the launcher's liveness check (tests/test_faults.py: "
+    "test_strategist_train_stall_timeout_fails_a_run_stopped_before_its_first_epoch, and "
+    "test_the_stall_timeout_reaches_the_launcher for 0 and the default)",
     "--overwrite": "replaces a finished run in --output (tests/test_run_folder.py)",
     "--shards-dir": "trains on given shards (data.shards_dir; tests/test_bad_input.py)",
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
