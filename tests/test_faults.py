@@ -155,6 +155,27 @@ def environ_of(pid: int) -> dict[str, str]:
     return dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
 
 
+def task_pids(marker: str, count: int, timeout: float = 10) -> dict[str, int]:
+    """Task name (`worker-0`, from its `TF_CONFIG`) -> PID of the `count` tasks of a run.
+
+    Polls: just after the launcher started them, a task may still be going from `nsenter`
+    to Python, and `/proc` shows its command line or environment empty for that moment.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {}
+        for pid in trainer_pids(marker):
+            try:
+                task = json.loads(environ_of(pid).get("TF_CONFIG", "{}")).get("task")
+            except OSError:
+                continue
+            if task:
+                found[f"{task['type']}-{task['index']}"] = pid
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
+
+
 def assert_complete(metrics: dict, out: Path, epochs: int = EPOCHS) -> None:
     """The run finished every epoch once, learnt the digits, and left nothing running."""
     assert metrics["epochs"] == epochs
@@ -839,19 +860,20 @@ def test_strategist_train_stall_timeout_fails_a_run_stopped_before_its_first_epo
     # Unbuffered: each launcher line is timed as it is printed.
     env = {**os.environ, "PYTHONUNBUFFERED": "1", name: value}
     proc, events, reader = start_streaming(command, env=env)
+    tasks: dict[str, int] = {}
     try:
         started = events.wait_for(r"^\[launcher\] started 2 process")
-        roles = {
-            json.loads(environ_of(pid)["TF_CONFIG"])["task"]["type"]: pid
-            for pid in trainer_pids(str(out))
-        }
-        os.kill(roles["worker"], signal.SIGSTOP)
+        tasks.update(task_pids(str(out), 2))
+        os.kill(tasks["worker-0"], signal.SIGSTOP)
         returncode = proc.wait(timeout=STALL_TIMEOUT_S + 60)
         ended = time.monotonic()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+            # Stopped before it armed its parent-death signal, it would outlive the command.
+            if "worker-0" in tasks and _alive(tasks["worker-0"]):
+                os.kill(tasks["worker-0"], signal.SIGKILL)
     reader.join(timeout=10)
     text = events.text()
     assert returncode == 1, text[-3000:]
@@ -871,7 +893,10 @@ def test_strategist_train_stall_timeout_fails_a_run_stopped_before_its_first_epo
         f"{STALL_TIMEOUT_S} s) and was killed; its last log lines:"
     ], errors
     assert json.loads((out / "status.json").read_text())["state"] == "failed"
-    assert not pids_with_environ(f"{name}={value}"), "a process outlived the command"
+    left = pids_with_environ(f"{name}={value}")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "a process outlived the command"
     report(
         f"strategist train --stall-timeout {STALL_TIMEOUT_S}, worker-0 stopped as it started",
         failed=stalled - started,
