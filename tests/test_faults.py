@@ -32,6 +32,7 @@ from components.core.launch.local import (
     plan_tasks,
 )
 from components.core.signals import sigterm_raises
+from components.core.trainer import RESTARTS_ENV
 from tests.conftest import pids_with_environ, trainer_pids
 
 REPO = Path(__file__).resolve().parents[1]
@@ -259,18 +260,30 @@ def test_a_parameter_server_worker_killed_in_the_first_epoch_rejoins(digits_shar
 
 @pytest.mark.cluster
 def test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup(
-    digits_shards, tmp_path
+    digits_shards, tmp_path, monkeypatch
 ):
+    """Also reads each task's real environment, in both attempts: what every cloud
+    trainer gets, its own TF_CONFIG, and the restarts so far."""
+    # Not inherited from this process: the launcher must set them.
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    monkeypatch.delenv("GRPC_FAIL_FAST", raising=False)
     events = Events()
     cluster = make_cluster(digits_shards, tmp_path, "multi_worker_mirrored", 1, events)
     seen: dict = {}
+    environments: list[tuple[str, str, dict[str, str]]] = []  # task, its TF_CONFIG, environ
+
+    def read_environments() -> None:
+        for task in list(cluster.tasks):
+            environments.append((task.name, task.tf_config, environ_of(task.process.pid)))
 
     def script():
         events.wait_for(r"^\[chief-0\] epoch 2/4")
+        read_environments()
         cluster.kill("worker-0")
         killed = time.monotonic()
         restarted = events.wait_for(r"^\[launcher\] started 2 process", after=killed)
         resumed = events.wait_for(r"^\[chief-0\] resuming at epoch [23]/4", after=killed)
+        read_environments()
         line = next(text for stamp, text in events.lines if stamp == resumed)
         seen.update(
             epoch=int(re.search(r"epoch (\d)/", line).group(1)),
@@ -279,6 +292,18 @@ def test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup(
         )
 
     metrics = run_with_faults(cluster, events, script)
+    assert [(name, env[RESTARTS_ENV]) for name, _, env in environments] == [
+        ("chief-0", "0"),
+        ("worker-0", "0"),
+        ("chief-0", "1"),
+        ("worker-0", "1"),
+    ]
+    for name, tf_config, env in environments:
+        trainer_env = {k: env.get(k) for k in ("TF_USE_LEGACY_KERAS", "GRPC_FAIL_FAST")}
+        assert trainer_env == {"TF_USE_LEGACY_KERAS": "1", "GRPC_FAIL_FAST": "use_caller"}, name
+        assert env["TF_CONFIG"] == tf_config, name
+        task_type, index = name.split("-")
+        assert json.loads(tf_config)["task"] == {"type": task_type, "index": int(index)}
     assert_complete(metrics, tmp_path)
     k = seen["epoch"]  # 3, or 2 when the kill beat epoch 2's checkpoint
     assert metrics["restarts"] == 1

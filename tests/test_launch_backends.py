@@ -79,34 +79,14 @@ def test_a_run_config_the_trainer_would_refuse_fails_the_step_first(
     assert not (tmp_path / "metrics.json").exists()
 
 
-def test_a_local_task_gets_every_cloud_trainer_variable(monkeypatch):
-    """Local and cloud training processes share one environment source (TRAINER_ENV)."""
-    import io
-
+def test_a_local_task_never_inherits_the_launchers_tf_config(monkeypatch):
+    """A stale TF_CONFIG in the launcher's environment is replaced, or dropped when none is
+    given (a rehearsal's replicas take theirs from the job). What real tasks get (TRAINER_ENV,
+    their TF_CONFIG, the restarts so far) is read from /proc in tests/test_faults.py
+    (test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup)."""
     from components.core.launch import local
-    from components.core.launch.cloud import TRAINER_ENV
-    from components.core.trainer import RESTARTS_ENV
 
     monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
-    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
     tf_config = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker"}})
-    env = local.task_environment(tf_config, restarts=2)
-    assert {k: env[k] for k in TRAINER_ENV} == TRAINER_ENV
-    assert env["TF_USE_LEGACY_KERAS"] == "1"
-    assert env["TF_CONFIG"] == tf_config and env[RESTARTS_ENV] == "2"
+    assert local.task_environment(tf_config)["TF_CONFIG"] == tf_config
     assert "TF_CONFIG" not in local.task_environment(None)  # one process: no cluster
-
-    started = []
-
-    class Process:
-        def __init__(self, command, env, **kwargs):
-            started.append(env)
-            self.stdout = io.StringIO("")
-
-    monkeypatch.setattr(local.subprocess, "Popen", Process)
-    cluster = local.LocalCluster(RunConfig(), log=lambda line: None)
-    cluster.cluster_restarts = 1
-    task = local.Task("worker", 0, tf_config)
-    cluster._start(task)
-    task.reader.join(timeout=5)
-    assert started == [local.task_environment(tf_config, 1)]
