@@ -9,10 +9,12 @@ Rules:
 
 * one GPU -> `one_device`; one machine with several GPUs -> `mirrored`;
 * several homogeneous machines on a fast network -> `multi_worker_mirrored`;
-* heterogeneous or preemptible machines, acceptable asynchronous updates (or
-  very many workers) favour `parameter_server`, whose workers neither wait for
-  the slowest one nor die together; large sparse embedding tables favour it too
-  (parameter servers hold the table and move only the rows a step touches);
+* heterogeneous or preemptible machines let `parameter_server` compete on
+  throughput, whose prediction already holds that its workers neither wait for
+  the slowest one nor die together (so it must be predicted at least as fast);
+  acceptable asynchronous updates (or very many workers) favour it within a
+  tolerance, and so do large sparse embedding tables (parameter servers hold
+  the table and move only the rows a step touches);
 * without such a reason a dense model stays synchronous, however much faster
   `parameter_server` is predicted: TF2's parameter servers are asynchronous,
   and stale gradients cost convergence that examples/s does not show;

@@ -33,6 +33,14 @@ def pct(x: float) -> str:
     return f"{x:.0%}"
 
 
+def pct_shown(x: float) -> str:
+    """`x` as a percentage that shows it is not 0: whole from 1% on, else two
+    significant digits (`0.31%`)."""
+    if x == 0 or abs(x) >= 0.01:
+        return pct(x)
+    return f"{x * 100:.2g}%"
+
+
 def explain(
     chosen: Prediction,
     ranked: list[Prediction],

@@ -44,13 +44,14 @@ from components.core.selection.machine_floor import (
 from components.core.selection.machine_subsets import on_first_machines
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
-from components.core.selection.rules import apply_rules, prefer_simpler
+from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
 from components.core.selection.topology import (
     Layout,
     Topology,
     device,
 )
 from components.core.selection.unknown_inputs import unknown_input_reasons
+from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
 
@@ -397,9 +398,14 @@ def _choose(
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
     input_sentences: list[str] = []
     if chosen.input_bound:
+        full_gpus = chosen
         chosen, on, input_sentences = fewest_gpus_the_input_keeps_busy(
             chosen, on, model, batch, async_ok, history
         )
+        if spec_for(chosen.strategy).uses_ps and not spec_for(full_gpus.strategy).uses_ps:
+            # the rule kept all GPUs synchronous (capped alike, asynchrony gains nothing);
+            # on fewer GPUs per machine only parameter_server takes all the input
+            rule_reasons = input_fed_on_fewer_gpus(chosen, full_gpus, on, model, async_ok)
     if chosen not in preds:  # fewer machines or GPUs than all: a candidate of its own
         if prices is not None:
             price_candidates([chosen], on, prices)

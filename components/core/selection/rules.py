@@ -2,8 +2,10 @@
 
 The fastest candidate wins, except that a simpler strategy within a small
 margin is preferred, and parameter_server is preferred, within a tolerance,
-when the machines are heterogeneous or preemptible, asynchronous updates are
-acceptable, or a sparse embedding table should live on the parameter servers.
+when asynchronous updates are acceptable or a sparse embedding table should
+live on the parameter servers. Heterogeneous or preemptible machines let
+parameter_server compete on throughput, with no tolerance: the predictions
+already count what those reasons are about (see `_why_parameter_server`).
 
 Without such a reason, a dense model trains synchronously, however much more
 examples/s parameter_server is predicted: TF2's ParameterServerStrategy is
@@ -24,15 +26,19 @@ from __future__ import annotations
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import machine_slowdowns, preemption_rate
-from components.core.selection.explanation import pct
+from components.core.selection.explanation import pct, pct_shown
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import spec_for
 
 # How much slower than the fastest synchronous candidate parameter_server may be
-# predicted and still be chosen, when a rule favours it.
+# predicted and still be chosen, when a rule favours it for something the predictions
+# leave out. Machines that differ in speed or are preemptible grant none: the
+# predictions already run each parameter-server worker at its own speed against a
+# synchronous step at the slowest machine's, and take a restart per preempted machine
+# off a synchronous run against one machine's off parameter_server
+# (`prediction._charge_preemptions`), so a tolerance would count that gain twice.
 PS_TOLERANCE_ASYNC_OK = 0.10
-PS_TOLERANCE_FAULTS = 0.25
 MANY_WORKERS = 16
 # Rank ties within this relative margin go to the simpler strategy.
 SIMPLER_MARGIN = 0.03
@@ -81,7 +87,8 @@ def apply_rules(
     )
     if not why:
         return _synchronous_for_a_dense_model(best, ranked)
-    return _verdict(best, ps, why, tolerance, async_ok)
+    counted = _counted_in_the_predictions(topology, speeds_matter=best.layout.workers > 1)
+    return _verdict(best, ps, why, tolerance, async_ok, counted)
 
 
 def asynchronous_allowed(
@@ -171,12 +178,13 @@ def _why_parameter_server(
     why = []
     tolerance = 0.0
     machines_differ = topology.heterogeneous and speeds_matter
+    # These two grant no tolerance (PS_TOLERANCE_ASYNC_OK's comment): they let
+    # parameter_server compete on throughput, which already holds their effect.
     if machines_differ:
         why.append(
             "the machines differ in speed and synchronous "
             "all-reduce waits for the slowest every step"
         )
-        tolerance = max(tolerance, PS_TOLERANCE_FAULTS)
     # preemptible machines never taken away favour nothing, nor does one machine, whose
     # loss stops every worker
     if preemption_rate(topology) > 0 and topology.machines > 1:
@@ -184,7 +192,9 @@ def _why_parameter_server(
             "machines are preemptible: a lost worker stops every synchronous replica, while "
             "parameter-server training retries its steps on the other workers"
         )
-        tolerance = max(tolerance, PS_TOLERANCE_FAULTS)
+    # The user's leave to train asynchronously is in no prediction, nor are failures
+    # other than preemptions (a host fault, a maintenance event) that restart every
+    # synchronous worker, however many there are: those keep their tolerance.
     if async_ok:
         why.append("asynchronous updates are acceptable")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
@@ -194,6 +204,9 @@ def _why_parameter_server(
                 "failure would otherwise restart all of them"
             )
             tolerance += PS_TOLERANCE_ASYNC_OK
+    # The predictions cost the table's traffic under each strategy, but not where it
+    # lives: on the servers' host memory it leaves every GPU's free and can grow,
+    # which a replica's fit-or-not memory check does not weigh; it keeps its tolerance.
     if model.sparse_embedding_params:
         why.append("the sparse embedding table lives on the parameter servers")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
@@ -211,23 +224,76 @@ def _why_parameter_server(
     return why, tolerance
 
 
+def _asynchrony_warning(ps: Prediction, async_ok: bool) -> str:
+    """` It trains asynchronously: ...`, for a parameter_server chosen without
+    --async-ok; nothing for one worker, whose steps run in turn, or with it."""
+    if async_ok or ps.layout.workers < 2:
+        return ""
+    return (
+        " It trains asynchronously: TF2's ParameterServerStrategy applies each "
+        f"worker's gradients as they come, each {_staleness(ps)}; compare its "
+        "accuracy with a synchronous run (strategist compare) before relying on it."
+    )
+
+
+def input_fed_on_fewer_gpus(
+    fed: Prediction, full: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
+) -> list[str]:
+    """Why parameter_server `fed` replaces the synchronous `full` when the input caps both
+    alike on every GPU and only `fed` takes all of it on fewer GPUs per machine."""
+    why, _ = _why_parameter_server(topology, model, async_ok)
+    g = fed.layout.gpus_per_machine
+    return [
+        f"Parameter_server is favoured because {'; '.join(why)}: on {g} GPU"
+        f"{'s' if g > 1 else ''} per machine its workers, each at its own speed, still take "
+        f"all the input, which {full.strategy} on as few does not."
+        + _asynchrony_warning(fed, async_ok)
+    ]
+
+
+def _counted_in_the_predictions(topology: Topology, speeds_matter: bool) -> str:
+    """How the predictions already hold the effects of the reasons that grant no
+    tolerance (machines of different speeds, preemptions), for a sentence."""
+    counted = []
+    if topology.heterogeneous and speeds_matter:
+        counted.append(
+            "run each parameter-server worker at its own speed and a synchronous step at "
+            "the slowest machine's"
+        )
+    if preemption_rate(topology) > 0 and topology.machines > 1:
+        counted.append(
+            "take a restart off a synchronous run for each of its machines preempted, off "
+            "parameter_server for one"
+        )
+    return " and ".join(counted)
+
+
 def _verdict(
-    best: Prediction, ps: Prediction, why: list[str], tolerance: float, async_ok: bool
+    best: Prediction,
+    ps: Prediction,
+    why: list[str],
+    tolerance: float,
+    async_ok: bool,
+    counted: str = "",
 ) -> tuple[Prediction, list[str]]:
-    """parameter_server when it is fastest or within `tolerance` of `best`, else `best`."""
+    """parameter_server when it is fastest or within `tolerance` of `best`, else `best`;
+    `best` when the input pipelines cap both alike (asynchrony then gains nothing).
+    `counted` says how the predictions already hold the reasons' effect."""
     if best is ps:
         sentence = (
             f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."
         )
-        if not async_ok and ps.layout.workers > 1:  # one worker's steps run in turn
-            sentence += (
-                " It trains asynchronously: TF2's ParameterServerStrategy applies each "
-                f"worker's gradients as they come, each {_staleness(ps)}; compare its "
-                "accuracy with a synchronous run (strategist compare) before relying on it."
-            )
-        return ps, [sentence]
+        return ps, [sentence + _asynchrony_warning(ps, async_ok)]
     gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
-    if gap <= tolerance:
+    if gap >= 0 and ps.input_bound and best.input_bound:
+        return best, [
+            f"Parameter_server was considered because {'; '.join(why)}, but the input "
+            f"pipelines cap it at {ps.rank_examples_per_second:,.0f} examples/s, as "
+            f"{best.strategy} at {best.rank_examples_per_second:,.0f}: its workers would "
+            f"wait for input as {best.strategy}'s do, so asynchronous updates gain nothing "
+            f"and {best.strategy} keeps training synchronous."
+        ]
+    if gap < 0 or gap <= tolerance:
         sentence = (
             f"parameter_server is preferred because {'; '.join(why)}; it is predicted "
             f"{pct(gap)} slower than {best.strategy}, within "
@@ -242,6 +308,12 @@ def _verdict(
                 "with BackupAndRestore is the alternative."
             )
         return ps, [sentence[0].upper() + sentence[1:]]
+    if not tolerance:
+        return best, [
+            f"Parameter_server was considered because {'; '.join(why)}, but it is predicted "
+            f"{pct_shown(gap)} slower than {best.strategy} with that already counted: the "
+            f"predictions {counted}."
+        ]
     return best, [
         f"Parameter_server was considered because {'; '.join(why)}, but it is predicted "
         f"{pct(gap)} slower than {best.strategy} (more "
