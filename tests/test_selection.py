@@ -1727,6 +1727,23 @@ def test_slow_network_recommends_fewer_machines_and_says_how_many():
     assert [o["machines"] for o in doc["machine_options"]] == [1, 2, 4, 8, 16]
 
 
+def test_an_efficiency_just_below_the_floor_is_not_rounded_onto_it(capsys):
+    """8 machines scale at 49.78%: the sentence said '50% ... below the 50% floor' (the
+    review's command, without --async-ok now that sharded parameter servers win there)."""
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "v100", "--params",
+            "1e8", "--gflops-per-example", "20", "--network-gbps", "25"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("recommended: multi_worker_mirrored")
+    assert ("all 8 machines (8 v100, multi_worker_mirrored) are predicted at 49.8% machine "
+            "scaling efficiency") in out  # fmt: skip
+    assert "below the 50% floor. Use 4 machines (multi_worker_mirrored)" in out
+    assert "8 machines (multi_worker_mirrored): 4.0x one v100, 49.8% machine efficiency." in out
+    assert "4 machines (multi_worker_mirrored): 2.2x one v100, 54% machine efficiency" in out
+    assert selection.explanation.pct_against(0.5, 0.5) == "50%"
+    assert selection.explanation.pct_against(0.499996, 0.5) == "49.9996%"
+
+
 def test_fewer_machines_lists_each_candidate_once_and_explains_the_one_chosen():
     """After the floor moves the answer to one machine, the table holds that candidate once
     (with its price), and the reasons explain it, not the 16-machine candidate it replaced."""

@@ -41,6 +41,15 @@ def pct_shown(x: float) -> str:
     return f"{x * 100:.2g}%"
 
 
+def pct_against(x: float, threshold: float) -> str:
+    """`x` as a percentage with the fewest decimals that keep it on its side of
+    `threshold`: 0.4978 against 0.5 is `49.8%`, never `50%`."""
+    decimals = 0
+    while decimals < 6 and (round(x * 100, decimals) < threshold * 100) != (x < threshold):
+        decimals += 1
+    return f"{x:.{decimals}%}"
+
+
 def explain(
     chosen: Prediction,
     ranked: list[Prediction],

@@ -10,6 +10,7 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     mean_machine_speed,
 )
+from components.core.selection.explanation import pct_against
 from components.core.selection.machine_subsets import costed_on_fewer_machines, on_first_machines
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
@@ -97,12 +98,13 @@ def fewer_machines(
     listing = "; ".join(
         f"{m} machine{'s' if m > 1 else ''} ({st}"
         f"{', measured' if best_on[m].measured_examples_per_second is not None else ''}): "
-        f"{x:,.1f}x one {topology.gpu}, {e:.0%} machine efficiency"
+        f"{x:,.1f}x one {topology.gpu}, {pct_against(e, EFFICIENCY_FLOOR)} machine efficiency"
         for m, st, x, e in options
     )
     sentence = (
         f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
-        f"machines ({_gpus_said(on_n)}, {full.strategy}) are predicted at {options[-1][3]:.0%} "
+        f"machines ({_gpus_said(on_n)}, {full.strategy}) are predicted at "
+        f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} "
         f"machine scaling efficiency (throughput over what the {n} machines "
         f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
         f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
