@@ -1013,6 +1013,58 @@ def test_a_measurement_bears_the_preemption_losses_a_prediction_does(tmp_path):
     assert any(r.startswith(lost) for r in rec.reasons)
 
 
+def _review_history(tmp_path: Path, gpu: str, runs: list[tuple]) -> str:
+    """A comparison.json of resnet50 runs at batch 32 in fp32 on `gpu` (as the select
+    review's records under /tmp/review_select): each run is (strategy, examples/s,
+    workers, ps, devices per worker)."""
+    results = [
+        {
+            "schema_version": 2, "strategy": strategy, "examples_per_second": eps,
+            "workers": workers, "ps": ps, "devices_per_worker": devices,
+            "per_replica_batch_size": 32, "num_replicas": workers * devices,
+            "eval_accuracy": 0.7, "model": "resnet50", "precision": "float32",
+            "hardware": {"platform": "vertex", "gpu": gpu, "gpus_per_machine": devices,
+                         "machines": workers},
+        }
+        for strategy, eps, workers, ps, devices in runs
+    ]  # fmt: skip
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": results}))
+    return str(path)
+
+
+def test_a_measured_asynchronous_choice_still_says_it_trains_asynchronously(tmp_path, capsys):
+    """Measured parameter_server at 2,600 examples/s wins for a dense model without
+    --async-ok: it said nothing of asynchrony, and quoted the predicted 50% efficiency
+    where 2,600 over 8 x one_device's measured 300 is 108%."""
+    path = _review_history(tmp_path, "Tesla V100-SXM2-16GB", [
+        ("one_device", 300.0, 1, 0, 1), ("mirrored", 1500.0, 1, 0, 4),
+        ("multi_worker_mirrored", 2000.0, 2, 0, 4), ("multi_worker_mirrored", 1000.0, 2, 0, 4),
+        ("parameter_server", 2600.0, 2, 1, 4),
+    ])  # fmt: skip
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "v100", "--model",
+            "resnet50", "--network-gbps", "25", "--history", path]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("recommended: parameter_server")
+    assert (
+        "Parameter_server is chosen on its measured 2,600 examples/s against mirrored's 1,500 "
+        "(measured), but examples/s is not time to train here: TF2's ParameterServerStrategy "
+        "applies each worker's gradients asynchronously, each about 1 update after the "
+        "weights it was computed on were read"
+    ) in out
+    said = next(line for line in out.splitlines() if "- parameter_server with 2 workers" in line)
+    assert (
+        ": 108% scaling efficiency as measured (2,600 examples/s over 8 x one_device's "
+        "measured 300)." in said
+    )
+    assert "50%" not in said
+    # accepting asynchronous updates drops the warning, not the measured efficiency
+    assert main([*argv, "--async-ok"]) == 0
+    out = capsys.readouterr().out
+    assert "is not time to train here" not in out and "108% scaling efficiency" in out
+
+
 def _two_machine_record(tmp_path: Path) -> list:
     """multi_worker_mirrored measured on 2 machines x 8 v100 at 2,500 examples/s."""
     path = Path(_comparison(tmp_path, "two.json", [("multi_worker_mirrored", 2500.0)]))

@@ -72,7 +72,7 @@ def explain(
     """
     reasons = [
         _compute_sentence(chosen, topology, model, batch),
-        *communication_sentences(chosen, topology, model),
+        *communication_sentences(chosen, topology, model, measured_one_device(ranked)),
     ]
     if chosen.overhead_fraction:
         reasons.append(_preemption_sentence(chosen, topology))
@@ -99,17 +99,60 @@ def _device(topology: Topology) -> str:
 
 
 def communication_sentences(
-    candidate: Prediction, topology: Topology, model: ModelProfile
+    candidate: Prediction,
+    topology: Topology,
+    model: ModelProfile,
+    one_device_measured: float | None = None,
 ) -> list[str]:
-    """What `candidate` spends on communication on `topology`, and the overlay's share."""
+    """What `candidate` spends on communication on `topology`, and the overlay's share;
+    its scaling efficiency is the measured one when it was measured, over
+    `one_device_measured` (`measured_one_device`) when one device was too."""
+    efficiency = _efficiency(candidate, topology, one_device_measured)
     sentences = [
         _STRATEGY_SENTENCES.get(candidate.strategy, _parameter_server_sentence)(
-            candidate, topology, model
+            candidate, topology, model, efficiency
         )
     ]
     if topology.machines > 1 and topology.network_path == "overlay":
         sentences.append(_overlay_sentence(topology))
     return sentences
+
+
+def measured_one_device(preds: list[Prediction]) -> float | None:
+    """The examples/s one device of the topology's GPU was measured at alone (its
+    one_device record), or None."""
+    return next(
+        (
+            p.measured_examples_per_second
+            for p in preds
+            if p.strategy == "one_device"
+            and not p.machines_gpu
+            and p.measured_examples_per_second is not None
+        ),
+        None,
+    )
+
+
+def _efficiency(
+    candidate: Prediction, topology: Topology, one_device_measured: float | None
+) -> str:
+    """`candidate`'s scaling efficiency for a sentence, after a colon: the predicted one,
+    or, once a measurement replaced the prediction, the measured one over one device's
+    measured throughput (its predicted one when it was not measured)."""
+    if candidate.measured_examples_per_second is None:
+        return f"{pct(candidate.scaling_efficiency)} scaling efficiency"
+    measured = candidate.measured_examples_per_second
+    if one_device_measured is not None:
+        one, known = one_device_measured, "one_device's measured"
+    else:
+        one = candidate.per_replica_batch / candidate.single_gpu_step_s
+        known = f"one {topology.gpu}'s predicted"
+    each = " (each at its GPU's speed)" if candidate.replica_speed != 1 else ""
+    efficiency = measured / (candidate.replicas * candidate.replica_speed * one)
+    return (
+        f"{pct(efficiency)} scaling efficiency as measured ({measured:,.0f} examples/s over "
+        f"{candidate.replicas} x {known} {one:,.0f}{each})"
+    )
 
 
 def _compute_sentence(
@@ -144,7 +187,9 @@ def _no_tensor_cores_note(topology: Topology) -> str:
     )
 
 
-def _one_device_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+def _one_device_sentence(
+    chosen: Prediction, topology: Topology, model: ModelProfile, efficiency: str
+) -> str:
     """Why one GPU: there is only one, or communication costs more than more GPUs give."""
     if topology.total_gpus == 1:
         return f"One {_device(topology)}: one_device, no communication at all."
@@ -200,7 +245,9 @@ def _exposed(chosen: Prediction, topology: Topology, model: ModelProfile) -> str
     )
 
 
-def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+def _mirrored_sentence(
+    chosen: Prediction, topology: Topology, model: ModelProfile, efficiency: str
+) -> str:
     """All-reduce within one machine: its time and the scaling efficiency left."""
     link = (
         "in host memory"
@@ -211,11 +258,13 @@ def _mirrored_sentence(chosen: Prediction, topology: Topology, model: ModelProfi
         f"One machine with {topology.gpus_per_machine} {_devices(topology)}: mirrored "
         f"all-reduces {model.gradient_bytes / 1e6:,.1f} MB {link} "
         f"in {chosen.raw_communication_s * 1e3:,.1f} ms, {_exposed(chosen, topology, model)}: "
-        f"{pct(chosen.scaling_efficiency)} scaling efficiency."
+        f"{efficiency}."
     )
 
 
-def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+def _multi_worker_sentence(
+    chosen: Prediction, topology: Topology, model: ModelProfile, efficiency: str
+) -> str:
     """All-reduce across machines: its time and the scaling efficiency left."""
     return (
         f"{topology.machines} "
@@ -229,8 +278,7 @@ def _multi_worker_sentence(chosen: Prediction, topology: Topology, model: ModelP
         )
         + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step{_scalars(chosen, topology)}, "
         f"{_exposed(chosen, topology, model)}: "
-        f"{pct(chosen.scaling_efficiency)} scaling efficiency on {chosen.replicas} "
-        f"{_devices(topology)}."
+        f"{efficiency} on {chosen.replicas} {_devices(topology)}."
     )
 
 
@@ -248,7 +296,9 @@ def _scalars(chosen: Prediction, topology: Topology) -> str:
     )
 
 
-def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
+def _parameter_server_sentence(
+    chosen: Prediction, topology: Topology, model: ModelProfile, efficiency: str
+) -> str:
     """The parameter-server layout, its transfer time and where to run the servers."""
     workers, ps = chosen.layout.workers, chosen.layout.ps
     by_memory = ps == ps_needed_for_memory(model) > 1
@@ -279,7 +329,7 @@ def _parameter_server_sentence(chosen: Prediction, topology: Topology, model: Mo
         f"parameter server{'s' if ps > 1 else ''} (plus the chief coordinator): pulling and "
         f"pushing {model.gradient_bytes / 1e6:,.1f} MB per worker step "
         f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, {_not_hidden(chosen)}: "
-        f"{pct(chosen.scaling_efficiency)} scaling efficiency. {count}; {where}."
+        f"{efficiency}. {count}; {where}."
     )
 
 

@@ -27,7 +27,11 @@ from components.core.selection.cost_objective import (
     on_one_gpu_type,
     price_candidates,
 )
-from components.core.selection.explanation import communication_sentences, explain
+from components.core.selection.explanation import (
+    communication_sentences,
+    explain,
+    measured_one_device,
+)
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
     fewer_gpus_sentence,
@@ -393,7 +397,7 @@ def _choose(
         ):
             full = chosen
             chosen, options, fewer = fewer_machines(topology, best_on)
-            fewer += communication_sentences(full, on, model)
+            fewer += communication_sentences(full, on, model, measured_one_device(preds))
             on = on_first_machines(topology, chosen.layout.workers)
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
     input_sentences: list[str] = []

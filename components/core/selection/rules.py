@@ -80,7 +80,8 @@ def apply_rules(
         best.measured_examples_per_second is not None
         and ps.measured_examples_per_second is not None
     ):
-        return best, []  # both measured: the measurement decides
+        # both measured: the measurement decides, but not what asynchrony costs accuracy
+        return best, _measured_asynchronous(best, ranked, async_ok)
     # one machine waits for no slower one: the machines' speeds weigh only against several
     why, tolerance = _why_parameter_server(
         topology, model, async_ok, speeds_matter=best.layout.workers > 1
@@ -112,8 +113,35 @@ def _synchronous_for_a_dense_model(
     if not spec_for(best.strategy).uses_ps or sync is None or best.layout.workers < 2:
         return best, []  # one worker's updates are not stale
     if best.measured_examples_per_second is not None:
-        return best, []  # a measurement decides
+        # a measurement decides, but not what asynchrony costs accuracy
+        return best, _measured_asynchronous(best, ranked, async_ok=False)
     return sync, [_staleness_sentence(best, sync)]
+
+
+def _measured_asynchronous(
+    chosen: Prediction, ranked: list[Prediction], async_ok: bool
+) -> list[str]:
+    """The warning a parameter_server chosen on its measured examples/s carries without
+    --async-ok: examples/s is not time to train when its gradients land late."""
+    if not spec_for(chosen.strategy).uses_ps or async_ok or chosen.layout.workers < 2:
+        return []
+    sync = next((p for p in ranked if not spec_for(p.strategy).uses_ps), None)
+    against = (
+        f" against {sync.strategy}'s {sync.rank_examples_per_second:,.0f} "
+        f"({'measured' if sync.measured_examples_per_second is not None else 'predicted'})"
+        if sync is not None
+        else ""
+    )
+    return [
+        f"Parameter_server is chosen on its measured {chosen.rank_examples_per_second:,.0f} "
+        f"examples/s{against}, but examples/s is not time to train here: TF2's "
+        f"ParameterServerStrategy applies each worker's gradients asynchronously, each "
+        f"{_staleness(chosen)}, and stale gradients cost a dense model accuracy and steps "
+        "to converge (Chen et al. 2016, https://arxiv.org/abs/1604.00981). Compare its "
+        "accuracy with a synchronous run's (strategist compare records each run's eval "
+        "accuracy) before relying on it; --async-ok says asynchronous updates are known to "
+        "be acceptable."
+    ]
 
 
 def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
