@@ -1065,6 +1065,41 @@ def test_a_measured_asynchronous_choice_still_says_it_trains_asynchronously(tmp_
     assert "is not time to train here" not in out and "108% scaling efficiency" in out
 
 
+def test_a_measured_part_of_the_cluster_is_priced_and_speed_ups_are_over_the_measured_gpu(
+    tmp_path, capsys
+):
+    """The review's h2 records: the measured 2 x 8 a100 row had no price though the table
+    prices a2-highgpu-8g, and the machine options divided by the predicted 1,026 examples/s
+    of one a100 (6.3x) while the cost sentence used its measured 900 (7.2x)."""
+    path = _review_history(tmp_path, "NVIDIA A100-SXM4-40GB", [
+        ("multi_worker_mirrored", 9000.0, 4, 0, 8), ("multi_worker_mirrored", 3000.0, 2, 0, 8),
+        ("mirrored", 6500.0, 1, 0, 8), ("one_device", 900.0, 1, 0, 1),
+    ])  # fmt: skip
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "a100", "--model",
+            "resnet50", "--network-gbps", "25", "--history", path, "--prices"]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "mirrored"
+    two = next(a for a in doc["alternatives"] if a["layout"]["workers"] == 2)
+    four = next(a for a in doc["alternatives"] if a["layout"]["workers"] == 4
+                and a["strategy"] == "multi_worker_mirrored")  # fmt: skip
+    # the same machines' hourly price: 4 at 9,000 examples/s, 2 at 3,000
+    hourly = four["usd_per_million_examples"] * 9000 / 4
+    assert two["usd_per_million_examples"] == pytest.approx(hourly * 2 / 3000, rel=1e-4)
+    speedups = {o["machines"]: o["speedup"] for o in doc["machine_options"]}
+    assert speedups == {1: pytest.approx(6500 / 900, abs=1e-3),
+                        2: pytest.approx(3000 / 900, abs=1e-3),
+                        4: pytest.approx(9000 / 900, abs=1e-3)}  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "all 4 machines (32 a100, multi_worker_mirrored) are measured at 35%" in out
+    assert ("Speed-up by machine count (predicted unless measured; over one a100's measured "
+            "900 examples/s): 1 machine (mirrored, measured): 7.2x one a100") in out  # fmt: skip
+    assert "at 1.13 USD per million examples, 7.2x slower" in out
+    row = next(line for line in out.splitlines() if line.startswith("multi_worker_mirrored  2/0/8"))
+    assert row.split()[-1] == f"{two['usd_per_million_examples']:,.2f}" != "-"
+
+
 def _two_machine_record(tmp_path: Path) -> list:
     """multi_worker_mirrored measured on 2 machines x 8 v100 at 2,500 examples/s."""
     path = Path(_comparison(tmp_path, "two.json", [("multi_worker_mirrored", 2500.0)]))

@@ -69,13 +69,19 @@ def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: in
 
 
 def fewer_machines(
-    topology: Topology, best_on: dict[int, Prediction]
+    topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None = None
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
     """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
 
     Machine scaling efficiency is throughput on k machines over what the k
     machines give alone (`machine_efficiency`): what each added machine is
     worth.
+
+    Args:
+        topology: the hardware.
+        best_on: the best candidate on each machine count (`best_on_each_machine_count`).
+        one_device_measured: the examples/s one device was measured at alone, which the
+            speed-ups are then over (as the cost sentences' are); else its prediction.
 
     Returns:
         That candidate, every machine count's (machines, strategy, speed-up
@@ -86,7 +92,8 @@ def fewer_machines(
         (
             k,
             p.strategy,
-            p.rank_examples_per_second / (p.per_replica_batch / p.single_gpu_step_s),
+            p.rank_examples_per_second
+            / (one_device_measured or p.per_replica_batch / p.single_gpu_step_s),
             machine_efficiency(topology, best_on, k),
         )
         for k, p in best_on.items()
@@ -101,16 +108,26 @@ def fewer_machines(
         f"{x:,.1f}x one {topology.gpu}, {pct_against(e, EFFICIENCY_FLOOR)} machine efficiency"
         for m, st, x, e in options
     )
+    over = (
+        f"; over one {topology.gpu}'s measured {one_device_measured:,.0f} examples/s"
+        if one_device_measured
+        else ""
+    )
     sentence = (
         f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
-        f"machines ({_gpus_said(on_n)}, {full.strategy}) are predicted at "
+        f"machines ({_gpus_said(on_n)}, {full.strategy}) are {_how_known(full)} at "
         f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} "
         f"machine scaling efficiency (throughput over what the {n} machines "
         f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
         f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
-        f"Speed-up by machine count (predicted unless measured): {listing}."
+        f"Speed-up by machine count (predicted unless measured{over}): {listing}."
     )
     return chosen, options, [sentence]
+
+
+def _how_known(candidate: Prediction) -> str:
+    """`measured` or `predicted`, for a sentence on `candidate`'s throughput."""
+    return "predicted" if candidate.measured_examples_per_second is None else "measured"
 
 
 def _gpus_said(topology: Topology) -> str:

@@ -374,6 +374,9 @@ def _choose(
     machines' candidates when a record measured one) follow the explanation.
     """
     measured_fewer = measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)
+    if prices is not None:
+        for p in measured_fewer:  # each on the machines it ran on, as the table's others
+            price_candidates([p], on_first_machines(topology, p.layout.workers), prices)
     preds = [*preds, *measured_fewer]  # a measured part of the cluster weighs as it ran
     feasible = [p for p in preds if p.feasible]
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
@@ -396,7 +399,7 @@ def _choose(
             EFFICIENCY_FLOOR
         ):
             full = chosen
-            chosen, options, fewer = fewer_machines(topology, best_on)
+            chosen, options, fewer = fewer_machines(topology, best_on, measured_one_device(preds))
             fewer += communication_sentences(full, on, model, measured_one_device(preds))
             on = on_first_machines(topology, chosen.layout.workers)
             _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
