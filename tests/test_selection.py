@@ -16,7 +16,7 @@ from components.core import hardware, model_profile, selection
 from components.core.config import STRATEGIES, ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
 from components.core.models import MODELS
-from components.core.selection import Topology, evidence, recommend
+from components.core.selection import Topology, evidence, evidence_doc, recommend
 from components.core.selection.topology import KERAS_STEP_SCALAR_ALL_REDUCES, Layout
 from pipelines.cli import main
 
@@ -622,6 +622,43 @@ def test_select_network_path_overlay_changes_the_answer_and_says_why(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--network-path", "vxlan"])
     assert exit_info.value.code == 2
+
+
+def test_jit_compile_changes_parameter_servers_not_a_one_pack_all_reduce(capsys):
+    """The review's case: docs/selection.md said --jit-compile 'changes no prediction'
+    under the one-pack all-reduce, while parameter_server went from 3,881 to 3,057."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "4", "--gpu", "v100", "--model",
+            "resnet50", "--network-gbps", "25", "--json"]  # fmt: skip
+
+    def predicted(*extra: str) -> dict[str, float]:
+        assert main([*argv, *extra]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        return {(p["strategy"], p["layout"]["workers"]): p["predicted"]["examples_per_second"]
+                for p in [doc, *doc["alternatives"]]}  # fmt: skip
+
+    plain, xla = predicted(), predicted("--jit-compile")
+    assert xla[("parameter_server", 4)] < 0.9 * plain[("parameter_server", 4)]
+    for one_pack in (("multi_worker_mirrored", 4), ("mirrored", 1)):
+        assert xla[one_pack] == plain[one_pack]
+    packed = predicted("--all-reduce-pack-mb", "25")
+    assert predicted("--all-reduce-pack-mb", "25", "--jit-compile")[
+        ("multi_worker_mirrored", 4)] < packed[("multi_worker_mirrored", 4)]  # fmt: skip
+    # the evidence document says so, with its own example's numbers
+    without = evidence_doc.xla_example_predictions(False)
+    with_xla = evidence_doc.xla_example_predictions(True)
+    assert with_xla["parameter_server"] < without["parameter_server"]
+    assert with_xla["multi_worker_mirrored"] == without["multi_worker_mirrored"]
+    text = (ROOT / "docs" / "selection.md").read_text()
+    assert "so the flag changes no prediction" not in text
+    assert (
+        "so the flag changes no `mirrored` or one-pack `multi_worker_mirrored` prediction; it "
+        "changes `multi_worker_mirrored` split into packs by `--all-reduce-pack-mb`, and "
+        "`parameter_server`"
+    ) in text
+    assert (
+        f"predicted at {without['parameter_server']:,.0f} examples/s with parameter servers "
+        f"without it and {with_xla['parameter_server']:,.0f} with it" in text
+    )
 
 
 def test_the_published_cases_say_which_ran_under_xla():

@@ -45,6 +45,8 @@ from components.core.selection.evidence import (
     split_summaries,
     summarize,
 )
+from components.core.selection.prediction import candidates
+from components.core.selection.topology import Topology
 
 
 def evidence_table_markdown() -> str:
@@ -1129,7 +1131,13 @@ def _answer_lines() -> list[str]:
         "https://github.com/NVIDIA/DeepLearningExamples/issues/156, and XLA on GPU does not "
         "run NCCL reductions beside compute, https://github.com/jax-ml/jax/issues/4666). The "
         "published cases say whether their source compiled with XLA. Under TensorFlow's "
-        "one-pack all-reduce there is no overlap to lose, so the flag changes no prediction.",
+        "one-pack all-reduce there is no all-reduce overlap to lose, so the flag changes no "
+        "`mirrored` or one-pack `multi_worker_mirrored` prediction; it changes "
+        "`multi_worker_mirrored` split into packs by `--all-reduce-pack-mb`, and "
+        "`parameter_server`, whose pushes overlap back-propagation whatever the all-reduce "
+        f"does: {_xla_example()} "
+        "`tests/test_selection.py::test_jit_compile_changes_parameter_servers_not_a_one_pack_"
+        "all_reduce`.",
         "- **Network and input.** `--network-gbps` is one NIC; `--nics` NICs per machine "
         "multiply it. `--network-path overlay` (Kubernetes pods on kubenet, flannel or "
         "another container overlay) gives training traffic "
@@ -1181,6 +1189,31 @@ def _answer_lines() -> list[str]:
         "(each replica's step takes as long as all of them on one device), and a ring "
         "between CPU machines as gRPC calls.",
     ]
+
+
+# The `--jit-compile` example: ResNet-50 at batch 32 on 4 x 4 V100 over 25 Gbit/s.
+XLA_EXAMPLE = (Topology(4, 4, "v100", network_gbps=25), "resnet50", 32)
+
+
+def xla_example_predictions(jit_compile: bool) -> dict[str, float]:
+    """Each strategy's predicted examples/s on `XLA_EXAMPLE`, with or without XLA."""
+    topology, model, batch = XLA_EXAMPLE
+    on = dataclasses.replace(topology, jit_compile=jit_compile)
+    preds = candidates(on, PUBLISHED_PROFILES[model], batch)
+    return {p.strategy: p.examples_per_second for p in preds}
+
+
+def _xla_example() -> str:
+    """What `--jit-compile` changes on `XLA_EXAMPLE`, for the XLA paragraph."""
+    without, with_xla = xla_example_predictions(False), xla_example_predictions(True)
+    topology, model, batch = XLA_EXAMPLE
+    return (
+        f"{model} at batch {batch} on {topology.machines} x {topology.gpus_per_machine} "
+        f"{topology.gpu.upper()} over {topology.network_gbps:g} Gbit/s is predicted at "
+        f"{without['parameter_server']:,.0f} examples/s with parameter servers without it and "
+        f"{with_xla['parameter_server']:,.0f} with it (one-pack `multi_worker_mirrored`: "
+        f"{without['multi_worker_mirrored']:,.0f} and {with_xla['multi_worker_mirrored']:,.0f})."
+    )
 
 
 def _sources_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
