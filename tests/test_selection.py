@@ -2310,6 +2310,37 @@ def test_preemptible_machines_never_taken_away_favour_nothing(capsys):
     assert "add --preemptible" in capsys.readouterr().err
 
 
+def test_preemptions_whose_restarts_fill_the_hour_train_nothing(capsys):
+    """60 preemptions an hour x 600 s a restart is 36,000 s of restarts an hour: it said
+    'take 90% off' and predicted 18 examples/s; now it is refused. A rate one machine
+    survives but a synchronous run over 4 does not leaves that run infeasible, and a
+    share below the whole is said as it is, not capped at 90%."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--model", "resnet50",
+            "--preemptible", "--preemptions-per-machine-hour"]  # fmt: skip
+    assert main([*argv, "60"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert (
+        "--preemptions-per-machine-hour 60: each preemption costs a restart of about 600 s, "
+        "so 6 or more an hour leave a machine no time to train (60 x 600 s = 36,000 s of "
+        "restarts an hour); give the rate the machines see"
+    ) in err
+    assert main([*argv, "6"]) == 2
+    assert main([*argv, "2", "--network-gbps", "25", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "parameter_server"
+    mwm = next(a for a in doc["alternatives"] if a["strategy"] == "multi_worker_mirrored")
+    assert mwm["feasible"] is False
+    assert mwm["note"] == "its 4 machines' preemption restarts fill every hour"
+    assert mwm["predicted"]["examples_per_second"] == 0
+    assert not any("90%" in r for r in doc["reasons"])
+    topology = Topology(4, 1, "v100", network_gbps=25, preemptible=True,
+                        preemptions_per_machine_hour=1.4)  # fmt: skip
+    rec = recommend(topology, PUBLISHED_PROFILES["resnet50"], batch_size=32)
+    mwm = next(a for a in rec.alternatives if a.strategy == "multi_worker_mirrored")
+    assert mwm.feasible and mwm.overhead_fraction == pytest.approx(4 * 1.4 * 600 / 3600)
+
+
 def test_fewer_heterogeneous_machines_are_the_faster_ones():
     """`--heterogeneous` alone on 16 machines: the 8 faster ones come first, as a GPU mix's
     fastest type does, so 2-8 machines are alike and weighed at full speed."""
@@ -2347,7 +2378,7 @@ def test_cli_gpu_mix_and_preemption_rate(capsys):
         (["--gpu", "a100:2,t4:6", "--gpus-per-machine", "2", "--interconnect", "nvlink"],
          "t4 GPUs have no NVLink"),
         (["--gpu", "cpu", "--gpus-per-machine", "500"], "at most one per core"),
-        (["--preemptible", "--preemptions-per-machine-hour", "-1"], "between 0 and 60"),
+        (["--preemptible", "--preemptions-per-machine-hour", "-1"], "a number from 0 up"),
         (["--sparse-embedding-params", "1000", "--embedding-lookups-per-example", "0"],
          "--embedding-lookups-per-example"),
         (["--classes", "1000"], "--classes applies to registry models"),

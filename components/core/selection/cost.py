@@ -170,6 +170,6 @@ def usd_per_million_examples(
 ) -> float | None:
     """List price of training on a million examples with `candidate` (None when unpriced)."""
     hourly = usd_per_hour(candidate, topology, prices)
-    if hourly is None:
-        return None
+    if hourly is None or candidate.rank_examples_per_second <= 0:
+        return None  # unpriced, or trains nothing (preemption restarts fill its hours)
     return hourly / (candidate.rank_examples_per_second * 3600) * 1e6

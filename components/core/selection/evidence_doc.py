@@ -20,6 +20,7 @@ from components.core.selection.cost_model import (
     NVLINK_GBPS,
     PCIE3_GBPS,
     PCIE_GBPS,
+    RESTART_COST_S,
     FittedConstants,
     predict_allreduce,
 )
@@ -1172,7 +1173,10 @@ def _answer_lines() -> list[str]:
         f"own speed. `--heterogeneous FACTOR` makes half the machines FACTOR times slower; "
         f"alone it assumes {HETEROGENEITY_SLOWDOWN:g}x and gives the answer at "
         f"{HETEROGENEITY_RANGE[0]:g}x and {HETEROGENEITY_RANGE[1]:g}x too. "
-        "`--preemptions-per-machine-hour` (default one a day) sets the expected restart losses.",
+        "`--preemptions-per-machine-hour` (default one a day) sets the expected restart losses, "
+        f"{RESTART_COST_S:.0f} s per restart: a rate whose restarts fill a machine's hour "
+        f"({3600 / RESTART_COST_S:g} or more) is refused, and a synchronous candidate whose "
+        "machines' restarts together fill it is infeasible (it trains nothing).",
         "- **History.** `--history comparison.json` records (a folder means every "
         "comparison.json under it; Strategist's own, CPU runs "
         "included with `--gpu cpu`) decide a candidate when device, model, per-replica "

@@ -368,7 +368,7 @@ def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
         f"Expected preemption losses ({rate:.3f} ({given}) "
         "preemptions per machine-hour x "
         f"{RESTART_COST_S:.0f} s per restart) take "
-        f"{pct(chosen.overhead_fraction)} off {chosen.strategy}."
+        f"{pct_shown(chosen.overhead_fraction)} off {chosen.strategy}."
     )
 
 

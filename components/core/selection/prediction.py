@@ -231,8 +231,13 @@ def _charge_preemptions(preds: list[Prediction], rate: float) -> None:
 
     A synchronous strategy restarts when any of its machines is preempted;
     parameter_server counts as one machine, since its other workers keep
-    training when one is lost.
+    training when one is lost. A candidate whose restarts fill every hour
+    trains nothing: it is infeasible, not given a share of some made-up rest.
     """
     for c in preds:
         machines = 1 if spec_for(c.strategy).uses_ps else c.layout.workers
-        c.overhead_fraction = min(0.9, machines * rate * RESTART_COST_S / 3600)
+        restarts_s = machines * rate * RESTART_COST_S
+        c.overhead_fraction = min(1.0, restarts_s / 3600)
+        if c.overhead_fraction == 1.0 and c.feasible:
+            c.feasible = False
+            c.note = f"its {machines} machines' preemption restarts fill every hour"

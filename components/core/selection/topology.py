@@ -268,15 +268,18 @@ class Topology:
                 "type); drop the flag, or give --machines 2 or more"
             )
         rate = self.preemptions_per_machine_hour
-        if rate is not None and not (isinstance(rate, (int, float)) and 0 <= rate <= 60):
+        if rate is not None and not (
+            isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate < math.inf
+        ):
             raise ConfigError(
-                f"--preemptions-per-machine-hour must be between 0 and 60, got {rate!r}"
+                f"--preemptions-per-machine-hour must be a number from 0 up, got {rate!r}"
             )
         if rate is not None and not self.preemptible:
             raise ConfigError(
                 "--preemptions-per-machine-hour applies to preemptible machines: add "
                 "--preemptible, or drop the rate"
             )
+        self._check_time_left_to_train()
         feed = self.input_examples_per_second
         if feed is not None and not (
             isinstance(feed, (int, float)) and math.isfinite(feed) and feed > 0
@@ -285,6 +288,28 @@ class Topology:
                 f"--input-examples-per-second must be a positive number, got {feed!r}"
             )
         self._check_plausible()
+
+    def _check_time_left_to_train(self) -> None:
+        """Refuses a preemption rate whose restarts fill every hour of one machine: no
+        strategy trains at all there, and a prediction would be a made-up number.
+
+        Raises:
+            ConfigError: saying what the rate costs and what to give instead.
+        """
+        # imported here: cost_model describes a Topology, so it imports this module
+        from components.core.selection.cost_model import RESTART_COST_S
+
+        rate = self.preemptions_per_machine_hour
+        if rate is None or rate * RESTART_COST_S < 3600:
+            return
+        raise ConfigError(
+            f"--preemptions-per-machine-hour {rate:g}: each preemption costs a restart of "
+            f"about {RESTART_COST_S:.0f} s, so {3600 / RESTART_COST_S:g} or more an hour leave "
+            f"a machine no time to train ({rate:g} x {RESTART_COST_S:.0f} s = "
+            f"{rate * RESTART_COST_S:,.0f} s of restarts an hour); give the rate the machines "
+            "see (without it, one a day: Compute Engine stops a preemptible VM within 24 h), "
+            "or train on machines that are not preemptible"
+        )
 
     def _check_mix(self) -> None:
         """Refuses a GPU mix whose machines do not add up or whose GPUs are unknown.
