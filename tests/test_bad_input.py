@@ -546,8 +546,10 @@ BAD_FILE_CASES = {
         ("select", "--machines", "1", "--gpus-per-machine", "1000", "--model", "mlp"),
         "no machine holds more than 8 t4 GPUs",
     ),
-    "select-network-1e12": select(
-        "--model", "mlp", "--network-gbps", "1e12", message="is not a network speed"
+    "select-network-1e12": Case(
+        ("select", "--machines", "2", "--gpus-per-machine", "1", "--model", "mlp",
+         "--network-gbps", "1e12"),
+        "is not a network speed",
     ),
     "compile-to-a-folder": compile_to("{bad}/dir.json", "is a folder"),
     "compile-to-nothing": compile_to("", "-o is empty"),

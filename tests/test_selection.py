@@ -1586,6 +1586,21 @@ def test_cli_history_and_text(tmp_path, capsys):
           "--gflops-per-example", "inf"], "--gflops-per-example must be a positive number"),
         (["--machines", "1", "--gpus-per-machine", "2", "--model", "mlp", "--heterogeneous",
           "3"], "--heterogeneous: one machine waits for no slower one"),
+        (["--machines", "1", "--gpus-per-machine", "4", "--params", "1000", "--network-gbps",
+          "100", "--nics", "2", "--network-path", "overlay"],
+         "--network-gbps, --nics, --network-path: one machine sends nothing over a network "
+         "between machines (its GPUs talk over their own link); drop them, or give --machines "
+         "2 or more"),
+        (["--machines", "1", "--gpus-per-machine", "2", "--params", "1000", "--nics", "1"],
+         "--nics: one machine sends nothing over a network between machines"),
+        (["--machines", "2", "--gpus-per-machine", "4", "--params", "1000",
+          "--sparse-embedding-params", "10", "--embedding-dim", "64"],
+         "--sparse-embedding-params 10: a table of fewer parameters than one row of "
+         "--embedding-dim 64 holds no row; give rows x dim parameters (at least 64)"),
+        (["--machines", "2", "--gpus-per-machine", "1", "--gpu", "cpu:1,t4:1", "--params",
+          "1000"], "--gpu cpu:1,t4:1: machines without GPUs cannot be part of a GPU mix "
+         "(--gpus-per-machine counts their CPU devices only with --gpu cpu alone); ask about "
+         "the GPU machines alone (--gpu t4 --machines 1), or the CPU machines alone (--gpu cpu)"),
         (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
           "/nonexistent/comparison.json"], "run `strategist compare` first"),
@@ -1606,6 +1621,7 @@ def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("strategist select: error:")
     assert message in err
+    assert err.count("\n") == 1
 
 
 def test_cli_argparse_errors_exit_2(capsys):

@@ -118,7 +118,8 @@ class ModelProfile:
         """This model plus a sparse embedding table of `params` parameters.
 
         Raises:
-            ConfigError: for a negative size or a dim below 1.
+            ConfigError: for a negative size, a dim below 1, or a table smaller
+                than one row.
         """
         if params < 0:
             raise ConfigError(f"--sparse-embedding-params must be 0 or more, got {params}")
@@ -126,6 +127,12 @@ class ModelProfile:
             raise ConfigError(f"--embedding-dim must be at least 1, got {dim}")
         if lookups < 1:
             raise ConfigError(f"--embedding-lookups-per-example must be at least 1, got {lookups}")
+        if 0 < params < dim:
+            raise ConfigError(
+                f"--sparse-embedding-params {params:,}: a table of fewer parameters than one "
+                f"row of --embedding-dim {dim} holds no row; give rows x dim parameters "
+                f"(at least {dim}), or leave the table out"
+            )
         if not params:
             return self
         return dataclasses.replace(

@@ -90,7 +90,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw.add_argument(
         "--nics",
         type=int,
-        default=1,
         help="NICs per machine carrying training traffic; a machine moves "
         "--network-gbps x --nics on the host's network (an overlay's pods use one) "
         "(default: 1)",
@@ -365,6 +364,30 @@ def _unstated(args: argparse.Namespace, mix: tuple) -> tuple[str, ...]:
     return tuple(name for name, is_assumed in assumed.items() if is_assumed)
 
 
+def _check_network_flags_apply(args: argparse.Namespace) -> None:
+    """Refuses network flags on one machine, which sends nothing between machines
+    (as `--heterogeneous` is refused there), rather than drop them.
+
+    Raises:
+        ConfigError: naming the flags given.
+    """
+    given = [
+        flag
+        for flag, value in (
+            ("--network-gbps", args.network_gbps),
+            ("--nics", args.nics),
+            ("--network-path", args.network_path),
+        )
+        if value is not None
+    ]
+    if args.machines == 1 and given:
+        raise ConfigError(
+            f"{', '.join(given)}: one machine sends nothing over a network between machines "
+            "(its GPUs talk over their own link); drop "
+            f"{'it' if len(given) == 1 else 'them'}, or give --machines 2 or more"
+        )
+
+
 def run_select(args: argparse.Namespace) -> int:
     """Prints the recommendation; returns 0.
 
@@ -373,6 +396,7 @@ def run_select(args: argparse.Namespace) -> int:
     """
     from components.core import selection
 
+    _check_network_flags_apply(args)
     gpu, mix = parse_gpu(args.gpu, args.precision)
     factor = args.heterogeneous
     if mix and factor is not None and factor is not ASSUMED:
@@ -393,7 +417,7 @@ def run_select(args: argparse.Namespace) -> int:
         preemptible=args.preemptible,
         heterogeneous=factor is not None,
         heterogeneity_slowdown=factor if isinstance(factor, float) else HETEROGENEITY_SLOWDOWN,
-        nics=args.nics,
+        nics=1 if args.nics is None else args.nics,
         jit_compile=args.jit_compile,
         network_path=args.network_path or "host",
         all_reduce_pack_mb=args.all_reduce_pack_mb,

@@ -320,6 +320,8 @@ class Topology:
         if not self.gpu_mix:
             return
         for name, count in self.gpu_mix:
+            if str(name).lower() in CPU_NAMES:
+                raise ConfigError(self._cpu_in_mix())
             get_gpu(name)
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise ConfigError(f"--gpu {name}:{count}: give a whole number of machines")
@@ -329,6 +331,20 @@ class Topology:
                 f"--gpu mix names {total} machines but --machines is {self.machines}; "
                 "make them agree"
             )
+
+    def _cpu_in_mix(self) -> str:
+        """Why a mix cannot hold machines without GPUs, and the question to ask instead."""
+        written = ",".join(f"{n}:{c}" for n, c in self.gpu_mix)
+        gpus = [(n, c) for n, c in self.gpu_mix if str(n).lower() not in CPU_NAMES]
+        if not gpus:
+            return f"--gpu {written}: these machines have no GPUs; give --gpu cpu"
+        alone = ",".join(f"{n}:{c}" for n, c in gpus) if len(gpus) > 1 else str(gpus[0][0])
+        return (
+            f"--gpu {written}: machines without GPUs cannot be part of a GPU mix "
+            "(--gpus-per-machine counts their CPU devices only with --gpu cpu alone); ask about "
+            f"the GPU machines alone (--gpu {alone} --machines {sum(c for _, c in gpus)}), "
+            "or the CPU machines alone (--gpu cpu)"
+        )
 
     def _check_plausible(self) -> None:
         """Refuses hardware no one sells: too many GPUs, NVLink without it, absurd networks.
