@@ -1137,6 +1137,35 @@ def test_a_measured_part_of_the_cluster_is_priced_and_speed_ups_are_over_the_mea
     assert row.split()[-1] == f"{two['usd_per_million_examples']:,.2f}" != "-"
 
 
+def test_measurements_far_below_their_predictions_are_said_with_enough_digits(tmp_path):
+    """Measured at a fraction of a percent of their predictions: it said 'ran at 0%-0%'.
+    Under preemption a measurement, too brief to be preempted, is held to the prediction
+    before the expected losses (it was held to the one after them, and half looked 1.5x)."""
+    topology = Topology(2, 4, "v100", network_gbps=25)
+    resnet50 = PUBLISHED_PROFILES["resnet50"]
+    v100 = "Tesla V100-SXM2-16GB"
+    path = _review_history(tmp_path, v100, [("one_device", 1.0, 1, 0, 1),
+                                            ("mirrored", 2.0, 1, 0, 4)])  # fmt: skip
+    rec = recommend(topology, resnet50, batch_size=32, history=selection.load_history([path]))
+    said = next(r for r in rec.reasons if "is chosen on its prediction alone" in r)
+    assert re.search(r"ran at 0\.\d\d%-0\.\d\d% of their predictions", said), said
+    path = _review_history(tmp_path, v100, [("one_device", 1.0, 1, 0, 1)])
+    rec = recommend(topology, resnet50, batch_size=32, history=selection.load_history([path]))
+    said = next(r for r in rec.reasons if "is chosen on its prediction alone" in r)
+    assert re.search(r"ran at 0\.\d\d% of their predictions", said), said
+    # 4 preemptible machines at 1 an hour: multi_worker_mirrored measured at half its
+    # prediction before losses (67% of them)
+    spot = Topology(4, 1, "v100", network_gbps=25, preemptible=True,
+                    preemptions_per_machine_hour=1.0)  # fmt: skip
+    plain = recommend(spot, resnet50, batch_size=32)
+    mwm = next(p for p in plain.alternatives if p.strategy == "multi_worker_mirrored")
+    before_losses = mwm.examples_per_second / (1 - mwm.overhead_fraction)
+    path = _review_history(tmp_path, v100, [("multi_worker_mirrored", before_losses / 2, 4, 0, 1)])
+    rec = recommend(spot, resnet50, batch_size=32, history=selection.load_history([path]))
+    assert rec.chosen.measured_examples_per_second is None
+    assert any("ran at 50% of their predictions" in r for r in rec.reasons)
+
+
 def _two_machine_record(tmp_path: Path) -> list:
     """multi_worker_mirrored measured on 2 machines x 8 v100 at 2,500 examples/s."""
     path = Path(_comparison(tmp_path, "two.json", [("multi_worker_mirrored", 2500.0)]))
@@ -1222,6 +1251,28 @@ def test_history_confirming_the_choice_is_reported(tmp_path):
     ps = next(a for a in rec.alternatives if a.strategy == "parameter_server")
     assert ps.measured_examples_per_second is None
     assert ps.rank_examples_per_second == ps.examples_per_second
+
+
+def test_a_bad_comparison_json_in_a_history_folder_is_named_by_its_file(tmp_path, capsys):
+    """It was reported under the folder's name, which holds no hint of which file."""
+    (tmp_path / "runs" / "a-compare").mkdir(parents=True)
+    _comparison(tmp_path / "runs" / "a-compare", "comparison.json", [("mirrored", 100.0)])
+    bad = tmp_path / "runs" / "b-compare" / "sub" / "comparison.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("not json")
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--params", "1000",
+            "--history", str(tmp_path / "runs")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"strategist select: error: --history {bad} is not valid JSON")
+    record = {"strategy": "mirrored", "examples_per_second": "fast", "num_replicas": 2,
+              "eval_accuracy": 0.5}  # fmt: skip
+    bad.write_text(json.dumps({"results": [record]}))
+    assert main(argv) == 2
+    assert f"--history {bad} mirrored: 'examples_per_second'" in capsys.readouterr().err
+    # a file given by name keeps its name as given
+    assert main([*argv[:-1], str(bad)]) == 2
+    assert f"--history {bad} mirrored" in capsys.readouterr().err
 
 
 def test_a_history_folder_is_every_comparison_json_under_it(tmp_path, capsys):
@@ -1622,6 +1673,24 @@ def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
     assert err.startswith("strategist select: error:")
     assert message in err
     assert err.count("\n") == 1
+
+
+def test_a_slower_half_of_an_odd_machine_count_is_said_as_it_is(capsys):
+    """`--heterogeneous 2` on 3 machines slows 1 of them (the count rounds down): it said
+    'half the machines are 2x slower'."""
+    argv = ["select", "--machines", "3", "--gpus-per-machine", "4", "--model", "resnet50",
+            "--network-gbps", "25", "--heterogeneous"]  # fmt: skip
+    assert main([*argv, "2"]) == 0
+    out = capsys.readouterr().out
+    assert "half the machines" not in out
+    assert "(1 of the 3 machines is 2x slower than the rest: every synchronous step" in out
+    assert main(argv) == 0
+    assert "without FACTOR): 1 of the 3 machines is assumed 1.5x slower." in (
+        capsys.readouterr().out
+    )
+    assert main(["select", "--machines", "4", "--gpus-per-machine", "4", "--model",
+                 "resnet50", "--network-gbps", "25", "--heterogeneous", "2"]) == 0  # fmt: skip
+    assert "(half the machines are 2x slower than the rest" in capsys.readouterr().out
 
 
 def test_cli_argparse_errors_exit_2(capsys):

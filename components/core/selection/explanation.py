@@ -10,6 +10,7 @@ from components.core.selection.cost_model import (
     achievable_tflops,
     all_reduce_overlaps,
     link_bandwidth_gbps,
+    machine_slowdowns,
     network_path_share,
     preemption_rate,
     step_scalar_seconds,
@@ -48,6 +49,15 @@ def pct_against(x: float, threshold: float) -> str:
     while decimals < 6 and (round(x * 100, decimals) < threshold * 100) != (x < threshold):
         decimals += 1
     return f"{x:.{decimals}%}"
+
+
+def slower_machines_phrase(topology: Topology) -> str:
+    """The slower machines of `--heterogeneous` for a sentence, with its verb: `half
+    the machines are`, or `1 of the 3 machines is` when the count is odd."""
+    slower = sum(1 for s in machine_slowdowns(topology, topology.machines) if s > 1)
+    if 2 * slower == topology.machines:
+        return "half the machines are"
+    return f"{slower} of the {topology.machines} machines {'is' if slower == 1 else 'are'}"
 
 
 def explain(

@@ -44,7 +44,8 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
             no throughput.
     """
     records = []
-    for path, p in _comparison_files(paths):
+    for given, p in _comparison_files(paths):
+        path = p if storage.isdir(str(given)) else given  # a folder's file by its own name
         try:
             data = json_input.parse(
                 storage.read_bytes(p, limit=json_input.MAX_BYTES),

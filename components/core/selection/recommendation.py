@@ -31,6 +31,7 @@ from components.core.selection.explanation import (
     communication_sentences,
     explain,
     measured_one_device,
+    pct_shown,
 )
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
@@ -322,16 +323,20 @@ def recommend(
 def _unmeasured_choice_reasons(rec: Recommendation, preds: list[Prediction]) -> list[str]:
     """A warning when the choice is unmeasured while the measured fell short of predictions."""
     chosen = rec.chosen
-    measured = [p for p in preds if p.measured_examples_per_second is not None]
+    # a candidate that trains nothing (preemption restarts fill its hours) has no ratio
+    measured = [p for p in preds if p.measured_examples_per_second is not None and p.feasible]
     if chosen is None or chosen.measured_examples_per_second is not None or not measured:
         return []
-    ratios = [p.measured_examples_per_second / p.examples_per_second for p in measured]
+    # both less the same expected preemption losses (a benchmark ran too briefly for them)
+    ratios = [p.rank_examples_per_second / p.examples_per_second for p in measured]
     if min(ratios) >= 0.9:
         return []
+    low, high = pct_shown(min(ratios)), pct_shown(max(ratios))
     return [
         f"{chosen.strategy} is chosen on its prediction alone, while the measured candidates "
-        f"here ran at {min(ratios):.0%}-{max(ratios):.0%} of their predictions: measure it "
-        f"(strategist compare --strategies {chosen.strategy},...) before relying on it."
+        f"here ran at {low if low == high else f'{low}-{high}'} of their predictions: "
+        f"measure it (strategist compare --strategies {chosen.strategy},...) before relying "
+        "on it."
     ]
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import machine_slowdowns, preemption_rate
-from components.core.selection.explanation import pct, pct_shown
+from components.core.selection.explanation import pct, pct_shown, slower_machines_phrase
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import spec_for
@@ -243,7 +243,7 @@ def _why_parameter_server(
         which = (
             f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"
             if topology.gpu_mix
-            else f"half the machines are {slowest:.2g}x slower than the rest"
+            else f"{slower_machines_phrase(topology)} {slowest:.2g}x slower than the rest"
         )
         why[0] += (
             f" ({which}: every synchronous step takes that much longer, while "

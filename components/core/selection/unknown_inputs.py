@@ -11,6 +11,7 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     max_batch_that_fits,
 )
+from components.core.selection.explanation import slower_machines_phrase
 from components.core.selection.topology import (
     HETEROGENEITY_RANGE,
     NETWORK_RANGE_GBPS,
@@ -90,7 +91,8 @@ def unknown_input_reasons(
         ]
         reasons.append(
             "How much slower the slower machines are was not given (--heterogeneous "
-            f"without FACTOR): half are assumed {topology.heterogeneity_slowdown:g}x slower. "
+            f"without FACTOR): {slower_machines_phrase(topology)} assumed "
+            f"{topology.heterogeneity_slowdown:g}x slower. "
             f"{_at_both_ends(answers)} Give --heterogeneous FACTOR "
             "(one step's time on the slowest machine over the fastest's) or a --gpu mix for "
             "one answer."
