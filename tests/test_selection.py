@@ -2018,6 +2018,83 @@ def test_fewer_machines_of_a_mix_are_costed_priced_and_explained_on_their_own_ma
     assert [st for m, st, *_ in options if 1 < m <= 8] == ["multi_worker_mirrored"] * 3
 
 
+MIX_A100_4_T4_1 = ["select", "--machines", "5", "--gpus-per-machine", "8", "--gpu", "a100:4,t4:1",
+                   "--batch-size", "16", "--network-gbps", "100", "--nics", "4",
+                   "--network-path", "host", "--json"]  # fmt: skip
+
+
+def _rows(doc):
+    """The chosen candidate and the alternatives of a `select --json` document."""
+    return [{"strategy": doc["strategy"], **doc}, *doc["alternatives"]]
+
+
+def _row(doc, strategy, workers):
+    """The row of `strategy` on `workers` machines."""
+    return next(r for r in _rows(doc) if r["strategy"] == strategy
+                and r["layout"]["workers"] == workers)  # fmt: skip
+
+
+def test_a_mix_whose_slow_machine_cannot_hold_a_replica_trains_on_its_fast_machines(capsys):
+    """Review s13 #1: BERT-large does not fit the T4 of 4 A100 machines and 1 T4 machine.
+    The 4 A100 machines alone train it as 4 A100 machines would, synchronously (not
+    mirrored on one machine), and the reasons say to leave the T4 free and why."""
+    assert main([*MIX_A100_4_T4_1, "--model", "bert_large_squad"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]) == (
+        "multi_worker_mirrored",
+        {"workers": 4, "ps": 0, "gpus_per_machine": 8},
+    )
+    assert not _row(doc, "multi_worker_mirrored", 5).get("feasible", True)
+    assert doc["reasons"][0] == (
+        "Use the 4 a100 machines alone and leave the t4 machine free: a replica of "
+        "bert_large_squad at a per-GPU batch of 16 does not fit a t4 (16 GB), so "
+        "multi_worker_mirrored and parameter_server on all 5 machines cannot run."
+    )
+    assert main(["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "a100",
+                 "--batch-size", "16", "--network-gbps", "100", "--nics", "4", "--network-path",
+                 "host", "--model", "bert_large_squad", "--json"]) == 0  # fmt: skip
+    plain = json.loads(capsys.readouterr().out)
+    assert (plain["strategy"], plain["layout"]) == (doc["strategy"], doc["layout"])
+    assert doc["predicted"] == plain["predicted"]
+
+
+def test_a_mixs_fast_machines_alone_are_weighed_against_parameter_servers_on_all(capsys):
+    """Review s13 #1: VGG-16 on 4 A100 machines and 1 T4. Every synchronous step on all 5
+    waits for the T4; multi_worker_mirrored on the A100s alone was never weighed, and an
+    asynchronous parameter_server on all 5 was chosen while predicted slower than it. Now it
+    is weighed and listed; parameter servers, which split every variable over the servers,
+    are predicted faster still and favoured by the T4's speed, so they stay the answer."""
+    assert main([*MIX_A100_4_T4_1, "--model", "vgg16"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 5)
+    chosen = doc["predicted"]["examples_per_second"]
+    alone = _row(doc, "multi_worker_mirrored", 4)["predicted"]["examples_per_second"]
+    sync_all = _row(doc, "multi_worker_mirrored", 5)["predicted"]["examples_per_second"]
+    assert sync_all < alone < chosen
+    assert any(r.startswith(f"multi_worker_mirrored (4/0/8 workers/ps/gpus): {alone:,.0f} ")
+               for r in doc["reasons"])  # fmt: skip
+    assert any(r.startswith("Parameter_server is both the fastest prediction and favoured")
+               for r in doc["reasons"])  # fmt: skip
+
+
+def test_the_faster_half_of_heterogeneous_machines_is_weighed_alone(capsys):
+    """Review s13 #1, `--heterogeneous`: of 5 T4 machines the faster 3 (not a power of two)
+    train ResNet-101 synchronously faster than all 5, which wait for the slower 2; that
+    candidate is weighed and listed, and parameter servers, whose workers each run at their
+    own speed, are faster still on all 5."""
+    argv = ["select", "--machines", "5", "--gpus-per-machine", "8", "--gpu", "t4", "--model",
+            "resnet101", "--batch-size", "32", "--network-gbps", "25", "--network-path", "host",
+            "--heterogeneous", "3", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 5)
+    faster_3 = _row(doc, "multi_worker_mirrored", 3)["predicted"]["examples_per_second"]
+    all_5 = _row(doc, "multi_worker_mirrored", 5)["predicted"]["examples_per_second"]
+    assert all_5 < faster_3 < doc["predicted"]["examples_per_second"]
+    assert any(r.startswith(f"multi_worker_mirrored (3/0/8 workers/ps/gpus): {faster_3:,.0f} ")
+               for r in doc["reasons"])  # fmt: skip
+
+
 def test_a_mix_checks_a_replicas_memory_on_its_smallest_gpu():
     """1.5B parameters need 24 GB for weights, gradients and Adam state: an A100 80GB holds
     them, a 16 GB T4 does not, so nothing that puts a replica on a T4 is feasible."""
@@ -2338,9 +2415,10 @@ def test_heterogeneous_factor_sets_the_slowdown_and_alone_shows_the_range(capsys
             "--network-gbps", "100", "--network-path", "host", "--model", "resnet101",
             "--json", "--heterogeneous"]  # fmt: skip
 
-    def mwms(doc):
+    def mwms(doc):  # on all 4 machines (the faster 2 alone are weighed too)
         rows = [{"strategy": doc["strategy"], **doc}, *doc["alternatives"]]
-        return next(r for r in rows if r["strategy"] == "multi_worker_mirrored")["predicted"]
+        return next(r for r in rows if r["strategy"] == "multi_worker_mirrored"
+                    and r["layout"]["workers"] == 4)["predicted"]  # fmt: skip
 
     assert main(argv) == 0
     assumed = json.loads(capsys.readouterr().out)

@@ -1,5 +1,6 @@
 """Parts of a cluster a candidate can run on: its first machines, one GPU type of a
-mix, and the candidates costed on 1, 2, 4, ... of the machines."""
+mix, and the candidates costed on 1, 2, 4, ... of the machines and on a mix's faster
+machines alone."""
 
 from __future__ import annotations
 
@@ -23,14 +24,27 @@ from components.core.selection.topology import (
 from components.core.strategy_spec import spec_for
 
 
-def machine_counts(machines: int) -> list[int]:
-    """1, 2, 4, ... up to `machines`, and `machines` itself."""
-    counts = []
+def machine_counts(machines: int, also: Sequence[int] = ()) -> list[int]:
+    """1, 2, 4, ... up to `machines`, the counts `also` below it, and `machines` itself."""
+    counts = set(k for k in also if 0 < k < machines)
     k = 1
     while k < machines:
-        counts.append(k)
+        counts.add(k)
         k *= 2
-    return counts + [machines]
+    return sorted(counts) + [machines]
+
+
+def faster_machine_counts(topology: Topology) -> list[int]:
+    """The machine counts, fewer than all, at which a kind of machine ends, fastest first:
+    each GPU type's last machine in a mix (`machine_gpus`' order), or the faster half of
+    `--heterogeneous` machines. Empty for machines all alike."""
+    if topology.gpu_mix:
+        gpus = machine_gpus(topology, topology.machines)
+        return [k for k in range(1, topology.machines) if gpus[k] != gpus[k - 1]]
+    if topology.heterogeneous:
+        fast = topology.machines - topology.machines // 2  # `machine_slowdowns`' order
+        return [fast] if 0 < fast < topology.machines else []
+    return []
 
 
 def on_first_machines(topology: Topology, machines: int) -> Topology:
@@ -79,15 +93,16 @@ def costed_on_fewer_machines(
     batch: int,
     history: Sequence[Mapping[str, Any]],
 ) -> Iterator[tuple[int, Topology, list[Prediction]]]:
-    """For 1, 2, 4, ... machines, fewer than all: the count, its machines
-    (`on_first_machines`) and every candidate costed on them, with the same memory
+    """For 1, 2, 4, ... machines and each kind of machine's end (`faster_machine_counts`),
+    fewer than all: the count, its machines (`on_first_machines`) and every candidate
+    costed on them, with the same memory
     checks as the full cluster. A candidate the full table `preds` has is taken from
     it, with its measurement and price; one it lacks takes the `history` records
     that measured it."""
     known = {(p.strategy, p.layout): p for p in preds}
     gpu = device(topology.gpu)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
-    for k in machine_counts(topology.machines)[:-1]:
+    for k in machine_counts(topology.machines, faster_machine_counts(topology))[:-1]:
         on = on_first_machines(topology, k)
         costed, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
         if history:

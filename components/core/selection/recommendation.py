@@ -33,6 +33,10 @@ from components.core.selection.explanation import (
     measured_one_device,
     pct_shown,
 )
+from components.core.selection.faster_machines import (
+    faster_machines_sentence,
+    on_faster_machines,
+)
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
     fewer_gpus_sentence,
@@ -371,6 +375,10 @@ def _choose(
     """Ranks the feasible candidates, applies the rules and the machine floor, and
     explains the choice.
 
+    A GPU mix's faster machines alone (`on_faster_machines`) rank beside the whole
+    cluster, and the rules weigh the machines the best candidate runs on: when they
+    are of one speed, no slower machine makes a case for parameter servers.
+
     When the floor moves the answer to fewer machines, the reasons say what the
     whole cluster would spend on communication, then explain that candidate on
     its own machines (`on_first_machines`); a candidate the full cluster does
@@ -379,14 +387,21 @@ def _choose(
     machines' candidates when a record measured one) follow the explanation.
     """
     measured_fewer = measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)
+    # a mix's faster machines alone: a slower or memory-short machine must not hold back
+    # the rest (priced like the full table: a candidate prices its own first machines)
+    alone = on_faster_machines([*preds, *measured_fewer], topology, model, batch, history)
     if prices is not None:
         for p in measured_fewer:  # each on the machines it ran on, as the table's others
             price_candidates([p], on_first_machines(topology, p.layout.workers), prices)
-    preds = [*preds, *measured_fewer]  # a measured part of the cluster weighs as it ran
+        price_candidates(alone, topology, prices)
+    preds = [*preds, *measured_fewer, *alone]  # a measured part of the cluster weighs as it ran
     feasible = [p for p in preds if p.feasible]
     feasible.sort(key=lambda p: -p.rank_examples_per_second)
     best = prefer_simpler(feasible)
-    chosen, rule_reasons = apply_rules(best, feasible, topology, model, async_ok)
+    # the rules weigh the machines the best runs on: machines of one speed give
+    # parameter servers no case against it
+    rules_on = on_first_machines(topology, best.layout.workers) if best in alone else topology
+    chosen, rule_reasons = apply_rules(best, feasible, rules_on, model, async_ok)
     options: list[tuple[int, str, float, float]] = []
     fewer: list[str] = []
     on = topology if chosen.layout.workers in (1, topology.machines) else (
@@ -394,7 +409,8 @@ def _choose(
     )  # fmt: skip
     if chosen in measured_fewer:
         fewer.append(measured_part_sentence(chosen, topology))
-    weighed: list[Prediction] = list(measured_fewer)  # candidates the full table lacks
+    faster = [faster_machines_sentence(chosen, preds, topology, model)] if chosen in alone else []
+    weighed: list[Prediction] = [*measured_fewer, *alone]  # candidates the full table lacks
     if chosen.layout.workers > 1:
         best_on = best_on_each_machine_count(
             chosen, preds, topology, model, batch, async_ok, history
@@ -428,8 +444,8 @@ def _choose(
         extra = [p for p in weighed if p not in preds]
         history_reasons = apply_history([*preds, *extra], history, topology, model, batch)
     reasons = [
-        *fewer, *input_sentences, *explain(chosen, feasible, on, model, batch), *rule_reasons,
-        *reasons, *history_reasons,
+        *faster, *fewer, *input_sentences, *explain(chosen, feasible, on, model, batch),
+        *rule_reasons, *reasons, *history_reasons,
     ]  # fmt: skip
     alternatives = [p for p in preds if p is not chosen and p.feasible]
     alternatives.sort(key=lambda p: -p.rank_examples_per_second)

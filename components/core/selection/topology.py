@@ -96,6 +96,12 @@ def device(name: str) -> Gpu:
     return get_gpu(name)
 
 
+def a_device(name: str) -> str:
+    """`name` with its indefinite article as the letter is spoken: `an a100`, `a t4`,
+    `an h100`, `an l4`."""
+    return f"{'an' if name[:1].lower() in 'aefhilmnorsx' else 'a'} {name}"
+
+
 def precision_of_policy(policy: str) -> str:
     """The selector's precision of a run's tf-keras policy (`training.precision`).
 
