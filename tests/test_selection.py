@@ -1989,8 +1989,10 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
     rec = recommend(mix, PUBLISHED_PROFILES["resnet50"], batch_size=32)
     assert (rec.strategy, rec.layout.workers) == ("parameter_server", 8)
     assert rec.machine_options == []
-    alone = sum(1 / s for s in selection.cost_model.machine_slowdowns(mix, 8))
     one_a100 = next(a for a in rec.alternatives if a.strategy == "one_device")
+    # each machine's step: its GPU's compute, the same launch cost
+    compute = selection.cost_model.step_compute_share(one_a100.single_gpu_step_s)
+    alone = sum(1 / s for s in selection.cost_model.machine_slowdowns(mix, 8, compute))
     share = rec.chosen.examples_per_second / (alone * one_a100.examples_per_second)
     assert 0.5 < share < 0.8
     # the table's efficiency, too, is against what its GPUs give alone
@@ -2394,10 +2396,40 @@ def test_a_gpu_mix_slows_synchronous_steps_to_the_slowest_and_ps_workers_to_thei
     same = Topology(8, 1, "a100", network_gbps=100)
     sync_mix = selection.predict_allreduce(mix, RESNET101, 64, 8, 1)[0]
     sync_same = selection.predict_allreduce(same, RESNET101, 64, 8, 1)[0]
-    assert sync_mix == pytest.approx(sync_same * max(slow))
+    # a step waits for the slowest GPU's compute; the launch cost is the same on any GPU
+    t4s = Topology(8, 1, "t4", network_gbps=100)
+    assert sync_mix == pytest.approx(selection.predict_allreduce(t4s, RESNET101, 64, 8, 1)[0])
+    assert sync_same * max(slow) * 0.99 < sync_mix < sync_same * max(slow)
     ps_mix = selection.predict_parameter_server(mix, RESNET101, 64, 8, 2, 1)[0]
     ps_same = selection.predict_parameter_server(same, RESNET101, 64, 8, 2, 1)[0]
     assert ps_same < ps_mix < sync_mix  # slowed too, but by the harmonic mean only
+
+
+def test_a_mixs_slower_gpus_slow_the_compute_of_a_step_not_its_launch(capsys):
+    """Review s13 #2, the README's mix: the tiny cnn's step is nearly all the fixed 1 ms
+    launch cost, which a T4 pays as fast as an A100. Scaled by the GPUs' 5.9x throughput
+    ratio it made 2 A100 machines beside 6 T4s slower than the 6 T4s alone."""
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
+            "--model", "cnn", "--preemptible", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    mix = json.loads(capsys.readouterr().out)
+    assert (mix["strategy"], mix["layout"]["workers"]) == ("parameter_server", 8)
+    assert main(["select", "--machines", "6", "--gpus-per-machine", "1", "--gpu", "t4",
+                 "--model", "cnn", "--preemptible", "--json"]) == 0  # fmt: skip
+    t4s = json.loads(capsys.readouterr().out)
+    for strategy in ("parameter_server", "multi_worker_mirrored"):
+        with_a100s = _row(mix, strategy, 8)["predicted"]
+        alone = _row(t4s, strategy, 6)["predicted"]
+        assert with_a100s["examples_per_second"] > alone["examples_per_second"]
+    # every synchronous step waits for a T4's compute and the same launch cost
+    sync = _row(mix, "multi_worker_mirrored", 8)["predicted"]
+    assert sync["compute_s"] < 1.1 * _row(t4s, "multi_worker_mirrored", 6)["predicted"]["compute_s"]
+    said = (
+        f"multi_worker_mirrored (8/0/1 workers/ps/gpus): {sync['examples_per_second']:,.0f} "
+        f"examples/s (predicted), "
+    )
+    line = next(r for r in mix["reasons"] if r.startswith(said))
+    assert f"step {sync['step_time_s'] * 1e3:,.1f} ms = 1.1 ms compute + " in line
 
 
 def test_heterogeneous_flag_alone_slows_parameter_server_workers_too():

@@ -191,25 +191,40 @@ def machine_gpus(topology: Topology, machines: int) -> list[str]:
     return [name for name, count in ranked for _ in range(count)][:machines]
 
 
-def machine_slowdowns(topology: Topology, machines: int) -> list[float]:
-    """How much slower than `topology.gpu` each of the first `machines` machines computes.
+def machine_slowdowns(topology: Topology, machines: int, compute_share: float = 1.0) -> list[float]:
+    """How much longer than on `topology.gpu` a step takes on each of the first
+    `machines` machines.
 
     With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
-    fastest type first); with `heterogeneous` alone, half the machines run
+    fastest type first), which only the `compute_share` of a step on `topology.gpu`
+    scales with (`step_compute_share`: the rest, the fixed launch cost, takes as long
+    on any GPU); with `heterogeneous` alone, half the machines run
     `heterogeneity_slowdown` times slower; else all run at 1.
     """
-    return [slowdown for slowdown, count in _slowdown_groups(topology, machines)
+    return [slowdown for slowdown, count in _slowdown_groups(topology, machines, compute_share)
             for _ in range(count)]  # fmt: skip
 
 
-def _slowdown_groups(topology: Topology, machines: int) -> list[tuple[float, int]]:
+def step_compute_share(step_s: float) -> float:
+    """The share of a `step_compute_time` of `step_s` seconds that scales with the GPU's
+    speed: all but the fixed launch cost."""
+    return max(0.0, step_s - STEP_LAUNCH_S) / step_s
+
+
+def _slowdown_groups(
+    topology: Topology, machines: int, compute_share: float = 1.0
+) -> list[tuple[float, int]]:
     """`machine_slowdowns` as (slowdown, machines) groups, fastest first: one per GPU
     type, so a count in the thousands costs no list per machine."""
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
         ranked = sorted(topology.gpu_mix,
                         key=lambda gc: -achievable_tflops(gc[0], topology.precision))  # fmt: skip
-        counts = [(ref / achievable_tflops(name, topology.precision), n) for name, n in ranked]
+        counts = [
+            (compute_share * ref / achievable_tflops(name, topology.precision)
+             + 1.0 - compute_share, n)
+            for name, n in ranked
+        ]  # fmt: skip
     elif topology.heterogeneous:  # the faster half first, as a mix's fastest type
         slower = topology.machines // 2
         counts = [(1.0, topology.machines - slower), (topology.heterogeneity_slowdown, slower)]
@@ -223,11 +238,12 @@ def _slowdown_groups(topology: Topology, machines: int) -> list[tuple[float, int
     return groups
 
 
-def mean_machine_speed(topology: Topology, machines: int) -> float:
+def mean_machine_speed(topology: Topology, machines: int, compute_share: float = 1.0) -> float:
     """The mean speed of the first `machines` machines, each alone, relative to one
     machine of `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower
-    machines take part)."""
-    groups = _slowdown_groups(topology, machines)
+    machines take part), for steps whose `compute_share` scales with the GPU
+    (`machine_slowdowns`)."""
+    groups = _slowdown_groups(topology, machines, compute_share)
     return sum(n / slowdown for slowdown, n in groups) / sum(n for _, n in groups)
 
 
@@ -498,7 +514,9 @@ def predict_allreduce(
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus."""
     c = constants or FITTED
     hw = _hw(topology, c)
-    compute = step_compute_time(model, batch, hw.tflops) * devices_sharing_compute(topology, gpus)
+    step = step_compute_time(model, batch, hw.tflops)
+    share = step_compute_share(step)
+    compute = step * devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
     nbytes = _gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
@@ -515,8 +533,8 @@ def predict_allreduce(
         comm += (replicas - 1) * rows / slowest
     if replicas > 1:
         compute *= 1 + c.sync_overhead * math.log2(replicas)
-    if replicas > 1:
-        compute *= max(machine_slowdowns(topology, machines))  # every step waits for the slowest
+    if replicas > 1:  # every step waits for the slowest: its compute, the same launch
+        compute *= max(machine_slowdowns(topology, machines, share))
     overlap = overlap_share(
         c.allreduce_overlap, topology, c, all_reduce_overlaps(topology, model, machines)
     )
@@ -584,8 +602,9 @@ def predict_parameter_server(
     if topology.machines == 1:
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
-    compute = step_compute_time(model, batch, hw.tflops) * devices_sharing_compute(topology, gpus)
-    compute /= mean_machine_speed(topology, workers)
+    step = step_compute_time(model, batch, hw.tflops)
+    compute = step * devices_sharing_compute(topology, gpus)
+    compute /= mean_machine_speed(topology, workers, step_compute_share(step))
     nbytes = _gradient_bytes(model, topology.precision)
     local = (
         ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)

@@ -11,6 +11,7 @@ from components.core.selection.cost_model import (
     machine_gpus,
     machine_slowdowns,
     max_batch_that_fits,
+    step_compute_share,
 )
 from components.core.selection.history import apply_history
 from components.core.selection.memory_fit import candidates_that_fit
@@ -47,10 +48,11 @@ def fewest_gpus_the_input_keeps_busy(
     counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
     # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
+    share = step_compute_share(chosen.single_gpu_step_s)
     slowest_gpu = (
         chosen.per_replica_batch
         / chosen.single_gpu_step_s
-        / max(machine_slowdowns(on, chosen.layout.workers))
+        / max(machine_slowdowns(on, chosen.layout.workers, share))
     )
     feed = on.input_examples_per_second
     for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
@@ -75,7 +77,9 @@ def fewest_gpus_the_input_keeps_busy(
 
 def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
     """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
-    slowdowns = machine_slowdowns(topology, full.layout.workers)
+    slowdowns = machine_slowdowns(
+        topology, full.layout.workers, step_compute_share(full.single_gpu_step_s)
+    )
     slowest = machine_gpus(topology, full.layout.workers)[slowdowns.index(max(slowdowns))]
     per_gpu = full.per_replica_batch / full.single_gpu_step_s / max(slowdowns)
     g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine

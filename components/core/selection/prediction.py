@@ -15,6 +15,7 @@ from components.core.selection.cost_model import (
     predict_allreduce,
     predict_parameter_server,
     preemption_rate,
+    step_compute_share,
     step_compute_time,
 )
 from components.core.selection.topology import Layout, Topology
@@ -214,8 +215,9 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
                 single,
             )
         )
+    share = step_compute_share(single)
     for c in out:  # a GPU mix's candidates run on its fastest machines first
-        c.replica_speed = mean_machine_speed(topology, c.layout.workers)
+        c.replica_speed = mean_machine_speed(topology, c.layout.workers, share)
         if spec_for(c.strategy).uses_ps:
             c.server_state_bytes = model.params * 4.0 * (1 + OPTIMIZER_STATE_FACTOR)
     if topology.input_examples_per_second is not None:
