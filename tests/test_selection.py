@@ -2097,6 +2097,34 @@ def test_the_faster_half_of_heterogeneous_machines_is_weighed_alone(capsys):
                for r in doc["reasons"])  # fmt: skip
 
 
+def test_the_order_a_mix_is_written_in_never_changes_the_answer(capsys):
+    """Review s13 #3: 2 A100 80GB and 2 A100 40GB machines compute alike, so the order
+    they were listed in broke the tie: 80GB first gave mirrored, 40GB first gave
+    model_parallelism (48 GB of weights and Adam state checked on a 40 GB A100 only).
+    Of equal speed the larger GPU comes first, whatever the order."""
+    from pipelines.cli.select import parse_gpu
+
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--params", "3e9",
+            "--gflops-per-example", "600", "--activation-bytes-per-example", "1e8",
+            "--batch-size", "8", "--network-gbps", "100", "--network-path", "host",
+            "--json", "--gpu"]  # fmt: skip
+    docs = []
+    for mix in ("a100-80gb:2,a100:2", "a100:2,a100-80gb:2"):
+        assert parse_gpu(mix)[0] == "a100-80gb"
+        assert main([*argv, mix]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        del doc["inputs"]["topology"]["gpu_mix"]  # as written
+        docs.append(doc)
+    assert docs[0] == docs[1]
+    assert (docs[0]["strategy"], docs[0]["layout"]["workers"]) == ("mirrored", 1)
+    assert "at batch 8 one a100-80gb computes a step" in docs[0]["reasons"][0]
+    notes = {r["note"] for r in docs[0]["alternatives"] if "note" in r}
+    assert notes == {"a replica does not fit an a100"}
+    for written in ((("a100", 2), ("a100-80gb", 2)), (("a100-80gb", 2), ("a100", 2))):
+        topology = Topology(4, 8, "a100-80gb", gpu_mix=written)
+        assert selection.cost_model.machine_gpus(topology, 4) == ["a100-80gb"] * 2 + ["a100"] * 2
+
+
 def test_a_mix_checks_a_replicas_memory_on_its_smallest_gpu():
     """1.5B parameters need 24 GB for weights, gradients and Adam state: an A100 80GB holds
     them, a 16 GB T4 does not, so nothing that puts a replica on a T4 is feasible."""

@@ -316,7 +316,8 @@ def _check_model_flags_apply(args: argparse.Namespace, registry: Sequence[str]) 
 
 
 def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str, int], ...]]:
-    """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (the fastest at `precision`, mix).
+    """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (the fastest at `precision`, of
+    equal speed the one with the most memory (`cost_model.machine_rank`), mix).
 
     Raises:
         ConfigError: for a mix entry that is not `NAME:MACHINES`.
@@ -331,9 +332,10 @@ def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str
                 f"--gpu {value!r}: write a mix as NAME:MACHINES,..., e.g. a100:2,t4:6"
             )
         mix.append((name.strip().lower(), int(count)))
-    from components.core.selection.cost_model import achievable_tflops
+    from components.core.selection.cost_model import machine_rank
 
-    fastest = max(mix, key=lambda gc: achievable_tflops(gc[0], precision))[0]
+    # the first machine's GPU, whatever order the mix is written in
+    fastest = min(mix, key=lambda gc: machine_rank(gc[0], precision))[0]
     return fastest, tuple(mix)
 
 

@@ -183,12 +183,29 @@ PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
 RESTART_COST_S = 600.0
 
 
+def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:
+    """Where a machine of `gpu_name` stands in a mix, first first: the fastest at
+    `precision`, of equal speed the most memory (an A100 80GB before a 40GB), then by
+    name, so the order the mix was written in never decides.
+
+    Raises:
+        ConfigError: for an unknown device or precision.
+    """
+    return (-achievable_tflops(gpu_name, precision), -device(gpu_name).memory_gb, gpu_name)
+
+
 def machine_gpus(topology: Topology, machines: int) -> list[str]:
-    """The GPU type of each of the first `machines` machines: a mix's fastest first."""
+    """The GPU type of each of the first `machines` machines: a mix's fastest first
+    (`machine_rank`)."""
     if not topology.gpu_mix:
         return [topology.gpu] * machines
-    ranked = sorted(topology.gpu_mix, key=lambda gc: -achievable_tflops(gc[0], topology.precision))
+    ranked = _ranked_mix(topology)
     return [name for name, count in ranked for _ in range(count)][:machines]
+
+
+def _ranked_mix(topology: Topology) -> list[tuple[str, int]]:
+    """`topology.gpu_mix` in `machine_rank` order."""
+    return sorted(topology.gpu_mix, key=lambda gc: machine_rank(gc[0], topology.precision))
 
 
 def machine_slowdowns(topology: Topology, machines: int, compute_share: float = 1.0) -> list[float]:
@@ -218,8 +235,7 @@ def _slowdown_groups(
     type, so a count in the thousands costs no list per machine."""
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
-        ranked = sorted(topology.gpu_mix,
-                        key=lambda gc: -achievable_tflops(gc[0], topology.precision))  # fmt: skip
+        ranked = _ranked_mix(topology)
         counts = [
             (compute_share * ref / achievable_tflops(name, topology.precision)
              + 1.0 - compute_share, n)

@@ -100,7 +100,7 @@ def costed_on_fewer_machines(
     it, with its measurement and price; one it lacks takes the `history` records
     that measured it."""
     known = {(p.strategy, p.layout): p for p in preds}
-    gpu = device(topology.gpu)
+    gpu = device(machine_gpus(topology, 1)[0])
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     for k in machine_counts(topology.machines, faster_machine_counts(topology))[:-1]:
         on = on_first_machines(topology, k)

@@ -15,6 +15,7 @@ from components.core.selection.cost_model import (
 from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.topology import (
     Topology,
+    a_device,
     device,
 )
 from components.core.strategy_spec import spec_for
@@ -50,7 +51,7 @@ def candidates_that_fit(
     usable = fit_replicated
     reason = (
         f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
-        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on a {gpu.name}; "
+        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on {a_device(gpu.name)}; "
         f"use at most {usable} per GPU (or accumulate gradients). Predictions use {usable}."
     )
     preds = candidates(topology, model, usable)
@@ -60,7 +61,7 @@ def candidates_that_fit(
 
 def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelProfile) -> None:
     """Marks infeasible the candidates of a GPU mix whose replica does not fit the
-    smallest GPU of the machines they use (the fastest GPU was checked already)."""
+    smallest GPU of the machines they use (the first machine's was checked already)."""
     if not topology.gpu_mix:
         return
     for p in preds:
@@ -70,7 +71,7 @@ def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelP
         fits = max_batch_that_fits(model, smallest.memory_gb, replicated, topology.precision)
         if p.feasible and fits < p.per_replica_batch:
             p.feasible = False
-            p.note = f"a replica does not fit a {smallest.name}"
+            p.note = f"a replica does not fit {a_device(smallest.name)}"
 
 
 def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:

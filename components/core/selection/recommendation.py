@@ -16,6 +16,7 @@ from components.core.selection.cost import (
 )
 from components.core.selection.cost_model import (
     USABLE_MEMORY_FRACTION,
+    machine_gpus,
     max_batch_that_fits,
     memory_needed_bytes,
 )
@@ -263,7 +264,7 @@ def recommend(
         raise ConfigError(f"--objective {objective!r}: choose time, or cost with a price table")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
-    gpu = device(topology.gpu)
+    gpu = device(machine_gpus(topology, 1)[0])  # a mix's first machine, its largest if tied
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     fit_ps = max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):

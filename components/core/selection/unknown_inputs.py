@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
+    machine_gpus,
     max_batch_that_fits,
 )
 from components.core.selection.explanation import slower_machines_phrase
@@ -131,7 +132,7 @@ def _batch_cap_range(topology: Topology, model: ModelProfile, batch_size: int) -
     """When estimated activations cap the batch: the cap at the estimate's low end too."""
     from components.core import model_profile as mp
 
-    memory_gb = device(topology.gpu).memory_gb
+    memory_gb = device(machine_gpus(topology, 1)[0]).memory_gb  # what `recommend` checks
     fits = max_batch_that_fits(model, memory_gb, True, topology.precision)
     if fits >= batch_size or fits == 0:
         return ""
