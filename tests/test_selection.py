@@ -2125,6 +2125,35 @@ def test_the_order_a_mix_is_written_in_never_changes_the_answer(capsys):
         assert selection.cost_model.machine_gpus(topology, 4) == ["a100-80gb"] * 2 + ["a100"] * 2
 
 
+def test_each_machines_input_pipeline_caps_only_its_own_parameter_server_worker(capsys):
+    """Review s13 #6: 1 A100 and 1 T4 machine, each pipeline feeding 1,500 examples/s.
+    Parameter-server workers run at their own speed: the A100's takes 1,500 of its
+    pipeline, the T4's computes fewer than its pipeline feeds. The cap on the cluster
+    total (2 x 1,500 = 3,000) counted the A100 pipeline's surplus for the T4."""
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "a100:1,t4:1",
+            "--model", "resnet50", "--network-gbps", "100", "--input-examples-per-second",
+            "1500", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 2)
+    predicted = doc["predicted"]
+    computed = 2 * 4 * 32 / predicted["step_time_s"]
+    t4 = predicted["examples_per_second"] - 1500
+    assert 0 < t4 < 1500 and predicted["examples_per_second"] < 0.8 * 3000
+    assert predicted["input_capped"] and "input_bound" not in predicted
+    assert doc["reasons"][0] == (
+        "Each machine's input pipeline feeds only its own GPUs, 1,500 examples/s: less than "
+        f"the GPUs of an a100 machine ({computed - t4:,.0f}) compute, more than those of a t4 "
+        f"machine ({t4:,.0f}), so parameter_server trains {1500 + t4:,.0f} examples/s where "
+        f"its GPUs compute {computed:,.0f}: faster input on the a100 machines pays first."
+    )
+    # synchronous replicas all run at the slowest: every machine is capped alike
+    mirrored = _row(doc, "mirrored", 1)["predicted"]
+    assert mirrored["examples_per_second"] == 1500 and mirrored["input_bound"]
+    assert main(argv[:-1]) == 0  # the text table marks the capped throughput
+    assert f"{predicted['examples_per_second']:,.0f} (input)" in capsys.readouterr().out
+
+
 def test_a_mix_checks_a_replicas_memory_on_its_smallest_gpu():
     """1.5B parameters need 24 GB for weights, gradients and Adam state: an A100 80GB holds
     them, a 16 GB T4 does not, so nothing that puts a replica on a T4 is feasible."""

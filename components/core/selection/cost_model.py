@@ -263,6 +263,26 @@ def mean_machine_speed(topology: Topology, machines: int, compute_share: float =
     return sum(n / slowdown for slowdown, n in groups) / sum(n for _, n in groups)
 
 
+def worker_shares(
+    topology: Topology, workers: int, compute_share: float, compute_s: float, exposed_s: float
+) -> tuple[tuple[float, int], ...]:
+    """The share of a parameter-server step's examples each of the first `workers`
+    machines computes, as (share of one machine, machines) groups, fastest first; empty
+    when they all run at one speed.
+
+    Each worker runs at its own speed: its own compute (`machine_slowdowns`) plus the
+    exposed communication every worker waits for. `compute_s` is the average worker's
+    compute (`predict_parameter_server`), `exposed_s` its exposed communication.
+    """
+    groups = _slowdown_groups(topology, workers, compute_share)
+    if len({slowdown for slowdown, _ in groups}) < 2:
+        return ()
+    one = compute_s * mean_machine_speed(topology, workers, compute_share)  # on topology.gpu
+    rates = [(1.0 / (one * slowdown + exposed_s), n) for slowdown, n in groups]
+    total = sum(rate * n for rate, n in rates)
+    return tuple((rate / total, n) for rate, n in rates)
+
+
 def preemption_rate(topology: Topology) -> float:
     """Expected preemptions per machine-hour of `topology` (0 when not preemptible)."""
     if not topology.preemptible:

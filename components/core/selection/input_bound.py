@@ -1,4 +1,5 @@
-"""An input-bound answer on the fewest GPUs per machine that take all the input."""
+"""An input-bound answer on the fewest GPUs per machine that take all the input, and an
+answer whose faster machines alone the input holds back."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
 from components.core.selection.topology import (
     Topology,
+    a_device,
     device,
 )
 
@@ -95,3 +97,33 @@ def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -
         f"{full.examples_per_second:,.0f} for {full.strategy} on all {all_g}. Use {gpus} per "
         f"machine and leave {all_g - g} free."
     )
+
+
+def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
+    """Why `chosen`, whose parameter-server workers each run at their own speed, trains
+    fewer examples than its GPUs compute: the input pipelines of its faster machines feed
+    less than those compute, while its slower machines take all they compute."""
+    feed = chosen.machine_feed
+    computed = chosen.computed_examples_per_second
+    kinds = _machine_kinds(topology, chosen.layout.workers)
+    held: list[str] = []
+    kept: list[str] = []
+    for (share, n), kind in zip(chosen.machine_shares, kinds, strict=True):
+        one = a_device(kind) if topology.gpu_mix else f"a {kind}"
+        said = f"{one} machine" if n == 1 else f"{n} {kind} machines"
+        (held if computed * share > feed else kept).append(f"{said} ({computed * share:,.0f})")
+    return (
+        f"Each machine's input pipeline feeds only its own GPUs, {feed:,.0f} examples/s: "
+        f"less than the GPUs of {' and '.join(held)} compute, more than those of "
+        f"{' and '.join(kept)}, so {chosen.strategy} trains "
+        f"{chosen.examples_per_second:,.0f} examples/s where its GPUs compute "
+        f"{computed:,.0f}: faster input on the {kinds[0]} machines pays first."
+    )
+
+
+def _machine_kinds(topology: Topology, workers: int) -> list[str]:
+    """One word per `machine_slowdowns` group of the first `workers` machines: each GPU
+    type of a mix (fastest first), or `faster` and `slower` (`--heterogeneous`)."""
+    if topology.gpu_mix:
+        return list(dict.fromkeys(machine_gpus(topology, workers)))
+    return ["faster", "slower"]

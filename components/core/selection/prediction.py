@@ -17,6 +17,7 @@ from components.core.selection.cost_model import (
     preemption_rate,
     step_compute_share,
     step_compute_time,
+    worker_shares,
 )
 from components.core.selection.topology import Layout, Topology
 from components.core.strategy_spec import spec_for
@@ -45,7 +46,7 @@ class Prediction:
         measured_source: the file the measurement came from.
         usd_per_million_examples: list price of a million examples, when priced.
         input_limit: examples/s the input pipelines of its machines can feed
-            (None: unlimited).
+            together, each machine's pipeline only its own GPUs (None: unlimited).
         replica_speed: the mean speed of its machines' GPUs alone, relative to
             the topology's GPU (below 1 when slower machines of a GPU mix, or
             of `--heterogeneous`, take part).
@@ -53,6 +54,10 @@ class Prediction:
             of a GPU mix alone (empty: on the mix's first machines, fastest first).
         server_state_bytes: the variables and Adam state its parameter servers
             hold together (0 for the other strategies).
+        machine_shares: the share of its examples one machine computes, and how many
+            machines compute that share, when they differ (parameter-server workers of
+            a GPU mix or of `--heterogeneous` each run at their own speed); empty when
+            every machine computes alike.
     """
 
     strategy: str
@@ -73,6 +78,7 @@ class Prediction:
     replica_speed: float = 1.0
     machines_gpu: str = ""
     server_state_bytes: float = 0.0
+    machine_shares: tuple[tuple[float, int], ...] = ()
 
     @property
     def label(self) -> str:
@@ -86,18 +92,44 @@ class Prediction:
 
     @property
     def examples_per_second(self) -> float:
-        """Predicted examples/s, at most what the input pipelines feed, after preemption losses."""
-        raw = self.replicas * self.per_replica_batch / self.step_time_s
+        """Predicted examples/s, each machine at most what its input pipeline feeds, after
+        preemption losses."""
+        computed = self.computed_examples_per_second
         if self.input_limit is not None:
-            raw = min(raw, self.input_limit)
-        return raw * (1 - self.overhead_fraction)
+            feed = self.machine_feed
+            computed = sum(n * min(computed * share, feed) for share, n in self._shares())
+        return computed * (1 - self.overhead_fraction)
+
+    @property
+    def computed_examples_per_second(self) -> float:
+        """Predicted examples/s its GPUs compute, before input caps and preemption losses."""
+        return self.replicas * self.per_replica_batch / self.step_time_s
+
+    @property
+    def machine_feed(self) -> float:
+        """Examples/s one machine's input pipeline feeds (infinite when unlimited)."""
+        if self.input_limit is None:
+            return math.inf
+        return self.input_limit / self.layout.workers
+
+    def _shares(self) -> tuple[tuple[float, int], ...]:
+        """`machine_shares`, or one equal share per machine."""
+        workers = self.layout.workers
+        return self.machine_shares or ((1.0 / workers, workers),)
 
     @property
     def input_bound(self) -> bool:
-        """Whether the input pipelines, not the GPUs, set the throughput."""
-        if self.input_limit is None:
-            return False
-        return self.replicas * self.per_replica_batch / self.step_time_s > self.input_limit
+        """Whether the input pipelines, not the GPUs, set the throughput: every machine's
+        GPUs compute more than its pipeline feeds."""
+        slowest = min(share for share, _ in self._shares())
+        return self.computed_examples_per_second * slowest > self.machine_feed
+
+    @property
+    def input_capped(self) -> bool:
+        """Whether the input pipeline of any of its machines feeds less than its GPUs
+        compute (`input_bound`: of every machine)."""
+        fastest = max(share for share, _ in self._shares())
+        return self.computed_examples_per_second * fastest > self.machine_feed
 
     @property
     def scaling_efficiency(self) -> float:
@@ -131,6 +163,8 @@ class Prediction:
             out["machines_gpu"] = self.machines_gpu
         if self.input_bound:  # the step is the GPUs'; the input pipelines feed fewer examples
             out["predicted"]["input_bound"] = True
+        elif self.input_capped:  # the input holds back its faster machines only
+            out["predicted"]["input_capped"] = True
         if self.measured_examples_per_second is not None:
             out["measured"] = {
                 "examples_per_second": six_digits(self.measured_examples_per_second),
@@ -220,6 +254,10 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
         c.replica_speed = mean_machine_speed(topology, c.layout.workers, share)
         if spec_for(c.strategy).uses_ps:
             c.server_state_bytes = model.params * 4.0 * (1 + OPTIMIZER_STATE_FACTOR)
+            # each worker at its own speed (synchronous replicas all wait for the slowest)
+            c.machine_shares = worker_shares(
+                topology, c.layout.workers, share, c.compute_s, c.communication_s
+            )
     if topology.input_examples_per_second is not None:
         for c in out:  # every machine's CPUs feed only its own GPUs
             c.input_limit = c.layout.workers * topology.input_examples_per_second

@@ -42,6 +42,7 @@ from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
     fewer_gpus_sentence,
     fewest_gpus_the_input_keeps_busy,
+    partly_fed_sentence,
 )
 from components.core.selection.machine_floor import (
     EFFICIENCY_FLOOR,
@@ -156,7 +157,7 @@ class Recommendation:
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
                     f"{p.communication_s * 1e3:,.1f}",
-                    f"{p.examples_per_second:,.0f}" + (" (input)" if p.input_bound else ""),
+                    f"{p.examples_per_second:,.0f}" + (" (input)" if p.input_capped else ""),
                     f"{p.scaling_efficiency:.0%}",
                     measured,
                     "-" if cost is None else f"{cost:,.2f}",
@@ -435,6 +436,8 @@ def _choose(
             # the rule kept all GPUs synchronous (capped alike, asynchrony gains nothing);
             # on fewer GPUs per machine only parameter_server takes all the input
             rule_reasons = input_fed_on_fewer_gpus(chosen, full_gpus, on, model, async_ok)
+    elif chosen.input_capped:  # its faster machines only: each runs at its own speed
+        input_sentences = [partly_fed_sentence(chosen, on)]
     if chosen not in preds:  # fewer machines or GPUs than all: a candidate of its own
         if prices is not None:
             price_candidates([chosen], on, prices)
