@@ -2154,6 +2154,35 @@ def test_each_machines_input_pipeline_caps_only_its_own_parameter_server_worker(
     assert f"{predicted['examples_per_second']:,.0f} (input)" in capsys.readouterr().out
 
 
+def test_a_rings_pace_on_a_mix_is_its_slowest_machines_link(capsys):
+    """Review s13 #11: one all-reduce ring through 2 A100 (NVLink) and 2 T4 (PCIe 3)
+    machines of 4 GPUs each at 2 x 200 Gbit/s runs at the T4s' PCIe, not at NVLink:
+    the same time as on 4 T4 machines. One A100 machine alone keeps its NVLink."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "4", "--gpu", "a100:2,t4:2",
+            "--model", "resnet50", "--network-gbps", "200", "--nics", "2", "--network-path",
+            "host", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 4)
+    ring = _row(doc, "multi_worker_mirrored", 4)["predicted"]
+    model = model_profile.profile_model("resnet50")
+    cm = selection.cost_model
+    pcie = cm.PCIE3_GBPS * 1e9 * cm.FITTED.pcie_efficiency  # a T4's PCIe 3 x16
+    assert ring["communication_s"] > 2 * 15 / 16 * model.gradient_bytes / pcie
+    said = (
+        f"multi_worker_mirrored (4/0/4 workers/ps/gpus): {ring['examples_per_second']:,.0f} "
+        f"examples/s (predicted), "
+    )
+    line = next(r for r in doc["reasons"] if r.startswith(said))
+    assert line.endswith(f"+ {ring['communication_s'] * 1e3:,.1f} ms exposed communication.")
+    mix = Topology(4, 4, "a100", network_gbps=200, nics=2, gpu_mix=(("a100", 2), ("t4", 2)))
+    t4s = dataclasses.replace(mix, gpu="t4", gpu_mix=(), heterogeneous=False)
+    predict = selection.predict_allreduce
+    assert predict(mix, model, 32, 4, 4)[2] == pytest.approx(predict(t4s, model, 32, 4, 4)[2])
+    a100 = Topology(1, 4, "a100")
+    assert predict(mix, model, 32, 1, 4)[2] == pytest.approx(predict(a100, model, 32, 1, 4)[2])
+
+
 def test_a_mix_checks_a_replicas_memory_on_its_smallest_gpu():
     """1.5B parameters need 24 GB for weights, gradients and Adam state: an A100 80GB holds
     them, a 16 GB T4 does not, so nothing that puts a replica on a T4 is feasible."""

@@ -306,11 +306,35 @@ def devices_sharing_compute(topology: Topology, devices: int) -> int:
     return devices if topology.gpu == "cpu" else 1
 
 
-def link_bandwidth_gbps(topology: Topology) -> float:
-    """Nominal one-direction bandwidth of one GPU's link in `topology`, GB/s."""
-    if topology.link == "nvlink":
-        return NVLINK_GBPS.get(topology.gpu, NVLINK_GBPS["v100"])
-    return PCIE_GBPS.get(topology.gpu, PCIE3_GBPS)
+def link_bandwidth_gbps(topology: Topology, gpu: str | None = None) -> float:
+    """Nominal one-direction bandwidth of one GPU's link in `topology`, GB/s: of
+    `topology.gpu`, or of `gpu`'s machines in a mix."""
+    gpu = gpu or topology.gpu
+    if topology.link_of(gpu) == "nvlink":
+        return NVLINK_GBPS.get(gpu, NVLINK_GBPS["v100"])
+    return PCIE_GBPS.get(gpu, PCIE3_GBPS)
+
+
+def _link_efficiency(link: str, constants: FittedConstants) -> float:
+    """The share of a `link`'s nominal bandwidth a ring reaches."""
+    return constants.nvlink_efficiency if link == "nvlink" else constants.pcie_efficiency
+
+
+def ring_link(
+    topology: Topology, machines: int, constants: FittedConstants | None = None
+) -> tuple[float, float, tuple[str, ...]]:
+    """The GPU links of the first `machines` machines as a ring through all of them
+    meets them: the bytes/s it reaches on the slowest (a mix's T4 machines' PCIe, not
+    its A100s' NVLink, sets the pace), the longest hop latency, and the links' names.
+    """
+    c = constants or FITTED
+    names = tuple(dict.fromkeys(topology.link_of(g) for g in machine_gpus(topology, machines)))
+    bps = min(
+        link_bandwidth_gbps(topology, g) * 1e9 * _link_efficiency(topology.link_of(g), c)
+        for g in dict.fromkeys(machine_gpus(topology, machines))
+    )
+    latency = max(LATENCY_S.get(name, LATENCY_S["pcie"]) for name in names)
+    return bps, latency, names
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -521,16 +545,17 @@ def network_path_share(topology: Topology, constants: FittedConstants | None = N
     return c.overlay_network_share if topology.network_path == "overlay" else 1.0
 
 
-def _hw(topology: Topology, c: FittedConstants) -> _Hw:
-    """The fitted rates of `topology`."""
-    link_eff = c.nvlink_efficiency if topology.link == "nvlink" else c.pcie_efficiency
+def _hw(topology: Topology, c: FittedConstants, machines: int = 1) -> _Hw:
+    """The fitted rates of `topology`, its GPU links the slowest of its first `machines`
+    machines' (`ring_link`)."""
+    intra_bps, intra_lat, _ = ring_link(topology, machines, c)
     machine_gbps = topology.machine_network_gbps * network_path_share(topology, c)
     return _Hw(
         tflops=achievable_tflops(topology.gpu, topology.precision, c),
-        intra_bps=link_bandwidth_gbps(topology) * 1e9 * link_eff,
+        intra_bps=intra_bps,
         net_bps=machine_gbps / 8 * 1e9 * c.network_efficiency,
         ps_bps=machine_gbps / 8 * 1e9 * c.ps_network_efficiency,
-        intra_lat=LATENCY_S.get(topology.link, LATENCY_S["pcie"]),
+        intra_lat=intra_lat,
     )
 
 
@@ -549,7 +574,7 @@ def predict_allreduce(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus."""
     c = constants or FITTED
-    hw = _hw(topology, c)
+    hw = _hw(topology, c, machines)  # one ring through every machine: its slowest link
     step = step_compute_time(model, batch, hw.tflops)
     share = step_compute_share(step)
     compute = step * devices_sharing_compute(topology, gpus)
@@ -609,7 +634,8 @@ def step_scalar_seconds(topology: Topology, machines: int, gpus: int) -> float:
         hop = network_hop_latency(topology)
         one = allreduce_across_machines_time(0.0, machines, gpus, 1.0, 1.0, hop, hop)
     else:
-        within = (gpus - 1) * NCCL_TREE_LL_HOP_S[topology.link]
+        hop = max(NCCL_TREE_LL_HOP_S[name] for name in ring_link(topology, machines)[2])
+        within = (gpus - 1) * hop
         across = int(math.log2(machines)) * NCCL_TREE_LL_HOP_S["network"]
         one = NCCL_TREE_LL_BASE_S + 2 * (within + across)
     return topology.step_scalar_all_reduces * one

@@ -417,14 +417,19 @@ class Topology:
 
     @property
     def link(self) -> str:
-        """The intra-machine link name."""
-        return (self.interconnect or device(self.gpu).default_interconnect).lower()
+        """The intra-machine link name of a machine of `gpu` (a mix's first machines)."""
+        return self.link_of(self.gpu)
+
+    def link_of(self, gpu: str) -> str:
+        """The intra-machine link name of a machine of `gpu`: `--interconnect`, else the
+        GPU's usual link."""
+        return (self.interconnect or device(gpu).default_interconnect).lower()
 
     def _machines_of(self, gpu: str, count: int) -> str:
         """`count` machines of `gpu` for `describe`: `4 x 8 v100 (nvlink)`."""
         text = f"{count} x {self.gpus_per_machine} {gpu}"
         if self.gpus_per_machine > 1:
-            text += f" ({(self.interconnect or device(gpu).default_interconnect).lower()})"
+            text += f" ({self.link_of(gpu)})"
         return text
 
     @property
