@@ -95,10 +95,9 @@ def costed_on_fewer_machines(
 ) -> Iterator[tuple[int, Topology, list[Prediction]]]:
     """For 1, 2, 4, ... machines and each kind of machine's end (`faster_machine_counts`),
     fewer than all: the count, its machines (`on_first_machines`) and every candidate
-    costed on them, with the same memory
-    checks as the full cluster. A candidate the full table `preds` has is taken from
-    it, with its measurement and price; one it lacks takes the `history` records
-    that measured it."""
+    costed on them, with the same memory checks as the full cluster. A candidate the
+    full table `preds` has is taken from it, with its measurement and price; one it
+    lacks takes the `history` records that measured it."""
     known = {(p.strategy, p.layout): p for p in preds}
     gpu = device(machine_gpus(topology, 1)[0])
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
