@@ -3263,3 +3263,21 @@ def test_each_all_reduce_pack_pays_the_rings_latency_again():
     _, exposed_packed, raw_packed = selection.predict_allreduce(packed, mlp, 32, 2, 1)
     assert raw_packed - raw_one == pytest.approx((packs - 1) * 2 * cost_model.CPU_RING_HOP_S)
     assert compute + exposed_packed > compute + exposed_one
+
+
+def test_a_mix_whose_step_is_its_launch_cost_does_not_differ_in_speed(capsys):
+    """The README's tiny cnn on 2 A100 and 6 T4 machines: a step is about 1 ms of fixed
+    launch cost on either GPU (T4 1.004 ms, A100 1.001 ms), so the reasons said 'the
+    slowest is 5.9x slower than one a100: every synchronous step takes that much longer'
+    by the GPUs' TFLOP/s alone. The machines' speeds are no case for parameter servers for
+    it; for ResNet-50, whose 31 ms A100 step is nearly all compute, they are, at nearly
+    the GPUs' full ratio of 5.9."""
+    argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "a100:2,t4:6",
+            "--preemptible", "--network-gbps", "100", "--network-path", "host", "--json",
+            "--model"]  # fmt: skip
+    assert main([*argv, "cnn"]) == 0
+    cnn = json.loads(capsys.readouterr().out)
+    assert not any("differ in speed" in r for r in cnn["reasons"])
+    assert main([*argv, "resnet50"]) == 0
+    resnet = json.loads(capsys.readouterr().out)
+    assert any("the slowest is 5.7x slower than one a100" in r for r in resnet["reasons"])

@@ -52,7 +52,7 @@ def candidates_that_fit(
     reason = (
         f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
         f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on {a_device(gpu.name)}; "
-        f"use at most {usable} per GPU (or accumulate gradients). Predictions use {usable}."
+        f"use at most {usable:,} per GPU (or accumulate gradients). Predictions use {usable:,}."
     )
     preds = candidates(topology, model, usable)
     _check_mix_memory(preds, topology, model)

@@ -25,7 +25,11 @@ from __future__ import annotations
 
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import machine_slowdowns, preemption_rate
+from components.core.selection.cost_model import (
+    machine_slowdowns,
+    preemption_rate,
+    step_compute_share,
+)
 from components.core.selection.explanation import pct, pct_shown, slower_machines_phrase
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
@@ -84,7 +88,11 @@ def apply_rules(
         return best, _measured_asynchronous(best, ranked, async_ok)
     # one machine waits for no slower one: the machines' speeds weigh only against several
     why, tolerance = _why_parameter_server(
-        topology, model, async_ok, speeds_matter=best.layout.workers > 1
+        topology,
+        model,
+        async_ok,
+        speeds_matter=best.layout.workers > 1,
+        compute_share=step_compute_share(best.single_gpu_step_s),
     )
     if not why:
         return _synchronous_for_a_dense_model(best, ranked)
@@ -198,14 +206,21 @@ def _staleness(ps: Prediction) -> str:
 
 
 def _why_parameter_server(
-    topology: Topology, model: ModelProfile, async_ok: bool, speeds_matter: bool = True
+    topology: Topology,
+    model: ModelProfile,
+    async_ok: bool,
+    speeds_matter: bool = True,
+    compute_share: float = 1.0,
 ) -> tuple[list[str], float]:
     """The reasons that favour parameter_server, and how much slower they let it be;
     machines that differ in speed count only when `speeds_matter` (the synchronous
-    alternative runs on several of them)."""
+    alternative runs on several of them), and a mix's slowest by the `compute_share`
+    of a step its GPU's speed scales (`cost_model.step_compute_share`)."""
     why = []
     tolerance = 0.0
-    machines_differ = topology.heterogeneous and speeds_matter
+    slowest = max(machine_slowdowns(topology, topology.machines, compute_share))
+    # a step that is mostly the fixed launch cost runs about as long on any GPU of a mix
+    machines_differ = topology.heterogeneous and speeds_matter and slowest > 1 + SIMPLER_MARGIN
     # These two grant no tolerance (PS_TOLERANCE_ASYNC_OK's comment): they let
     # parameter_server compete on throughput, which already holds their effect.
     if machines_differ:
@@ -239,7 +254,6 @@ def _why_parameter_server(
         why.append("the sparse embedding table lives on the parameter servers")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
     if machines_differ:
-        slowest = max(machine_slowdowns(topology, topology.machines))
         which = (
             f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"
             if topology.gpu_mix
