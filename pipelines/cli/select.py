@@ -11,6 +11,7 @@ from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
 from components.core.models import MODELS
+from components.core.selection.cost_model import RESTART_COST_S
 from components.core.selection.topology import (
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
@@ -111,7 +112,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw.add_argument(
         "--preemptions-per-machine-hour",
         type=float,
-        help="expected preemptions of one preemptible machine per hour (default: 1/24, "
+        help="expected preemptions of one preemptible machine per hour, below "
+        f"{3600 / RESTART_COST_S:g} (each restart costs about {RESTART_COST_S:.0f} s, so "
+        f"{3600 / RESTART_COST_S:g} an hour leave no time to train; default: 1/24, "
         "Compute Engine ends preemptible VMs within 24 h)",
     )
     hw.add_argument(
