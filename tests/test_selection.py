@@ -3281,3 +3281,22 @@ def test_a_mix_whose_step_is_its_launch_cost_does_not_differ_in_speed(capsys):
     assert main([*argv, "resnet50"]) == 0
     resnet = json.loads(capsys.readouterr().out)
     assert any("the slowest is 5.7x slower than one a100" in r for r in resnet["reasons"])
+
+
+def test_a_ring_through_a_mix_is_explained_on_the_links_it_crosses():
+    """The multi-worker sentence named only the fastest GPU's link ('over nvlink within a
+    machine') for a ring through A100 (NVLink) and T4 (PCIe) machines, paced by the T4s."""
+    from components.core.selection.explanation import explain
+
+    model = model_profile.profile_model("resnet50")
+    mix = Topology(4, 4, "a100", network_gbps=200, nics=2, gpu_mix=(("a100", 2), ("t4", 2)))
+    rec = recommend(mix, model, batch_size=32)
+    ring = next(p for p in [rec.chosen, *rec.alternatives]
+                if p.strategy == "multi_worker_mirrored" and p.layout.workers == 4)  # fmt: skip
+    said = explain(ring, [ring], mix, model, 32)
+    assert any("(over each machine's nvlink or pcie, at the pace of the slowest, the network "
+               "between them)" in r for r in said)  # fmt: skip
+    a100s = Topology(2, 4, "a100", network_gbps=200, nics=2)
+    alike = recommend(a100s, model, batch_size=32)
+    assert any("(over nvlink within a machine, the network between them)" in r
+               for r in explain(alike.chosen, [alike.chosen], a100s, model, 32))  # fmt: skip

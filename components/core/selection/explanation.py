@@ -13,6 +13,7 @@ from components.core.selection.cost_model import (
     machine_slowdowns,
     network_path_share,
     preemption_rate,
+    ring_link,
     step_scalar_seconds,
 )
 from components.core.selection.prediction import (
@@ -272,6 +273,15 @@ def _mirrored_sentence(
     )
 
 
+def _ring_links(topology: Topology, machines: int) -> str:
+    """The GPU links a ring through `machines` machines crosses, for a sentence: `nvlink
+    within a machine`, or a mix's links and which one sets the pace."""
+    links = ring_link(topology, machines)[2]
+    if len(links) == 1:
+        return f"{links[0]} within a machine"
+    return f"each machine's {' or '.join(links)}, at the pace of the slowest"
+
+
 def _multi_worker_sentence(
     chosen: Prediction, topology: Topology, model: ModelProfile, efficiency: str
 ) -> str:
@@ -281,8 +291,8 @@ def _multi_worker_sentence(
         f"{'heterogeneous' if topology.heterogeneous else 'homogeneous'} machines on a "
         f"{topology.network_phrase}: "
         + (
-            f"one all-reduce ring over all {chosen.replicas} GPUs (over {topology.link} "
-            "within a machine, the network between them) takes "
+            f"one all-reduce ring over all {chosen.replicas} GPUs (over "
+            f"{_ring_links(topology, chosen.layout.workers)}, the network between them) takes "
             if chosen.layout.gpus_per_machine > 1
             else "ring all-reduce across machines takes "
         )
