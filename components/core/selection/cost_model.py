@@ -203,6 +203,20 @@ def machine_gpus(topology: Topology, machines: int) -> list[str]:
     return [name for name, count in ranked for _ in range(count)][:machines]
 
 
+def _gpu_types(topology: Topology, machines: int) -> list[str]:
+    """The GPU types of the first `machines` machines, fastest first, each once: what
+    `machine_gpus` holds without a list per machine."""
+    if not topology.gpu_mix:
+        return [topology.gpu]
+    types: list[str] = []
+    for name, count in _ranked_mix(topology):
+        types.append(name)
+        machines -= count
+        if machines <= 0:
+            break
+    return types
+
+
 def _ranked_mix(topology: Topology) -> list[tuple[str, int]]:
     """`topology.gpu_mix` in `machine_rank` order."""
     return sorted(topology.gpu_mix, key=lambda gc: machine_rank(gc[0], topology.precision))
@@ -220,6 +234,11 @@ def machine_slowdowns(topology: Topology, machines: int, compute_share: float = 
     """
     return [slowdown for slowdown, count in _slowdown_groups(topology, machines, compute_share)
             for _ in range(count)]  # fmt: skip
+
+
+def slowest_machine(topology: Topology, machines: int, compute_share: float = 1.0) -> float:
+    """`max(machine_slowdowns(...))` without a list per machine: a synchronous step's pace."""
+    return max(slowdown for slowdown, _ in _slowdown_groups(topology, machines, compute_share))
 
 
 def step_compute_share(step_s: float) -> float:
@@ -328,10 +347,11 @@ def ring_link(
     its A100s' NVLink, sets the pace), the longest hop latency, and the links' names.
     """
     c = constants or FITTED
-    names = tuple(dict.fromkeys(topology.link_of(g) for g in machine_gpus(topology, machines)))
+    types = _gpu_types(topology, machines)
+    names = tuple(dict.fromkeys(topology.link_of(g) for g in types))
     bps = min(
         link_bandwidth_gbps(topology, g) * 1e9 * _link_efficiency(topology.link_of(g), c)
-        for g in dict.fromkeys(machine_gpus(topology, machines))
+        for g in types
     )
     latency = max(LATENCY_S.get(name, LATENCY_S["pcie"]) for name in names)
     return bps, latency, names
@@ -595,7 +615,7 @@ def predict_allreduce(
     if replicas > 1:
         compute *= 1 + c.sync_overhead * math.log2(replicas)
     if replicas > 1:  # every step waits for the slowest: its compute, the same launch
-        compute *= max(machine_slowdowns(topology, machines, share))
+        compute *= slowest_machine(topology, machines, share)
     overlap = overlap_share(
         c.allreduce_overlap, topology, c, all_reduce_overlaps(topology, model, machines)
     )

@@ -12,6 +12,7 @@ from components.core.selection.cost_model import (
     machine_gpus,
     machine_slowdowns,
     max_batch_that_fits,
+    slowest_machine,
     step_compute_share,
 )
 from components.core.selection.history import apply_history
@@ -54,7 +55,7 @@ def fewest_gpus_the_input_keeps_busy(
     slowest_gpu = (
         chosen.per_replica_batch
         / chosen.single_gpu_step_s
-        / max(machine_slowdowns(on, chosen.layout.workers, share))
+        / slowest_machine(on, chosen.layout.workers, share)
     )
     feed = on.input_examples_per_second
     for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):

@@ -26,8 +26,8 @@ from __future__ import annotations
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
-    machine_slowdowns,
     preemption_rate,
+    slowest_machine,
     step_compute_share,
 )
 from components.core.selection.explanation import pct, pct_shown, slower_machines_phrase
@@ -218,8 +218,8 @@ def _why_parameter_server(
     of a step its GPU's speed scales (`cost_model.step_compute_share`)."""
     why = []
     tolerance = 0.0
-    slowest = max(machine_slowdowns(topology, topology.machines, compute_share))
     # a step that is mostly the fixed launch cost runs about as long on any GPU of a mix
+    slowest = slowest_machine(topology, topology.machines, compute_share)
     machines_differ = topology.heterogeneous and speeds_matter and slowest > 1 + SIMPLER_MARGIN
     # These two grant no tolerance (PS_TOLERANCE_ASYNC_OK's comment): they let
     # parameter_server compete on throughput, which already holds their effect.
