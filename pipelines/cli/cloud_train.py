@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from components.core.config import ConfigError, RunConfig
+from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
 from components.core.launch.remote import RemoteCallFailed
 from components.core.targets import add_target_argument
@@ -69,9 +70,10 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ps-machine-type",
-        default="n1-standard-8",
-        help="CPU machine type of parameter servers and the PS coordinator "
-        "(default: n1-standard-8)",
+        default=DEFAULT_PS_MACHINE_TYPE,
+        help="CPU machine type of parameter servers and the PS coordinator; its network "
+        "rate bounds the servers' transfers (strategist select --ps-machine-type) "
+        f"(default: {DEFAULT_PS_MACHINE_TYPE})",
     )
     group.add_argument(
         "--base-output-dir",

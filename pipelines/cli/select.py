@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from components.core import model_profile
 from components.core.config import ConfigError
+from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
 from components.core.models import MODELS
 from components.core.selection.cost_model import RESTART_COST_S
@@ -94,6 +95,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="NICs per machine carrying training traffic; a machine moves "
         "--network-gbps x --nics on the host's network (an overlay's pods use one) "
         "(default: 1)",
+    )
+    hw.add_argument(
+        "--ps-machine-type",
+        help="CPU machine type of each parameter server and of the coordinator, as train "
+        "--ps-machine-type takes it: its egress rate (2 Gbit/s per vCPU, at most 32) bounds a "
+        "server's transfers, and --prices bills it; a larger shape of it is taken where a "
+        "server's share of the variables needs the memory (default: "
+        f"{DEFAULT_PS_MACHINE_TYPE}, train's)",
     )
     hw.add_argument(
         "--network-path",
@@ -382,6 +391,7 @@ def _check_network_flags_apply(args: argparse.Namespace) -> None:
             ("--network-gbps", args.network_gbps),
             ("--nics", args.nics),
             ("--network-path", args.network_path),
+            ("--ps-machine-type", args.ps_machine_type),
         )
         if value is not None
     ]
@@ -427,6 +437,7 @@ def run_select(args: argparse.Namespace) -> int:
         network_path=args.network_path or "host",
         all_reduce_pack_mb=args.all_reduce_pack_mb,
         step_scalar_all_reduces=selection.keras_step_scalar_all_reduces(args.compiled_metrics),
+        ps_machine_type=args.ps_machine_type or DEFAULT_PS_MACHINE_TYPE,
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:

@@ -24,6 +24,7 @@ from components.core.config import (
     validate_for_machine,
     validate_run,
 )
+from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import Gpu, get_gpu
 from components.core.storage_paths import to_gcsfuse
 from components.core.strategy_spec import EVALUATOR, NCCL
@@ -117,7 +118,7 @@ class CloudConfig:
     gpu: str | None = None
     gpus_per_machine: int | None = None
     machine_type: str | None = None
-    ps_machine_type: str = CPU_MACHINE_TYPE
+    ps_machine_type: str = DEFAULT_PS_MACHINE_TYPE
     service_account: str | None = None
     network: str | None = None
     tensorboard: str | None = None

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from components.core.comparison.pricing import PriceTable
 from components.core.config import ConfigError
+from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.selection.cost_model import machine_gpus
 from components.core.selection.prediction import Prediction
+from components.core.selection.ps_servers import server_machine
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -30,13 +32,6 @@ SPOT_PRICES_MISSING = (
     "prices change up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of "
     "the table and pass it with --prices FILE."
 )
-
-
-# n1-standard machines have 3.75 GB of memory per vCPU
-# (https://cloud.google.com/compute/docs/general-purpose-machines#n1_machines).
-N1_STANDARD_GB_PER_VCPU = 3.75
-# A server's share of the variables and state, with room for the process and gRPC buffers.
-SERVER_MEMORY_HEADROOM = 1.25
 
 
 def on_spot(topology: Topology, prices: PriceTable) -> bool:
@@ -81,8 +76,8 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
     rates = [_machine_rate(name, gpus, prices, spot) for name in _machines(candidate, topology)]
     if not _server_machines(candidate, topology):
         return sum(rates)
-    server_rate = prices.machine_price(server_machine_type(candidate, prices))
-    coordinator_rate = prices.machine_price(prices.default_machine_type)
+    server_rate = prices.machine_price(server_machine_type(candidate, topology))
+    coordinator_rate = prices.machine_price(coordinator_machine_type(topology))
     return sum(rates) + candidate.layout.ps * server_rate + coordinator_rate
 
 
@@ -110,35 +105,25 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
             missing.append(f"accelerator {gpu.name} has no {field}")
     if _server_machines(candidate, topology):
         for cpu_type in dict.fromkeys(
-            [server_machine_type(candidate, prices), prices.default_machine_type]
+            [server_machine_type(candidate, topology), coordinator_machine_type(topology)]
         ):
             if prices.machine_price(cpu_type) is None:
                 missing.append(f"machine type {cpu_type} has no usd_per_hour")
     return missing
 
 
-def server_machine_type(candidate: Prediction, prices: PriceTable) -> str:
-    """The machine type each parameter server is billed as: the table's default CPU
-    machine, or the smallest n1-standard machine of the table whose memory holds a
-    server's share of the variables and Adam state (an embedding table's shards)."""
-    share_gb = candidate.server_state_bytes / max(candidate.layout.ps, 1) / 1e9
-    fitting = sorted(
-        (vcpus * N1_STANDARD_GB_PER_VCPU, name)
-        for name in prices.machine_types
-        if (vcpus := _n1_standard_vcpus(name))
-        and vcpus * N1_STANDARD_GB_PER_VCPU >= share_gb * SERVER_MEMORY_HEADROOM
-    )
-    default_vcpus = _n1_standard_vcpus(prices.default_machine_type)
-    if not fitting or (default_vcpus and default_vcpus * N1_STANDARD_GB_PER_VCPU >= fitting[0][0]):
-        return prices.default_machine_type
-    return fitting[0][1]
+def server_machine_type(candidate: Prediction, topology: Topology) -> str:
+    """The machine type each of `candidate`'s parameter servers is billed as: the one
+    the cost model runs it on (`ps_servers.server_machine`)."""
+    share = candidate.server_state_bytes / max(candidate.layout.ps, 1)
+    machine = server_machine(topology, share)
+    return machine.name if machine else coordinator_machine_type(topology)
 
 
-def _n1_standard_vcpus(machine_type: str) -> int:
-    """vCPUs of an `n1-standard-N` machine type, else 0."""
-    prefix = "n1-standard-"
-    tail = machine_type[len(prefix) :]
-    return int(tail) if machine_type.startswith(prefix) and tail.isdigit() else 0
+def coordinator_machine_type(topology: Topology) -> str:
+    """The machine type the parameter-server coordinator (chief) is billed as: the
+    servers' type as `train` gives it."""
+    return topology.ps_machine_type or DEFAULT_PS_MACHINE_TYPE
 
 
 def _machines(candidate: Prediction, topology: Topology) -> list[str]:

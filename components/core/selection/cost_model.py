@@ -47,6 +47,7 @@ from pathlib import Path
 from components.core import storage
 from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
+from components.core.selection.ps_servers import server_network_gbps
 from components.core.selection.topology import PRECISIONS, Topology, device
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
@@ -440,14 +441,16 @@ def parameter_server_time(
     network_bytes_per_s: float,
     streams_per_worker: int = 1,
     partitioned: bool = False,
+    server_bytes_per_s: float | None = None,
 ) -> float:
     """Pull parameters and push gradients between workers and `ps` servers.
 
     Each worker NIC moves `streams_per_worker` x bytes each way; each server
     holds max(bytes/ps, its share of the largest variable) and moves it for
-    every stream. A variable is whole on one server unless `partitioned`, when
-    it is split into shards of at least `PS_MIN_SHARD_BYTES`, at most one per
-    server. Pull and push run one after the other.
+    every stream, at `server_bytes_per_s` (default: a worker's rate). A variable
+    is whole on one server unless `partitioned`, when it is split into shards of
+    at least `PS_MIN_SHARD_BYTES`, at most one per server. Pull and push run one
+    after the other.
     """
     streams = workers * streams_per_worker
     worker_side = streams_per_worker * nbytes / network_bytes_per_s
@@ -455,7 +458,7 @@ def parameter_server_time(
     if partitioned:
         largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
     shard = max(nbytes / max(ps, 1), largest)
-    server_side = streams * shard / network_bytes_per_s
+    server_side = streams * shard / (server_bytes_per_s or network_bytes_per_s)
     return 2.0 * max(worker_side, server_side)
 
 
@@ -661,6 +664,23 @@ def step_scalar_seconds(topology: Topology, machines: int, gpus: int) -> float:
     return topology.step_scalar_all_reduces * one
 
 
+def server_state_bytes(model: ModelProfile) -> float:
+    """The variables and their Adam state all parameter servers hold, bytes."""
+    return model.params * 4.0 * (1 + OPTIMIZER_STATE_FACTOR)
+
+
+def server_bytes_per_s(
+    topology: Topology, model: ModelProfile, ps: int, constants: FittedConstants | None = None
+) -> float | None:
+    """Bytes/s one of `ps` parameter servers moves on the machine it runs on
+    (`ps_servers.server_network_gbps`), None at a worker machine's rate."""
+    c = constants or FITTED
+    gbps = server_network_gbps(topology, server_state_bytes(model) / max(ps, 1))
+    if gbps is None:
+        return None
+    return gbps * network_path_share(topology, c) / 8 * 1e9 * c.ps_network_efficiency
+
+
 def predict_parameter_server(
     topology: Topology,
     model: ModelProfile,
@@ -693,6 +713,7 @@ def predict_parameter_server(
         if streams_per_worker == 1
         else 0.0
     )
+    server_bps = server_bytes_per_s(topology, model, ps, c)
     comm = local + parameter_server_time(
         nbytes,
         model.largest_variable_bytes,
@@ -701,6 +722,7 @@ def predict_parameter_server(
         hw.ps_bps,
         streams_per_worker,
         topology.partitioned_variables,
+        server_bps,
     )
     comm += model.tensors * c.tensor_latency_s * streams_per_worker
     if workers > 1:
@@ -710,7 +732,7 @@ def predict_parameter_server(
         comm += 2 * network_hop_latency(topology)
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
-        comm += 2 * max(rows, workers * rows / max(ps, 1)) / hw.ps_bps
+        comm += 2 * max(rows / hw.ps_bps, workers * rows / max(ps, 1) / (server_bps or hw.ps_bps))
     # TensorFlow pushes each variable's update as soon as its gradient exists (one
     # `extended.update` per variable, tf_keras optimizer `_distributed_apply_gradients_fn`):
     # parameter servers keep the fitted overlap whatever `overlaps_backward` says

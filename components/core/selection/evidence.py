@@ -191,6 +191,8 @@ def case_topology(case: Mapping[str, Any]) -> tuple[Topology, dict[str, float] |
         step_scalar_all_reduces=0,
         # TF1's parameter servers placed each variable whole on one server
         partitioned_variables=False,
+        # their servers ran on machines as fast as the workers' (or on the workers')
+        ps_machine_type=None,
     )
     return topo, spec
 

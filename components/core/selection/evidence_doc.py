@@ -13,6 +13,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components.core.cpu_machine import (
+    DEFAULT_PS_MACHINE_TYPE,
+    EGRESS_GBPS_PER_VCPU,
+    MAX_EGRESS_GBPS,
+)
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.cost_model import (
     FITTED,
@@ -1163,6 +1168,15 @@ def _answer_lines() -> list[str]:
         "a GPU mix, `--preemptible`, or a measurement (`--history`). "
         "`tests/test_selection.py::test_a_dense_model_stays_synchronous_however_fast"
         "_parameter_servers_are_predicted`.",
+        "- **Parameter-server machines.** Across machines each server runs on a CPU machine "
+        "of `--ps-machine-type` (the type `train --ps-machine-type` gives it, default "
+        f"{DEFAULT_PS_MACHINE_TYPE}), a larger shape of it where a server's share of the "
+        "variables and Adam state needs the memory, and moves its shard at that machine's "
+        f"egress rate: {EGRESS_GBPS_PER_VCPU:g} Gbit/s per vCPU, at most {MAX_EGRESS_GBPS:g} "
+        "(https://cloud.google.com/compute/docs/network-bandwidth), and at most one NIC of "
+        "the cluster's network; `--prices` bills it and the coordinator as that type. The "
+        "published runs' servers ran at a worker machine's rate and are costed so. "
+        "`tests/test_ps_servers.py`.",
         "- **Plausibility.** More GPUs per machine than any machine of that GPU holds, "
         "NVLink on T4/L4, or a NIC faster than 800 Gbit/s exit 2 with what to write instead.",
         "- **Embeddings.** Parameter servers on the workers' own machine move rows over "

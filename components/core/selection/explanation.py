@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost_model import (
     RESTART_COST_S,
@@ -21,6 +22,7 @@ from components.core.selection.prediction import (
     Prediction,
     ps_needed_for_memory,
 )
+from components.core.selection.ps_servers import server_machine
 from components.core.selection.topology import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
@@ -334,8 +336,8 @@ def _parameter_server_sentence(
     owner = "worker's" if workers == 1 else "workers'"
     if topology.machines > 1:
         where = (
-            "run them on non-preemptible machines: a lost parameter server needs a restart "
-            "from a checkpoint"
+            f"{_server_machine_clause(chosen, topology)}run them on non-preemptible machines: "
+            "a lost parameter server needs a restart from a checkpoint"
         )
     elif by_memory:
         where = (
@@ -351,6 +353,29 @@ def _parameter_server_sentence(
         f"takes {chosen.raw_communication_s * 1e3:,.1f} ms, {_not_hidden(chosen)}: "
         f"{efficiency}. {count}; {where}."
     )
+
+
+def _server_machine_clause(chosen: Prediction, topology: Topology) -> str:
+    """Which machine type each server is costed on, and its network rate where that
+    is below the workers' machines'."""
+    machine = server_machine(topology, chosen.server_state_bytes / max(chosen.layout.ps, 1))
+    if machine is None:
+        return ""
+    clause = f"each server is costed on an {machine.name}"
+    if machine.name != topology.ps_machine_type:
+        clause += f" (--ps-machine-type {topology.ps_machine_type} does not hold its share)"
+    workers_gbps = topology.machine_network_gbps
+    if machine.egress_gbps < workers_gbps:
+        clause += (
+            f", which sends at most {machine.egress_gbps:g} Gbit/s where a worker machine "
+            f"moves {workers_gbps:g}"
+        )
+        if machine.egress_gbps < MAX_EGRESS_GBPS:
+            clause += (
+                f" (Compute Engine allows {EGRESS_GBPS_PER_VCPU:g} per vCPU: a larger "
+                f"--ps-machine-type moves up to {MAX_EGRESS_GBPS:g})"
+            )
+    return clause + "; "
 
 
 _STRATEGY_SENTENCES = {

@@ -15,6 +15,7 @@ from components.core.selection.cost_model import (
     predict_allreduce,
     predict_parameter_server,
     preemption_rate,
+    server_state_bytes,
     step_compute_share,
     step_compute_time,
     worker_shares,
@@ -253,7 +254,7 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     for c in out:  # a GPU mix's candidates run on its fastest machines first
         c.replica_speed = mean_machine_speed(topology, c.layout.workers, share)
         if spec_for(c.strategy).uses_ps:
-            c.server_state_bytes = model.params * 4.0 * (1 + OPTIMIZER_STATE_FACTOR)
+            c.server_state_bytes = server_state_bytes(model)
             # each worker at its own speed (synchronous replicas all wait for the slowest)
             c.machine_shares = worker_shares(
                 topology, c.layout.workers, share, c.compute_s, c.communication_s

@@ -14,6 +14,7 @@ from components.core.config import (
     ConfigError,
 )
 from components.core.config import PRECISIONS as POLICIES
+from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
 from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
@@ -175,6 +176,10 @@ class Topology:
             (`MinSizePartitioner`, shards of at least `PS_MIN_SHARD_BYTES`, at most
             one per server: components/core/strategies.py); False for the
             published TF1 runs, which placed each variable whole on one server.
+        ps_machine_type: CPU machine type each parameter server runs on across
+            machines (`strategist train --ps-machine-type`): its egress rate
+            bounds the servers' transfers (`ps_servers`); None for the published
+            runs, whose servers ran at a worker machine's rate.
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
         heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
@@ -201,6 +206,7 @@ class Topology:
     step_scalar_all_reduces: int = KERAS_STEP_SCALAR_ALL_REDUCES
     heterogeneity_slowdown: float = HETEROGENEITY_SLOWDOWN
     partitioned_variables: bool = True
+    ps_machine_type: str | None = DEFAULT_PS_MACHINE_TYPE
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
@@ -259,6 +265,8 @@ class Topology:
                 f"--network-path {self.network_path!r}: choose one of {', '.join(NETWORK_PATHS)}"
             )
         self._check_mix()
+        if self.ps_machine_type is not None:
+            cpu_machine(self.ps_machine_type)
         slowdown = self.heterogeneity_slowdown
         if isinstance(slowdown, bool) or not (
             isinstance(slowdown, (int, float)) and 1 < slowdown <= MAX_HETEROGENEITY_SLOWDOWN

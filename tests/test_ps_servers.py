@@ -1,0 +1,137 @@
+"""Parameter servers are costed on the CPU machines `train` gives them, and billed so.
+
+Across machines each server runs on a CPU machine of `--ps-machine-type` (train's and
+select's, default n1-standard-8), whose egress Compute Engine caps at 2 Gbit/s per vCPU
+and 32 in all. `select` costed them at the GPU machines' NIC rate times `--nics` while
+billing them as n1-standard-4 machines: on 4 x 8 A100 with 4 x 100 Gbit/s NICs each
+server moved 400 Gbit/s, 25 times what its machine sends, and the asynchronous
+parameter_server came out the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from components.core import model_profile
+from components.core.config import ConfigError
+from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine, holding
+from components.core.selection import Topology, evidence, load_evidence
+from components.core.selection.cost_model import FITTED, server_state_bytes
+from pipelines.cli import main
+from pipelines.cli.cloud_train import add_cloud_arguments
+
+PRICES = Path(__file__).parents[1] / "components" / "core" / "data" / "prices.json"
+A100_CLUSTER = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "a100",
+                "--network-gbps", "100", "--nics", "4", "--network-path", "host", "--model",
+                "resnet50", "--heterogeneous", "1.3", "--async-ok", "--json"]  # fmt: skip
+
+
+def _select(capsys, argv: list[str]) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _ps_row(doc: dict, workers: int) -> dict:
+    rows = [doc, *doc["alternatives"]]
+    return next(r for r in rows if r["strategy"] == "parameter_server"
+                and r["layout"]["workers"] == workers)  # fmt: skip
+
+
+def test_cpu_machine_types_know_their_memory_and_egress():
+    assert cpu_machine("n1-standard-8").egress_gbps == 16  # the network-bandwidth page's example
+    assert cpu_machine("n1-standard-8").memory_gb == 30
+    assert cpu_machine("n1-standard-32").egress_gbps == 32  # the cap, not 64
+    assert cpu_machine("n2-highcpu-2").egress_gbps == 4
+    assert cpu_machine("n2-highmem-4").memory_gb == 32
+    # a larger shape of the same family and kind, where the memory needs it
+    assert holding(cpu_machine("n1-standard-8"), 37.5).name == "n1-standard-16"
+    assert holding(cpu_machine("n1-standard-8"), 10).name == "n1-standard-8"
+    assert holding(cpu_machine("n1-highcpu-2"), 10_000).name == "n1-highcpu-96"
+    for name in ("c2-standard-8", "n1-standard-12", "n1-standard", "a2-highgpu-1g"):
+        with pytest.raises(ConfigError, match="--ps-machine-type"):
+            cpu_machine(name)
+
+
+def test_train_and_select_give_servers_the_same_machine_type_by_default():
+    parser = argparse.ArgumentParser()
+    add_cloud_arguments(parser)
+    assert parser.parse_args([]).ps_machine_type == DEFAULT_PS_MACHINE_TYPE
+    assert Topology().ps_machine_type == DEFAULT_PS_MACHINE_TYPE == "n1-standard-8"
+    # the published runs' servers ran at a worker machine's rate, and are costed so
+    topology, _ = evidence.case_topology(load_evidence()[0])
+    assert topology.ps_machine_type is None
+
+
+def test_servers_move_what_their_machine_sends_not_the_gpu_machines_nics(capsys):
+    doc = _select(capsys, A100_CLUSTER)
+    # the synchronous ring on the A100 machines is the answer now, not 25,639 examples/s
+    # of asynchronous parameter servers at 400 Gbit/s each
+    assert doc["strategy"] == "multi_worker_mirrored"
+    ps = _ps_row(doc, 4)
+    servers = ps["layout"]["ps"]
+    model = model_profile.profile_model("resnet50")
+    # each server pulls and pushes its shard to 4 workers at 16 Gbit/s (fitted efficiency)
+    server_bps = 16 / 8 * 1e9 * FITTED.ps_network_efficiency
+    by_hand = 2 * 4 * model.gradient_bytes / servers / server_bps
+    assert ps["predicted"]["communication_s"] + 1e-9 >= by_hand * 0.5  # half hidden at most
+    assert ps["predicted"]["examples_per_second"] < doc["predicted"]["examples_per_second"]
+
+
+def test_a_larger_ps_machine_type_reaches_the_cost_model_and_the_bill(capsys):
+    argv = [*A100_CLUSTER, "--prices"]
+    small = _select(capsys, [*argv, "--ps-machine-type", "n1-standard-4"])
+    large = _select(capsys, [*argv, "--ps-machine-type", "n1-standard-32"])
+    slow, fast = _ps_row(small, 4), _ps_row(large, 4)
+    assert fast["predicted"]["examples_per_second"] > 1.5 * slow["predicted"]["examples_per_second"]
+    # billed as what it runs on: its servers and the coordinator on n1-standard-32
+    prices = json.loads(PRICES.read_text())["machine_types"]
+    gpu_machines = 4 * prices["a2-highgpu-8g"]["usd_per_hour"]
+    hourly = gpu_machines + (fast["layout"]["ps"] + 1) * prices["n1-standard-32"]["usd_per_hour"]
+    usd = hourly / (fast["predicted"]["examples_per_second"] * 3600) * 1e6
+    assert fast["usd_per_million_examples"] == pytest.approx(usd, rel=1e-4)  # JSON keeps 6 digits
+
+
+def test_the_reason_names_the_server_machine_and_its_rate(capsys):
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
+            "--network-gbps", "25", "--network-path", "host", "--model", "resnet50",
+            "--async-ok"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("recommended: parameter_server")
+    said = ("each server is costed on an n1-standard-8, which sends at most 16 Gbit/s where a "
+            "worker machine moves 25 (Compute Engine allows 2 per vCPU: a larger "
+            "--ps-machine-type moves up to 32); run them on non-preemptible machines")  # fmt: skip
+    assert said in out
+
+
+def test_servers_holding_a_large_share_are_costed_on_a_larger_shape():
+    model = model_profile.from_params(10_000_000, 1e8, 1e5).with_sparse_embedding(10_000_000_000)
+    # 10.01e9 parameters x 12 bytes over 4 servers: 30 GB each, 37.5 with headroom
+    from components.core.selection.ps_servers import server_machine, server_network_gbps
+
+    topology = Topology(4, 1, "v100", network_gbps=100)
+    share = server_state_bytes(model) / 4
+    assert server_machine(topology, share).name == "n1-standard-16"
+    assert server_network_gbps(topology, share) == 32
+    # slower networks bound the servers too; one machine's servers share the workers'
+    assert server_network_gbps(Topology(4, 1, "v100", network_gbps=10), share) == 10
+    assert server_machine(Topology(1, 8, "v100"), share) is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--ps-machine-type", "c2-standard-8"], "give an N1 or N2 general-purpose type"),
+        (["--machines", "1", "--ps-machine-type", "n1-standard-8"], "one machine sends nothing"),
+    ],
+)
+def test_a_ps_machine_type_select_cannot_cost_exits_2(capsys, extra, says):
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
+            "--model", "resnet50", *extra]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
