@@ -1434,6 +1434,32 @@ def test_a_record_the_floor_weighed_is_counted_though_another_count_is_chosen(tm
     assert not any(r.startswith("None of the") for r in rec.reasons)
 
 
+def test_a_measured_machine_is_no_baseline_for_predicted_machine_counts(tmp_path, capsys):
+    """Review #6: 4 T4 machines at 3 Gbit/s are predicted 32% efficient, so one machine.
+    One T4 measured at 90 examples/s, half its predicted 180, made the floor divide
+    multi_worker_mirrored's predicted 226 by 4 x 90 (63%) and recommend all 4; a
+    predicted count is over one machine's prediction, as if every count fell short alike."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
+            "resnet50", "--network-gbps", "3", "--network-path", "host", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    path = _review_history(tmp_path, "Tesla T4", [("one_device", 90.0, 1, 0, 1)])
+    assert main([*argv, "--history", path]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("one_device", 1)
+    assert doc["measured"]["examples_per_second"] == 90.0
+    options = {o["machines"]: o for o in doc["machine_options"]}
+    before = {o["machines"]: o for o in predicted["machine_options"]}
+    assert options[4]["machine_efficiency"] == pytest.approx(0.315, abs=0.005)
+    assert options[4]["machine_efficiency"] == before[4]["machine_efficiency"]
+    assert options[4]["speedup"] == before[4]["speedup"]  # 226 over the predicted 180
+    floor = doc["reasons"][0]
+    assert floor.startswith("Adding machines buys little here: all 4 machines")
+    assert ("measured counts over one t4's measured 90 examples/s, predicted ones over its "
+            "predicted 180 and one machine's prediction") in floor  # fmt: skip
+    assert "4 machines (multi_worker_mirrored): 1.3x one t4, 32% machine efficiency" in floor
+
+
 def test_the_answers_at_both_ends_keep_the_objective_prices_and_history(capsys):
     """Under --objective cost the answer at 1 and 100 Gbit/s, and through an overlay, is the
     cheapest there too, not the fastest (it used to be recommended for time)."""

@@ -1067,7 +1067,12 @@ def _answer_lines() -> list[str]:
         "stay above it and lists the predicted speed-up of 1, 2, 4, ... machines "
         "(`machine_options` in `--json`), each costed with the same memory checks (an "
         "embedding table that fits no GPU compares parameter servers on one machine): "
-        "ResNet-101 on 16 x 8 V100 on 1 Gbps gets one machine, not all 128 GPUs.",
+        "ResNet-101 on 16 x 8 V100 on 1 Gbps gets one machine, not all 128 GPUs. A machine "
+        "count measured (`--history`) weighs by what it ran at; a predicted count is over "
+        "one machine's prediction even when one machine was measured (as if every count fell "
+        "short of its prediction alike), not over that measurement: one T4 measured at half "
+        "its predicted speed would otherwise make 4 T4 machines at 3 Gbit/s read 63% "
+        "efficient where they are predicted 32%.",
         "- **Cost.** `--prices [FILE]` prices every candidate per million examples at on-demand "
         "list prices (the table `compare` uses; each machine of a GPU mix for its own GPU, the "
         "fastest first; parameter servers on CPU machines of their own, each the smallest "

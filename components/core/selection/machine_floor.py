@@ -63,9 +63,41 @@ def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: in
 
     One machine's best throughput counts once per machine of the same speed;
     in a GPU mix a slower machine alone gives proportionally less.
+
+    The two throughputs are known alike (`_one_machine_alike`): a predicted
+    count is over one machine's prediction even when one machine was measured.
+    Over the measurement, a prediction would take one machine's shortfall
+    against its prediction for scaling: one T4 measured at half its predicted
+    speed made 4 machines' predicted 226 examples/s read 226 / (4 x 90) = 63%
+    efficient, where they are predicted 31.5% (226 / (4 x 180)). The ratio of
+    predictions is the efficiency as if every count fell short of its
+    prediction as one machine did; a measurement says nothing of how another
+    count falls short (its network may dominate, or its compute), so no
+    prediction is corrected by it.
     """
     alone = k * mean_machine_speed(topology, k)
-    return best_on[k].rank_examples_per_second / (alone * best_on[1].rank_examples_per_second)
+    return best_on[k].rank_examples_per_second / (alone * _one_machine_alike(best_on, k))
+
+
+def _one_machine_alike(best_on: dict[int, Prediction], k: int) -> float:
+    """One machine's best throughput, known as `best_on[k]`'s is: its prediction
+    for a predicted count; its measurement for a measured count, or its prediction
+    when one machine was not measured (a measured count is what it ran at, and one
+    machine's prediction is all that is known of one machine)."""
+    one = best_on[1]
+    if best_on[k].measured_examples_per_second is None:
+        return one.examples_per_second
+    return one.rank_examples_per_second
+
+
+def _one_device_alike(candidate: Prediction, one_device_measured: float | None) -> float:
+    """One device's throughput, known as `candidate`'s is: its measurement
+    (`one_device_measured`) for a measured candidate when one device was measured,
+    else its prediction."""
+    predicted = candidate.per_replica_batch / candidate.single_gpu_step_s
+    if candidate.measured_examples_per_second is None:
+        return predicted
+    return one_device_measured or predicted
 
 
 def fewer_machines(
@@ -80,8 +112,9 @@ def fewer_machines(
     Args:
         topology: the hardware.
         best_on: the best candidate on each machine count (`best_on_each_machine_count`).
-        one_device_measured: the examples/s one device was measured at alone, which the
-            speed-ups are then over (as the cost sentences' are); else its prediction.
+        one_device_measured: the examples/s one device was measured at alone, which a
+            measured count's speed-up is then over (as the cost sentences' are); a
+            predicted count's is over one device's prediction (`_one_device_alike`).
 
     Returns:
         That candidate, every machine count's (machines, strategy, speed-up
@@ -92,8 +125,7 @@ def fewer_machines(
         (
             k,
             p.strategy,
-            p.rank_examples_per_second
-            / (one_device_measured or p.per_replica_batch / p.single_gpu_step_s),
+            p.rank_examples_per_second / _one_device_alike(p, one_device_measured),
             machine_efficiency(topology, best_on, k),
         )
         for k, p in best_on.items()
@@ -108,11 +140,7 @@ def fewer_machines(
         f"{x:,.1f}x one {topology.gpu}, {pct_against(e, EFFICIENCY_FLOOR)} machine efficiency"
         for m, st, x, e in options
     )
-    over = (
-        f"; over one {topology.gpu}'s measured {one_device_measured:,.0f} examples/s"
-        if one_device_measured
-        else ""
-    )
+    over = _speed_up_basis(topology, best_on, one_device_measured)
     sentence = (
         f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
         f"machines ({_gpus_said(on_n)}, {full.strategy}) are {_how_known(full)} at "
@@ -123,6 +151,32 @@ def fewer_machines(
         f"Speed-up by machine count (predicted unless measured{over}): {listing}."
     )
     return chosen, options, [sentence]
+
+
+def _speed_up_basis(
+    topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None
+) -> str:
+    """What the speed-ups are over when a measurement takes part (`; over one t4's
+    measured 90 examples/s`), and that a predicted count's are over predictions
+    (`_one_device_alike`, `_one_machine_alike`); nothing when all is predicted."""
+    predicted = [p for p in best_on.values() if p.measured_examples_per_second is None]
+    over_measured = one_device_measured and len(predicted) < len(best_on)
+    over_predicted = predicted and (
+        one_device_measured or best_on[1].measured_examples_per_second is not None
+    )
+    if over_measured and not over_predicted:
+        return f"; over one {topology.gpu}'s measured {one_device_measured:,.0f} examples/s"
+    if not over_predicted:
+        return ""
+    alike = "as if every count fell short of its prediction alike"
+    one = _one_device_alike(predicted[0], None)
+    if not over_measured:
+        return f"; a predicted count over one machine's prediction, {alike}"
+    return (
+        f"; measured counts over one {topology.gpu}'s measured {one_device_measured:,.0f} "
+        f"examples/s, predicted ones over its predicted {one:,.0f} and one machine's "
+        f"prediction, {alike}"
+    )
 
 
 def _how_known(candidate: Prediction) -> str:
