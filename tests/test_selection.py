@@ -1523,6 +1523,7 @@ HISTORY_ARGV = ["select", "--machines", "4", "--gpus-per-machine", "8", "--netwo
         ({"devices_per_worker": "x"}, "'devices_per_worker' must be a whole number"),
         ({"per_replica_batch_size": "32"}, "'per_replica_batch_size' must be a whole number"),
         ({"precision": "fp16"}, "unknown 'precision' 'fp16'"),
+        ({"parameters": "17k"}, "'parameters' must be a whole number of at least 1"),
     ],
 )
 def test_a_bad_history_record_exits_2_naming_the_file_record_and_field(
@@ -2475,6 +2476,58 @@ def test_history_of_another_model_batch_or_precision_does_not_match(tmp_path):
     )
     assert "model mlp" in selection.history.mismatch(records[0], topo, from_params(1000), 32)
     assert "device cpu" in selection.history.mismatch(records[0], Topology(2, 1, "t4"), mlp, 32)
+
+
+def _mlp_on_four_t4(tmp_path: Path, parameters: int | None) -> str:
+    """A comparison.json of multi_worker_mirrored measured on 4 x 1 T4 at a million
+    examples/s for the registry mlp (as the review's mlp_fast.json), with `parameters`."""
+    record = {"strategy": "multi_worker_mirrored", "examples_per_second": 1e6, "workers": 4,
+              "ps": 0, "devices_per_worker": 1, "per_replica_batch_size": 32,
+              "num_replicas": 4, "eval_accuracy": 0.9, "model": "mlp",
+              "parameters": parameters,
+              "hardware": {"platform": "vertex", "gpu": "Tesla T4", "gpus_per_machine": 1,
+                           "machines": 4}}  # fmt: skip
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": [record]}))
+    return str(path)
+
+
+T4_ARGV = ["select", "--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4",
+           "--network-gbps", "10", "--network-path", "host", "--model", "mlp",
+           "--json"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (["--sparse-embedding-params", "1e8"], "model mlp of 17,226 parameters, not "
+         "100,017,226 with its 100,000,000-parameter sparse embedding table"),
+        (["--classes", "11"], "model mlp of 17,226 parameters, not 17,291: another --classes "
+         "or input shape"),
+    ],
+)  # fmt: skip
+def test_a_history_record_of_another_model_size_does_not_match(tmp_path, capsys, flags, why):
+    """Review #4: a record matched on the model's name alone, so a 17,226-parameter mlp's
+    measurement decided for the mlp with a 1e8-parameter embedding table (parameter servers
+    flipped to multi_worker_mirrored) or with another classifier head."""
+    path = _mlp_on_four_t4(tmp_path, model_profile.profile_model("mlp").params)
+    assert main([*T4_ARGV, "--history", path]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["measured"] == {"examples_per_second": 1e6, "source": path}
+    assert main([*T4_ARGV, *flags]) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    assert main([*T4_ARGV, *flags, "--history", path]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["measured"]) == (predicted["strategy"], None)
+    assert all(a.get("measured") is None for a in doc["alternatives"])
+    assert f"None of the 1 history records matches a candidate here ({why})" in "".join(
+        doc["reasons"]
+    )
+    # a record that states no size (written by hand) still matches on the name
+    no_size = _mlp_on_four_t4(tmp_path, None)
+    model = model_profile.profile_model("mlp", num_classes=11)
+    record = selection.load_history([no_size])[0]
+    assert selection.history.mismatch(record, Topology(4, 1, "t4"), model, 32) is None
 
 
 # ------------------------------------------------------------------ embeddings, mixes, preemption

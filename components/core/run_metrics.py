@@ -301,6 +301,7 @@ _COUNTS = {
     "ps": 0,
     "devices_per_worker": 1,
     "per_replica_batch_size": 1,
+    "parameters": 1,
 }
 _HARDWARE_COUNTS = {"machines": 1, "processes": 1, "gpus_per_machine": 0}
 # The selector's name of full precision, written by hand in records: the policy it means.

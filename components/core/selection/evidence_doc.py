@@ -1198,7 +1198,9 @@ def _answer_lines() -> list[str]:
         "machines' restarts together fill it is infeasible (it trains nothing).",
         "- **History.** `--history comparison.json` records (a folder means every "
         "comparison.json under it; Strategist's own, CPU runs "
-        "included with `--gpu cpu`) decide a candidate when device, model, per-replica "
+        "included with `--gpu cpu`) decide a candidate when device, model (its name, and its "
+        "parameter count when the record states it, as Strategist's do: `--classes` and "
+        "`--sparse-embedding-params` make another model), per-replica "
         "batch, precision, strategy and cluster shape all match, each worker on a machine "
         "of its own (a local run's workers share one machine and measure no network); the "
         "median of the matching records replaces that candidate's prediction alone, so it "

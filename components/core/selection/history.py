@@ -4,10 +4,12 @@ A record decides a candidate when it measured the same thing: the same device
 (GPU type, or a CPU for records without GPUs, as Strategist's local runs are),
 the same strategy and cluster shape (workers, each on a machine of its own, and
 devices per worker), the same per-replica batch, the same precision and the
-same model. Its throughput then
-replaces that candidate's prediction alone, so a measurement can flip the
-ranking; a parameter_server candidate takes the server count its fastest records
-ran with, and is re-costed there. Records do not state the network between machines: a multi-machine
+same model: its name, and its parameter count when the record states it (as
+Strategist's do), since `--classes` and `--sparse-embedding-params` change the
+model but not its name. Its throughput then replaces that candidate's
+prediction alone, so a measurement can flip the ranking; a parameter_server
+candidate takes the server count its fastest records ran with, and is re-costed
+there. Records do not state the network between machines: a multi-machine
 record is taken as measured on the network asked about, and the reason says so.
 """
 
@@ -130,6 +132,8 @@ def mismatch(
         return f"device {record_device(record)}, not {topology.gpu}"
     if record.get("model") != model.name:
         return f"model {record.get('model') or 'unknown'}, not {model.name}"
+    if record.get("parameters") is not None and record["parameters"] != model.params:
+        return _other_size(record["parameters"], model)
     rec_batch = record.get("per_replica_batch_size")
     if rec_batch is None:
         # Every metrics.json Strategist wrote, version 1 on, states its batch: a record
@@ -143,6 +147,15 @@ def mismatch(
     if bool(record.get("jit_compile")) != topology.jit_compile:
         return f"XLA {'on' if record.get('jit_compile') else 'off'}, not as asked (--jit-compile)"
     return None
+
+
+def _other_size(parameters: int, model: ModelProfile) -> str:
+    """Why a record of `model`'s name but `parameters` parameters measured another model:
+    a sparse embedding table, or another classifier head or input, changes the model."""
+    said = f"model {model.name} of {parameters:,} parameters, not {model.params:,}"
+    if model.sparse_embedding_params:
+        return f"{said} with its {model.sparse_embedding_params:,}-parameter sparse embedding table"
+    return f"{said}: another --classes or input shape"
 
 
 def _devices_per_worker(record: Mapping[str, Any]) -> int:
