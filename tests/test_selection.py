@@ -1254,6 +1254,40 @@ def test_a_measurement_above_perfect_scaling_is_questioned(tmp_path):
     assert not any("perfect scaling" in r for r in rec.reasons)
 
 
+def test_ignored_history_records_are_named_by_file_and_why_and_a_file_counts_once(tmp_path):
+    """Review #10: "4 history record(s) on other hardware, models, batches, precisions or
+    cluster shapes were ignored" named neither files nor reasons, and a file passed twice
+    (or as a folder's and on its own) counted its records twice, in the tally and in the
+    median."""
+    folder = tmp_path / "runs" / "a-compare"
+    folder.mkdir(parents=True)
+    ours = _comparison(folder, "comparison.json", [("multi_worker_mirrored", 5000.0)])
+    doc = json.loads(Path(ours).read_text())
+    doc["results"].append({**doc["results"][0], "hardware": {**doc["results"][0]["hardware"],
+                                                             "gpu": "t4"}})  # fmt: skip
+    Path(ours).write_text(json.dumps(doc))
+    other = _comparison(tmp_path, "other.json", [("mirrored", 900.0)])
+    doc = json.loads(Path(other).read_text())
+    doc["results"][0]["per_replica_batch_size"] = 32
+    Path(other).write_text(json.dumps(doc))
+    given = [tmp_path / "runs", ours, other, str(tmp_path / "." / "other.json")]
+    records = selection.load_history(given)
+    assert len(records) == 3  # each file's records once
+    rec = recommend(Topology(4, 8, "v100", network_gbps=100), RESNET101, history=records)
+    assert any(r.startswith("Measured: multi_worker_mirrored") and "(1 matching record)" in r
+               for r in rec.reasons)  # fmt: skip
+    assert (f"2 of the 3 history records were ignored: {other} (1 record): batch 32 per "
+            f"replica, not 64; {ours} (1 record): device t4, not v100.") in rec.reasons  # fmt: skip
+    # a record that matches all but the cluster shape says which shape it ran
+    local = _cpu_records(tmp_path, {"multi_worker_mirrored": 1e6}, local=True)
+    rec = recommend(Topology(2, 1, "cpu", network_gbps=1), model_profile.profile_model("mlp"),
+                    batch_size=32, history=selection.load_history([local]))  # fmt: skip
+    shape = (f"{local} (1 record): multi_worker_mirrored on 2 worker(s) x 1 device(s) across "
+             "1 machine(s): the cluster shape or machines of no candidate here.")  # fmt: skip
+    assert any(r.startswith("None of the 1 history records") and r.endswith(shape)
+               for r in rec.reasons)  # fmt: skip
+
+
 def test_history_confirming_the_choice_is_reported(tmp_path):
     topology = Topology(4, 8, "v100", network_gbps=100)
     path = _comparison(tmp_path, "c.json", [("multi_worker_mirrored", 5000.0)])
@@ -2502,8 +2536,8 @@ T4_ARGV = ["select", "--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4"
     [
         (["--sparse-embedding-params", "1e8"], "model mlp of 17,226 parameters, not "
          "100,017,226 with its 100,000,000-parameter sparse embedding table"),
-        (["--classes", "11"], "model mlp of 17,226 parameters, not 17,291: another --classes "
-         "or input shape"),
+        (["--classes", "11"], "model mlp of 17,226 parameters, not 17,291 (another --classes "
+         "or input shape)"),
     ],
 )  # fmt: skip
 def test_a_history_record_of_another_model_size_does_not_match(tmp_path, capsys, flags, why):
@@ -2520,9 +2554,8 @@ def test_a_history_record_of_another_model_size_does_not_match(tmp_path, capsys,
     doc = json.loads(capsys.readouterr().out)
     assert (doc["strategy"], doc["measured"]) == (predicted["strategy"], None)
     assert all(a.get("measured") is None for a in doc["alternatives"])
-    assert f"None of the 1 history records matches a candidate here ({why})" in "".join(
-        doc["reasons"]
-    )
+    assert (f"None of the 1 history records matches a candidate here, so the choice rests on "
+            f"the cost model: {path} (1 record): {why}.") in doc["reasons"]  # fmt: skip
     # a record that states no size (written by hand) still matches on the name
     no_size = _mlp_on_four_t4(tmp_path, None)
     model = model_profile.profile_model("mlp", num_classes=11)

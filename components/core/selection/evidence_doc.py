@@ -1204,7 +1204,9 @@ def _answer_lines() -> list[str]:
         "batch, precision, strategy and cluster shape all match, each worker on a machine "
         "of its own (a local run's workers share one machine and measure no network); the "
         "median of the matching records replaces that candidate's prediction alone, so it "
-        "can flip the ranking, and the reasons name the file. A record without its "
+        "can flip the ranking, and the reasons name the file; they name each ignored record's "
+        "file and why too, and a file reached twice (given twice, or inside a folder also "
+        "given) is read once. A record without its "
         "per-replica batch matches nothing (every metrics.json Strategist wrote, version 1 "
         "on, states it). A record with a NaN, infinite or zero speed, a count that is not a "
         'whole number (`"workers": "two"`), or a precision no run config has (`float32`, '

@@ -16,6 +16,8 @@ record is taken as measured on the network asked about, and the reason says so.
 from __future__ import annotations
 
 import dataclasses
+import os
+import posixpath
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -83,7 +85,9 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 def _comparison_files(paths: Iterable[str | Path]) -> list[tuple[str | Path, str]]:
     """(as given, file) pairs: a file stands for itself, a folder for every
-    comparison.json under it (at any depth, sorted).
+    comparison.json under it (at any depth, sorted); a file reached twice (given
+    twice, or as a folder's and on its own) is read once, where first reached, so
+    its records weigh once in a median and count once in a tally.
 
     Raises:
         ConfigError: when a folder holds no comparison.json.
@@ -101,7 +105,22 @@ def _comparison_files(paths: Iterable[str | Path]) -> list[tuple[str | Path, str
                 "of a `strategist compare` run (runs/<timestamp>-compare/) or its file"
             )
         files.extend((path, f) for f in found)
-    return files
+    seen: set[str] = set()
+    once = []
+    for given, f in files:
+        if _identity(f) not in seen:
+            seen.add(_identity(f))
+            once.append((given, f))
+    return once
+
+
+def _identity(path: str) -> str:
+    """What names one file however it was written: a local path resolved (`./a/../b`,
+    a symlink), a URI with its path normalised (`gs://b/x//y` is `gs://b/x/y`)."""
+    if storage.is_uri(path):
+        scheme, rest = path.split("://", 1)
+        return f"{scheme}://{posixpath.normpath(rest)}"
+    return os.path.realpath(storage.local_view(path))
 
 
 def record_device(record: Mapping[str, Any]) -> str:
@@ -145,7 +164,8 @@ def mismatch(
     if precision != topology.precision:
         return f"precision {precision}, not {topology.precision}"
     if bool(record.get("jit_compile")) != topology.jit_compile:
-        return f"XLA {'on' if record.get('jit_compile') else 'off'}, not as asked (--jit-compile)"
+        ran, asked = ("on", "without") if record.get("jit_compile") else ("off", "with")
+        return f"XLA {ran}, not as asked {asked} --jit-compile"
     return None
 
 
@@ -155,7 +175,7 @@ def _other_size(parameters: int, model: ModelProfile) -> str:
     said = f"model {model.name} of {parameters:,} parameters, not {model.params:,}"
     if model.sparse_embedding_params:
         return f"{said} with its {model.sparse_embedding_params:,}-parameter sparse embedding table"
-    return f"{said}: another --classes or input shape"
+    return f"{said} (another --classes or input shape)"
 
 
 def _devices_per_worker(record: Mapping[str, Any]) -> int:
@@ -230,18 +250,17 @@ def apply_history(
     """
     matching = [r for r in records if mismatch(r, topology, model, batch) is None]
     reasons = []
-    used = 0
+    used: set[int] = set()  # ids of the records weighed
     across_machines = False  # whether a record that decided ran over the network
     for p in preds:
         fitting = [r for r in matching if _fits(r, p)]
         mine = _at_one_server_count(p, fitting, topology, model, batch)
         if not mine:
             continue
-        used += len(fitting) - len(mine)  # another server count's records, weighed and slower
+        used.update(map(id, fitting))  # another server count's records: weighed and slower
         across_machines |= p.layout.workers > 1
         mine.sort(key=lambda r: r["examples_per_second"])
         median = mine[(len(mine) - 1) // 2]  # the lower middle names the file
-        used += len(mine)
         p.measured_examples_per_second = float(
             statistics.median(r["examples_per_second"] for r in mine)
         )
@@ -261,19 +280,16 @@ def apply_history(
             f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
         )
     reasons.extend(_above_perfect_scaling(preds))
+    ignored = [r for r in records if id(r) not in used]
     if records and not used:
-        why = {
-            mismatch(r, topology, model, batch) or "cluster shape or machines of no candidate"
-            for r in records
-        }
         reasons.append(
-            f"None of the {len(records)} history records matches a candidate here "
-            f"({'; '.join(sorted(why))}); the choice rests on the cost model."
+            f"None of the {len(records)} history records matches a candidate here, so the "
+            f"choice rests on the cost model: {_why_ignored(ignored, topology, model, batch)}."
         )
-    elif len(records) > used:
+    elif ignored:
         reasons.append(
-            f"{len(records) - used} history record(s) on other hardware, models, batches, "
-            "precisions or cluster shapes were ignored."
+            f"{len(ignored)} of the {len(records)} history records were ignored: "
+            f"{_why_ignored(ignored, topology, model, batch)}."
         )
     if across_machines:
         reasons.append(
@@ -281,6 +297,34 @@ def apply_history(
             f"as measured on the {topology.machine_network_gbps:g} Gbps asked about."
         )
     return reasons
+
+
+def _why_ignored(
+    ignored: Sequence[Mapping[str, Any]], topology: Topology, model: ModelProfile, batch: int
+) -> str:
+    """Each file's ignored records and why, for a sentence: `a.json (2 records): device t4,
+    not v100; b.json (1 record): batch 64 per replica, not 32`."""
+    count: dict[tuple[str, str], int] = {}
+    for r in ignored:
+        why = mismatch(r, topology, model, batch) or _no_candidates_shape(r)
+        count[(r["_source"], why)] = count.get((r["_source"], why), 0) + 1
+    return "; ".join(
+        f"{source} ({n} record{'s' if n > 1 else ''}): {why}"
+        for (source, why), n in sorted(count.items())
+    )
+
+
+def _no_candidates_shape(record: Mapping[str, Any]) -> str:
+    """Why a record that matches the device, model, batch and precision decides nothing:
+    its strategy ran on a cluster shape or machines no candidate here has."""
+    hw = record.get("hardware") or {}
+    workers, machines = record.get("workers") or 1, hw.get("machines") or 1
+    servers = f", {record.get('ps')} server(s)" if spec_for(record["strategy"]).uses_ps else ""
+    return (
+        f"{record['strategy']} on {workers} worker(s) x {_devices_per_worker(record)} "
+        f"device(s){servers} across {machines} machine(s): the cluster shape or machines of "
+        "no candidate here"
+    )
 
 
 def _servers(candidate: Prediction) -> str:
