@@ -1206,7 +1206,8 @@ def _answer_lines() -> list[str]:
         "median of the matching records replaces that candidate's prediction alone, so it "
         "can flip the ranking, and the reasons name the file; they name each ignored record's "
         "file and why too, and a file reached twice (given twice, or inside a folder also "
-        "given) is read once. A record without its "
+        "given) is read once. A measured candidate's step breakdown is said to be "
+        "predicted. A record without its "
         "per-replica batch matches nothing (every metrics.json Strategist wrote, version 1 "
         "on, states it). A record with a NaN, infinite or zero speed, a count that is not a "
         'whole number (`"workers": "two"`), or a precision no run config has (`float32`, '

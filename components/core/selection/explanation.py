@@ -430,7 +430,7 @@ def _how_known(p: Prediction) -> str:
 
 
 def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list[str]:
-    """Each other candidate's throughput relative to the choice, and its step time.
+    """Each other candidate's throughput relative to the choice, and its predicted step time.
 
     one_device is left out once more GPUs are chosen.
     """
@@ -450,8 +450,18 @@ def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list
         )
         reasons.append(
             f"{name}: {p.rank_examples_per_second:,.0f} examples/s ({_how_known(p)}), "
-            f"{rel:.2f}x the choice; step {p.step_time_s * 1e3:,.1f} "
-            f"ms = {p.compute_s * 1e3:,.1f} ms compute + "
-            f"{p.communication_s * 1e3:,.1f} ms exposed communication."
+            f"{rel:.2f}x the choice; {_step_said(p)}."
         )
     return reasons
+
+
+def _step_said(p: Prediction) -> str:
+    """`p`'s step, split into compute and exposed communication: a prediction, said to
+    be one beside a measurement (which times no part of the step)."""
+    parts = (
+        f"{p.step_time_s * 1e3:,.1f} ms = {p.compute_s * 1e3:,.1f} ms compute + "
+        f"{p.communication_s * 1e3:,.1f} ms exposed communication"
+    )
+    if p.measured_examples_per_second is None:
+        return f"step {parts}"
+    return f"predicted at {p.examples_per_second:,.0f} examples/s, a step of {parts}"
