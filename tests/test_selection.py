@@ -1822,6 +1822,29 @@ def test_mixed_precision_is_no_faster_without_tensor_cores_and_says_so(gpu):
     assert not any("computes no faster" in r for r in v100_mixed.reasons)
 
 
+def test_a_given_activation_figure_is_what_back_propagation_keeps(capsys):
+    """Review s14 #5: --activation-bytes-per-example is the bytes one example keeps
+    (its help says so), but the cost model cut it by the 15 % calibrated on summed layer
+    outputs: 1e9 bytes x 32 read 27.2 GB, and batch 16 (16 GB) passed on a 14.4 GB V100."""
+    given = from_params(1000, 1e10, activation_bytes_per_example=1e9)
+    assert selection.memory_needed_bytes(given, 32, True) == pytest.approx(16_000 + 32e9)
+    assert selection.max_batch_that_fits(given, 16, True) == 14
+    # Strategist's own figure sums every layer's output: the calibrated share still applies
+    estimated = from_params(1000, 1e10)
+    kept = selection.cost_model.KEPT_ACTIVATION_FRACTION
+    summed = model_profile.ACTIVATION_BYTES_PER_FLOP * 1e10
+    assert selection.memory_needed_bytes(estimated, 32, True) == pytest.approx(
+        16_000 + 32 * summed * kept
+    )
+    argv = ["select", "--machines", "1", "--gpus-per-machine", "1", "--gpu", "v100",
+            "--params", "1000", "--gflops-per-example", "10",
+            "--activation-bytes-per-example", "1e9"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "A per-GPU batch of 32 needs 32.0 GB" in out
+    assert "use at most 14 per GPU" in out
+
+
 @pytest.mark.parametrize("model_name", ["resnet50", "registry"])
 def test_nvidias_published_resnet50_batches_fit_and_twice_fp32_does_not(model_name):
     """DeepLearningExamples' TensorFlow ResNet-50 v1.5 batches (the published set) get a yes."""

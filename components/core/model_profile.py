@@ -46,7 +46,9 @@ class ModelProfile:
         params: all parameters, dense and sparse-embedding.
         flops_per_example: forward-pass FLOPs for one example (2 x MACs).
         activation_bytes_per_example: bytes of layer outputs one example keeps
-            for back-propagation (float32).
+            for back-propagation (float32): the summed layer outputs, of which the
+            cost model takes the share frameworks really keep, unless
+            `kept_activations_given`.
         largest_variable_params: parameters of the largest single variable.
         sparse_embedding_params: parameters in sparse embedding tables (part of
             `params`), looked up a few rows per example.
@@ -59,6 +61,10 @@ class ModelProfile:
             `activations`); empty when everything was counted or given.
         compiled_metrics: metrics the model is compiled with besides its loss,
             when it was built as a run trains it; None when unknown.
+        kept_activations_given: whether `activation_bytes_per_example` is a
+            user's figure of what back-propagation keeps
+            (`--activation-bytes-per-example`), taken as it is; False for
+            Strategist's own counts and estimates, which sum every layer's output.
     """
 
     name: str
@@ -73,6 +79,7 @@ class ModelProfile:
     tensors: int = 1
     estimated: tuple[str, ...] = ()
     compiled_metrics: int | None = None
+    kept_activations_given: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, int) or self.params < 1:
@@ -179,9 +186,10 @@ def from_params(
         flops_per_example: forward FLOPs per example; when None, estimated as
             `flops_per_param` (default `FLOPS_PER_PARAM_ESTIMATE`) x params and
             marked as estimated.
-        activation_bytes_per_example: activation bytes one example keeps; when
-            None, estimated from the FLOPs (`ACTIVATION_BYTES_PER_FLOP`) and
-            marked as estimated.
+        activation_bytes_per_example: activation bytes one example keeps for
+            back-propagation, taken as it is (`kept_activations_given`); when
+            None, estimated from the FLOPs (`ACTIVATION_BYTES_PER_FLOP`, a share
+            of summed layer outputs) and marked as estimated.
         flops_per_param: the FLOPs-per-parameter of the estimate.
 
     Raises:
@@ -210,6 +218,7 @@ def from_params(
         + (f"; estimated: {', '.join(estimated)}" if estimated else ""),
         tensors=max(2, math.ceil(params / PARAMS_PER_TENSOR_ESTIMATE)),
         estimated=tuple(estimated),
+        kept_activations_given=activation_bytes_per_example is not None,
     )
 
 

@@ -161,8 +161,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--activation-bytes-per-example",
         type=float,
-        help="activation bytes one example keeps for back-propagation with --params "
-        "(default: estimated from the FLOPs, and said so)",
+        help="activation bytes one example keeps for back-propagation with --params, "
+        "taken whole (default: estimated from the FLOPs, and said so)",
     )
     model.add_argument(
         "--classes",

@@ -506,12 +506,14 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
 
 
 def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -> float:
-    """Activation bytes one example keeps for back-propagation at `precision`."""
-    return (
-        model.activation_bytes_per_example
-        * KEPT_ACTIVATION_FRACTION
-        * ACTIVATION_BYTES_FACTOR[precision]
-    )
+    """Activation bytes one example keeps for back-propagation at `precision`.
+
+    `KEPT_ACTIVATION_FRACTION` of Strategist's own figure, which sums every layer's
+    output (counted or estimated); a user's figure (`kept_activations_given`) already
+    is what back-propagation keeps, so it is taken whole.
+    """
+    kept = 1.0 if model.kept_activations_given else KEPT_ACTIVATION_FRACTION
+    return model.activation_bytes_per_example * kept * ACTIVATION_BYTES_FACTOR[precision]
 
 
 def memory_needed_bytes(

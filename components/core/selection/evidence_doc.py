@@ -1100,7 +1100,11 @@ def _answer_lines() -> list[str]:
         "calibrated on NVIDIA's published TensorFlow ResNet-50 batches (128 FP32 and 256 AMP "
         "per 16 GB V100, 256 TF32 per 40 GB A100 all fit; 256 FP32 per 16 GB V100 does not). "
         "`tests/test_selection.py::test_nvidias_published_resnet50_batches_fit_and_twice_fp32"
-        "_does_not`.",
+        "_does_not`. That share applies to Strategist's own counts and estimates, which sum "
+        "every layer's output; `--activation-bytes-per-example` is what one example keeps, "
+        "taken whole "
+        "(`tests/test_selection.py::test_a_given_activation_figure_is_what_back_propagation_"
+        "keeps`).",
         "- **Overlap with back-propagation.** Horovod and PyTorch DDP all-reduce a bucket of "
         "gradients as soon as it is computed, and most published runs hide much of their "
         f"communication that way (`allreduce_overlap`: up to {FITTED.allreduce_overlap:.0%} "
