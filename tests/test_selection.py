@@ -2971,10 +2971,12 @@ def test_parameter_servers_are_billed_on_machines_that_hold_their_share():
 
 
 def test_objective_cost_weighs_fewer_machines_and_the_sentences_name_the_cheapest(capsys):
-    """Parameter servers sharing one machine are far cheaper per example than on four."""
+    """Parameter servers sharing one machine are far cheaper per example than on four,
+    where its memory holds them: 3.01e9 parameters x 12 bytes x 1.25 headroom = 45 GB of
+    an n1-standard-16's 60 (a 1e10 table's 150 GB does not fit: review s14 #2)."""
     argv = ["select", "--machines", "4", "--gpus-per-machine", "2", "--gpu", "v100",
             "--params", "1e7", "--gflops-per-example", "0.1",
-            "--sparse-embedding-params", "10000000000", "--embedding-lookups-per-example",
+            "--sparse-embedding-params", "3000000000", "--embedding-lookups-per-example",
             "100", "--network-gbps", "25", "--network-path", "host", "--prices",
             "--json"]  # fmt: skip
     assert main(argv) == 0
@@ -2991,6 +2993,52 @@ def test_objective_cost_weighs_fewer_machines_and_the_sentences_name_the_cheapes
     assert timed["layout"] == cheap["layout"]
     assert timed["usd_per_million_examples"] == cheap["usd_per_million_examples"]
     assert not any("The cheapest is" in r for r in timed["reasons"])
+
+
+def test_servers_sharing_one_machine_must_fit_its_host_memory(capsys):
+    """Review s14 #2: parameter servers on the worker's one machine were priced free and
+    their memory never checked: 4.005e9 parameters x 12 bytes (with Adam) x 1.25 headroom
+    = 60 GB of servers 'shared' a T4's n1-standard-8 (30 GB) and won --objective cost at
+    0.03 USD per million examples; a 2e10 table's 300 GB won at 0.03 too."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4",
+            "--network-gbps", "10", "--network-path", "host", "--params", "5e6",
+            "--gflops-per-example", "0.01", "--activation-bytes-per-example", "1e5",
+            "--objective", "cost", "--json", "--sparse-embedding-params"]  # fmt: skip
+    for table, needed in (("4e9", 60), ("2e10", 300)):
+        assert main([*argv, table]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 4)
+        assert not any(
+            a["layout"]["workers"] == 1 and a.get("feasible", True)
+            for a in doc["alternatives"]
+            if a["strategy"] == "parameter_server"
+        )
+        assert any(
+            f"they need {needed} GB of host memory together, more than a worker's "
+            "n1-standard-8 has (30 GB), so they cannot share one" in r
+            for r in doc["reasons"]
+        )
+    # on one machine nothing runs: refused with what each candidate lacks
+    one = ["select", "--machines", "1", "--gpus-per-machine", "1", "--gpu", "t4", "--params",
+           "5e6", "--gflops-per-example", "0.01", "--sparse-embedding-params", "4e9"]  # fmt: skip
+    assert main(one) == 2
+    err = capsys.readouterr().err
+    assert "no strategy runs on 1 x 1 t4" in err and len(err.strip().splitlines()) == 1
+    assert "its servers need 60 GB of host memory, more than the worker's n1-standard-8 " in err
+    # 50.1e9 parameters: 752 GB, more than an a2-highgpu-8g's 680 (an a2-ultragpu-8g holds it)
+    big = from_params(100_000_000, 1e9, 1e6).with_sparse_embedding(50_000_000_000)
+    with pytest.raises(ConfigError, match=r"752 GB .* a2-highgpu-8g has \(680 GB\)"):
+        recommend(Topology(1, 8, "a100"), big, batch_size=32)
+
+
+def test_every_gpu_machine_type_has_a_known_host_memory():
+    for gpu in hardware.GPUS.values():
+        for count, machine_type in gpu.machine_types.items():
+            assert gpu.machine_memory_gb(count) >= 16 * count, machine_type
+    assert hardware.machine_memory_gb("n1-standard-8") == 30  # 3.75 GB per vCPU
+    assert hardware.machine_memory_gb("a3-highgpu-8g") == 1872
+    with pytest.raises(ConfigError, match="memory of machine type 'x1-odd-3' is not known"):
+        hardware.machine_memory_gb("x1-odd-3")
 
 
 def test_a_negative_spot_price_is_refused(tmp_path):
@@ -3238,11 +3286,12 @@ def test_parameter_server_sentences_fit_their_layout():
     assert "they share the worker's machine" in said and "non-preemptible" not in said
     assert "updates after the weights" not in said and "update after the weights" not in said
     assert "a replica with it needs 80.8 GB for weights, gradients, Adam state" in said
-    # servers whose count host memory set cannot share one machine's memory unsaid
+    # servers whose count host memory set cannot share one machine's memory unsaid:
+    # 50.1e9 parameters x 12 bytes x 1.25 = 752 GB, which an a2-ultragpu-8g holds
     big = from_params(100_000_000, 1e9, 1e6).with_sparse_embedding(50_000_000_000)
-    rec = recommend(Topology(1, 8, "a100"), big, batch_size=32)
-    assert any("on one machine they share the worker's, whose host memory must then hold "
-               "640 GB" in r for r in rec.reasons)  # fmt: skip
+    rec = recommend(Topology(1, 8, "a100-80gb"), big, batch_size=32)
+    assert any("on one machine they share the worker's a2-ultragpu-8g, whose 1,360 GB of "
+               "host memory holds the 752 GB they need" in r for r in rec.reasons)  # fmt: skip
     # preemptible machines favour nothing on the one machine the floor keeps
     four = recommend(Topology(4, 4, "v100", network_gbps=10, preemptible=True), table)
     assert four.layout.workers == 1

@@ -133,7 +133,9 @@ def _machines(candidate: Prediction, topology: Topology) -> list[str]:
 
 def _server_machines(candidate: Prediction, topology: Topology) -> int:
     """CPU machines a candidate adds: its parameter servers and coordinator, on machines
-    of their own across several machines, on the workers' machine on one."""
+    of their own across several machines, on the workers' machine on one (none added:
+    a candidate whose servers that machine's memory does not hold is infeasible,
+    `ps_servers.shared_machine_note`, and never the cheapest)."""
     if not spec_for(candidate.strategy).uses_ps or topology.machines == 1:
         return 0
     return candidate.layout.ps + 1

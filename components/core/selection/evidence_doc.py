@@ -52,6 +52,7 @@ from components.core.selection.evidence import (
     summarize,
 )
 from components.core.selection.prediction import candidates
+from components.core.selection.ps_servers import SERVER_MEMORY_HEADROOM
 from components.core.selection.topology import Topology
 
 
@@ -1185,7 +1186,15 @@ def _answer_lines() -> list[str]:
         "(https://cloud.google.com/compute/docs/network-bandwidth), and at most one NIC of "
         "the cluster's network; `--prices` bills it and the coordinator as that type. The "
         "published runs' servers ran at a worker machine's rate and are costed so. "
-        "`tests/test_ps_servers.py`.",
+        "`tests/test_ps_servers.py`. On one machine the servers share the worker's GPU "
+        "machine, and nothing more is billed, so its memory must hold them all: their "
+        f"variables and Adam state x {SERVER_MEMORY_HEADROOM:g} for the process and its "
+        "buffers, as a server's own machine is sized (the machine type's memory: N1 "
+        "3.75 GB per vCPU, A2, A3 and G2 from "
+        "https://cloud.google.com/compute/docs/accelerator-optimized-machines); where it "
+        "does not, that candidate is infeasible, and when nothing else runs `select` exits "
+        "2 saying what each candidate lacks. "
+        "`tests/test_selection.py::test_servers_sharing_one_machine_must_fit_its_host_memory`.",
         "- **Plausibility.** More GPUs per machine than any machine of that GPU holds, "
         "NVLink on T4/L4, or a NIC faster than 800 Gbit/s exit 2 with what to write instead.",
         "- **Embeddings.** Parameter servers on the workers' own machine move rows over "

@@ -11,6 +11,7 @@ from components.core.selection.cost_model import (
     achievable_tflops,
     all_reduce_overlaps,
     link_bandwidth_gbps,
+    machine_gpus,
     machine_slowdowns,
     network_path_share,
     preemption_rate,
@@ -22,7 +23,7 @@ from components.core.selection.prediction import (
     Prediction,
     ps_needed_for_memory,
 )
-from components.core.selection.ps_servers import server_machine
+from components.core.selection.ps_servers import server_machine, servers_memory_gb, shared_machine
 from components.core.selection.topology import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
@@ -334,15 +335,29 @@ def _parameter_server_sentence(
     else:
         count = f"{ps} is the fewest servers within 3% of the best predicted step"
     owner = "worker's" if workers == 1 else "workers'"
+    # the machine type a worker runs on, and what the servers would need of its memory
+    shared = shared_machine(device(machine_gpus(topology, 1)[0]), chosen.layout.gpus_per_machine)
+    needed_gb = servers_memory_gb(chosen.server_state_bytes)
     if topology.machines > 1:
+        cannot_share = (
+            f"they need {needed_gb:,.0f} GB of host memory together, more than a worker's "
+            f"{shared[0]} has ({shared[1]:,.0f} GB), so they cannot share one; "
+            if shared and needed_gb > shared[1]
+            else ""
+        )
         where = (
-            f"{_server_machine_clause(chosen, topology)}run them on non-preemptible machines: "
-            "a lost parameter server needs a restart from a checkpoint"
+            f"{_server_machine_clause(chosen, topology)}{cannot_share}run them on "
+            "non-preemptible machines: a lost parameter server needs a restart from a checkpoint"
+        )
+    elif by_memory and shared:  # the memory check let them share it (memory_fit)
+        where = (
+            f"on one machine they share the {owner} {shared[0]}, whose {shared[1]:,.0f} GB "
+            f"of host memory holds the {needed_gb:,.0f} GB they need"
         )
     elif by_memory:
         where = (
             f"on one machine they share the {owner}, whose host memory must then hold "
-            f"{ps * PS_HOST_MEMORY_GB:g} GB, or give the servers machines of their own"
+            f"{needed_gb:,.0f} GB, or give the servers machines of their own"
         )
     else:
         where = f"they share the {owner} machine"

@@ -258,7 +258,9 @@ def recommend(
         model cannot fit one GPU.
 
     Raises:
-        ConfigError: for invalid hardware or batch size.
+        ConfigError: for invalid hardware or batch size, or when no candidate can
+            run (one machine whose GPU and host memory hold neither a replica with
+            the embedding table nor the parameter servers), saying why each cannot.
     """
     topology.validate()
     if objective not in OBJECTIVES or (objective == "cost" and prices is None):
@@ -271,6 +273,12 @@ def recommend(
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
         return _model_parallelism(topology, model, batch_size, gpu)
     preds, batch, reasons = candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
+    if not any(p.feasible for p in preds):
+        # one machine whose GPU holds no replica with the table, nor its host the servers
+        raise ConfigError(
+            f"no strategy runs on {topology.describe()}: "
+            + "; ".join(f"{p.strategy}: {p.note}" for p in preds)
+        )
     history_reasons = apply_history(preds, history, topology, model, batch) if history else []
     basis: list[str] = []
     if prices is not None:
