@@ -1767,6 +1767,17 @@ def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
     assert err.count("\n") == 1
 
 
+def test_json_and_markdown_together_are_refused(capsys):
+    """Review s14: `--json --markdown` printed JSON alone."""
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "1", "--model", "mlp"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--json", "--markdown"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --markdown: not allowed with argument --json" in err
+    assert err.count("\n") == 1
+
+
 def test_a_slower_half_of_an_odd_machine_count_is_said_as_it_is(capsys):
     """`--heterogeneous 2` on 3 machines slows 1 of them (the count rounds down): it said
     'half the machines are 2x slower'."""

@@ -246,8 +246,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="comparison.json files with measured throughput; a folder means every "
         "comparison.json under it (runs/ reads every `compare` run)",
     )
-    parser.add_argument("--json", action="store_true", help="print the recommendation as JSON")
-    parser.add_argument(
+    output = parser.add_mutually_exclusive_group()  # one format per answer
+    output.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    output.add_argument(
         "--markdown", action="store_true", help="print the recommendation as Markdown"
     )
     parser.set_defaults(run=run_select)
