@@ -1757,6 +1757,11 @@ def test_cli_history_and_text(tmp_path, capsys):
          "--nics"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10",
           "--activation-bytes-per-example", "-1"], "--activation-bytes-per-example"),
+        # review s14: 1e30 took 187500000000000032768 parameter servers
+        (["--machines", "2", "--gpus-per-machine", "1", "--model", "resnet50",
+          "--sparse-embedding-params", "1e30"],
+         "--sparse-embedding-params 1e+30: more than 1,000,000,000,000,000, ten times the "
+         "largest published embedding model (Persia, 1e14 parameters)"),
     ],
 )  # fmt: skip
 def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
@@ -1776,6 +1781,14 @@ def test_json_and_markdown_together_are_refused(capsys):
     err = capsys.readouterr().err
     assert "argument --markdown: not allowed with argument --json" in err
     assert err.count("\n") == 1
+
+
+def test_the_largest_embedding_table_taken_is_ten_times_the_largest_published():
+    mlp = model_profile.profile_model("mlp")
+    most = model_profile.MAX_SPARSE_EMBEDDING_PARAMS
+    assert mlp.with_sparse_embedding(most).sparse_embedding_params == most
+    with pytest.raises(ConfigError, match="more than 1,000,000,000,000,000"):
+        mlp.with_sparse_embedding(most + 64)
 
 
 def test_a_slower_half_of_an_odd_machine_count_is_said_as_it_is(capsys):

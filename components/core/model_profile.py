@@ -34,6 +34,10 @@ from components.core import storage
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
+# The largest sparse embedding table taken: ten times the largest published embedding
+# model, Persia's 100 trillion parameters (Lian et al. 2021, arXiv:2111.05897), and
+# 12 PB of parameter-server memory with Adam state; a larger figure is a typo.
+MAX_SPARSE_EMBEDDING_PARAMS = 10**15
 PROFILE_VERSION = 2  # bump when the counting rules change: old cache entries are ignored
 
 
@@ -125,11 +129,18 @@ class ModelProfile:
         """This model plus a sparse embedding table of `params` parameters.
 
         Raises:
-            ConfigError: for a negative size, a dim below 1, or a table smaller
-                than one row.
+            ConfigError: for a negative size or one above `MAX_SPARSE_EMBEDDING_PARAMS`,
+                a dim below 1, or a table smaller than one row.
         """
         if params < 0:
             raise ConfigError(f"--sparse-embedding-params must be 0 or more, got {params}")
+        if params > MAX_SPARSE_EMBEDDING_PARAMS:
+            raise ConfigError(
+                f"--sparse-embedding-params {params:.3g}: more than {MAX_SPARSE_EMBEDDING_PARAMS:,}"
+                ", ten times the largest published embedding model (Persia, 1e14 parameters) "
+                "and 12 PB of server memory with Adam state; give the table's rows x "
+                "--embedding-dim"
+            )
         if dim < 1:
             raise ConfigError(f"--embedding-dim must be at least 1, got {dim}")
         if lookups < 1:

@@ -173,7 +173,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--sparse-embedding-params",
         type=common.whole_number,
         default=0,
-        help="parameters in a sparse embedding table added to the model (default: 0)",
+        help="parameters in a sparse embedding table added to the model, up to "
+        f"{model_profile.MAX_SPARSE_EMBEDDING_PARAMS:,}, ten times the largest published "
+        "model (default: 0)",
     )
     model.add_argument(
         "--embedding-dim",
