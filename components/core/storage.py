@@ -319,7 +319,10 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     key = _remote(text)
     if key is None:
         local = local_view(text)
-        if limit is not None and not stat.S_ISREG(os.stat(local).st_mode):
+        mode = os.stat(local).st_mode if limit is not None else None
+        if mode is not None and stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a directory, not a file", text)
+        if mode is not None and not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", text)
         with open(local, "rb") as handle:
             data = handle.read() if limit is None else handle.read(limit + 1)

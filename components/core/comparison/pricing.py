@@ -62,20 +62,27 @@ class PriceTable:
         for key in ("as_of", "source", "machine_types"):
             if key not in raw:
                 raise ReportError(f"{origin}: missing {key!r}")
+        machine_entries = _section(raw, "machine_types", origin, "machine type")
         machine_types: dict[str, float] = {}
         bundled: dict[str, int] = {}
-        for name, entry in dict(raw["machine_types"]).items():
+        for name, entry in machine_entries.items():
             machine_types[name] = _price(entry, f"{origin}: machine type {name!r}")
             if isinstance(entry, Mapping) and entry.get("bundled_gpus"):
-                bundled[name] = int(entry["bundled_gpus"])
+                bundled[name] = _bundled_gpus(entry["bundled_gpus"], origin, name)
         accelerator_entries = {
-            name.lower(): entry for name, entry in dict(raw.get("accelerators", {})).items()
+            name.lower(): entry
+            for name, entry in _section(raw, "accelerators", origin, "GPU name (t4)").items()
         }
         accelerators = {
             name: _price(entry, f"{origin}: accelerator {name!r}")
             for name, entry in accelerator_entries.items()
         }
-        local = dict(raw.get("local_rehearsal", {}))
+        local = raw.get("local_rehearsal", {})
+        if not isinstance(local, Mapping):
+            raise ReportError(
+                f'{origin}: "local_rehearsal" must be an object '
+                f'({{"default_machine_type": ..., "convention": ...}}), got {_kind(local)}'
+            )
         default = str(local.get("default_machine_type", "n1-standard-4"))
         if default not in machine_types:
             raise ReportError(f"{origin}: default machine type {default!r} has no price")
@@ -89,7 +96,7 @@ class PriceTable:
             currency=str(raw.get("currency", "USD")),
             caveat=str(raw.get("caveat", "")),
             convention=str(local.get("convention", "")),
-            spot_machine_types=_spot_prices(raw["machine_types"], f"{origin}: machine type"),
+            spot_machine_types=_spot_prices(machine_entries, f"{origin}: machine type"),
             spot_accelerators=_spot_prices(accelerator_entries, f"{origin}: accelerator"),
         )
 
@@ -128,6 +135,45 @@ class PriceTable:
             "convention": self.convention,
             "caveat": self.caveat,
         }
+
+
+def _section(raw: Mapping[str, Any], key: str, origin: str, names: str) -> Mapping[str, Any]:
+    """The object `raw[key]` of name -> price entry ({} when absent).
+
+    Raises:
+        ReportError: naming `origin` and `key` when it is not a JSON object.
+    """
+    section = raw.get(key, {})
+    if not isinstance(section, Mapping):
+        raise ReportError(
+            f'{origin}: "{key}" must be an object of {names} -> price (a number of USD per '
+            f'hour, or {{"usd_per_hour": ...}}), got {_kind(section)}'
+        )
+    return section
+
+
+def _bundled_gpus(value: Any, origin: str, machine_type: str) -> int:
+    """The GPUs a machine type's price includes.
+
+    Raises:
+        ReportError: naming the machine type when `value` is not a whole number of at least 1.
+    """
+    if not is_number(value) or value != int(value) or value < 1:
+        raise ReportError(
+            f"{origin}: machine type {machine_type!r}: bundled_gpus must be the whole number "
+            f"of GPUs its price includes, got {value!r}"
+        )
+    return int(value)
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message: `a list`, `null`, `a string`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = {list: "a list", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 def _price(entry: Any, what: str) -> float:

@@ -1,0 +1,63 @@
+"""`strategist select --objective cost` and `--prices`: what the prices weigh, name and
+refuse (the session-14 review's findings 1, 3, 7, 8, 9, 10 and its bad price files)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.core.comparison.pricing import DEFAULT_PRICES_PATH
+from pipelines.cli import main
+
+T4X4 = ["--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4", "--network-gbps", "10",
+        "--network-path", "host"]  # fmt: skip
+
+
+def _price_file(tmp_path, change) -> str:
+    """A copy of the bundled price table, changed by `change(raw)`, as a path."""
+    raw = json.loads(DEFAULT_PRICES_PATH.read_text())
+    change(raw)
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+# ------------------------------------------------------------------ bad price files
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda raw: raw["machine_types"]["a2-highgpu-1g"].update(bundled_gpus="x"),
+            "machine type 'a2-highgpu-1g': bundled_gpus must be the whole number of GPUs its "
+            "price includes, got 'x'",
+        ),
+        (
+            lambda raw: raw.update(machine_types=[1, 2]),
+            '"machine_types" must be an object of machine type -> price',
+        ),
+        (
+            lambda raw: raw.update(local_rehearsal=None),
+            '"local_rehearsal" must be an object ({"default_machine_type": ..., '
+            '"convention": ...}), got null',
+        ),
+        (
+            lambda raw: raw.update(accelerators=["t4"]),
+            '"accelerators" must be an object of GPU name (t4) -> price',
+        ),
+    ],
+)
+def test_a_price_file_of_the_wrong_shape_is_refused_in_one_line(tmp_path, capsys, change, said):
+    path = _price_file(tmp_path, change)
+    assert main(["select", *T4X4, "--model", "resnet50", "--prices", path]) == 2
+    err = capsys.readouterr().err
+    assert f"--prices: {path}: {said}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_directory_given_as_prices_is_called_a_directory(tmp_path, capsys):
+    assert main(["select", *T4X4, "--model", "resnet50", "--prices", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"price table {tmp_path}: cannot read it (a directory, not a file)" in err
