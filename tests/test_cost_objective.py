@@ -61,3 +61,39 @@ def test_a_directory_given_as_prices_is_called_a_directory(tmp_path, capsys):
     assert main(["select", *T4X4, "--model", "resnet50", "--prices", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"price table {tmp_path}: cannot read it (a directory, not a file)" in err
+
+
+# ------------------------------------------------------------------ missing prices
+
+
+def test_a_gpu_sold_only_in_its_machines_is_not_asked_an_accelerator_price(tmp_path, capsys):
+    """L4 comes only inside g2 machine types: a price of its own would count it twice."""
+    argv = ["select", "--machines", "2", "--gpu", "l4", "--gpus-per-machine", "2",
+            "--model", "resnet50", "--network-gbps", "10", "--network-path", "host"]  # fmt: skip
+    assert main([*argv, "--prices"]) == 0
+    out = capsys.readouterr().out
+    assert "machine type g2-standard-24 has no usd_per_hour" in out
+    assert '"bundled_gpus": 2: l4 is sold only in its machine types' in out
+    assert "accelerator l4" not in out
+    # given the machine type, without the flag, it is priced without an accelerator
+    path = _price_file(tmp_path, lambda raw: raw["machine_types"].update({"g2-standard-24": 2.0}))
+    assert main([*argv, "--prices", path, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    mirrored = next(a for a in [doc, *doc["alternatives"]] if a["strategy"] == "mirrored")
+    examples_per_second = mirrored["predicted"]["examples_per_second"]
+    assert mirrored["usd_per_million_examples"] == pytest.approx(
+        2.0 / (examples_per_second * 3600) * 1e6, rel=1e-3
+    )
+
+
+def test_objective_cost_refusing_unpriced_hardware_names_the_missing_entries(tmp_path, capsys):
+    path = _price_file(tmp_path, lambda raw: raw["accelerators"].pop("t4"))
+    assert main(["select", *T4X4, "--model", "resnet50", "--objective", "cost",
+                 "--prices", path]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "have no price for 4 x 1 t4, 10 Gbps network: accelerator t4 has no usd_per_hour;" in err
+    assert "add them to a copy of the table (--prices FILE), or use --objective time" in err
+    assert main(["select", "--machines", "2", "--gpus-per-machine", "1", "--gpu", "cpu",
+                 "--params", "1000", "--objective", "cost"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "CPU machines (--gpu cpu) are not priced; use --objective time" in err

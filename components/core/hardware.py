@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from components.core.config import ConfigError
 from components.core.cpu_machine import cpu_machine
 
+# Compute Engine attaches GPUs to N1 machine types at a price per GPU of their own; the
+# accelerator-optimized types (a2, a3, g2) come with theirs, in the machine's price
+# (cloud.google.com/compute/gpus-pricing).
+GPUS_PRICED_APART_ON = ("n1-",)
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -50,6 +55,14 @@ class Gpu:
         for using mixed precision" (https://www.tensorflow.org/guide/mixed_precision).
         """
         return self.compute_capability >= 7.0
+
+    @property
+    def sold_in_its_machines(self) -> bool:
+        """Whether this GPU comes only inside its machine types' price (l4 in g2, h100 in
+        a3), never as an accelerator priced apart: a price for it alone would count it
+        twice."""
+        types = self.machine_types.values()
+        return bool(types) and not any(t.startswith(GPUS_PRICED_APART_ON) for t in types)
 
     def machine_type(self, gpus_per_machine: int) -> str:
         """The Vertex AI machine type for this many GPUs on one machine.

@@ -18,6 +18,7 @@ from __future__ import annotations
 from components.core.comparison.pricing import PriceTable
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
+from components.core.hardware import Gpu
 from components.core.selection.cost_model import machine_gpus
 from components.core.selection.prediction import Prediction
 from components.core.selection.ps_servers import server_machine
@@ -32,6 +33,9 @@ SPOT_PRICES_MISSING = (
     "prices change up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of "
     "the table and pass it with --prices FILE."
 )
+
+
+CPU_UNPRICED = "CPU machines (--gpu cpu) are not priced"
 
 
 def on_spot(topology: Topology, prices: PriceTable) -> bool:
@@ -90,7 +94,7 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
     for name in dict.fromkeys(_machines(candidate, topology)):
         gpu = device(name)
         if gpu.name == "cpu":
-            missing.append("CPU machines (--gpu cpu) are not priced")
+            missing.append(CPU_UNPRICED)
             continue
         try:
             machine_type = gpu.machine_type(gpus)
@@ -99,7 +103,12 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
             continue
         if prices.machine_price(machine_type, spot) is None:
             missing.append(f"machine type {machine_type} has no {field}")
-        if machine_type not in prices.bundled_gpus and (
+            if gpu.sold_in_its_machines:
+                missing[-1] += (
+                    f' (with its {gpus} {gpu.name} in the price, "bundled_gpus": {gpus}: '
+                    f"{gpu.name} is sold only in its machine types)"
+                )
+        if not _includes_gpus(machine_type, gpu, prices) and (
             prices.accelerator_price(gpu.name, spot) is None
         ):
             missing.append(f"accelerator {gpu.name} has no {field}")
@@ -147,9 +156,15 @@ def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable, spot: bool) -> f
     gpu = device(gpu_name)
     machine_type = gpu.machine_type(gpus)
     rate = prices.machine_price(machine_type, spot)
-    if machine_type not in prices.bundled_gpus:
+    if not _includes_gpus(machine_type, gpu, prices):
         rate += gpus * prices.accelerator_price(gpu.name, spot)
     return rate
+
+
+def _includes_gpus(machine_type: str, gpu: Gpu, prices: PriceTable) -> bool:
+    """Whether `machine_type`'s price includes its GPUs: the table says so
+    (`bundled_gpus`), or the GPU is sold no other way (`Gpu.sold_in_its_machines`)."""
+    return machine_type in prices.bundled_gpus or gpu.sold_in_its_machines
 
 
 def usd_per_million_examples(

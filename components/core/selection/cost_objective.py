@@ -9,6 +9,7 @@ from typing import Any
 from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost import (
+    CPU_UNPRICED,
     missing_prices,
     price_basis,
 )
@@ -187,10 +188,18 @@ def cheapest(
     """
     feasible = _cheapest_first(preds)
     if not feasible:
+        missing = dict.fromkeys(
+            entry
+            for p in preds
+            if p.feasible
+            for entry in missing_prices(p, machines_running(p, topology), prices)
+        )
+        fix = "use --objective time"
+        if set(missing) != {CPU_UNPRICED}:
+            fix = f"add them to a copy of the table (--prices FILE), or {fix}"
         raise ConfigError(
             f"--objective cost: the price table's {price_basis(topology, prices)} have no "
-            "price for "
-            f"{topology.describe()}; use --objective time"
+            f"price for {topology.describe()}: {'; '.join(missing)}; {fix}"
         )
     chosen = feasible[0]
     lead = (
