@@ -23,6 +23,14 @@ def _price_file(tmp_path, change) -> str:
     return str(path)
 
 
+def _table_rows(text: str) -> list[str]:
+    """The candidate rows of `select`'s text table."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("strategy "))
+    end = lines.index("", start)
+    return lines[start + 1 : end]
+
+
 # ------------------------------------------------------------------ bad price files
 
 
@@ -97,3 +105,39 @@ def test_objective_cost_refusing_unpriced_hardware_names_the_missing_entries(tmp
                  "--params", "1000", "--objective", "cost"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "CPU machines (--gpu cpu) are not priced; use --objective time" in err
+
+
+# ------------------------------------------------------------------ how prices read
+
+
+def test_prices_read_in_the_tables_currency_with_three_significant_digits(tmp_path, capsys):
+    """The mlp's candidates cost 0.0063 to 0.013 a million examples: each shows its own."""
+    path = _price_file(tmp_path, lambda raw: raw.update(currency="EUR"))
+    argv = ["select", *T4X4, "--model", "mlp", "--objective", "cost", "--prices", path]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "EUR/1M examples" in text and "USD" not in text
+    assert "at on-demand list prices (2026-11-22): 0.00634 EUR per million examples." in text
+    shown = [row.split()[-1] for row in _table_rows(text)]
+    assert shown == ["0.00634", "0.00838", "0.0103", "0.0107", "0.0130"]
+    assert main([*argv, "--markdown"]) == 0
+    markdown = capsys.readouterr().out
+    assert "| EUR/1M examples |" in markdown and "USD" not in markdown
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prices"]["currency"] == "EUR"
+    assert doc["usd_per_million_examples"] == pytest.approx(0.00634, rel=1e-2)  # the key stays
+
+
+def test_a_candidate_that_cannot_run_has_no_price(capsys):
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "2", "--gpu", "t4",
+            "--params", "3e8", "--gflops-per-example", "10", "--sparse-embedding-params", "1e9",
+            "--network-gbps", "10", "--network-path", "host", "--prices"]  # fmt: skip
+    assert main(argv) == 0
+    rows = [row for row in _table_rows(capsys.readouterr().out) if "(infeasible:" in row]
+    assert len(rows) == 3
+    assert all(row.split()[-1] == "-" for row in rows)
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    infeasible = [a for a in doc["alternatives"] if not a.get("feasible", True)]
+    assert infeasible and all(a.get("usd_per_million_examples") is None for a in infeasible)

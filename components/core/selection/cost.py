@@ -15,6 +15,8 @@ the cost model has them), so they add nothing.
 
 from __future__ import annotations
 
+import math
+
 from components.core.comparison.pricing import PriceTable
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
@@ -165,6 +167,18 @@ def _includes_gpus(machine_type: str, gpu: Gpu, prices: PriceTable) -> bool:
     """Whether `machine_type`'s price includes its GPUs: the table says so
     (`bundled_gpus`), or the GPU is sold no other way (`Gpu.sold_in_its_machines`)."""
     return machine_type in prices.bundled_gpus or gpu.sold_in_its_machines
+
+
+def price_shown(value: float) -> str:
+    """A price with three significant digits at least (cents from 1 up), so that prices
+    below a cent differ: 0.00630, 0.0101, 0.360, 2.29, 1,234.50."""
+    decimals = 2 if value >= 1 or value <= 0 else 2 - math.floor(math.log10(value))
+    return f"{value:,.{decimals}f}"
+
+
+def per_million_examples(value: float, prices: PriceTable) -> str:
+    """`2.29 USD per million examples`, in the table's currency, for a sentence."""
+    return f"{price_shown(value)} {prices.currency} per million examples"
 
 
 def usd_per_million_examples(

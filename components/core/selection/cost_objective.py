@@ -11,6 +11,7 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.cost import (
     CPU_UNPRICED,
     missing_prices,
+    per_million_examples,
     price_basis,
 )
 from components.core.selection.cost_model import (
@@ -37,11 +38,12 @@ from components.core.strategy_spec import spec_for
 
 
 def price_candidates(preds: list[Prediction], topology: Topology, prices: Any) -> None:
-    """Sets each candidate's list price per million examples."""
+    """Sets each candidate's list price per million examples (none for one that cannot run)."""
     from components.core.selection.cost import usd_per_million_examples
 
     for p in preds:
-        p.usd_per_million_examples = usd_per_million_examples(p, topology, prices)
+        priced = usd_per_million_examples(p, topology, prices) if p.feasible else None
+        p.usd_per_million_examples = priced
 
 
 def on_fewer_machines(
@@ -147,7 +149,7 @@ def cost_sentences(
         return [f"No price for this hardware among the table's {basis}: {missing}."]
     out = [
         f"At {basis}, {chosen.strategy} costs "
-        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
+        f"{per_million_examples(chosen.usd_per_million_examples, prices)}."
     ]
     cheapest = _cheapest_first(preds)[0]
     if cheapest is not chosen:
@@ -157,7 +159,7 @@ def cost_sentences(
         out.append(
             f"The cheapest is {cheapest.label} ({layout.workers}/{layout.ps}/"
             f"{layout.gpus_per_machine} workers/ps/gpus) at "
-            f"{cheapest.usd_per_million_examples:,.2f} USD per million examples, {speed} "
+            f"{per_million_examples(cheapest.usd_per_million_examples, prices)}, {speed} "
             "(--objective cost picks it)."
         )
     return out
@@ -205,7 +207,7 @@ def cheapest(
     lead = (
         f"Objective cost: {chosen.label} is the cheapest per example at "
         f"{price_basis(topology, prices)}: "
-        f"{chosen.usd_per_million_examples:,.2f} USD per million examples."
+        f"{per_million_examples(chosen.usd_per_million_examples, prices)}."
     )
     explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:

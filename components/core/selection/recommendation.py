@@ -12,6 +12,7 @@ from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost import (
     price_basis_reasons,
+    price_shown,
     prices_used,
 )
 from components.core.selection.cost_model import (
@@ -114,7 +115,8 @@ class Recommendation:
             "machines_gpu": (self.chosen.machines_gpu or None) if self.chosen else None,
             "predicted": chosen["predicted"] if chosen else None,
             "measured": chosen.get("measured") if chosen else None,
-            # As each alternative carries it: the text table's USD/M column, when priced.
+            # As each alternative carries it: the text table's price column, when priced; in
+            # the currency `prices` names (the key keeps its name for the readers of it).
             "usd_per_million_examples": chosen.get("usd_per_million_examples") if chosen else None,
             "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
@@ -160,7 +162,7 @@ class Recommendation:
                     f"{p.examples_per_second:,.0f}" + (" (input)" if p.input_capped else ""),
                     f"{p.scaling_efficiency:.0%}",
                     measured,
-                    "-" if cost is None else f"{cost:,.2f}",
+                    "-" if cost is None else price_shown(cost),
                 ]
             )
         return rows
@@ -176,6 +178,11 @@ class Recommendation:
         "measured/s",
         "USD/1M examples",
     ]
+
+    def _header(self) -> list[str]:
+        """`HEADER`, its price column in the price table's currency."""
+        currency = (self.prices or {}).get("currency", "USD")
+        return [*self.HEADER[:-1], f"{currency}/1M examples"]
 
     def to_markdown(self) -> str:
         """The same content as Markdown (for a KFP Markdown artifact)."""
@@ -193,7 +200,7 @@ class Recommendation:
         lines.append("")
         rows = self._rows()
         if rows:
-            lines.append("| " + " | ".join(self.HEADER) + " |")
+            lines.append("| " + " | ".join(self._header()) + " |")
             lines.append("|" + "---|" * len(self.HEADER))
             lines.extend("| " + " | ".join(r) + " |" for r in rows)
             lines.append("")
@@ -214,9 +221,10 @@ class Recommendation:
             )
         rows = self._rows()
         if rows:
-            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(self.HEADER)]
+            header = self._header()
+            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
             lines.append("")
-            lines.append("  ".join(h.ljust(w) for h, w in zip(self.HEADER, widths, strict=True)))
+            lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
             lines.extend(
                 "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
             )
