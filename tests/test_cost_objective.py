@@ -141,3 +141,44 @@ def test_a_candidate_that_cannot_run_has_no_price(capsys):
     doc = json.loads(capsys.readouterr().out)
     infeasible = [a for a in doc["alternatives"] if not a.get("feasible", True)]
     assert infeasible and all(a.get("usd_per_million_examples") is None for a in infeasible)
+
+
+# ------------------------------------------------------------------ candidates no price weighs
+
+
+def test_objective_cost_names_the_candidates_it_cannot_price_and_a_faster_one(capsys):
+    """An H100 (in a3 machine types the bundled table lacks) beside two T4s: the H100's
+    candidates cannot be priced, and its one_device is 16.9x the T4's."""
+    argv = ["select", "--machines", "3", "--gpus-per-machine", "1", "--gpu", "h100:1,t4:2",
+            "--model", "resnet50", "--network-gbps", "10", "--network-path", "host",
+            "--objective", "cost", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    reasons = doc["reasons"]
+    assert doc["strategy"] == "one_device" and doc["machines_gpu"] == "t4"
+    assert reasons[0].startswith(
+        "Objective cost: one_device on t4 is the cheapest per example of the candidates priced"
+    )
+    unpriced = next(r for r in reasons if r.startswith("Not priced, so not weighed: "))
+    for named in ["one_device (1/0/1)", "multi_worker_mirrored (3/0/1)",
+                  "parameter_server (3/3/1)"]:  # fmt: skip
+        assert named in unpriced
+    assert unpriced.endswith(": machine type a3-highgpu-1g has no usd_per_hour (with its 1 h100 "
+                             'in the price, "bundled_gpus": 1: h100 is sold only in its machine '
+                             "types).")  # fmt: skip
+    h100 = next(a for a in doc["alternatives"]
+                if a["strategy"] == "one_device" and not a.get("machines_gpu"))  # fmt: skip
+    speed = h100["predicted"]["examples_per_second"]
+    even = doc["usd_per_million_examples"] * speed * 3600 / 1e6
+    faster = (
+        "The unpriced one_device (1/0/1) is predicted faster than one_device on t4: "
+        f"{speed:,.0f} examples/s, "
+    )
+    sentence = next(r for r in reasons if r.startswith(faster))
+    assert f"less than {even:,.2f} USD an hour" in sentence
+
+
+def test_objective_cost_says_nothing_of_unpriced_candidates_when_all_are_priced(capsys):
+    assert main(["select", *T4X4, "--model", "resnet50", "--objective", "cost"]) == 0
+    out = capsys.readouterr().out
+    assert "Not priced" not in out and "of the candidates priced" not in out

@@ -13,6 +13,7 @@ from components.core.selection.cost import (
     missing_prices,
     per_million_examples,
     price_basis,
+    price_shown,
 )
 from components.core.selection.cost_model import (
     machine_gpus,
@@ -142,7 +143,8 @@ def on_fewer_gpus(
 def cost_sentences(
     chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
 ) -> list[str]:
-    """What the choice costs, and the cheapest feasible candidate when it is another."""
+    """What the choice costs, the cheapest feasible candidate when it is another, and
+    the candidates no price weighs (`unpriced_sentences`)."""
     basis = price_basis(topology, prices)
     if chosen.usd_per_million_examples is None:
         missing = "; ".join(missing_prices(chosen, machines_running(chosen, topology), prices))
@@ -162,7 +164,47 @@ def cost_sentences(
             f"{per_million_examples(cheapest.usd_per_million_examples, prices)}, {speed} "
             "(--objective cost picks it)."
         )
+    return out + unpriced_sentences(chosen, preds, topology, prices)
+
+
+def unpriced_sentences(
+    chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
+) -> list[str]:
+    """Which feasible candidates the table cannot price, so that no price weighs them,
+    and what it lacks; and, when one is predicted faster than `chosen` (priced), the
+    hourly price of its machines under which it would cost less per example."""
+    lacking: dict[tuple[str, ...], list[Prediction]] = {}
+    for p in preds:
+        if p.feasible and p.usd_per_million_examples is None:
+            missing = tuple(missing_prices(p, machines_running(p, topology), prices))
+            if missing:  # none: priced machines that train nothing (preemption restarts)
+                lacking.setdefault(missing, []).append(p)
+    if not lacking:
+        return []
+    out = [
+        f"Not priced, so not weighed: {', '.join(_named(p) for p in unpriced)}: "
+        f"{'; '.join(missing)}."
+        for missing, unpriced in lacking.items()
+    ]
+    fastest = max((p for ps in lacking.values() for p in ps),
+                  key=lambda p: p.rank_examples_per_second)  # fmt: skip
+    if fastest.rank_examples_per_second > chosen.rank_examples_per_second:
+        ratio = fastest.rank_examples_per_second / chosen.rank_examples_per_second
+        # its machines' hourly price at which a million examples cost what the choice's do
+        even = chosen.usd_per_million_examples * fastest.rank_examples_per_second * 3600 / 1e6
+        out.append(
+            f"The unpriced {_named(fastest)} is predicted faster than {chosen.label}: "
+            f"{fastest.rank_examples_per_second:,.0f} examples/s, {ratio:,.1f}x its "
+            f"{chosen.rank_examples_per_second:,.0f}; it is the cheaper per example if its "
+            f"machines cost less than {price_shown(even)} {prices.currency} an hour: add "
+            "their price to a copy of the table (--prices FILE) to weigh it."
+        )
     return out
+
+
+def _named(p: Prediction) -> str:
+    """A candidate with its layout, for a sentence: `one_device (1/0/1)`."""
+    return f"{p.label} ({p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine})"
 
 
 def _cheapest_first(preds: list[Prediction]) -> list[Prediction]:
@@ -204,13 +246,15 @@ def cheapest(
             f"price for {topology.describe()}: {'; '.join(missing)}; {fix}"
         )
     chosen = feasible[0]
+    unpriced = unpriced_sentences(chosen, preds, topology, prices)
     lead = (
-        f"Objective cost: {chosen.label} is the cheapest per example at "
+        f"Objective cost: {chosen.label} is the cheapest per example"
+        f"{' of the candidates priced' if unpriced else ''} at "
         f"{price_basis(topology, prices)}: "
         f"{per_million_examples(chosen.usd_per_million_examples, prices)}."
     )
     explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
         explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
-    reasons = [lead] + explained + reasons
+    reasons = [lead] + unpriced + explained + reasons
     return chosen, reasons, feasible[1:] + [p for p in preds if p not in feasible]
