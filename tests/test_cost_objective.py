@@ -182,3 +182,28 @@ def test_objective_cost_says_nothing_of_unpriced_candidates_when_all_are_priced(
     assert main(["select", *T4X4, "--model", "resnet50", "--objective", "cost"]) == 0
     out = capsys.readouterr().out
     assert "Not priced" not in out and "of the candidates priced" not in out
+
+
+# ------------------------------------------------------------------ the machines priced
+
+
+def test_a_candidate_priced_on_smaller_machines_than_those_given_names_them(capsys):
+    """one_device on 2 x 4 V100 is priced on an n1-standard-8 with 1 V100 (2.29 a million
+    examples); on one of the n1-standard-32 machines given it costs 9.18."""
+    argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "v100",
+            "--model", "resnet50", "--network-gbps", "10", "--network-path", "host"]  # fmt: skip
+    assert main([*argv, "--objective", "cost"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "Objective cost: one_device is the cheapest per example at on-demand list prices "
+        "(2026-11-22): 2.29 USD per million examples, priced as an n1-standard-8 with 1 v100, "
+        "where the machines given are n1-standard-32 with 4 v100 (9.18 USD per million "
+        "examples on one)." in out
+    )
+    # the time objective's sentence naming the cheapest says it too; mirrored uses all 4
+    assert main([*argv, "--prices"]) == 0
+    out = capsys.readouterr().out
+    assert "mirrored costs 2.47 USD per million examples.\n" in out
+    assert "The cheapest is one_device (1/0/1 workers/ps/gpus) at 2.29 USD per million " \
+        "examples, 3.7x slower (--objective cost picks it), priced as an n1-standard-8 with " \
+        "1 v100, where the machines given are n1-standard-32 with 4 v100" in out  # fmt: skip

@@ -3,6 +3,7 @@ a mix's slower GPU type alone, fewer GPUs per machine), and the cheapest of them
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from components.core.selection.cost import (
     per_million_examples,
     price_basis,
     price_shown,
+    usd_per_million_examples,
 )
 from components.core.selection.cost_model import (
     machine_gpus,
@@ -33,6 +35,7 @@ from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction, six_digits
 from components.core.selection.topology import (
     Topology,
+    a_device,
     device,
 )
 from components.core.strategy_spec import spec_for
@@ -40,8 +43,6 @@ from components.core.strategy_spec import spec_for
 
 def price_candidates(preds: list[Prediction], topology: Topology, prices: Any) -> None:
     """Sets each candidate's list price per million examples (none for one that cannot run)."""
-    from components.core.selection.cost import usd_per_million_examples
-
     for p in preds:
         priced = usd_per_million_examples(p, topology, prices) if p.feasible else None
         p.usd_per_million_examples = priced
@@ -151,7 +152,8 @@ def cost_sentences(
         return [f"No price for this hardware among the table's {basis}: {missing}."]
     out = [
         f"At {basis}, {chosen.strategy} costs "
-        f"{per_million_examples(chosen.usd_per_million_examples, prices)}."
+        f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
+        f"{priced_on(chosen, topology, prices)}."
     ]
     cheapest = _cheapest_first(preds)[0]
     if cheapest is not chosen:
@@ -162,7 +164,7 @@ def cost_sentences(
             f"The cheapest is {cheapest.label} ({layout.workers}/{layout.ps}/"
             f"{layout.gpus_per_machine} workers/ps/gpus) at "
             f"{per_million_examples(cheapest.usd_per_million_examples, prices)}, {speed} "
-            "(--objective cost picks it)."
+            f"(--objective cost picks it){priced_on(cheapest, topology, prices)}."
         )
     return out + unpriced_sentences(chosen, preds, topology, prices)
 
@@ -200,6 +202,33 @@ def unpriced_sentences(
             "their price to a copy of the table (--prices FILE) to weigh it."
         )
     return out
+
+
+def priced_on(candidate: Prediction, topology: Topology, prices: Any) -> str:
+    """`, priced as an n1-standard-8 with 1 v100, where the machines given are ...` when
+    `candidate` uses fewer GPUs per machine than `topology`'s, so is priced on a smaller
+    machine type than those given (with its price on those); empty when it uses them all."""
+    g, given = candidate.layout.gpus_per_machine, topology.gpus_per_machine
+    on = machines_running(candidate, topology)
+    if g == given or on.gpu == "cpu" or candidate.usd_per_million_examples is None:
+        return ""
+    k = candidate.layout.workers
+    gpus = [device(name) for name in dict.fromkeys(machine_gpus(on, k))]
+
+    def shape(n: int) -> str:
+        return " and ".join(f"{gpu.machine_type(n)} with {n} {gpu.name}" for gpu in gpus)
+
+    layout = dataclasses.replace(candidate.layout, gpus_per_machine=given)
+    on_given = usd_per_million_examples(dataclasses.replace(candidate, layout=layout), on, prices)
+    there = (
+        f" ({per_million_examples(on_given, prices)} on {'one' if k == 1 else 'those'})"
+        if on_given is not None
+        else ""
+    )
+    return (
+        f", priced as {a_device(shape(g)) if k == 1 else f'{k} x {shape(g)}'}, where the "
+        f"machines given are {shape(given)}{there}"
+    )
 
 
 def _named(p: Prediction) -> str:
@@ -251,7 +280,8 @@ def cheapest(
         f"Objective cost: {chosen.label} is the cheapest per example"
         f"{' of the candidates priced' if unpriced else ''} at "
         f"{price_basis(topology, prices)}: "
-        f"{per_million_examples(chosen.usd_per_million_examples, prices)}."
+        f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
+        f"{priced_on(chosen, topology, prices)}."
     )
     explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
