@@ -207,3 +207,81 @@ def test_a_candidate_priced_on_smaller_machines_than_those_given_names_them(caps
     assert "The cheapest is one_device (1/0/1 workers/ps/gpus) at 2.29 USD per million " \
         "examples, 3.7x slower (--objective cost picks it), priced as an n1-standard-8 with " \
         "1 v100, where the machines given are n1-standard-32 with 4 v100" in out  # fmt: skip
+
+
+# ------------------------------------------------------------------ asynchrony
+
+
+def _t4_history(tmp_path, runs: list[tuple]) -> str:
+    """A comparison.json of resnet50 runs at batch 32 in fp32 on t4 machines with one GPU:
+    each run is (strategy, examples/s, workers, ps)."""
+    results = [
+        {
+            "schema_version": 2, "strategy": strategy, "examples_per_second": eps,
+            "workers": workers, "ps": ps, "devices_per_worker": 1,
+            "per_replica_batch_size": 32, "num_replicas": workers, "eval_accuracy": 0.7,
+            "model": "resnet50", "precision": "float32",
+            "hardware": {"platform": "vertex", "gpu": "t4", "gpus_per_machine": 1,
+                         "machines": workers},
+        }
+        for strategy, eps, workers, ps in runs
+    ]  # fmt: skip
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps({"results": results}))
+    return str(path)
+
+
+def test_objective_cost_warns_of_a_measured_asynchronous_choice(tmp_path, capsys):
+    """parameter_server measured at 1,100 examples/s on 4 x t4 costs 1.03 a million examples
+    against one_device's 1.13: chosen, as under the time objective, with its warning."""
+    path = _t4_history(tmp_path, [("parameter_server", 1100.0, 4, 2)])
+    argv = ["select", *T4X4, "--model", "resnet50", "--history", path, "--json"]
+    assert main([*argv, "--objective", "cost"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "parameter_server" and doc["layout"]["workers"] == 4
+    assert any(
+        r.startswith("Parameter_server is chosen on its measured 1,100 examples/s against "
+                     "one_device's 180 (predicted), but examples/s is not time to train here")
+        for r in doc["reasons"]
+    )  # fmt: skip
+    assert main([*argv, "--objective", "cost", "--async-ok"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not any("examples/s is not time to train" in r for r in doc["reasons"])
+
+
+def test_objective_cost_keeps_a_dense_model_synchronous_without_a_reason(tmp_path, capsys):
+    """The synchronous candidates measured slow (one_device 40, multi_worker_mirrored 80 and
+    150 examples/s) leave the unmeasured parameter_server 4/4/1 cheapest at 2.86 a million
+    examples against 5.07: asynchronous for a dense model without --async-ok, it gives way
+    to the cheapest synchronous one, as the time objective's rules have it."""
+    path = _t4_history(tmp_path, [
+        ("one_device", 40.0, 1, 0), ("multi_worker_mirrored", 80.0, 2, 0),
+        ("multi_worker_mirrored", 150.0, 4, 0),
+    ])  # fmt: skip
+    argv = ["select", *T4X4, "--model", "resnet50", "--history", path]
+    assert main([*argv, "--objective", "cost", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("multi_worker_mirrored", 2)
+    assert doc["reasons"][0].startswith(
+        "Objective cost: multi_worker_mirrored is the cheapest per example of the synchronous "
+        "candidates at on-demand list prices (2026-11-22): 5.07 USD per million examples."
+    )
+    assert any(
+        r.startswith("Parameter_server is predicted the cheapest per example, 2.86 USD per "
+                     "million examples against multi_worker_mirrored's 5.07, but asynchronous "
+                     "examples are worth less to a dense model")
+        for r in doc["reasons"]
+    )  # fmt: skip
+    cheapest = doc["alternatives"][0]
+    assert (cheapest["strategy"], cheapest["usd_per_million_examples"]) == (
+        "parameter_server", pytest.approx(2.86, abs=0.005))  # fmt: skip
+    # the time objective's sentence names what --objective cost picks
+    assert main([*argv, "--prices"]) == 0
+    assert ("The cheapest is multi_worker_mirrored (2/0/1 workers/ps/gpus) at 5.07 USD per "
+            "million examples") in capsys.readouterr().out  # fmt: skip
+    # --async-ok is a reason: the cheapest stays
+    assert main([*argv, "--objective", "cost", "--async-ok", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 4)
+    assert "Parameter_server is both the cheapest and favoured: asynchronous updates are " \
+        "acceptable." in doc["reasons"]  # fmt: skip

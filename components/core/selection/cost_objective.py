@@ -33,6 +33,7 @@ from components.core.selection.machine_subsets import (
 )
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction, six_digits
+from components.core.selection.rules import rules_for_the_cheapest
 from components.core.selection.topology import (
     Topology,
     a_device,
@@ -142,10 +143,15 @@ def on_fewer_gpus(
 
 
 def cost_sentences(
-    chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
+    chosen: Prediction,
+    preds: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    async_ok: bool,
+    prices: Any,
 ) -> list[str]:
-    """What the choice costs, the cheapest feasible candidate when it is another, and
-    the candidates no price weighs (`unpriced_sentences`)."""
+    """What the choice costs, the candidate `--objective cost` picks when it is another
+    (`cheapest`), and the candidates no price weighs (`unpriced_sentences`)."""
     basis = price_basis(topology, prices)
     if chosen.usd_per_million_examples is None:
         missing = "; ".join(missing_prices(chosen, machines_running(chosen, topology), prices))
@@ -155,7 +161,7 @@ def cost_sentences(
         f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
         f"{priced_on(chosen, topology, prices)}."
     ]
-    cheapest = _cheapest_first(preds)[0]
+    cheapest, _ = _cost_choice(_cheapest_first(preds), topology, model, async_ok, prices)
     if cheapest is not chosen:
         ratio = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
         speed = f"{ratio:,.1f}x slower" if ratio >= 1 else f"{1 / ratio:,.2f}x faster"
@@ -236,6 +242,30 @@ def _named(p: Prediction) -> str:
     return f"{p.label} ({p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine})"
 
 
+def _cost_choice(
+    by_price: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    async_ok: bool,
+    prices: Any,
+) -> tuple[Prediction, list[str]]:
+    """The cheapest of `by_price` (cheapest first), or the cheapest synchronous one when
+    that is an asynchronous parameter_server nothing favours for a dense model: the
+    practitioner rules of the time objective (`rules.rules_for_the_cheapest`), and the
+    sentences on its asynchrony."""
+    cheapest = by_price[0]
+    sync = next((p for p in by_price if not spec_for(p.strategy).uses_ps), None)
+    claim = (
+        "Parameter_server is predicted the cheapest per example, "
+        f"{per_million_examples(cheapest.usd_per_million_examples, prices)} against "
+        f"{sync.label}'s {price_shown(sync.usd_per_million_examples)}"
+        if sync is not None
+        else ""
+    )
+    on = machines_running(cheapest, topology)
+    return rules_for_the_cheapest(cheapest, by_price, on, model, async_ok, claim)
+
+
 def _cheapest_first(preds: list[Prediction]) -> list[Prediction]:
     """The feasible priced candidates, cheapest per example first; prices equal but for
     float rounding (the same machines, more of them) tie, and the faster goes first."""
@@ -252,12 +282,15 @@ def cheapest(
     batch: int,
     reasons: list[str],
     prices: Any,
+    async_ok: bool = False,
 ) -> tuple[Prediction, list[str], list[Prediction]]:
-    """The feasible candidate with the lowest price per example (ties: the faster).
+    """The feasible candidate with the lowest price per example (ties: the faster),
+    under the time objective's rules on asynchrony (`_cost_choice`).
 
     Returns:
-        That candidate, why (the price that decided, its explanation, then
-        `reasons`), and the other candidates, cheapest first.
+        That candidate, why (the price that decided, the candidates no price weighs,
+        its explanation, the rules' verdict, then `reasons`), and the other candidates,
+        cheapest first.
     """
     feasible = _cheapest_first(preds)
     if not feasible:
@@ -274,11 +307,13 @@ def cheapest(
             f"--objective cost: the price table's {price_basis(topology, prices)} have no "
             f"price for {topology.describe()}: {'; '.join(missing)}; {fix}"
         )
-    chosen = feasible[0]
+    chosen, rule_reasons = _cost_choice(feasible, topology, model, async_ok, prices)
     unpriced = unpriced_sentences(chosen, preds, topology, prices)
+    among = " synchronous" if chosen is not feasible[0] else ""
+    if unpriced or among:
+        among = f" of the{among} candidates{' priced' if unpriced else ''}"
     lead = (
-        f"Objective cost: {chosen.label} is the cheapest per example"
-        f"{' of the candidates priced' if unpriced else ''} at "
+        f"Objective cost: {chosen.label} is the cheapest per example{among} at "
         f"{price_basis(topology, prices)}: "
         f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
         f"{priced_on(chosen, topology, prices)}."
@@ -286,5 +321,6 @@ def cheapest(
     explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
         explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
-    reasons = [lead] + unpriced + explained + reasons
-    return chosen, reasons, feasible[1:] + [p for p in preds if p not in feasible]
+    reasons = [lead] + unpriced + explained + rule_reasons + reasons
+    others = [p for p in feasible if p is not chosen]
+    return chosen, reasons, others + [p for p in preds if p not in feasible]

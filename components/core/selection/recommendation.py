@@ -311,7 +311,7 @@ def recommend(
                 r for r in history_reasons if r.startswith(("Measured:", "History records"))
             ] + measured_alone
         chosen, why, alternatives = cheapest(
-            preds + cheaper, topology, model, batch, reasons + history_reasons, prices
+            preds + cheaper, topology, model, batch, reasons + history_reasons, prices, async_ok
         )
         rec = Recommendation(
             chosen.strategy, True, chosen.layout, chosen, alternatives, why, topology, model, batch
@@ -327,7 +327,9 @@ def recommend(
         if prices is not None and rec.chosen is not None:
             # what --objective cost weighs: the table, the floor's count and the cheaper layouts
             weighed = [rec.chosen, *rec.alternatives, *cheaper]
-            rec.reasons.extend(cost_sentences(rec.chosen, weighed, topology, prices) + basis)
+            rec.reasons.extend(
+                cost_sentences(rec.chosen, weighed, topology, model, async_ok, prices) + basis
+            )
 
     if prices is not None:
         rec.prices = prices_used(topology, prices)

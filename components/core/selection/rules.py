@@ -100,6 +100,46 @@ def apply_rules(
     return _verdict(best, ps, why, tolerance, async_ok, counted)
 
 
+def rules_for_the_cheapest(
+    cheapest: Prediction,
+    by_price: list[Prediction],
+    topology: Topology,
+    model: ModelProfile,
+    async_ok: bool,
+    claim: str,
+) -> tuple[Prediction, list[str]]:
+    """`apply_rules`' verdict on asynchrony, for the cheapest candidate of `--objective cost`.
+
+    An asynchronous parameter_server (two workers or more) stays the choice when a reason
+    favours it (warned of its asynchrony without --async-ok) or a measurement chose it
+    (warned likewise, `_measured_asynchronous`); an unmeasured one without a reason gives
+    way to the cheapest synchronous candidate, for the reason it gives way to the fastest
+    under the time objective (module docstring). No reason moves a cheaper synchronous
+    choice to parameter_server: `apply_rules`' tolerances are of speed, not price.
+
+    Args:
+        cheapest: the cheapest candidate.
+        by_price: the feasible priced candidates, cheapest first.
+        topology: the machines `cheapest` runs on.
+        model: the model's profile.
+        async_ok: asynchronous updates are acceptable.
+        claim: what `cheapest` is predicted to save, for the sentence that sets it aside
+            (`Parameter_server is predicted the cheapest per example, ...`).
+
+    Returns:
+        The chosen candidate and the sentences on its asynchrony (none for a synchronous
+        one).
+    """
+    if not spec_for(cheapest.strategy).uses_ps or cheapest.layout.workers < 2:
+        return cheapest, []
+    share = step_compute_share(cheapest.single_gpu_step_s)
+    why, _ = _why_parameter_server(topology, model, async_ok, compute_share=share)
+    if why:
+        favoured = f"Parameter_server is both the cheapest and favoured: {'; '.join(why)}."
+        return cheapest, [favoured + _asynchrony_warning(cheapest, async_ok)]
+    return _synchronous_for_a_dense_model(cheapest, by_price, claim)
+
+
 def asynchronous_allowed(
     prediction: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
 ) -> bool:
@@ -113,17 +153,18 @@ def asynchronous_allowed(
 
 
 def _synchronous_for_a_dense_model(
-    best: Prediction, ranked: list[Prediction]
+    best: Prediction, ranked: list[Prediction], claim: str = ""
 ) -> tuple[Prediction, list[str]]:
     """`best`, or the best synchronous candidate when `best` is an unmeasured
-    asynchronous parameter_server and nothing favours it (module docstring)."""
+    asynchronous parameter_server and nothing favours it (module docstring); `claim`
+    says what `best` gains over it (`_staleness_sentence`)."""
     sync = next((p for p in ranked if not spec_for(p.strategy).uses_ps), None)
     if not spec_for(best.strategy).uses_ps or sync is None or best.layout.workers < 2:
         return best, []  # one worker's updates are not stale
     if best.measured_examples_per_second is not None:
         # a measurement decides, but not what asynchrony costs accuracy
         return best, _measured_asynchronous(best, ranked, async_ok=False)
-    return sync, [_staleness_sentence(best, sync)]
+    return sync, [_staleness_sentence(best, sync, claim)]
 
 
 def _measured_asynchronous(
@@ -152,10 +193,12 @@ def _measured_asynchronous(
     ]
 
 
-def _staleness_sentence(ps: Prediction, sync: Prediction) -> str:
-    """Why an unmeasured asynchronous parameter_server does not train a dense model."""
-    gain = ps.rank_examples_per_second / sync.rank_examples_per_second - 1
-    claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
+def _staleness_sentence(ps: Prediction, sync: Prediction, claim: str = "") -> str:
+    """Why an unmeasured asynchronous parameter_server does not train a dense model;
+    `claim` says what it gains over `sync` (by default, examples/s)."""
+    if not claim:
+        gain = ps.rank_examples_per_second / sync.rank_examples_per_second - 1
+        claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
     if sync.step_time_s > ps.step_time_s and sync.replicas == ps.replicas:
         claim += (
             f" (a step of {_ms(ps.step_time_s)} ms against "
