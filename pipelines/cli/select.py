@@ -229,7 +229,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         choices=("time", "cost"),
         help="time: fastest at a 50%% scaling-efficiency floor (fewer machines below it); "
         "cost: cheapest per example at the price table's prices, Spot ones for "
-        "--preemptible when it has them (default: time)",
+        "--preemptible when it has them, under time's rules on asynchronous "
+        "parameter_server (default: time)",
     )
     run.add_argument(
         "--prices",

@@ -1,9 +1,11 @@
-"""What each candidate costs at list prices: USD per hour and per million examples.
+"""What each candidate costs at list prices: per hour and per million examples, in the
+table's currency (the names say usd for the readers of `--json`).
 
 Prices come from the table `strategist compare` uses (`data/prices.json`,
 `comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI
 machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
-unless the type bundles them, each machine of a GPU mix for its own GPU, at the
+unless the type bundles them (`bundled_gpus`, or a GPU sold only inside its machine
+types: `hardware.Gpu.sold_in_its_machines`), each machine of a GPU mix for its own GPU, at the
 table's Spot prices (`spot_usd_per_hour`) when the machines are preemptible and
 the table gives any. Parameter servers and the parameter-server coordinator run
 on the table's default CPU machine type (servers on the smallest n1-standard type
