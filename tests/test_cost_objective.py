@@ -55,6 +55,10 @@ def _table_rows(text: str) -> list[str]:
             lambda raw: raw.update(accelerators=["t4"]),
             '"accelerators" must be an object of GPU name (t4) -> price',
         ),
+        # a currency that is no code printed "1.13 None per million examples"
+        (lambda raw: raw.update(currency=None), '"currency" must be a three-letter code'),
+        (lambda raw: raw.update(currency=""), '"currency" must be a three-letter code'),
+        (lambda raw: raw.update(currency=5), '"currency" must be a three-letter code'),
     ],
 )
 def test_a_price_file_of_the_wrong_shape_is_refused_in_one_line(tmp_path, capsys, change, said):

@@ -51,7 +51,11 @@ def test_cpu_machine_types_know_their_memory_and_egress():
     assert holding(cpu_machine("n1-standard-8"), 37.5).name == "n1-standard-16"
     assert holding(cpu_machine("n1-standard-8"), 10).name == "n1-standard-8"
     assert holding(cpu_machine("n1-highcpu-2"), 10_000).name == "n1-highcpu-96"
-    for name in ("c2-standard-8", "n1-standard-12", "n1-standard", "a2-highgpu-1g"):
+    # shapes as Compute Engine offers them: no 1-vCPU highmem or highcpu, no n2-highcpu-128
+    assert cpu_machine("n2-highmem-128").memory_gb == 864  # not 8 x 128
+    assert holding(cpu_machine("n1-highmem-2"), 1).name == "n1-highmem-2"
+    for name in ("c2-standard-8", "n1-standard-12", "n1-standard", "a2-highgpu-1g",
+                 "n1-highmem-1", "n1-highcpu-1", "n2-highcpu-128"):  # fmt: skip
         with pytest.raises(ConfigError, match="--ps-machine-type"):
             cpu_machine(name)
 
@@ -104,7 +108,7 @@ def test_the_reason_names_the_server_machine_and_its_rate(capsys):
     assert out.startswith("recommended: parameter_server")
     said = ("each server is costed on an n1-standard-8, which sends at most 16 Gbit/s where a "
             "worker machine moves 25 (Compute Engine allows 2 per vCPU: a larger "
-            "--ps-machine-type moves up to 32); run them on non-preemptible machines")  # fmt: skip
+            "--ps-machine-type moves up to 25); run them on non-preemptible machines")  # fmt: skip
     assert said in out
 
 
@@ -135,3 +139,23 @@ def test_a_ps_machine_type_select_cannot_cost_exits_2(capsys, extra, says):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_a_server_bound_by_the_network_is_not_told_to_grow(capsys):
+    """The second reading's case: 4 machines of 4 NICs at 10 Gbit/s. A server's n1-standard-8
+    sends 16 Gbit/s, but it has one NIC of 10, the rate it is costed at; a larger machine
+    type would gain nothing, where the reason advised one."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--model", "resnet50",
+            "--network-gbps", "10", "--nics", "4", "--async-ok"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert ("each server is costed on an n1-standard-8, which moves 10 Gbit/s, one NIC of the "
+            "network, where a worker machine moves 40;") in out  # fmt: skip
+    assert "a larger --ps-machine-type" not in out
+
+
+def test_an_empty_ps_machine_type_is_refused_not_taken_as_the_default(capsys):
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
+            "--model", "resnet50", "--ps-machine-type", ""]  # fmt: skip
+    assert main(argv) == 2
+    assert "--ps-machine-type ''" in capsys.readouterr().err

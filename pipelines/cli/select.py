@@ -161,8 +161,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--activation-bytes-per-example",
         type=float,
-        help="activation bytes one example keeps for back-propagation with --params, "
-        "taken whole (default: estimated from the FLOPs, and said so)",
+        help="activation bytes one example keeps for back-propagation with --params, in "
+        "float32, taken whole (halved under --precision mixed) (default: estimated from the "
+        "FLOPs, and said so)",
     )
     model.add_argument(
         "--classes",
@@ -441,7 +442,9 @@ def run_select(args: argparse.Namespace) -> int:
         network_path=args.network_path or "host",
         all_reduce_pack_mb=args.all_reduce_pack_mb,
         step_scalar_all_reduces=selection.keras_step_scalar_all_reduces(args.compiled_metrics),
-        ps_machine_type=args.ps_machine_type or DEFAULT_PS_MACHINE_TYPE,
+        ps_machine_type=(
+            DEFAULT_PS_MACHINE_TYPE if args.ps_machine_type is None else args.ps_machine_type
+        ),
     )
     topology.validate()  # before a model is built
     if args.batch_size < 1:

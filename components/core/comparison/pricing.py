@@ -93,7 +93,7 @@ class PriceTable:
             bundled_gpus=bundled,
             accelerators=accelerators,
             default_machine_type=default,
-            currency=str(raw.get("currency", "USD")),
+            currency=_currency(raw.get("currency", "USD"), origin),
             caveat=str(raw.get("caveat", "")),
             convention=str(local.get("convention", "")),
             spot_machine_types=_spot_prices(machine_entries, f"{origin}: machine type"),
@@ -186,6 +186,19 @@ def _price(entry: Any, what: str) -> float:
     if not is_number(value) or value < 0:
         raise ReportError(f"{what}: price must be a number of USD per hour, got {value!r}")
     return float(value)
+
+
+def _currency(value: Any, origin: str) -> str:
+    """The table's currency code, e.g. `USD` or `EUR`.
+
+    Raises:
+        ReportError: anything but three letters.
+    """
+    if not (isinstance(value, str) and len(value) == 3 and value.isalpha()):
+        raise ReportError(
+            f'{origin}: "currency" must be a three-letter code such as "USD", got {value!r}'
+        )
+    return value.upper()
 
 
 def _spot_prices(entries: Mapping[str, Any], what: str) -> dict[str, float]:

@@ -204,7 +204,7 @@ def unpriced_sentences(
             f"The unpriced {_named(fastest)} is predicted faster than {chosen.label}: "
             f"{fastest.rank_examples_per_second:,.0f} examples/s, {ratio:,.1f}x its "
             f"{chosen.rank_examples_per_second:,.0f}; it is the cheaper per example if its "
-            f"machines cost less than {price_shown(even)} {prices.currency} an hour: add "
+            f"machines cost less than {price_shown(even)} {prices.currency} an hour in all: add "
             "their price to a copy of the table (--prices FILE) to weigh it."
         )
     return out

@@ -23,7 +23,12 @@ from components.core.selection.prediction import (
     Prediction,
     ps_needed_for_memory,
 )
-from components.core.selection.ps_servers import server_machine, servers_memory_gb, shared_machine
+from components.core.selection.ps_servers import (
+    server_machine,
+    server_network_gbps,
+    servers_memory_gb,
+    shared_machine,
+)
 from components.core.selection.topology import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
@@ -371,25 +376,33 @@ def _parameter_server_sentence(
 
 
 def _server_machine_clause(chosen: Prediction, topology: Topology) -> str:
-    """Which machine type each server is costed on, and its network rate where that
-    is below the workers' machines'."""
-    machine = server_machine(topology, chosen.server_state_bytes / max(chosen.layout.ps, 1))
+    """Which machine type each server is costed on, and the rate it moves its shard at
+    where that is below a worker machine's: its egress cap, or one NIC of the network."""
+    share = chosen.server_state_bytes / max(chosen.layout.ps, 1)
+    machine = server_machine(topology, share)
     if machine is None:
         return ""
     clause = f"each server is costed on an {machine.name}"
     if machine.name != topology.ps_machine_type:
         clause += f" (--ps-machine-type {topology.ps_machine_type} does not hold its share)"
+    rate = server_network_gbps(topology, share)
     workers_gbps = topology.machine_network_gbps
-    if machine.egress_gbps < workers_gbps:
-        clause += (
-            f", which sends at most {machine.egress_gbps:g} Gbit/s where a worker machine "
-            f"moves {workers_gbps:g}"
+    if rate is None or rate >= workers_gbps:
+        return clause + "; "
+    if machine.egress_gbps > topology.network_gbps:
+        return clause + (
+            f", which moves {rate:g} Gbit/s, one NIC of the network, where a worker machine "
+            f"moves {workers_gbps:g}; "
         )
-        if machine.egress_gbps < MAX_EGRESS_GBPS:
-            clause += (
-                f" (Compute Engine allows {EGRESS_GBPS_PER_VCPU:g} per vCPU: a larger "
-                f"--ps-machine-type moves up to {MAX_EGRESS_GBPS:g})"
-            )
+    clause += (
+        f", which sends at most {machine.egress_gbps:g} Gbit/s where a worker machine "
+        f"moves {workers_gbps:g}"
+    )
+    if machine.egress_gbps < min(MAX_EGRESS_GBPS, topology.network_gbps):
+        clause += (
+            f" (Compute Engine allows {EGRESS_GBPS_PER_VCPU:g} per vCPU: a larger "
+            f"--ps-machine-type moves up to {min(MAX_EGRESS_GBPS, topology.network_gbps):g})"
+        )
     return clause + "; "
 
 

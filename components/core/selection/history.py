@@ -288,7 +288,8 @@ def apply_history(
         )
     elif ignored:
         reasons.append(
-            f"{len(ignored)} of the {len(records)} history records were ignored: "
+            f"{len(ignored)} of the {len(records)} history records "
+            f"{'was' if len(ignored) == 1 else 'were'} ignored: "
             f"{_why_ignored(ignored, topology, model, batch)}."
         )
     if across_machines:
