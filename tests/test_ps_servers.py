@@ -19,7 +19,8 @@ import pytest
 from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine, holding
-from components.core.selection import Topology, evidence, load_evidence
+from components.core.hardware import get_gpu
+from components.core.selection import Topology, evidence, load_evidence, recommend
 from components.core.selection.cost_model import FITTED, server_state_bytes
 from pipelines.cli import main
 from pipelines.cli.cloud_train import add_cloud_arguments
@@ -121,16 +122,24 @@ def test_servers_holding_a_large_share_are_costed_on_a_larger_shape():
     share = server_state_bytes(model) / 4
     assert server_machine(topology, share).name == "n1-standard-16"
     assert server_network_gbps(topology, share) == 32
-    # slower networks bound the servers too; one machine's servers share the workers'
+    # slower networks bound the servers too
     assert server_network_gbps(Topology(4, 1, "v100", network_gbps=10), share) == 10
-    assert server_machine(Topology(1, 8, "v100"), share) is None
+    # one GPU machine's servers get machines of their own too, at their egress alone
+    assert server_machine(Topology(1, 8, "v100"), share).name == "n1-standard-16"
+    assert server_network_gbps(Topology(1, 8, "v100", network_gbps=10), share) == 32
+    # only where train runs them on the worker's host do they share it
+    assert server_machine(Topology(1, 8, "cpu"), share) is None
+    assert server_machine(Topology(1, 8, "v100", ps_machine_type=None), share) is None
 
 
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
         (["--ps-machine-type", "c2-standard-8"], "give an N1 or N2 general-purpose type"),
-        (["--machines", "1", "--ps-machine-type", "n1-standard-8"], "one machine sends nothing"),
+        (
+            ["--machines", "1", "--gpu", "cpu", "--ps-machine-type", "n1-standard-8"],
+            "--ps-machine-type: on one CPU machine train runs the parameter servers on it",
+        ),
     ],
 )
 def test_a_ps_machine_type_select_cannot_cost_exits_2(capsys, extra, says):
@@ -159,3 +168,57 @@ def test_an_empty_ps_machine_type_is_refused_not_taken_as_the_default(capsys):
             "--model", "resnet50", "--ps-machine-type", ""]  # fmt: skip
     assert main(argv) == 2
     assert "--ps-machine-type ''" in capsys.readouterr().err
+
+
+def _hourly(doc: dict) -> float:
+    """The chosen candidate's price per hour, from its price per million examples."""
+    return doc["usd_per_million_examples"] * doc["predicted"]["examples_per_second"] * 3600 / 1e6
+
+
+def test_one_gpu_machines_servers_run_on_cpu_machines_of_their_own(capsys):
+    """train gives the ps and chief pools CPU machines of --ps-machine-type with one
+    worker too (launch.cloud.layout). select had the servers share the T4's n1-standard-4
+    (30 GB; they need 60) and exited 2: "no strategy runs on 1 x 1 t4 ...
+    its servers need 60 GB"."""
+    argv = ["select", "--machines", "1", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
+            "mlp", "--sparse-embedding-params", "4e9", "--prices", "--objective", "cost",
+            "--json"]  # fmt: skip
+    doc = _select(capsys, argv)
+    assert (doc["strategy"], doc["layout"]["workers"], doc["layout"]["ps"]) == (
+        "parameter_server", 1, 1)  # fmt: skip
+    # 4.00002e9 parameters x 12 bytes x 1.25 = 60.0003 GB: more than an n1-standard-16's 60
+    assert any("each server is costed on an n1-standard-32" in r for r in doc["reasons"])
+    prices = json.loads(PRICES.read_text())
+    machines, accelerators = prices["machine_types"], prices["accelerators"]
+    worker = (
+        machines[get_gpu("t4").machine_type(1)]["usd_per_hour"] + accelerators["t4"]["usd_per_hour"]
+    )
+    servers = machines["n1-standard-32"]["usd_per_hour"] + machines["n1-standard-8"]["usd_per_hour"]
+    assert _hourly(doc) == pytest.approx(worker + servers, rel=1e-4)
+
+
+def test_one_gpu_machines_price_has_the_servers_and_the_chief(capsys):
+    """On 1 x 4 T4 parameter_server was priced as the GPU machine alone (2.92 USD/h) with
+    its transfers over PCIe; its servers and coordinator are billed now, and it moves
+    at the servers' egress."""
+    argv = ["select", "--machines", "1", "--gpus-per-machine", "4", "--gpu", "t4", "--model",
+            "mlp", "--sparse-embedding-params", "4e9", "--prices", "--json"]  # fmt: skip
+    doc = _select(capsys, argv)
+    assert doc["strategy"] == "parameter_server"
+    prices = json.loads(PRICES.read_text())
+    machines, accelerators = prices["machine_types"], prices["accelerators"]
+    worker = machines[get_gpu("t4").machine_type(4)]["usd_per_hour"]
+    worker += 4 * accelerators["t4"]["usd_per_hour"]
+    assert worker == pytest.approx(2.92, abs=0.01)  # what it was priced at alone
+    servers = machines["n1-standard-32"]["usd_per_hour"] + machines["n1-standard-8"]["usd_per_hour"]
+    assert _hourly(doc) == pytest.approx(worker + servers, rel=1e-4)
+    # over the servers' 32 Gbit/s egress, slower than over the machine's own PCIe
+    shared = Topology(1, 4, "t4", ps_machine_type=None)
+    model = model_profile.profile_model("mlp").with_sparse_embedding(4_000_000_000)
+    ps = next(p for p in recommend(shared, model).alternatives + [recommend(shared, model).chosen]
+              if p.strategy == "parameter_server")  # fmt: skip
+    assert doc["predicted"]["communication_s"] > ps.communication_s
+    # a --ps-machine-type reaches one machine's servers too
+    big = _select(capsys, [*argv, "--ps-machine-type", "n1-standard-64"])
+    servers = machines["n1-standard-64"]["usd_per_hour"] * 2  # servers and chief
+    assert _hourly(big) == pytest.approx(worker + servers, rel=1e-4)

@@ -14,6 +14,7 @@ from components.core.hardware import GPUS, INTERCONNECT_GBPS
 from components.core.models import MODELS
 from components.core.selection.cost_model import RESTART_COST_S
 from components.core.selection.topology import (
+    CPU_NAMES,
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
     HETEROGENEITY_SLOWDOWN,
@@ -385,7 +386,9 @@ def _unstated(args: argparse.Namespace, mix: tuple) -> tuple[str, ...]:
 
 def _check_network_flags_apply(args: argparse.Namespace) -> None:
     """Refuses network flags on one machine, which sends nothing between machines
-    (as `--heterogeneous` is refused there), rather than drop them.
+    (as `--heterogeneous` is refused there), rather than drop them; and
+    `--ps-machine-type` on one CPU machine, whose servers `train` runs on it.
+    On one GPU machine the servers still get machines of that type, as on Vertex AI.
 
     Raises:
         ConfigError: naming the flags given.
@@ -396,7 +399,6 @@ def _check_network_flags_apply(args: argparse.Namespace) -> None:
             ("--network-gbps", args.network_gbps),
             ("--nics", args.nics),
             ("--network-path", args.network_path),
-            ("--ps-machine-type", args.ps_machine_type),
         )
         if value is not None
     ]
@@ -405,6 +407,12 @@ def _check_network_flags_apply(args: argparse.Namespace) -> None:
             f"{', '.join(given)}: one machine sends nothing over a network between machines "
             "(its GPUs talk over their own link); drop "
             f"{'it' if len(given) == 1 else 'them'}, or give --machines 2 or more"
+        )
+    one_cpu_machine = args.machines == 1 and str(args.gpu).lower() in CPU_NAMES
+    if one_cpu_machine and args.ps_machine_type is not None:
+        raise ConfigError(
+            "--ps-machine-type: on one CPU machine train runs the parameter servers on it "
+            "(localhost); drop it, or give --machines 2 or more"
         )
 
 

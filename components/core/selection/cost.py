@@ -7,12 +7,14 @@ machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
 unless the type bundles them (`bundled_gpus`, or a GPU sold only inside its machine
 types: `hardware.Gpu.sold_in_its_machines`), each machine of a GPU mix for its own GPU, at the
 table's Spot prices (`spot_usd_per_hour`) when the machines are preemptible and
-the table gives any. Parameter servers and the parameter-server coordinator run
-on the table's default CPU machine type (servers on the smallest n1-standard type
-whose memory holds their share of the variables and Adam state, when that is larger),
-on demand (the reasons advise keeping
-them off preemptible machines), and on one machine they share the workers' (as
-the cost model has them), so they add nothing.
+the table gives any. Parameter servers and the parameter-server coordinator run on
+CPU machines of their own, on one GPU machine too, as `train` gives them
+(`launch.cloud.layout`): the coordinator on `--ps-machine-type` (`Topology.ps_machine_type`,
+default n1-standard-8), each server on that type or the smallest larger shape of it
+whose memory holds its share of the variables and Adam state (`ps_servers.server_machine`),
+on demand (the reasons advise keeping them off preemptible machines). Only where the
+servers share the worker's one machine (`ps_servers.servers_share_the_host`: a CPU
+machine, which is not priced, or the published runs) do they add nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import Gpu
 from components.core.selection.cost_model import machine_gpus
 from components.core.selection.prediction import Prediction
-from components.core.selection.ps_servers import server_machine
+from components.core.selection.ps_servers import server_machine, servers_share_the_host
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -146,10 +148,8 @@ def _machines(candidate: Prediction, topology: Topology) -> list[str]:
 
 def _server_machines(candidate: Prediction, topology: Topology) -> int:
     """CPU machines a candidate adds: its parameter servers and coordinator, on machines
-    of their own across several machines, on the workers' machine on one (none added:
-    a candidate whose servers that machine's memory does not hold is infeasible,
-    `ps_servers.shared_machine_note`, and never the cheapest)."""
-    if not spec_for(candidate.strategy).uses_ps or topology.machines == 1:
+    of their own (none where they share the worker's one machine)."""
+    if not spec_for(candidate.strategy).uses_ps or servers_share_the_host(topology):
         return 0
     return candidate.layout.ps + 1
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from components.core import storage
 from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
-from components.core.selection.ps_servers import server_network_gbps
+from components.core.selection.ps_servers import server_network_gbps, servers_share_the_host
 from components.core.selection.topology import PRECISIONS, Topology, device
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
@@ -695,17 +695,23 @@ def predict_parameter_server(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average worker.
 
-    Each worker first reduces its GPUs' gradients over the machine's link. With
-    one machine, the servers share it: traffic crosses host memory over PCIe,
-    not the network. Workers of different speeds each run at their own pace,
-    so the cluster's throughput is the sum of theirs (compute is scaled by the
+    Each worker first reduces its GPUs' gradients over the machine's link. Where
+    the servers share the worker's one machine (`ps_servers.servers_share_the_host`:
+    a CPU machine, or the published runs) traffic crosses host memory over PCIe,
+    not the network; on one GPU machine, whose servers run on CPU machines of
+    their own, the worker moves it at their egress rate (its NIC is at least as
+    fast). Workers of different speeds each run at their own pace, so the
+    cluster's throughput is the sum of theirs (compute is scaled by the
     harmonic mean of the slowdowns).
     """
     c = constants or FITTED
     hw = _hw(topology, c)
-    if topology.machines == 1:
+    server_bps = server_bytes_per_s(topology, model, ps, c)
+    if servers_share_the_host(topology):
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
+    elif topology.machines == 1:  # no network flag: the servers' egress bounds the worker too
+        hw = dataclasses.replace(hw, net_bps=server_bps, ps_bps=server_bps)
     step = step_compute_time(model, batch, hw.tflops)
     compute = step * devices_sharing_compute(topology, gpus)
     compute /= mean_machine_speed(topology, workers, step_compute_share(step))
@@ -715,7 +721,6 @@ def predict_parameter_server(
         if streams_per_worker == 1
         else 0.0
     )
-    server_bps = server_bytes_per_s(topology, model, ps, c)
     comm = local + parameter_server_time(
         nbytes,
         model.largest_variable_bytes,
@@ -727,7 +732,7 @@ def predict_parameter_server(
         server_bps,
     )
     comm += model.tensors * c.tensor_latency_s * streams_per_worker
-    if workers > 1:
+    if not servers_share_the_host(topology):
         # the pull and the push: a round trip each. TensorFlow's parameter servers talk
         # gRPC on GPU machines too; those keep the fitted 50 us (the published
         # parameter-server cases were fitted with it), a CPU the measured call.

@@ -11,7 +11,6 @@ from components.core.selection.cost_model import (
     achievable_tflops,
     all_reduce_overlaps,
     link_bandwidth_gbps,
-    machine_gpus,
     machine_slowdowns,
     network_path_share,
     preemption_rate,
@@ -27,7 +26,7 @@ from components.core.selection.ps_servers import (
     server_machine,
     server_network_gbps,
     servers_memory_gb,
-    shared_machine,
+    servers_share_the_host,
 )
 from components.core.selection.topology import (
     KERAS_LOSS_ALL_REDUCES,
@@ -339,33 +338,18 @@ def _parameter_server_sentence(
         )
     else:
         count = f"{ps} is the fewest servers within 3% of the best predicted step"
-    owner = "worker's" if workers == 1 else "workers'"
-    # the machine type a worker runs on, and what the servers would need of its memory
-    shared = shared_machine(device(machine_gpus(topology, 1)[0]), chosen.layout.gpus_per_machine)
-    needed_gb = servers_memory_gb(chosen.server_state_bytes)
-    if topology.machines > 1:
-        cannot_share = (
-            f"they need {needed_gb:,.0f} GB of host memory together, more than a worker's "
-            f"{shared[0]} has ({shared[1]:,.0f} GB), so they cannot share one; "
-            if shared and needed_gb > shared[1]
-            else ""
-        )
+    if servers_share_the_host(topology):  # train runs every process on the one machine
+        where = "they share the worker's machine"
+        if by_memory:
+            where += (
+                f", whose host memory must then hold the "
+                f"{servers_memory_gb(chosen.server_state_bytes):,.0f} GB they need"
+            )
+    else:
         where = (
-            f"{_server_machine_clause(chosen, topology)}{cannot_share}run them on "
+            f"{_server_machine_clause(chosen, topology)}run them on "
             "non-preemptible machines: a lost parameter server needs a restart from a checkpoint"
         )
-    elif by_memory and shared:  # the memory check let them share it (memory_fit)
-        where = (
-            f"on one machine they share the {owner} {shared[0]}, whose {shared[1]:,.0f} GB "
-            f"of host memory holds the {needed_gb:,.0f} GB they need"
-        )
-    elif by_memory:
-        where = (
-            f"on one machine they share the {owner}, whose host memory must then hold "
-            f"{needed_gb:,.0f} GB, or give the servers machines of their own"
-        )
-    else:
-        where = f"they share the {owner} machine"
     return (
         f"parameter_server with {workers} worker{'s' if workers > 1 else ''} and {ps} "
         f"parameter server{'s' if ps > 1 else ''} (plus the chief coordinator): pulling and "
@@ -385,6 +369,8 @@ def _server_machine_clause(chosen: Prediction, topology: Topology) -> str:
     clause = f"each server is costed on an {machine.name}"
     if machine.name != topology.ps_machine_type:
         clause += f" (--ps-machine-type {topology.ps_machine_type} does not hold its share)"
+    if topology.machines == 1:  # no network between machines: its egress alone
+        return clause + f", sending at most {machine.egress_gbps:g} Gbit/s to the worker; "
     rate = server_network_gbps(topology, share)
     workers_gbps = topology.machine_network_gbps
     if rate is None or rate >= workers_gbps:

@@ -1,5 +1,5 @@
 """The candidates at a per-replica batch that fits the GPUs' memory, and what the
-memory check found; on one machine, parameter servers must also fit its host memory."""
+memory check found."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from components.core.selection.cost_model import (
     memory_needed_bytes,
 )
 from components.core.selection.prediction import Prediction, candidates
-from components.core.selection.ps_servers import shared_machine_note
 from components.core.selection.topology import (
     Topology,
     a_device,
@@ -29,14 +28,12 @@ def candidates_that_fit(
 
     When the sparse embedding table does not fit one GPU, only parameter_server
     stays feasible; when the batch is too large, the predictions use the
-    largest batch that fits. On one machine, parameter servers that need more
-    host memory than the worker's machine type has are infeasible
-    (`ps_servers.shared_machine_note`).
+    largest batch that fits. Parameter servers need no GPU memory: their CPU
+    machines are sized to hold them (`ps_servers.server_machine`).
     """
     preds = candidates(topology, model, batch)
     if fit_replicated >= batch:
         _check_mix_memory(preds, topology, model)
-        _check_shared_server_memory(preds, topology, gpu)
         return preds, batch, []
     need_gb = memory_needed_bytes(model, batch, True, topology.precision) / 1e9
     if fit_replicated == 0:
@@ -51,7 +48,6 @@ def candidates_that_fit(
             "parameter servers hold it in host memory and send only the rows a step touches."
         )
         _check_mix_memory(preds, topology, model)
-        _check_shared_server_memory(preds, topology, gpu)
         return preds, batch, [reason] + _sharded_embedding_reasons(topology, model, gpu)
     usable = fit_replicated
     reason = (
@@ -61,7 +57,6 @@ def candidates_that_fit(
     )
     preds = candidates(topology, model, usable)
     _check_mix_memory(preds, topology, model)
-    _check_shared_server_memory(preds, topology, gpu)
     return preds, usable, [reason]
 
 
@@ -78,19 +73,6 @@ def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelP
         if p.feasible and fits < p.per_replica_batch:
             p.feasible = False
             p.note = f"a replica does not fit {a_device(smallest.name)}"
-
-
-def _check_shared_server_memory(preds: list[Prediction], topology: Topology, gpu: Gpu) -> None:
-    """Marks infeasible the parameter_server candidates of one machine whose servers,
-    sharing the worker's machine, need more host memory than its type has: they
-    would otherwise be costed free of any machine that holds them."""
-    for p in preds:
-        if not (p.feasible and spec_for(p.strategy).uses_ps):
-            continue
-        note = shared_machine_note(topology, gpu, p.layout.gpus_per_machine, p.server_state_bytes)
-        if note:
-            p.feasible = False
-            p.note = note
 
 
 def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
