@@ -3036,16 +3036,6 @@ def test_objective_cost_weighs_fewer_machines_and_the_sentences_name_the_cheapes
     assert not any("The cheapest is" in r for r in timed["reasons"])
 
 
-def test_every_gpu_machine_type_has_a_known_host_memory():
-    for gpu in hardware.GPUS.values():
-        for count, machine_type in gpu.machine_types.items():
-            assert gpu.machine_memory_gb(count) >= 16 * count, machine_type
-    assert hardware.machine_memory_gb("n1-standard-8") == 30  # 3.75 GB per vCPU
-    assert hardware.machine_memory_gb("a3-highgpu-8g") == 1872
-    with pytest.raises(ConfigError, match="memory of machine type 'x1-odd-3' is not known"):
-        hardware.machine_memory_gb("x1-odd-3")
-
-
 def test_a_negative_spot_price_is_refused(tmp_path):
     from components.core.comparison.errors import ReportError
 

@@ -12,6 +12,7 @@ highcpu); a type outside them is refused with what to give instead.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -80,6 +81,8 @@ class CpuMachine:
         return min(self.vcpus * EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS)
 
 
+# Pure on its name, and asked once per parameter-server count `select` weighs.
+@functools.lru_cache(maxsize=64)
 def cpu_machine(name: str) -> CpuMachine:
     """The CPU machine type `name`.
 
@@ -97,6 +100,7 @@ def cpu_machine(name: str) -> CpuMachine:
     return CpuMachine(family, kind, vcpus)
 
 
+@functools.lru_cache(maxsize=4096)
 def holding(machine: CpuMachine, gigabytes: float) -> CpuMachine:
     """`machine`, or the smallest larger shape of its family and kind whose memory
     holds `gigabytes` (the largest shape when none does)."""

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 
 from components.core.config import ConfigError
-from components.core.cpu_machine import cpu_machine
 
 # Compute Engine attaches GPUs to N1 machine types at a price per GPU of their own; the
 # accelerator-optimized types (a2, a3, g2) come with theirs, in the machine's price
@@ -78,14 +77,6 @@ class Gpu:
                 f"{gpus_per_machine} x {self.name} do not fit one machine: "
                 f"{self.name} machines take {counts} GPUs"
             ) from None
-
-    def machine_memory_gb(self, gpus_per_machine: int) -> float:
-        """Host memory of the machine type that takes this many GPUs, GB.
-
-        Raises:
-            ConfigError: when no machine type takes that many of this GPU.
-        """
-        return machine_memory_gb(self.machine_type(gpus_per_machine))
 
 
 # Peak figures from the vendors' data sheets; machine types from Google Cloud's
@@ -178,46 +169,6 @@ GPUS: dict[str, Gpu] = {
         ),
     )
 }
-
-# Host memory of the accelerator-optimized machine types the GPUs above come in, GB
-# (https://cloud.google.com/compute/docs/accelerator-optimized-machines): A2 Standard
-# 85 GB per A100, A2 Ultra 170 GB per A100 80GB, A3 High 234 GB per H100, G2 4 GB per
-# vCPU. N1 types, which take T4, V100 and P100, have 3.75 GB per vCPU (`cpu_machine`).
-ACCELERATOR_MACHINE_MEMORY_GB: dict[str, float] = {
-    "g2-standard-8": 32,
-    "g2-standard-24": 96,
-    "g2-standard-48": 192,
-    "g2-standard-96": 384,
-    "a2-highgpu-1g": 85,
-    "a2-highgpu-2g": 170,
-    "a2-highgpu-4g": 340,
-    "a2-highgpu-8g": 680,
-    "a2-megagpu-16g": 1360,
-    "a2-ultragpu-1g": 170,
-    "a2-ultragpu-2g": 340,
-    "a2-ultragpu-4g": 680,
-    "a2-ultragpu-8g": 1360,
-    "a3-highgpu-1g": 234,
-    "a3-highgpu-2g": 468,
-    "a3-highgpu-4g": 936,
-    "a3-highgpu-8g": 1872,
-}
-
-
-def machine_memory_gb(machine_type: str) -> float:
-    """Host memory of a GPU machine type (`Gpu.machine_type`), GB.
-
-    Raises:
-        ConfigError: for a type neither `ACCELERATOR_MACHINE_MEMORY_GB` nor the N1
-            and N2 shapes of `cpu_machine` know.
-    """
-    if machine_type in ACCELERATOR_MACHINE_MEMORY_GB:
-        return ACCELERATOR_MACHINE_MEMORY_GB[machine_type]
-    try:
-        return cpu_machine(machine_type).memory_gb
-    except ConfigError:
-        raise ConfigError(f"the memory of machine type {machine_type!r} is not known") from None
-
 
 # Usable one-direction bandwidth of the link between GPUs of one machine, GB/s.
 INTERCONNECT_GBPS: dict[str, float] = {"pcie": 12.0, "nvlink": 150.0}

@@ -130,8 +130,7 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
 def server_machine_type(candidate: Prediction, topology: Topology) -> str:
     """The machine type each of `candidate`'s parameter servers is billed as: the one
     the cost model runs it on (`ps_servers.server_machine`)."""
-    share = candidate.server_state_bytes / max(candidate.layout.ps, 1)
-    machine = server_machine(topology, share)
+    machine = server_machine(topology, candidate.server_share_bytes)
     return machine.name if machine else coordinator_machine_type(topology)
 
 

@@ -362,7 +362,7 @@ def _parameter_server_sentence(
 def _server_machine_clause(chosen: Prediction, topology: Topology) -> str:
     """Which machine type each server is costed on, and the rate it moves its shard at
     where that is below a worker machine's: its egress cap, or one NIC of the network."""
-    share = chosen.server_state_bytes / max(chosen.layout.ps, 1)
+    share = chosen.server_share_bytes
     machine = server_machine(topology, share)
     if machine is None:
         return ""

@@ -87,6 +87,11 @@ class Prediction:
         return f"{self.strategy} on {self.machines_gpu}" if self.machines_gpu else self.strategy
 
     @property
+    def server_share_bytes(self) -> float:
+        """The variables and Adam state one of its parameter servers holds."""
+        return self.server_state_bytes / max(self.layout.ps, 1)
+
+    @property
     def step_time_s(self) -> float:
         """Predicted seconds per step: compute plus exposed communication."""
         return self.compute_s + self.communication_s
