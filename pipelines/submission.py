@@ -12,7 +12,6 @@ against the compiled pipeline's parameter types). Requests go through the SDKs:
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from components.core import json_input
 from components.core.config import ConfigError
 from components.core.targets import TARGETS, canonical
 from components.image import DEFAULT_IMAGE
@@ -243,9 +243,16 @@ def _with_field(struct: dict[str, Any], path: list[str], value: Any) -> dict[str
 
 
 def _json_or_text(text: str) -> Any:
+    """`text`'s JSON value when it reads as one (checked as every user's JSON is), else `text`.
+
+    Raises:
+        ConfigError: an array or object that is not strict JSON, or nests too deeply.
+    """
     try:
-        return json.loads(text)
-    except ValueError:
+        return json_input.parse(text, "--param", "pass strict JSON")
+    except ConfigError:
+        if text.lstrip()[:1] in ("[", "{"):
+            raise
         return text
 
 
@@ -298,7 +305,7 @@ def _convert(text: str, kind: str) -> Any:
             raise ValueError(text)
         return lowered == "true"
     if kind in ("LIST", "STRUCT"):
-        value = json.loads(text)
+        value = json_input.parse(text, "--param", f"pass a JSON {kind.lower()}")
         if not isinstance(value, list if kind == "LIST" else dict):
             raise ValueError(text)
         return value

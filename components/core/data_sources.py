@@ -25,7 +25,6 @@ import hashlib
 import importlib
 import importlib.util
 import io
-import json
 import math
 import os
 import sys
@@ -33,7 +32,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage, user_python_file
+from components.core import json_input, storage, user_python_file
 from components.core.errors import ConfigError
 
 # How a feature is stored in a shard record, and what the model receives:
@@ -606,12 +605,16 @@ def tfrecord_spec(
             '{"x": {"shape": [4], "dtype": "float32"}, "y": {"shape": [], "dtype": "int64", '
             '"num_classes": 3}}'
         )
+    where = "--feature-spec"
     if storage.isfile(text):
-        text = storage.read_text(text)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"--feature-spec is not valid JSON ({err})") from None
+        where = f"--feature-spec {text}"
+        try:
+            text = storage.read_bytes(text, limit=json_input.MAX_BYTES)
+        except OSError as err:
+            raise ConfigError(
+                f"{where} cannot be read ({err.strerror or err}); pass a JSON file"
+            ) from None
+    raw = json_input.parse(text, where, "pass a JSON object: feature name -> {shape, dtype}")
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("--feature-spec must be a JSON object: feature name -> {shape, dtype}")
     encodings = {
