@@ -23,14 +23,13 @@ from typing import Any
 
 import yaml
 
-from components.core import json_input
+from components.core import cloud_ids, json_input
 from components.core.config import ConfigError
 from components.core.targets import TARGETS, canonical
 from components.image import DEFAULT_IMAGE
 
 _TZ_PREFIX = re.compile(r"^(?:CRON_)?TZ=(?P<zone>\S+)\s+(?P<rest>.*)$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,126}[a-z0-9])?$")
-_SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
 
 
 @dataclass(frozen=True)
@@ -162,12 +161,13 @@ def check_target(sub: Submission) -> None:
                 "--pipeline-root gs://BUCKET/PATH (a bucket in the region the service "
                 "account can write)"
             )
-        if sub.service_account and not _SERVICE_ACCOUNT.match(sub.service_account):
-            raise ConfigError(
-                f"--service-account {sub.service_account!r} is not an email: pass "
-                "NAME@PROJECT.iam.gserviceaccount.com"
-            )
+        cloud_ids.check_project(sub.project)
+        cloud_ids.check_region(sub.region)
+        if sub.service_account:
+            cloud_ids.check_service_account(sub.service_account)
         return
+    if sub.service_account:
+        cloud_ids.check_kube_service_account(sub.service_account, "--service-account")
     if not sub.host:
         raise ConfigError(
             "KFP needs the API host: pass --host URL, e.g. after `kubectl port-forward -n "
@@ -223,12 +223,16 @@ def _validate_cloud(cloud_config: dict[str, Any] | None) -> None:
     """Refuses a `cloud_config` the train step would refuse (an unknown field), before sending."""
     if not cloud_config:
         return
-    from components.core.launch.cloud import CloudConfig
+    from components.core.launch.cloud import CloudConfig, validate_identifiers
 
     try:
-        CloudConfig(**{**cloud_config, "target": "vertex"})
+        cloud = CloudConfig(**{**cloud_config, "target": "vertex"})
     except TypeError as err:
         raise ConfigError(f"--param cloud_config: not a CloudConfig ({err})") from None
+    try:
+        validate_identifiers(cloud)
+    except ConfigError as err:
+        raise ConfigError(f"--param cloud_config: {err}") from None
 
 
 def _with_field(struct: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]:

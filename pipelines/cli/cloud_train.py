@@ -16,6 +16,7 @@ import re
 import sys
 from typing import Any
 
+from components.core import cloud_ids
 from components.core.config import ConfigError, RunConfig
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
@@ -267,7 +268,7 @@ def _print_dry_run(job: Any, cloud: CloudConfig) -> None:
         print(vertex.to_json(job))
         print(
             f"dry run: would create this CustomJob in {vertex.parent(cloud)} "
-            f"({cloud.region}-aiplatform.googleapis.com); nothing was sent",
+            f"({cloud_ids.vertex_endpoint(cloud.region)}); nothing was sent",
             file=sys.stderr,
         )
         return
