@@ -205,7 +205,7 @@ def settings(args: argparse.Namespace) -> dict:
         "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
-        "target_accuracy": target_value(args),
+        "target_value": target_value(args),
         "target_metric": args.target_metric,
         "backend": "local",
         "repeats": args.repeats,
