@@ -370,11 +370,9 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
     print()
-    print(comparison.summary_table(report))
-    print(f"pipeline wall time {wall:.1f}s; {len(timings)} tasks")
-    print(f"\noutput: {output}")
-    for name in [*report_files, "timings.json", LOG_NAME]:
-        print(f"  {name}")
+    print(comparison.summary_table(report), end="")
+    print(f"{len(timings)} tasks in {wall:.1f} s. Why, the rule, hardware, plots: report.html,")
+    print(f"summary.md and {len(report_files) - 2} more files in {output}")
     return 0
 
 

@@ -243,13 +243,14 @@ def decide(results: list[Mapping[str, Any]], target: str, metric: str = ACCURACY
     lead = ordered[0]
     second = ordered[1] if len(ordered) > 1 else None
     if second is None:
-        reason = f"{lead['name']} is the only run of equal quality, {quality.describe(lead)}."
+        only = "strategy compared" if len(results) == 1 else "run of equal quality"
+        reason = f"{lead['name']} is the only {only}, {quality.describe(lead)}."
         return {
             **verdict,
             "winner": lead["name"],
             "decided_by": "quality",
             "reason": reason + dropped,
-            "line": f"Winner: {lead['name']}, the only run of equal quality.",
+            "line": f"Winner: {lead['name']}, the only {only}.",
         }
     ratio = lead["examples_per_second"] / max(second["examples_per_second"], 1e-12)
     repeated = min(runs_per_result([lead, second])) > 1
@@ -275,8 +276,7 @@ def decide(results: list[Mapping[str, Any]], target: str, metric: str = ACCURACY
         )
         beyond = "beyond the run-to-run spread" if repeated else f"needed {needs.split()[0]}"
         line = (
-            f"Winner: {lead['name']}, {ratio:.2f}× {second['name']}'s steady examples/s "
-            f"({beyond})."
+            f"Winner: {lead['name']}, {ratio:.2f}× {second['name']}'s steady examples/s ({beyond})."
         )
         return {**verdict, "reason": reason + _time_beside(equal) + dropped, "line": line}
     by_time = _by_time_to_target(equal, target) if repeated else None
