@@ -13,8 +13,10 @@ from components.registry import build_components
 from pipelines.scheduling import LOCAL_DEVICES, GpuPlacement, place_training, spec_defaults
 
 DEFAULT_STRATEGIES = list(COMPARED_BY_DEFAULT)
-# The comparison's run: the recommendation's strategy is only recorded, never trained.
-DEFAULT_RUN_CONFIG = RunConfig(cluster=cluster_for("mirrored")).to_pipeline_parameter()
+# The comparison's run without a cluster: each train step gets its own (`clusters`).
+DEFAULT_RUN_CONFIG = {
+    key: section for key, section in RunConfig().to_pipeline_parameter().items() if key != "cluster"
+}
 
 
 def default_clusters(devices: int = LOCAL_DEVICES) -> list[dict]:

@@ -198,8 +198,9 @@ def settings(args: argparse.Namespace) -> dict:
     get_gpu(args.gpu)
     if args.shards_dir:
         base = _on_shards(base, args)
+    run_config = {k: v for k, v in base.to_pipeline_parameter().items() if k != "cluster"}
     return {
-        "run_config": base.to_pipeline_parameter(),
+        "run_config": run_config,  # each strategy's cluster is in `clusters`
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
         "machines": args.machines,
         "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").devices_per_worker,
