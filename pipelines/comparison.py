@@ -127,6 +127,15 @@ def build_comparison_pipeline(
                 of its cloud job on its own machine instead (docs/cloud.md).
             repeats: how many times each strategy trains, interleaved (s1, s2,
                 s1, s2); the report shows the median and spread of each.
+
+        Returns:
+            comparison: comparison.json, every run and the verdict.
+            report: the HTML report.
+            summary: the Markdown summary.
+            plots: the PNG plots.
+            winner: the winning strategy, or "" when no winner is clear.
+            speedup_over_runner_up: the leader's steady-state throughput over the
+                runner-up's.
         """
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard data")

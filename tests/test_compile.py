@@ -225,7 +225,7 @@ GOLDEN = {
             "target_metric": "STRING", "backend": "STRING", "cloud_config": "STRUCT",
             "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER",
         },
-        "outputs": {},
+        "outputs": {"winner": "STRING", "speedup_over_runner_up": "NUMBER_DOUBLE"},
     },
 }  # fmt: skip
 
