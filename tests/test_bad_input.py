@@ -609,8 +609,8 @@ BAD_FILE_CASES = {
     # --param values meet the pipeline's own validation before any request
     "submit-param-target-accuracy-2": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
-         "--param", "target_accuracy=2"),
-        "target_accuracy must be above 0 and at most 1",
+         "--param", "target_value=2"),
+        "target_value must be above 0 and at most 1",
     ),
     "submit-param-repeats-0": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,

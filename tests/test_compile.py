@@ -222,11 +222,11 @@ GOLDEN = {
             "run_config": "STRUCT", "clusters": "LIST", "machines": "NUMBER_INTEGER",
             "gpus_per_machine": "NUMBER_INTEGER", "gpu": "STRING",
             "network_gbps": "NUMBER_DOUBLE", "network_path": "STRING",
-            "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "target_accuracy": "NUMBER_DOUBLE",
+            "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "target_value": "NUMBER_DOUBLE",
             "target_metric": "STRING", "backend": "STRING", "cloud_config": "STRUCT",
             "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER",
         },
-        "outputs": {},
+        "outputs": {"winner": "STRING", "speedup_over_runner_up": "NUMBER_DOUBLE"},
     },
 }  # fmt: skip
 
