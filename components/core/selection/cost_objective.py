@@ -17,10 +17,6 @@ from components.core.selection.cost import (
     price_shown,
     usd_per_million_examples,
 )
-from components.core.selection.cost_model import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
@@ -34,6 +30,10 @@ from components.core.selection.machine_subsets import (
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction, six_digits
 from components.core.selection.rules import rules_for_the_cheapest
+from components.core.selection.step_time import (
+    machine_gpus,
+    max_batch_that_fits,
+)
 from components.core.selection.topology import (
     Topology,
     a_device,

@@ -28,8 +28,8 @@ from components.core.config import STRATEGIES, ConfigError
 from components.core.hardware import catalogue_name
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
-from components.core.selection.cost_model import predict_parameter_server
 from components.core.selection.prediction import Prediction
+from components.core.selection.step_time import predict_parameter_server
 from components.core.selection.topology import Topology, precision_of_policy
 from components.core.strategy_spec import spec_for
 
@@ -284,7 +284,7 @@ def apply_history(
     if records and not used:
         reasons.append(
             f"None of the {len(records)} history records matches a candidate here, so the "
-            f"choice rests on the cost model: {_why_ignored(ignored, topology, model, batch)}."
+            f"choice rests on the step-time model: {_why_ignored(ignored, topology, model, batch)}."
         )
     elif ignored:
         reasons.append(

@@ -15,12 +15,6 @@ from components.core.selection.cost import (
     price_shown,
     prices_used,
 )
-from components.core.selection.cost_model import (
-    USABLE_MEMORY_FRACTION,
-    machine_gpus,
-    max_batch_that_fits,
-    memory_needed_bytes,
-)
 from components.core.selection.cost_objective import (
     cheapest,
     cost_sentences,
@@ -57,6 +51,12 @@ from components.core.selection.machine_subsets import on_first_machines
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
+from components.core.selection.step_time import (
+    USABLE_MEMORY_FRACTION,
+    machine_gpus,
+    max_batch_that_fits,
+    memory_needed_bytes,
+)
 from components.core.selection.topology import (
     Layout,
     Topology,

@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import (
+from components.core.selection.explanation import slower_machines_phrase
+from components.core.selection.step_time import (
     machine_gpus,
     max_batch_that_fits,
 )
-from components.core.selection.explanation import slower_machines_phrase
 from components.core.selection.topology import (
     HETEROGENEITY_RANGE,
     NETWORK_RANGE_GBPS,
