@@ -1,4 +1,4 @@
-"""Strategy selection: hardware + model -> a recommended tf.distribute strategy.
+"""Strategy selection: topology + model -> a recommended tf.distribute strategy.
 
 `recommend(topology, model)` weighs the candidate strategies of a `Topology` with a
 step-time model whose constants are fitted on published scaling results (the fit and
