@@ -306,7 +306,7 @@ def test_trees_tree_listing_and_removal(gs, tmp_path):
 def test_a_history_folder_on_gs_is_every_comparison_json_under_it(gs, tmp_path):
     """`select --history gs://.../runs` finds each run's comparison.json however deep."""
     from components.core import selection
-    from tests.test_selection import _comparison
+    from tests.selection_helpers import _comparison
 
     for run, eps in (("b-compare/nested", 3000.0), ("a-compare", 6000.0)):
         local = _comparison(tmp_path, f"{eps:.0f}.json", [("parameter_server", eps)])
@@ -510,8 +510,6 @@ _ALLOWED = {
     ("launch/netns.py", ".open", "os"),
     # Whether this process runs inside a Vertex AI task (its gcsfuse mount point).
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
-    # The published scaling cases bundled with the package (components/core/data/).
-    ("selection/evidence.py", ".read_text", "Path(path)"),
     ("model_profile.py", ".read_text", "BUNDLED_PATH"),
     # Shard files, written into `storage.staged_tree`'s local staging folder (published by it).
     ("tfrecord.py", "open", "path"),
