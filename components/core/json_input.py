@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from components.core import storage
-from components.core.errors import ConfigError
+from components.core.errors import ConfigError, ReportError
 
 # The largest JSON file a user may hand in (a comparison of many runs is well under 1 MiB).
 MAX_BYTES = 64 << 20
@@ -112,3 +112,29 @@ def load(path: str | os.PathLike[str], where: str, remedy: str) -> Any:
     except OSError as err:
         raise ConfigError(f"{where} cannot be read ({err.strerror or err}); {remedy}") from None
     return parse(data, where, remedy)
+
+
+def read_json(path: str | os.PathLike[str], role: str) -> Any:
+    """Reads one JSON file a user hands in.
+
+    Args:
+        path: the file (local, `/gcs/` or `gs://`).
+        role: what the file is for, used in error messages (`metrics`,
+            `price table`, `report`, `baseline`).
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        ReportError: when the file is missing, unreadable or not valid JSON.
+    """
+    try:
+        data = storage.read_bytes(path, limit=MAX_BYTES)
+    except FileNotFoundError:
+        raise ReportError(f"{role} {path}: file not found") from None
+    except OSError as err:
+        raise ReportError(f"{role} {path}: cannot read it ({err.strerror or err})") from None
+    try:
+        return parse(data, f"{role} {path}", f"pass the {role} JSON file")
+    except ConfigError as err:
+        raise ReportError(str(err)) from None
