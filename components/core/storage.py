@@ -421,8 +421,13 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
-    """Writes `payload` as indented, key-sorted JSON, atomically (`write_bytes`)."""
-    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    """Writes `payload` as indented, key-sorted strict JSON, atomically (`write_bytes`).
+
+    Raises:
+        ValueError: `payload` holds a NaN or an infinity, which strict JSON has
+            no token for (kfp, `jq` and browsers refuse such a file).
+    """
+    write_text(path, atomic.strict_json(payload))
 
 
 @contextlib.contextmanager
