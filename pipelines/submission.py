@@ -210,6 +210,8 @@ def typed_params(spec: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
             continue
         try:
             typed[key] = _convert(text, kind)
+        except ConfigError:
+            raise
         except ValueError:
             raise ConfigError(
                 f"--param {key}={text!r}: expected {kind.lower().replace('_', ' ')}"
@@ -262,17 +264,33 @@ def _json_or_text(text: str) -> Any:
 
 def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     """Refuses a run config (or clusters) the trainer would refuse, before sending."""
+    from components.core import promotion
+    from components.core.comparison.planning import check_plan
     from components.core.config import validate_pipeline_run
 
+    def value(name: str) -> Any:
+        given = typed.get(name, declared[name].get("defaultValue"))
+        whole = declared[name]["parameterType"] == "NUMBER_INTEGER"
+        if whole and isinstance(given, float) and given.is_integer():
+            return int(given)  # a compiled integer default reads back as 1.0
+        return given
+
+    try:
+        # The checks the pipeline's own steps run (evaluate, plan_runs), here before sending.
+        if {"promotion_target", "promotion_metric", "promotion_margin"} <= set(declared):
+            promotion.check_settings(
+                value("promotion_target"), value("promotion_metric"), value("promotion_margin")
+            )
+        if {"clusters", "repeats"} <= set(declared):
+            check_plan(value("clusters"), value("repeats"))
+    except ConfigError as err:
+        raise ConfigError(f"--param {err}") from None
     accuracy = typed.get("target_value")
     on_accuracy = typed.get("target_metric", "accuracy") == "accuracy"
     if accuracy is not None and on_accuracy and not 0 < accuracy <= 1:
         raise ConfigError(
             f"--param target_value must be above 0 and at most 1 for accuracy, got {accuracy}"
         )
-    repeats = typed.get("repeats")
-    if repeats is not None and repeats < 1:
-        raise ConfigError(f"--param repeats must be at least 1 (runs per strategy), got {repeats}")
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))

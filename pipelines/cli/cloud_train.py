@@ -22,7 +22,7 @@ from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
 from components.core.launch.remote import RemoteCallFailed
 from components.core.targets import add_target_argument
-from pipelines.cli.common import positive_int
+from pipelines.cli.common import bounded_int, positive_int
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -126,9 +126,9 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     )
     kube.add_argument(
         "--backoff-limit",
-        type=int,
+        type=bounded_int(0, 100),
         default=3,
-        help="pod restarts before the TFJob fails (default: 3)",
+        help="pod restarts before the TFJob fails, 0 to 100 (default: 3)",
     )
 
 
