@@ -118,8 +118,11 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(cloud_only)} apply to cloud runs: add --target vertex or "
             "--target kubeflow, or drop them"
         )
+    from components.core.launch import reaper
+
     try:
-        with sigterm_raises():
+        # Every process started below (a module's detached child too) is gone at the end.
+        with sigterm_raises(), reaper.descendants_die_with_this_process():
             return _run_local(args)
     except KeyboardInterrupt as interrupt:
         output = args.output or "the output folder"
@@ -171,10 +174,10 @@ def _run_local(args: argparse.Namespace) -> int:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     batching.check_fits(config, manifest)
     if config.model.module:
-        from components.core import model_build, model_module
+        from components.core import model_module, user_code
 
         model_module.check_isolated_import(config.model.module)
-        seconds = model_build.preflight(config, manifest)
+        seconds = user_code.check("model", config.model.module, config.to_json())["seconds"]
         print(f"train: {config.model.module} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
