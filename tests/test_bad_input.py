@@ -663,7 +663,7 @@ def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
     import argparse
 
     from components.core.config import ClusterConfig, RunConfig
-    from components.core.launch.local import check_machine_size
+    from components.core.launch.preflight import check_machine_size
     from pipelines.cli import common
 
     config = RunConfig(cluster=ClusterConfig("parameter_server", workers=4, ps=1))  # 6 tasks
@@ -682,10 +682,10 @@ def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
 def test_an_unprepared_dataset_offline_is_refused_before_any_step(
     command, tmp_path, monkeypatch, capsys
 ):
-    from components.core import datasets
+    from components.core.datasets import resolution
 
     # Port 1 on loopback refuses at once: the real probe, deterministically offline.
-    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    monkeypatch.setattr(resolution, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
     out, data_dir = tmp_path / "out", tmp_path / "tfds"
     data_dir.mkdir()
     argv = [command, "--local", "--dataset", "mnist", "--epochs", "1"]

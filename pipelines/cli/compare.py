@@ -170,7 +170,7 @@ def settings(args: argparse.Namespace) -> dict:
             that the flags and the shards' manifest show.
     """
     from components.core.hardware import get_gpu
-    from components.core.launch.local import check_rehearsal
+    from components.core.launch.preflight import check_rehearsal
 
     clusters = _clusters(args)
     # Data, model and batch flags are shared; each strategy gets its own cluster.
