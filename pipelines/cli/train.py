@@ -166,12 +166,15 @@ def _run_local(args: argparse.Namespace) -> int:
     else:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     batching.check_fits(config, manifest)
-    if config.model.module:
-        from components.core import model_build, model_module
+    from components.core import model_build, model_module
 
+    if config.model.module:
         model_module.check_isolated_import(config.model.module)
-        seconds = model_build.preflight(config, manifest)
-        print(f"train: {config.model.module} builds and takes the data ({seconds:.1f}s check)")
+    # Every model, built-in ones too: one that does not take the data exits 2 here, before
+    # a cluster starts to say the same.
+    seconds = model_build.preflight(config, manifest)
+    model = config.model.module or config.model.name
+    print(f"train: {model} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
         metrics = run_local(
