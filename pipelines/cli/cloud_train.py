@@ -234,7 +234,7 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
     from components.core.launch.local import ClusterFailed, RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
-    from pipelines.cli.train import print_summary
+    from pipelines.cli.train_summary import print_summary
 
     try:
         with sigterm_raises():
