@@ -33,7 +33,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage, user_python_file
+from components.core import storage, storage_access, user_python_file
 from components.core.errors import ConfigError
 
 # How a feature is stored in a shard record, and what the model receives:
@@ -348,7 +348,7 @@ def match_files(pattern: str) -> list[str]:
         ConfigError: nothing matches, mixed or unsupported kinds, or a `gs://`
             pattern that cannot be reached or read.
     """
-    with storage.reading(pattern, "--data"):
+    with storage_access.reading(pattern, "--data"):
         paths = storage.glob(pattern) if glob.has_magic(pattern) else [pattern]
         if not glob.has_magic(pattern) and not storage.isfile(pattern):
             raise ConfigError(f"--data {pattern} does not exist: pass a file or a glob")

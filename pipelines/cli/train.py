@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from components.core import batching, datasets, run_folder, storage
+from components.core import batching, datasets, run_folder, storage, storage_access
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from pipelines.cli import cloud_train, common
 from pipelines.cli.train_summary import print_summary
@@ -219,7 +219,7 @@ def read_shards(shards_dir: str, *, verify_records: bool) -> datasets.Manifest:
             read, no or unreadable manifest, missing, truncated or (with
             `verify_records`) corrupted shard files.
     """
-    with storage.reading(shards_dir, "--shards-dir"):
+    with storage_access.reading(shards_dir, "--shards-dir"):
         return datasets.load_manifest(storage.absolute(shards_dir), verify_records=verify_records)
 
 

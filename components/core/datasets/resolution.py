@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from components.core import data_sources, storage
+from components.core import data_sources, storage, storage_access
 from components.core.config import ConfigError, DataConfig
 from components.core.datasets.manifest import Manifest
 from components.core.input_spec import InputSpec
@@ -128,7 +128,7 @@ def _check_downloadable(builder, probe_timeout_s: float, users_builder: bool) ->
         ConfigError: naming the dataset, its folder and what to do.
     """
     offline = builder.name in OFFLINE_DATASETS or users_builder
-    if not offline and not storage.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
+    if not offline and not storage_access.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(
             f"dataset {builder.name!r} is not prepared in {builder.data_dir} and cannot be "
             f"downloaded: {_DOWNLOAD_PROBE[0]} is unreachable. Prepare it where there is a "

@@ -23,7 +23,7 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
             missing, truncated or corrupted shard files, counts that do not
             match — with what to do.
         OSError: a `gs://` manifest that cannot be read (credentials, access):
-            the caller names its flag (`storage.unreadable`).
+            the caller names its flag (`storage_access.unreadable`).
     """
     path = storage.join(shards_dir, MANIFEST_NAME)
     remote = storage.is_remote(shards_dir)
