@@ -18,8 +18,9 @@ from typing import Any
 
 from components.core.config import ConfigError, RunConfig
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
+from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.launch.remote import RemoteCallFailed
+from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
 

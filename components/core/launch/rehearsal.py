@@ -35,10 +35,10 @@ from typing import Any
 
 from components.core import batching, datasets, run_metrics, storage, trainer
 from components.core.config import ConfigError, RunConfig
-from components.core.launch.cloud import copy_file
 from components.core.launch.local import LocalCluster
 from components.core.launch.local_tasks import HOST, Task, free_ports, task_environment
 from components.core.launch.preflight import check_rehearsal
+from components.core.launch.staging import copy_file
 from components.core.run_metrics import RunMetrics
 from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
 
@@ -476,7 +476,7 @@ def rehearse(
         data_dir: TFDS data directory for shards that must be prepared.
         root: the folder that stands in for Cloud Storage (default `gcs_root()`).
         staged: `{gs:// URI: local file}` that submission would copy to Cloud
-            Storage first (a model module file, `cloud.stage_module`): copied
+            Storage first (a model module file, `staging.stage_module`): copied
             into `root` the same way.
         log: where progress and replica output lines go.
         **kwargs: `LocalCluster` options (restart policy, on_line).
