@@ -18,8 +18,9 @@ from typing import Any
 
 from components.core.config import ConfigError, RunConfig
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
+from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.launch.remote import RemoteCallFailed
+from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
 from pipelines.cli.common import positive_int
 
@@ -234,7 +235,7 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
     from components.core.launch.local import ClusterFailed, RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
-    from pipelines.cli.train import print_summary
+    from pipelines.cli.train_summary import print_summary
 
     try:
         with sigterm_raises():

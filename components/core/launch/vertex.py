@@ -19,7 +19,7 @@ from google.cloud import aiplatform_v1
 
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch import remote
+from components.core.launch import remote, staging
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
@@ -93,7 +93,7 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
         worker_pool_specs=specs,
         scheduling=scheduling,
         base_output_directory=aiplatform_v1.GcsDestination(
-            output_uri_prefix=cloudlib.output_uri(run, cloud)
+            output_uri_prefix=staging.output_uri(run, cloud)
         ),
     )
     if cloud.service_account:
