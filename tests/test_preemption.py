@@ -8,18 +8,29 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from components.core import preemption
 from components.core.checkpoint_interval import CheckpointInterval, work_lost_seconds
-from components.core.config import ConfigError
+from components.core.config import ConfigError, DataConfig, RunConfig, TrainingConfig
 from components.core.launch import kubeflow, vertex
+from components.core.launch.local import LocalCluster, RestartPolicy
 from tests.test_cloud_config import make_cloud, make_run
+from tests.test_faults import (
+    EPOCHS,
+    SHAPES,
+    Events,
+    assert_complete,
+    report,
+    run_with_faults,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,3 +162,110 @@ def test_a_kill_without_notice_resumes_from_the_last_step_checkpoint(tmp_path):
     (resume,) = json.loads((tmp_path / "backup" / preemption.RESUMES_NAME).read_text())
     assert resume["resumed_at_step"] == 42 and resume["how"] == "failed"
     assert 0 <= resume["steps_trained_twice"] <= 47 - 42
+
+
+# -- real localhost clusters ------------------------------------------------------------
+
+
+def _cluster(shards, out, strategy: str, events, every: str = "20") -> LocalCluster:
+    """4 epochs of 89 steps (global batch 16 of digits' 1,437 examples), one cluster restart."""
+    config = RunConfig(
+        data=DataConfig(shards_dir=shards),
+        cluster=SHAPES[strategy],
+        training=TrainingConfig(epochs=EPOCHS, per_replica_batch_size=8, checkpoint_every=every),
+        output_dir=str(out),
+    )
+    return LocalCluster(config, restart=RestartPolicy(cluster_restarts=1), log=events.log)
+
+
+def _after_step(out: Path, step: int, timeout: float = 240) -> int:
+    """Waits until the chief has noted (`progress.json`, each second) a step past `step`."""
+    progress = out / "backup" / preemption.PROGRESS_NAME
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reached = json.loads(progress.read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            reached = 0
+        if reached > step:
+            return reached
+        time.sleep(0.05)
+    raise AssertionError(f"the chief never noted a step past {step}")
+
+
+@pytest.mark.cluster
+def test_sigterm_to_a_multi_worker_mirrored_worker_saves_and_resumes_at_that_step(
+    digits_shards, tmp_path
+):
+    events = Events()
+    cluster = _cluster(digits_shards, tmp_path, "multi_worker_mirrored", events)
+    seen: dict = {}
+
+    def script():
+        seen["signalled_after_step"] = _after_step(tmp_path, 89 + 10)  # early in epoch 2
+        cluster.kill("worker-0", signal.SIGTERM)
+        noticed = time.monotonic()
+        events.wait_for(r"^\[worker-0\] preemption notice: checkpoint saved at step", noticed)
+        events.wait_for(r"^\[chief-0\] preemption notice: checkpoint saved at step", noticed)
+        resumed = events.wait_for(r"^\[chief-0\] resuming at step", after=noticed)
+        seen["notice_to_resumed_s"] = resumed - noticed
+
+    metrics = run_with_faults(cluster, events, script)
+    assert_complete(metrics, tmp_path)
+    steps_per_epoch = metrics["steps_per_epoch"]
+    assert steps_per_epoch == 89
+    (resume,) = metrics["resumes"]
+    step = resume["resumed_at_step"]
+    # Saved at the step the notice reached, in epoch 2 (not at its start, step 89).
+    assert seen["signalled_after_step"] <= step < 2 * steps_per_epoch, (resume, seen)
+    assert resume["how"] == "preempted" and resume["reached_step"] == step
+    assert metrics["steps_trained_twice"] == 0
+    # Every step trained exactly once: the optimizer's count is the run's steps.
+    assert metrics["optimizer_steps"] == EPOCHS * steps_per_epoch
+    assert [(f["task"], f["returncode"]) for f in metrics["failures"]][0][1] == 143
+    assert metrics["restarts"] == 1 and metrics["checkpoint_steps"] == 20
+    assert metrics["epoch_attempts"] == [0, 1, 1, 1]
+    report(
+        f"multi_worker_mirrored worker SIGTERM, saved and resumed at step {step}",
+        notice_to_resumed_s=seen["notice_to_resumed_s"],
+    )
+
+
+@pytest.mark.cluster
+def test_a_parameter_server_coordinator_killed_mid_epoch_resumes_from_its_step_checkpoint(
+    digits_shards, tmp_path
+):
+    events = Events()
+    cluster = _cluster(digits_shards, tmp_path, "parameter_server", events)
+    seen: dict = {}
+
+    def script():
+        # An epoch is 178 steps here (one worker's batch of 8 a step): mid-epoch 2.
+        seen["killed_after_step"] = _after_step(tmp_path, 178 + 40)
+        cluster.kill("chief-0")  # SIGKILL: no notice, the last step checkpoint counts
+        killed = time.monotonic()
+        resumed = events.wait_for(r"^\[chief-0\] resuming at step", after=killed)
+        seen["kill_to_resumed_s"] = resumed - killed
+
+    metrics = run_with_faults(cluster, events, script)
+    assert_complete(metrics, tmp_path)
+    steps_per_epoch = metrics["steps_per_epoch"]
+    assert steps_per_epoch == 178
+    (resume,) = metrics["resumes"]
+    step = resume["resumed_at_step"]
+    # A checkpoint step (every 20, or an epoch's end) after epoch 1: not the run's start.
+    assert step >= steps_per_epoch and (step % 20 == 0 or step % steps_per_epoch == 0), resume
+    assert resume["how"] == "failed" and resume["steps_trained_twice"] < 20
+    assert metrics["optimizer_steps"] == EPOCHS * steps_per_epoch
+    # Resumed with the variables it had: the resumed epoch's loss is well below the first
+    # epoch's, which a model starting over would repeat; they are on the parameter server.
+    resumed_epoch = step // steps_per_epoch
+    losses = metrics["history"]["loss"]
+    assert losses[resumed_epoch] < 0.8 * losses[0], losses
+    assert metrics["epoch_attempts"][resumed_epoch] == 1
+    assert all("/job:ps/" in device for device in metrics["variable_placement"])
+    report(
+        f"parameter_server coordinator SIGKILL after step {seen['killed_after_step']}, "
+        f"resumed at step {step}",
+        kill_to_resumed_s=seen["kill_to_resumed_s"],
+    )

@@ -30,7 +30,7 @@ and `failure_handling_util.py`):
   (NotImplementedError), and on a Compute Engine CPU or TPU VM it only logs a
   warning and watches nothing. With a `termination_watcher_fn` it polls that
   function once a second in a thread; without one, off Google Cloud, it takes
-  SIGTERM. On a notice the worker that got it publishes "save after step k+1"
+  SIGTERM (at once). On a notice the worker that got it publishes "save after step k+1"
   through the coordination service, every worker saves at that step, and
   `exit_fn` runs (Google Cloud's default: `sys.exit(143)`).
 - Keras does not restore the input position: a resumed epoch draws its
@@ -170,6 +170,7 @@ def backup_callback(
                 delete_checkpoint=False,
             )
             self.checkpoint_steps = interval.steps
+            self.steps_per_epoch = steps_per_epoch
             self.resumed_at_step = 0
             self.step = 0  # steps completed since the run's start, all attempts
             self._attempt_steps = 0
@@ -189,9 +190,12 @@ def backup_callback(
             if batch >= 0:
                 self.resumed_at_step = epoch * steps_per_epoch + batch + 1
             self.step = self.resumed_at_step
-            self._notice = PreemptionNotice(on_gcp=_on_gcp())
+            on_gcp = _on_gcp()
+            self._notice = PreemptionNotice(on_gcp=on_gcp)
             if multi_worker:
-                self._handler = _tensorflow_handler(strategy, state, self._notice, self._exit)
+                self._handler = _tensorflow_handler(
+                    strategy, state, self._notice, self._exit, on_gcp
+                )
             if is_chief:
                 _note_resume(
                     backup_dir, attempt, token, self.resumed_at_step, steps_per_epoch, verbose
@@ -281,6 +285,8 @@ def backup_callback(
                 flush=True,
             )
             sys.stderr.flush()
+            if multi_worker:  # every worker waits here until the chief has written its files
+                _agreed(strategy, 0.0)
             os._exit(PREEMPTED_EXIT_CODE)  # no teardown: the checkpoint is written
 
     return Backup()
@@ -304,7 +310,7 @@ def _agreed(strategy, seconds: float) -> float:
     return float(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None))
 
 
-def _tensorflow_handler(strategy, state, notice: PreemptionNotice, exit_fn):
+def _tensorflow_handler(strategy, state, notice: PreemptionNotice, exit_fn, on_gcp: bool):
     """TensorFlow's handler on a multi-worker cluster, or None where it would watch nothing.
 
     Built as tf-keras's `WorkerTrainingState` builds it for `save_before_preemption`,
@@ -330,8 +336,13 @@ def _tensorflow_handler(strategy, state, notice: PreemptionNotice, exit_fn):
     handler = tf.distribute.experimental.PreemptionCheckpointHandler(
         strategy.cluster_resolver,
         state.write_checkpoint_manager,
+        # Off Google Cloud, no watcher: the handler takes SIGTERM itself, at once (a
+        # watcher is polled once a second). On it, ours: TensorFlow's watches only
+        # `maintenance-event`, not a Spot VM's `preempted`, and no SIGTERM.
         termination_config=tf.distribute.experimental.TerminationConfig(
-            termination_watcher_fn=notice.given, exit_fn=exit_fn, grace_period=0
+            termination_watcher_fn=notice.given if on_gcp else None,
+            exit_fn=exit_fn,
+            grace_period=0,
         ),
     )
     handler._read_checkpoint_manager = state.read_checkpoint_manager  # noqa: SLF001

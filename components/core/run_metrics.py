@@ -137,6 +137,9 @@ class RunMetrics:
     rate, loss, metrics, and where they came from); `adjustments` what
     Strategist changed of the user's choices, one sentence each (the batch,
     the scaled learning rate, its warm-up).
+    `optimizer_steps` is the optimizer's update count at the end (restored
+    with each checkpoint, so a run resumed where it stopped ends at `epochs` x
+    `steps_per_epoch`; None in older records).
     `checkpoint_every` is the run config's interval as given (`epoch`, `20`,
     `10m`); `checkpoint_steps` the step interval that ran (a duration turned
     into steps from the measured step time; None: at epoch ends only);
@@ -201,6 +204,7 @@ class RunMetrics:
     failures: list[dict[str, Any]] = field(default_factory=list)
     sidecar_evaluations: list[dict[str, Any]] = field(default_factory=list)
     stalls: list[dict[str, Any]] = field(default_factory=list)
+    optimizer_steps: int | None = None
     checkpoint_every: str = "epoch"
     checkpoint_steps: int | None = None
     resumes: list[dict[str, Any]] = field(default_factory=list)
