@@ -85,6 +85,16 @@ def test_tfjob_pods_restart_on_the_preempted_exit_code_with_time_to_save():
     assert preemption.PREEMPTED_EXIT_CODE == 143
 
 
+def test_a_rehearsal_restarts_a_preempted_replica_as_its_platform_would():
+    from pipelines.cli.cloud_train import VERTEX_SPOT_RESTARTS, preempted_restarts
+
+    assert preempted_restarts(make_cloud(spot=True)) == VERTEX_SPOT_RESTARTS
+    assert preempted_restarts(make_cloud()) == 0  # on demand: not preempted
+    kube = make_cloud(target="kubeflow", backoff_limit=5)
+    assert preempted_restarts(kube) == 5
+    assert preempted_restarts(make_cloud(target="kubeflow", restart_policy="Never")) == 0
+
+
 # A real tf-keras fit in one process under MirroredStrategy, with the run's callback.
 _FIT = textwrap.dedent(
     """
@@ -167,15 +177,15 @@ def test_a_kill_without_notice_resumes_from_the_last_step_checkpoint(tmp_path):
 # -- real localhost clusters ------------------------------------------------------------
 
 
-def _cluster(shards, out, strategy: str, events, every: str = "20") -> LocalCluster:
-    """4 epochs of 89 steps (global batch 16 of digits' 1,437 examples), one cluster restart."""
+def _cluster(shards, out, strategy: str, events, restart: RestartPolicy) -> LocalCluster:
+    """4 epochs of 89 steps (global batch 16 of digits' 1,437 examples), every 20 steps."""
     config = RunConfig(
         data=DataConfig(shards_dir=shards),
         cluster=SHAPES[strategy],
-        training=TrainingConfig(epochs=EPOCHS, per_replica_batch_size=8, checkpoint_every=every),
+        training=TrainingConfig(epochs=EPOCHS, per_replica_batch_size=8, checkpoint_every="20"),
         output_dir=str(out),
     )
-    return LocalCluster(config, restart=RestartPolicy(cluster_restarts=1), log=events.log)
+    return LocalCluster(config, restart=restart, log=events.log)
 
 
 def _after_step(out: Path, step: int, timeout: float = 240) -> int:
@@ -198,7 +208,9 @@ def test_sigterm_to_a_multi_worker_mirrored_worker_saves_and_resumes_at_that_ste
     digits_shards, tmp_path
 ):
     events = Events()
-    cluster = _cluster(digits_shards, tmp_path, "multi_worker_mirrored", events)
+    # No restart after a failure: the preempted one is the platform's (a rehearsal's policy).
+    restart = RestartPolicy(cluster_restarts=0, preempted_restarts=1)
+    cluster = _cluster(digits_shards, tmp_path, "multi_worker_mirrored", events, restart)
     seen: dict = {}
 
     def script():
@@ -222,7 +234,9 @@ def test_sigterm_to_a_multi_worker_mirrored_worker_saves_and_resumes_at_that_ste
     assert metrics["steps_trained_twice"] == 0
     # Every step trained exactly once: the optimizer's count is the run's steps.
     assert metrics["optimizer_steps"] == EPOCHS * steps_per_epoch
-    assert [(f["task"], f["returncode"]) for f in metrics["failures"]][0][1] == 143
+    assert {(f["returncode"], f["action"]) for f in metrics["failures"]} == {
+        (143, "preempted restart")
+    }
     assert metrics["restarts"] == 1 and metrics["checkpoint_steps"] == 20
     assert metrics["epoch_attempts"] == [0, 1, 1, 1]
     report(
@@ -236,7 +250,8 @@ def test_a_parameter_server_coordinator_killed_mid_epoch_resumes_from_its_step_c
     digits_shards, tmp_path
 ):
     events = Events()
-    cluster = _cluster(digits_shards, tmp_path, "parameter_server", events)
+    restart = RestartPolicy(cluster_restarts=1)
+    cluster = _cluster(digits_shards, tmp_path, "parameter_server", events, restart)
     seen: dict = {}
 
     def script():
