@@ -45,6 +45,8 @@ SPEED_FLAGS = {
     "--steps-per-execution": ("3", "training.steps_per_execution", 3),
     # A trace in the TensorBoard logs: tests/test_cli_train.py.
     "--profile-steps": ("2,4", "training.profile_steps", "2,4"),
+    # What it changes in real clusters: tests/test_preemption.py.
+    "--checkpoint-every": ("20", "training.checkpoint_every", "20"),
 }
 # Data flags beside --dataset (--data excludes it): value (formatted with {csv} and
 # {module}), path, expected value in the config. Real runs on files: tests/test_user_data.py.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Re-exported: callers import the run's vocabulary from here.
+from components.core.checkpoint_interval import CheckpointInterval
 from components.core.errors import ConfigError as ConfigError
 from components.core.strategy_spec import ALL_REDUCE as ALL_REDUCE
 from components.core.strategy_spec import AUTO, StrategySpec, spec_for
@@ -126,6 +127,16 @@ class TrainingConfig:
     precision: str = FLOAT32
     jit_compile: bool = False
     profile_steps: str = ""
+    checkpoint_every: str = "epoch"
+
+    @property
+    def checkpoint_interval(self) -> CheckpointInterval:
+        """`checkpoint_every`, parsed.
+
+        Raises:
+            ConfigError: when it is not `epoch`, a step count or a duration.
+        """
+        return CheckpointInterval.parse(self.checkpoint_every)
 
     @property
     def profile_batches(self) -> tuple[int, int] | None:
@@ -414,6 +425,7 @@ def validate_run(config: RunConfig) -> None:
             f"unknown precision {t.precision!r}; choose one of {', '.join(PRECISIONS)}"
         )
     t.profile_batches  # noqa: B018  (raises on a malformed value)
+    t.checkpoint_interval  # noqa: B018  (raises on a malformed value)
     if config.data.num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {config.data.num_shards}")
     if not 0 < config.data.test_fraction < 1:

@@ -268,6 +268,15 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="take a TensorFlow profiler trace of steps A to B of the first epoch into the "
         "TensorBoard logs (e.g. 10,20; default: none)",
     )
+    data.add_argument(
+        "--checkpoint-every",
+        default="epoch",
+        metavar="STEPS|DURATION",
+        help="write the checkpoint a restarted or preempted run resumes from every STEPS "
+        "training steps (and at each epoch's end), or every DURATION of training (90s, 10m, "
+        "2h: turned into steps from the measured step time); a restart then trains again at "
+        "most that much (default: epoch, at each epoch's end)",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, gpus_elsewhere: str) -> None:
@@ -389,6 +398,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             precision=args.precision,
             jit_compile=args.jit_compile,
             profile_steps=args.profile_steps,
+            checkpoint_every=args.checkpoint_every,
         ),
         cluster=cluster,
         output_dir=storage.absolute(output_dir),

@@ -82,9 +82,16 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
                 replica_count=pool.replicas, machine_spec=machine, container_spec=container
             )
         )
-    scheduling = aiplatform_v1.Scheduling(
-        restart_job_on_worker_restart=cloud.restart_job_on_worker_restart
+    # A Spot VM taken back ends its replica; its trainer saved on the notice and exited
+    # PREEMPTED_EXIT_CODE (components.core.preemption). A synchronous job resumes only if
+    # every replica restarts with it, so --spot asks for that; parameter_server keeps
+    # its lost workers' restarts to themselves (the coordinator retries their steps).
+    # max_wait_duration is left unset: aiplatform 2.7's Scheduling applies it only to
+    # the DWS_FLEX_START strategy, not to SPOT.
+    restart_whole_job = cloud.restart_job_on_worker_restart or (
+        cloud.spot and not run.cluster.spec.uses_ps
     )
+    scheduling = aiplatform_v1.Scheduling(restart_job_on_worker_restart=restart_whole_job)
     if cloud.timeout_s:
         scheduling.timeout = datetime.timedelta(seconds=cloud.timeout_s)
     if cloud.spot:
