@@ -19,13 +19,12 @@ import dataclasses
 import difflib
 import glob
 import io
-import json
 import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage, storage_access
+from components.core import json_input, storage, storage_access
 from components.core.errors import ConfigError
 
 # How a feature is stored in a shard record, and what the model receives:
@@ -202,13 +201,46 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
             arrays[name] = np.array(cells[name], dtype=object)
             features.append(StoredFeature(name, name, (), BYTES))
         else:
-            arrays[name] = np.array(numbers, dtype=np.float32)
+            with np.errstate(over="ignore"):  # beyond float32 becomes inf, refused next
+                arrays[name] = np.array(numbers, dtype=np.float32)
+            _check_finite(paths[0], f"column {name!r}", arrays[name], positions, first_row=2)
             features.append(StoredFeature(name, name, (), FLOAT))
     label_feature, num_classes, classes, values = _csv_label(paths[0], label, cells[label])
     arrays[label] = values
     numeric = all(f.encoding == FLOAT for f in features)
     columns = tuple(f.name for f in features) if numeric else ()
     return ArraySource(features, label_feature, num_classes, arrays, columns, classes, positions)
+
+
+def _check_finite(
+    path: str, what: str, array: Any, positions: list[int], first_row: int = 0
+) -> None:
+    """Refuses a float array (as float32, as it is trained on) holding NaN or infinity.
+
+    `1e400`, `inf` and `1e39` (beyond float32) all become infinities, a NaN
+    anywhere makes every loss NaN: the run would "train" to nothing.
+
+    Args:
+        path: the file, as the message names it.
+        what: `column 'x'` or `array 'x'`.
+        array: its values, float32.
+        positions: each row's index in its file (the message names the first bad row).
+        first_row: what the first row is called (2 in a CSV under its header).
+
+    Raises:
+        ConfigError: naming the count and the first row.
+    """
+    import numpy as np
+
+    finite = np.isfinite(array).reshape(len(array), -1).all(axis=1)
+    if finite.all():
+        return
+    bad = int((~finite).sum())
+    row = positions[int(np.argmin(finite))] + first_row if positions else int(np.argmin(finite))
+    raise ConfigError(
+        f"{path}: {what} holds NaN or infinity (or a number beyond float32, about 3.4e38) "
+        f"in {bad:,} row(s), first row {row}: clean or drop them before training"
+    )
 
 
 def _numbers(cells: list[str]) -> list[float] | None:
@@ -241,9 +273,10 @@ def _csv_label(path: str, name: str, cells: list[str]):
         return label, max(ids) + 1, (), np.array(ids, dtype=np.int64)
     numbers = _numbers(cells)
     if numbers is not None:
-        if not all(math.isfinite(v) for v in numbers):
-            raise ConfigError(f"{path}: label {name!r} holds NaN or infinity; clean the column")
-        return StoredFeature("label", name, (), FLOAT), None, (), np.array(numbers, np.float32)
+        with np.errstate(over="ignore"):
+            values = np.array(numbers, np.float32)
+        _check_finite(path, f"label {name!r}", values, list(range(len(values))), first_row=2)
+        return StoredFeature("label", name, (), FLOAT), None, (), values
     classes = tuple(sorted(set(cells)))
     index = {c: i for i, c in enumerate(classes)}
     ids = np.array([index[c] for c in cells], dtype=np.int64)
@@ -289,9 +322,15 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
                 for key in archive.files:
                     merged.setdefault(key, []).append(archive[key])
                 first = archive[archive.files[0]] if archive.files else []
-                positions += range(len(first))
+                positions += range(len(first) if np.ndim(first) else 0)
         except (OSError, ValueError) as err:
             raise ConfigError(f"{path} is not a readable .npz file ({err})") from None
+    scalars = [k for k, v in merged.items() if any(a.ndim == 0 for a in v)]
+    if scalars:
+        raise ConfigError(
+            f"{paths[0]}: arrays {listing(scalars)} hold a single value, not one row per "
+            "example: store one array per feature with the examples along its first axis"
+        )
     arrays = {k: np.concatenate(v) for k, v in merged.items()}
     label = label or "y"
     if label not in arrays:
@@ -305,6 +344,8 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         raise ConfigError(
             f"{paths[0]}: arrays {listing(uneven)} do not have {count} rows like {label!r}"
         )
+    if count == 0:
+        raise ConfigError(f"{paths[0]}: label {label!r} has no rows: there is nothing to train on")
     values = arrays[label]
     if values.ndim != 1:
         raise ConfigError(
@@ -321,7 +362,9 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         arrays[label] = values.astype(np.int64)
         label_feature = StoredFeature("label", label, (), INT)
     elif values.dtype.kind == "f":
-        arrays[label] = values.astype(np.float32)
+        with np.errstate(over="ignore"):
+            arrays[label] = values.astype(np.float32)
+        _check_finite(paths[0], f"label {label!r}", arrays[label], positions)
         label_feature, num_classes = StoredFeature("label", label, (), FLOAT), None
     else:
         raise ConfigError(f"{paths[0]}: label {label!r} has dtype {values.dtype}; use numbers")
@@ -332,7 +375,9 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         if array.dtype == np.uint8:
             encoding = RAW_UINT8
         elif array.dtype.kind == "f":
-            encoding, arrays[key] = FLOAT, array.astype(np.float32)
+            with np.errstate(over="ignore"):
+                encoding, arrays[key] = FLOAT, array.astype(np.float32)
+            _check_finite(paths[0], f"array {key!r}", arrays[key], positions)
         elif array.dtype.kind in "iub":
             encoding, arrays[key] = INT, array.astype(np.int64)
         else:
@@ -364,12 +409,16 @@ def tfrecord_spec(
             '{"x": {"shape": [4], "dtype": "float32"}, "y": {"shape": [], "dtype": "int64", '
             '"num_classes": 3}}'
         )
+    where = "--feature-spec"
     if storage.isfile(text):
-        text = storage.read_text(text)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"--feature-spec is not valid JSON ({err})") from None
+        where = f"--feature-spec {text}"
+        try:
+            text = storage.read_bytes(text, limit=json_input.MAX_BYTES)
+        except OSError as err:
+            raise ConfigError(
+                f"{where} cannot be read ({err.strerror or err}); pass a JSON file"
+            ) from None
+    raw = json_input.parse(text, where, "pass a JSON object: feature name -> {shape, dtype}")
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("--feature-spec must be a JSON object: feature name -> {shape, dtype}")
     encodings = {

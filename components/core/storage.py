@@ -250,18 +250,48 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     key = _remote(text)
     if key is None:
         local = local_view(text)
-        mode = os.stat(local).st_mode if limit is not None else None
-        if mode is not None and stat.S_ISDIR(mode):
-            raise OSError(errno.EISDIR, "a directory, not a file", text)
-        if mode is not None and not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", text)
+        if limit is not None:
+            return _read_regular_file(local, limit)
         with open(local, "rb") as handle:
-            data = handle.read() if limit is None else handle.read(limit + 1)
+            data = handle.read()
     else:
         data = filesystem().cat_file(key)
     if limit is not None and len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", text)
     return data
+
+
+def _read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a local regular file of at most `limit` bytes.
+
+    Opened without blocking (a FIFO with no writer would block `open` itself)
+    and checked on the open descriptor, so nothing swapped in between is read.
+
+    Raises:
+        FileNotFoundError: when there is none.
+        OSError: a directory, device, FIFO or socket, or over `limit`.
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a directory, not a file", os.fspath(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(
+                errno.EINVAL, "not a regular file (a device, pipe or socket)", os.fspath(path)
+            )
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", os.fspath(path))
+    return b"".join(chunks)
 
 
 def open_bytes(path: str | os.PathLike) -> BinaryIO:
@@ -322,8 +352,13 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
-    """Writes `payload` as indented, key-sorted JSON, atomically (`write_bytes`)."""
-    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    """Writes `payload` as indented, key-sorted strict JSON, atomically (`write_bytes`).
+
+    Raises:
+        ValueError: `payload` holds a NaN or an infinity, which strict JSON has
+            no token for (kfp, `jq` and browsers refuse such a file).
+    """
+    write_text(path, atomic.strict_json(payload))
 
 
 @contextlib.contextmanager

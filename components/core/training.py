@@ -21,6 +21,7 @@ from typing import Any
 
 from components.core import (
     datasets,
+    divergence,
     evaluation,
     evaluation_page,
     model_build,
@@ -139,6 +140,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         ),
         manifest.input_spec,
     )
+    divergence.check_evaluation({**result.metrics, "loss": result.loss}, config.training.epochs)
     phases = {
         "startup": startup_s,
         "setup": fit_started - started,
@@ -262,7 +264,12 @@ def _fit(
         verbose=role.is_chief,
     )
     recorder.backup = backup
-    callbacks = [recorder.callback, backup]
+    # First: a diverged epoch is neither recorded nor checkpointed (`divergence`).
+    callbacks = [
+        divergence.stop_callback(config.training.base_learning_rate),
+        recorder.callback,
+        backup,
+    ]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
     callbacks.append(
@@ -294,7 +301,7 @@ def _metrics(
     steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
     history = {"loss": [r["loss"] for r in records]}
     for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
-        history[name] = [r.get("metrics", r).get(name, float("nan")) for r in records]
+        history[name] = [r.get("metrics", r).get(name) for r in records]
     return run_metrics.RunMetrics(
         strategy=config.cluster.strategy,
         model=config.model.name,

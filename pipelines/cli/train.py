@@ -11,6 +11,9 @@ from components.core.config import STRATEGIES, ConfigError, RunConfig
 from pipelines.cli import cloud_train, common
 from pipelines.cli.train_summary import print_summary
 
+# Whole-cluster restarts a run may take: each costs a start-up and a redone epoch.
+MAX_RESTARTS = 100
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -55,18 +58,19 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--restarts",
-        type=common.non_negative_int,
+        type=common.bounded_int(0, MAX_RESTARTS),
         default=0,
-        help="whole-cluster restarts allowed after a task fails; training resumes from the "
-        "last finished epoch (default: 0)",
+        help="whole-cluster restarts allowed after a task fails, 0 to "
+        f"{MAX_RESTARTS}; training resumes from the last finished epoch (default: 0)",
     )
     parser.add_argument(
         "--stall-timeout",
-        type=common.non_negative_int,
+        type=common.bounded_int(0, 7 * 24 * 3600),
         default=3600,
         help="seconds a local run may go without progress before its first epoch ends; "
         "after it, 10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
-        "the stopped task, or restarted within --restarts. 0: never (default: 3600)",
+        "the stopped task, or restarted within --restarts. 0: never; at most 604,800 (a week) "
+        "(default: 3600)",
     )
     parser.add_argument(
         "--shards-dir",

@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from components.core import reduction_server, storage
+from components.core import cloud_ids, reduction_server, storage
 from components.core.config import (
     ConfigError,
     RunConfig,
@@ -41,9 +41,9 @@ KUBE_RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
-_NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
-_TENSORBOARD = re.compile(r"^projects/[^/]+/locations/([^/]+)/tensorboards/[^/]+$")
+_TENSORBOARD = re.compile(
+    r"^projects/[a-z0-9-]{1,30}/locations/([a-z0-9-]{1,40})/tensorboards/[0-9a-z-]{1,128}$"
+)
 
 
 class JobFailed(RuntimeError):
@@ -227,6 +227,7 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
             raise ConfigError("Vertex AI needs a project: pass --project PROJECT_ID")
         if not cloud.region:
             raise ConfigError("Vertex AI needs a region: pass --region, e.g. us-central1")
+    validate_identifiers(cloud)
     _validate_gpus(run, cloud)
     validate_for_machine(run, resolved_gpus(run, cloud))
     if cloud.reduction_server:
@@ -348,16 +349,32 @@ def _validate_paths(run: RunConfig, cloud: CloudConfig) -> None:
         )
 
 
+def validate_identifiers(cloud: CloudConfig) -> None:
+    """Every identifier the request or pod spec carries, by its platform's rules (`cloud_ids`)."""
+    for flag, value, check in (
+        ("--image", cloud.image, cloud_ids.check_image),
+        ("--project", cloud.project, cloud_ids.check_project),
+        ("--region", cloud.region, cloud_ids.check_region),
+        ("--service-account", cloud.service_account, cloud_ids.check_service_account),
+        ("--network", cloud.network, cloud_ids.check_network),
+        ("--machine-type", cloud.machine_type, cloud_ids.check_machine_type),
+        ("--ps-machine-type", cloud.ps_machine_type, cloud_ids.check_machine_type),
+        (
+            "--reduction-server-machine-type",
+            cloud.reduction_server_machine_type,
+            cloud_ids.check_machine_type,
+        ),
+        (
+            "--kube-service-account",
+            cloud.kube_service_account,
+            cloud_ids.check_kube_service_account,
+        ),
+    ):
+        if value is not None:
+            check(value, flag)
+
+
 def _validate_vertex(cloud: CloudConfig) -> None:
-    if cloud.service_account and not _SERVICE_ACCOUNT.match(cloud.service_account):
-        raise ConfigError(
-            f"--service-account {cloud.service_account!r} is not an email: pass "
-            "NAME@PROJECT.iam.gserviceaccount.com"
-        )
-    if cloud.network and not _NETWORK.match(cloud.network):
-        raise ConfigError(
-            f"--network {cloud.network!r}: pass projects/PROJECT_NUMBER/global/networks/NAME"
-        )
     if cloud.tensorboard:
         match = _TENSORBOARD.match(cloud.tensorboard)
         if not match:

@@ -16,8 +16,8 @@ What each fault does (docs/faults.md has the measured recovery times):
   parameter server of `parameter_server`, dies: every process is stopped and,
   within `RestartPolicy.cluster_restarts`, the whole cluster is started again
   on fresh ports; `BackupAndRestore` resumes from the last checkpoint;
-- a task exits with `CONFIG_ERROR_EXIT` (bad input it found): no restart, since
-  a restart would fail the same way.
+- a task exits with `CONFIG_ERROR_EXIT` (bad input it found) or `DIVERGED_EXIT`
+  (a non-finite loss): no restart, since a restart would fail the same way.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 
 from components.core import run_folder, run_metrics, sidecar, storage
 from components.core.config import ConfigError, RunConfig
+from components.core.divergence import DIVERGED_EXIT
 from components.core.launch import netns
 from components.core.launch.liveness import Liveness, StallWatch
 from components.core.launch.local_tasks import (
@@ -73,6 +74,8 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
+# How a trainer's own error line starts (components/core/trainer.py).
+_TASK_ERROR = "trainer: error: "
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -91,8 +94,17 @@ class ClusterFailed(RuntimeError):
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         if stalled_s:
             how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
+        # The task's own error line leads (the status's `error` keeps the first line).
+        own = [line for line in tail if line.startswith(_TASK_ERROR)]
+        if own:
+            how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
+
+    @property
+    def diverged(self) -> bool:
+        """The task stopped because training diverged (`divergence`)."""
+        return self.returncode == DIVERGED_EXIT
 
 
 @dataclass(frozen=True)
@@ -317,7 +329,9 @@ class LocalCluster(StallWatch):
                 )
                 continue
             failures = self.cluster_restarts - self.preempted_restarts
-            if code == CONFIG_ERROR_EXIT or failures >= self.restart.cluster_restarts:
+            # Bad input, or a divergence: a restart would end the same way.
+            final = code in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
+            if final or failures >= self.restart.cluster_restarts:
                 self._record_failure(failed, "run failed")
                 stalled_s = self._stalled_s if failed.stalled else 0.0
                 raise ClusterFailed(failed.name, code, list(failed.tail), stalled_s)
@@ -370,7 +384,7 @@ class LocalCluster(StallWatch):
     def _may_restart_alone(self, task: Task) -> bool:
         return (
             task.task_type in self.config.cluster.spec.restartable_alone
-            and task.process.returncode != CONFIG_ERROR_EXIT
+            and task.process.returncode not in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
             and task.restarts < self.restart.worker_restarts
         )
 
