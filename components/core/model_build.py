@@ -26,6 +26,8 @@ from components.core.model_module import ModelModule
 from components.core.strategy_spec import XLA_MODEL, XLA_TRAIN_STEP
 
 DEFAULTS = "defaults"
+# How `Built.compile["defaults"]` names the settings Strategist chose, not the module.
+STRATEGISTS = "Strategist's"
 FROM_COMPILE_SETTINGS = "compile_settings"
 FROM_MODEL = "build_model's compile"
 _ERROR_LINE = re.compile(r"^\w+(Error|Exception): ")
@@ -40,8 +42,10 @@ class Built:
         compile: what the model is compiled with, for the record: `optimizer`
             (class name), `optimizer_config` (its other settings), `learning_rate`
             (the peak rate it trains with, None
-            for a user's schedule), `loss`, `metrics` (names) and `from`
-            (where the settings came from).
+            for a user's schedule), `loss`, `metrics` (names), `from`
+            (where the module's settings came from) and `defaults` (the keys
+            Strategist chose because the module did not: an optimizer-only
+            compile gets Strategist's loss and metrics, said as Strategist's).
         adjustments: what Strategist changed of the user's choices, one
             sentence each (the learning rate it scaled, its warm-up).
     """
@@ -51,14 +55,23 @@ class Built:
     adjustments: list[str]
 
 
-def default_settings(task: str, base_learning_rate: float) -> dict[str, Any]:
+def default_settings(
+    task: str, base_learning_rate: float, one_hot_labels: bool = False
+) -> dict[str, Any]:
     """What a model is compiled with when its module chooses nothing.
 
-    Classification: Adam, sparse categorical cross-entropy from logits,
-    accuracy. Regression: Adam, mean squared error, MAE and RMSE.
+    Classification: Adam, categorical cross-entropy from logits (sparse for
+    class ids, plain for one-hot labels a `preprocess` made), accuracy.
+    Regression: Adam, mean squared error, MAE and RMSE.
     """
     import tf_keras as keras
 
+    if task != REGRESSION and one_hot_labels:
+        return {
+            "optimizer": keras.optimizers.Adam(base_learning_rate),
+            "loss": keras.losses.CategoricalCrossentropy(from_logits=True),
+            "metrics": ["accuracy"],
+        }
     if task == REGRESSION:
         return {
             "optimizer": keras.optimizers.Adam(base_learning_rate),
@@ -109,13 +122,15 @@ def build_compiled(
     # The training options only where it trains: an evaluation over a dataset of
     # unknown length needs one step per execution.
     trains = strategy is not None
+    example = example_spec(spec, module)
     scope = strategy.scope() if trains else contextlib.nullcontext()
     with scope:
-        model = model_module.call(module, "build_model", spec)
-        check_model(model, spec, module)
+        model = build_model(module, spec, example)
         if trains and xla_scope == XLA_MODEL:
             compile_model_with_xla(model)
-        settings, source = _settings(module, model, spec, config.training.base_learning_rate)
+        settings, source, defaulted = _settings(
+            module, model, spec, config.training.base_learning_rate, example
+        )
         optimizer, learning_rate, adjustments = _scaled_optimizer(
             settings["optimizer"], config, batch_per_update, steps_per_epoch
         )
@@ -138,8 +153,84 @@ def build_compiled(
         "loss": _name_of(settings["loss"]),
         "metrics": [_name_of(m) for m in settings["metrics"] or []],
         "from": source,
+        "defaults": defaulted,
     }
     return Built(model, record, adjustments)
+
+
+def example_spec(spec: InputSpec, module: ModelModule) -> tuple[Any, Any] | None:
+    """What the model receives, as `tf.TensorSpec`s of one example: `(inputs, label)`.
+
+    The data's examples (`spec`: one tensor for one feature, else a dict by
+    name) traced through the module's `preprocess`, as `tf.data` maps it; no
+    example is computed. None when `preprocess` cannot be traced without the
+    data (the pre-flight then shows it on a real batch).
+    """
+    import tensorflow as tf
+
+    features = {
+        name: tf.TensorSpec(feature.shape, tf.as_dtype(feature.dtype))
+        for name, feature in spec.features.items()
+    }
+    inputs = next(iter(features.values())) if len(features) == 1 else features
+    label = tf.TensorSpec((), tf.as_dtype(spec.label.dtype))
+    if module.preprocess is None:
+        return inputs, label
+    try:
+        traced = tf.function(module.preprocess).get_concrete_function(inputs, label)
+    except Exception:  # noqa: BLE001 - the user's code; the pre-flight reports it on real data
+        return None
+    outputs = traced.structured_outputs
+    if not (isinstance(outputs, (tuple, list)) and len(outputs) == 2):
+        return None
+    return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), tuple(outputs))
+
+
+def build_model(module: ModelModule, spec: InputSpec, example: tuple[Any, Any] | None = None):
+    """The module's model, built: its variables exist and its outputs are checked.
+
+    A model without an `Input` layer (a `Sequential` built on its first call,
+    a subclassed `keras.Model`) is built here by calling it on symbolic inputs
+    of the example's shapes: nothing is computed, so no variable is read (a
+    BatchNormalization statistic read under a multi-worker strategy is a
+    collective). Call it inside `strategy.scope()` so its variables are the
+    strategy's.
+
+    Args:
+        module: the model module.
+        spec: the data's examples.
+        example: `example_spec(spec, module)` (None: computed here).
+
+    Raises:
+        ConfigError: the module raised, returned no tf_keras model, or an
+            output that does not fit the task.
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    model = model_module.call(module, "build_model", spec)
+    check_model(model, spec, module)
+    if getattr(model, "outputs", None):
+        return model
+    example = example or example_spec(spec, module)
+    if example is None:
+        return model
+    inputs = tf.nest.map_structure(lambda t: keras.Input(shape=t.shape, dtype=t.dtype), example[0])
+    try:
+        outputs = model(inputs, training=False)
+    except Exception:  # noqa: BLE001 - a call that needs real values: the pre-flight shows it
+        return model
+    shapes = [output.shape for output in tf.nest.flatten(outputs)]
+    check_outputs(shapes, spec, f"build_model of {module.where()}")
+    return model
+
+
+def one_hot_labels(spec: InputSpec, example: tuple[Any, Any] | None) -> bool:
+    """Whether the model is fed one-hot labels (a `preprocess` made them) rather than class ids."""
+    if spec.task == REGRESSION or example is None:
+        return False
+    shape = example[1].shape
+    return bool(shape.rank) and shape[-1] == spec.label.num_classes and spec.label.num_classes > 1
 
 
 def compile_model_with_xla(model: Any) -> None:
@@ -232,7 +323,7 @@ def compiled_metric_count(module: ModelModule, model: Any, spec: InputSpec) -> i
     Raises:
         ConfigError: as `build_compiled`, for a `compile_settings` that fails.
     """
-    settings, _ = _settings(module, model, spec, base_learning_rate=1e-3)
+    settings, _, _ = _settings(module, model, spec, 1e-3, example_spec(spec, module))
     return len(settings["metrics"])
 
 
@@ -297,10 +388,18 @@ def _first(batch, module: ModelModule):
 
 
 def _settings(
-    module: ModelModule, model: Any, spec: InputSpec, base_learning_rate: float
-) -> tuple[dict[str, Any], str]:
-    """The optimizer, loss and metrics the module chose, with the task's defaults filling gaps."""
-    defaults = default_settings(spec.task, base_learning_rate)
+    module: ModelModule,
+    model: Any,
+    spec: InputSpec,
+    base_learning_rate: float,
+    example: tuple[Any, Any] | None = None,
+) -> tuple[dict[str, Any], str, list[str]]:
+    """The optimizer, loss and metrics the module chose, with the task's defaults filling gaps.
+
+    Returns:
+        (settings, where the module's came from, the keys Strategist's defaults filled).
+    """
+    defaults = default_settings(spec.task, base_learning_rate, one_hot_labels(spec, example))
     if module.compile_settings is not None:
         chosen = model_module.call(module, "compile_settings", spec)
         if not isinstance(chosen, dict):
@@ -324,15 +423,16 @@ def _settings(
         }
         source = FROM_MODEL
     else:
-        return defaults, DEFAULTS
+        return defaults, DEFAULTS, list(model_module.COMPILE_KEYS)
     settings = {key: chosen.get(key) or defaults[key] for key in model_module.COMPILE_KEYS}
+    defaulted = [key for key in model_module.COMPILE_KEYS if not chosen.get(key)]
     if isinstance(settings["optimizer"], str):
         import tf_keras as keras
 
         settings["optimizer"] = keras.optimizers.get(settings["optimizer"])
     if not isinstance(settings["metrics"], (list, tuple)):
         settings["metrics"] = [settings["metrics"]]
-    return settings, source
+    return settings, source, defaulted
 
 
 def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, steps_per_epoch: int):

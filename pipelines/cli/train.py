@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 
-from components.core import datasets, run_folder, speed_options, storage, training
+from components.core import datasets, model_build, run_folder, speed_options, storage, training
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
@@ -171,7 +171,7 @@ def _run_local(args: argparse.Namespace) -> int:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     training.check_fits(config, manifest)
     if config.model.module:
-        from components.core import model_build, model_module
+        from components.core import model_module
 
         model_module.check_isolated_import(config.model.module)
         seconds = model_build.preflight(config, manifest)
@@ -235,6 +235,15 @@ def with_shards_dir(config: RunConfig) -> RunConfig:
     return dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
 
 
+def _compiled_from(compiled: dict) -> str:
+    """Where each compile setting came from: the module's, or Strategist's defaults."""
+    source = compiled.get("from")
+    defaulted = compiled.get("defaults") or []
+    if source == model_build.DEFAULTS or not defaulted:
+        return f"from {source}"
+    return f"from {source}; {', '.join(defaulted)}: {model_build.STRATEGISTS} defaults"
+
+
 def print_summary(metrics: RunMetrics, output_dir: str) -> None:
     compiled = metrics.compile_settings
     rows = [
@@ -242,7 +251,7 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         (
             "compiled with",
             f"{compiled.get('optimizer')}, loss {compiled.get('loss')}, metrics "
-            f"{', '.join(compiled.get('metrics', [])) or '-'} (from {compiled.get('from')})",
+            f"{', '.join(compiled.get('metrics', [])) or '-'} ({_compiled_from(compiled)})",
         ),
         ("strategy", metrics.strategy),
         ("replicas", metrics.num_replicas),
