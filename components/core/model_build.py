@@ -131,8 +131,14 @@ def build_compiled(
         settings, source, defaulted = _settings(
             module, model, spec, config.training.base_learning_rate, example
         )
+        module_optimizer = "optimizer" not in defaulted
         optimizer, learning_rate, adjustments = _scaled_optimizer(
-            settings["optimizer"], config, batch_per_update, steps_per_epoch
+            settings["optimizer"],
+            config,
+            batch_per_update,
+            steps_per_epoch,
+            given_rate=module_optimizer and config.training.learning_rate_given,
+            scaled=config.training.scale_learning_rate and module.scale_learning_rate,
         )
         try:
             model.compile(
@@ -435,13 +441,31 @@ def _settings(
     return settings, source, defaulted
 
 
-def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, steps_per_epoch: int):
+def _scaled_optimizer(
+    optimizer: Any,
+    config: RunConfig,
+    batch: int | None,
+    steps_per_epoch: int,
+    *,
+    given_rate: bool = False,
+    scaled: bool = True,
+):
     """The optimizer with its learning rate scaled to `batch` and warmed up; what changed.
 
     The optimizer's own rate is taken as the rate at `training.base_batch_size`
     and scaled linearly (Goyal et al., 2017, as `training.make_learning_rate`);
     a new optimizer of the same class and config carries the schedule. A rate
     that is already a schedule is the user's plan and is kept.
+
+    Args:
+        optimizer: the optimizer chosen (the module's, or the default).
+        config: the run (base batch, warm-up, `--learning-rate`).
+        batch: examples per update; None: the rate is neither scaled nor warmed up
+            (an evaluation's copy).
+        steps_per_epoch: steps of one epoch (for the warm-up).
+        given_rate: `--learning-rate` replaces the module optimizer's own rate.
+        scaled: False keeps the rate at any batch (`--no-scale-learning-rate`,
+            or the module's `SCALE_LEARNING_RATE = False`); the warm-up stays.
 
     Returns:
         (optimizer, peak learning rate or None, adjustments).
@@ -452,22 +476,51 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
 
     optimizer = _inner(optimizer)
     rate = getattr(optimizer, "learning_rate", None)
+    t = config.training
+    adjustments = []
     if isinstance(
         getattr(optimizer, "_learning_rate", None), keras.optimizers.schedules.LearningRateSchedule
     ):
+        if given_rate:
+            raise ConfigError(
+                f"--learning-rate {t.base_learning_rate:g} cannot replace the "
+                f"{type(optimizer).__name__} learning-rate schedule the model module chose: "
+                "drop --learning-rate, or change the schedule in the module"
+            )
         return optimizer, None, ["learning-rate schedule kept as given: not scaled"]
     try:
         base = float(rate.numpy() if hasattr(rate, "numpy") else rate)
     except (TypeError, ValueError):
+        if given_rate:
+            raise ConfigError(
+                f"--learning-rate cannot be applied: the {type(optimizer).__name__} the model "
+                "module chose has no readable rate; drop --learning-rate"
+            ) from None
         return optimizer, None, ["learning rate not readable: kept as given, not scaled"]
-    if batch is None:
-        return optimizer, base, []
-    t = config.training
+    if given_rate and base != t.base_learning_rate:
+        adjustments.append(
+            f"learning rate {base:g} of the module's {type(optimizer).__name__} replaced by "
+            f"--learning-rate {t.base_learning_rate:g}"
+        )
+        base = t.base_learning_rate
+    if batch is None or not scaled:
+        if batch is not None:
+            adjustments.append(f"learning rate {base:g} kept at any batch: not scaled")
+        if batch is None or not t.warmup_epochs:
+            return _with_rate(optimizer, base, adjustments)
+        batch = t.base_batch_size  # no scaling: the rate of one update is the base rate
     schedule = make_learning_rate(config, batch, steps_per_epoch, base_learning_rate=base)
     peak = base * batch / t.base_batch_size
     try:
-        scaled = type(optimizer).from_config({**optimizer.get_config(), "learning_rate": schedule})
+        scaled_optimizer = type(optimizer).from_config(
+            {**optimizer.get_config(), "learning_rate": schedule}
+        )
     except (TypeError, ValueError, NotImplementedError) as err:
+        if given_rate:
+            raise ConfigError(
+                f"--learning-rate cannot be applied: {type(optimizer).__name__} cannot be "
+                f"rebuilt with another rate ({_first_line(err)}); drop --learning-rate"
+            ) from None
         return (
             optimizer,
             base,
@@ -476,7 +529,6 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
                 f"cannot be rebuilt with a scaled rate ({_first_line(err)})"
             ],
         )
-    adjustments = []
     if peak != base:
         adjustments.append(
             f"learning rate {base:g} -> {peak:g} (scaled linearly: batch {batch} per update / "
@@ -484,7 +536,19 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
         )
     if t.warmup_epochs:
         adjustments.append(f"learning rate warmed up linearly over {t.warmup_epochs} epoch(s)")
-    return scaled, peak, adjustments
+    return scaled_optimizer, peak, adjustments
+
+
+def _with_rate(optimizer: Any, rate: float, adjustments: list[str]):
+    """The optimizer at `rate` (rebuilt from its config when the rate differs); its record."""
+    current = getattr(optimizer, "learning_rate", None)
+    try:
+        same = float(current.numpy() if hasattr(current, "numpy") else current) == rate
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        optimizer = type(optimizer).from_config({**optimizer.get_config(), "learning_rate": rate})
+    return optimizer, rate, adjustments
 
 
 def _plain_config(optimizer: Any) -> dict[str, Any]:
