@@ -14,12 +14,13 @@ module is refused before any cluster starts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import model_module
+from components.core import adapt_once, model_module
 from components.core.config import ConfigError, RunConfig
 from components.core.input_spec import CLASSIFICATION, REGRESSION, InputSpec
 from components.core.model_module import ModelModule
@@ -48,11 +49,14 @@ class Built:
             compile gets Strategist's loss and metrics, said as Strategist's).
         adjustments: what Strategist changed of the user's choices, one
             sentence each (the learning rate it scaled, its warm-up).
+        adapted: the states of the preprocessing layers `build_model` adapted on
+            the training split (`adapt_once`; only where the spec carried it).
     """
 
     model: Any
     compile: dict[str, Any]
     adjustments: list[str]
+    adapted: list[dict[str, Any]] = field(default_factory=list)
 
 
 def default_settings(
@@ -124,7 +128,8 @@ def build_compiled(
     trains = strategy is not None
     example = example_spec(spec, module)
     scope = strategy.scope() if trains else contextlib.nullcontext()
-    with scope:
+    adapted: list[dict[str, Any]] = []
+    with scope, _adapting(config, spec, module, example, adapted) as spec:
         model = build_model(module, spec, example)
         if trains and xla_scope == XLA_MODEL:
             compile_model_with_xla(model)
@@ -161,7 +166,39 @@ def build_compiled(
         "from": source,
         "defaults": defaulted,
     }
-    return Built(model, record, adjustments)
+    return Built(model, record, adjustments, adapted)
+
+
+@contextlib.contextmanager
+def _adapting(config: RunConfig, spec: InputSpec, module: ModelModule, example, adapted: list):
+    """Where `build_model` adapts its preprocessing layers: on the real training split when
+    `spec` carries it (`adapted` receives the states), else from the run's recorded states
+    on an empty split of the same structure (`adapt_once`)."""
+    if spec.training_data_fn is not None:
+        with adapt_once.record() as states:
+            yield spec
+        adapted.extend(states)
+        return
+    states = adapt_once.read(config.output_dir) if config.output_dir else None
+    empty = _empty_split(example)
+    with adapt_once.replay(states or [], module.where()):
+        yield dataclasses.replace(spec, training_data_fn=empty)
+
+
+def _empty_split(example):
+    """A function giving an empty batched dataset of `example`'s structure (None: no data)."""
+    if example is None:
+        return None
+
+    def empty():
+        import tensorflow as tf
+
+        zeros = tf.nest.map_structure(
+            lambda t: tf.zeros([d or 1 for d in t.shape], t.dtype), tuple(example)
+        )
+        return tf.data.Dataset.from_tensors(zeros).take(0).batch(1)
+
+    return empty
 
 
 def example_spec(spec: InputSpec, module: ModelModule) -> tuple[Any, Any] | None:
@@ -353,10 +390,20 @@ def preflight(config: RunConfig, manifest) -> float:
 
     started = time.perf_counter()
     module = models.resolve(config.model)
+    # Read back as every task reads it (its features in the stored order), so the module
+    # adapts its layers in the order the tasks' builds replay them.
+    manifest = datasets.load_manifest(manifest.root)
     spec = manifest.input_spec
     try:
         with tf.device("/cpu:0"):
+            spec = dataclasses.replace(
+                spec,
+                training_data_fn=lambda: datasets.eval_dataset(
+                    manifest, "train", preprocess=module.preprocess
+                ),
+            )
             built = build_compiled(config, spec, module)
+            adapt_once.write(config.output_dir, built.adapted)
             by_name = datasets.inputs_by_name(manifest, built.model)
             batch = datasets.eval_dataset(
                 manifest, "train", 2, preprocess=module.preprocess, by_name=by_name
