@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 
-from components.core import datasets, model_build, run_folder, speed_options, storage, training
+from components.core import batching, datasets, model_build, run_folder, speed_options, storage
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
@@ -141,13 +141,9 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from components.core.launch.local import (
-        ClusterFailed,
-        Liveness,
-        RestartPolicy,
-        check_rehearsal,
-        run_local,
-    )
+    from components.core.launch.liveness import Liveness
+    from components.core.launch.local import ClusterFailed, RestartPolicy, run_local
+    from components.core.launch.preflight import check_rehearsal
 
     output = common.default_output_dir("train") if args.output is None else args.output
     run_folder.check_destination(output)
@@ -169,13 +165,16 @@ def _run_local(args: argparse.Namespace) -> int:
         manifest = read_shards(args.shards_dir, verify_records=True)
     else:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
-    training.check_fits(config, manifest)
-    if config.model.module:
-        from components.core import model_module
+    batching.check_fits(config, manifest)
+    from components.core import model_module
 
+    if config.model.module:
         model_module.check_isolated_import(config.model.module)
-        seconds = model_build.preflight(config, manifest)
-        print(f"train: {config.model.module} builds and takes the data ({seconds:.1f}s check)")
+    # Every model, built-in ones too: one that does not take the data exits 2 here, before
+    # a cluster starts to say the same.
+    seconds = model_build.preflight(config, manifest)
+    model = config.model.module or config.model.name
+    print(f"train: {model} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")
     try:
         metrics = run_local(
