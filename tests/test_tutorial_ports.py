@@ -34,17 +34,18 @@ def load(port: str):
 def arrays(manifest, split: str, preprocess):
     """One split's (inputs, labels) as numpy, after the module's `preprocess`."""
     import numpy as np
+    import tensorflow as tf
 
     from components.core import datasets
 
     batches = list(datasets.eval_dataset(manifest, split, 4096, preprocess=preprocess))
-    return (
-        np.concatenate([x.numpy() for x, _ in batches]),
-        np.concatenate([y.numpy() for _, y in batches]),
+    inputs = tf.nest.map_structure(
+        lambda *parts: np.concatenate([p.numpy() for p in parts]), *[x for x, _ in batches]
     )
+    return inputs, np.concatenate([y.numpy() for _, y in batches])
 
 
-def plain_fit_accuracy(module, spec, train, test) -> float:
+def plain_fit_accuracy(module, spec, train, test, epochs=EPOCHS, binary=False) -> float:
     """The module's model trained as its tutorial trains it: compiled as the module says
     (its own compile, else `compile_settings`, else what the tutorial family uses)."""
     import numpy as np
@@ -60,8 +61,13 @@ def plain_fit_accuracy(module, spec, train, test) -> float:
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
         )
-    model.fit(*train, batch_size=32, epochs=EPOCHS, verbose=0, shuffle=True)
-    predicted = np.asarray(model.predict(test[0], verbose=0)).argmax(axis=-1)
+    model.fit(*train, batch_size=32, epochs=epochs, verbose=0, shuffle=True)
+    outputs = np.asarray(model.predict(test[0], verbose=0))
+    if binary:  # one logit or probability per example
+        values = outputs.reshape(-1)
+        threshold = 0.5 if values.min() >= 0 and values.max() <= 1 else 0.0
+        return float(((values > threshold).astype(np.int64) == test[1]).mean())
+    predicted = outputs.argmax(axis=-1)
     truth = test[1].argmax(axis=-1) if test[1].ndim == 2 else test[1]
     return float((predicted == truth).mean())
 
@@ -177,3 +183,90 @@ def test_tutorial_ports_train_evaluate_and_export_on_real_clusters(
     assert metrics["eval_examples"] == 359
     assert (tmp_path / port / "model" / "saved_model.pb").exists()
     assert all(value != 0.0 for value in metrics["eval_metrics"].values()), metrics
+
+
+# -- preprocessing layers adapted on the training split, exported with preprocess -----------
+
+
+@pytest.fixture(scope="module")
+def tutorial_csvs(tmp_path_factory) -> dict[str, str]:
+    """examples/tutorials/tutorial_data.py's tables: strings and numbers, and texts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tutorial_data", TUTORIALS / "tutorial_data.py")
+    tutorial_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tutorial_data)
+    folder = str(tmp_path_factory.mktemp("tutorial-data"))
+    return {"tumours": tutorial_data.tumours(folder), "reviews": tutorial_data.reviews(folder)}
+
+
+CSV_PORTS = {
+    # port: (table, label, strategy)
+    "structured_data_preprocessing": ("tumours", "target", "parameter_server"),
+    "text_vectorization_end_to_end": ("reviews", "positive", "multi_worker_mirrored"),
+}
+
+
+def served_accuracy(model_dir: Path, manifest) -> float:
+    """The exported model's `serving_default` fed the raw test rows (strings as strings)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from components.core import datasets
+
+    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    names = list(manifest.input_spec.features)
+    hits = total = 0
+    for features, labels in datasets.eval_dataset(manifest):
+        raw = {names[0]: features} if len(names) == 1 else features
+        outputs = serve(**raw)["outputs"].numpy().reshape(-1)
+        threshold = 0.5 if outputs.min() >= 0 and outputs.max() <= 1 else 0.0
+        hits += int(np.sum((outputs > threshold).astype(np.int64) == labels.numpy()))
+        total += len(outputs)
+    return hits / total
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("port", list(CSV_PORTS))
+def test_adapted_preprocessing_trains_on_a_cluster_and_the_export_serves_raw_rows(
+    port, tutorial_csvs, tmp_path
+):
+    """Layers adapted once on the training split (the launcher's build), their state replayed
+    in every task: the run learns as a plain fit of the same module does on the same rows,
+    and the export, fed the raw test rows, scores the run's own test accuracy."""
+    from components.core import datasets
+
+    table, label, strategy = CSV_PORTS[port]
+    out = tmp_path / port
+    metrics = train(
+        [
+            *STRATEGY_FLAGS[strategy], "--data", tutorial_csvs[table], "--label", label,
+            "--model-module", str(TUTORIALS / f"{port}.py"), "--epochs", "6",
+        ],
+        out,
+    )  # fmt: skip
+    manifest = datasets.load_manifest(metrics["run_config"]["data"]["shards_dir"])
+    adapted = json.loads((out / "model_module" / "adapted_layers.json").read_text())
+    assert adapted and all("layer" in state for state in adapted)
+
+    module = load(port)
+    spec = dataclasses_replace_training_data(manifest, module)
+    train_rows = arrays(manifest, "train", module.preprocess)
+    test_rows = arrays(manifest, "test", module.preprocess)
+    plain = plain_fit_accuracy(module, spec, train_rows, test_rows, epochs=6, binary=True)
+    assert metrics["eval_accuracy"] >= max(0.7, plain - 0.1), (metrics["eval_accuracy"], plain)
+    assert served_accuracy(out / "model", manifest) == pytest.approx(metrics["eval_accuracy"])
+
+
+def dataclasses_replace_training_data(manifest, module):
+    """The spec a plain user's script would have: the training split at hand."""
+    import dataclasses
+
+    from components.core import datasets
+
+    return dataclasses.replace(
+        manifest.input_spec,
+        training_data_fn=lambda: datasets.eval_dataset(
+            manifest, "train", preprocess=module.preprocess
+        ),
+    )

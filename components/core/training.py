@@ -121,7 +121,12 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     weights = model.get_weights()
     weights_sha256 = _weights_digest(weights)
     model_build.uncompile_model_with_xla(model)
-    model_export.export_model(model, output_dir, config)
+    model_export.export_model(
+        model,
+        output_dir,
+        config,
+        serving=model_export.raw_serving(model, module.preprocess, manifest.input_spec),
+    )
     exported = time.perf_counter()
     if not role.is_chief:
         _finish_task(config.output_dir, output_dir, role, weights_sha256)
