@@ -73,6 +73,8 @@ OTHER_FLAGS = {
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
     "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py; "
     "real runs with the flag: tests/test_rehearsal.py)",
+    "--no-scale-learning-rate": "training.scale_learning_rate = False: the rate kept at any "
+    "batch (test_model_module.py::test_the_learning_rate_flags_reach_the_module_optimizer)",
     "--model-module": "model.module and model.name; excludes --model (tests/test_model_module.py)",
     "--devices": "the older name of --gpus-per-machine, hidden (test_one_name_one_meaning...)",
     "--all-reduce-pack-mb": "cluster.all_reduce_pack_mb, multi_worker_mirrored's packs "

@@ -104,6 +104,10 @@ class TrainingConfig:
         base_learning_rate: learning rate at `base_batch_size`; scaled linearly
             with the batch each update uses (Goyal et al., 2017).
         base_batch_size: the batch size `base_learning_rate` was tuned for.
+        scale_learning_rate: False keeps every rate as given, at any batch
+            (`--no-scale-learning-rate`; a model module's `SCALE_LEARNING_RATE = False`).
+        learning_rate_given: `base_learning_rate` was asked for (`--learning-rate`):
+            it replaces the rate of an optimizer a model module chose.
         warmup_epochs: epochs of linear learning-rate warm-up.
         seed: random seed for weights and shuffling.
         steps_per_execution: steps Keras runs per `tf.function` call; more
@@ -124,6 +128,8 @@ class TrainingConfig:
     per_replica_batch_size: int = 32
     base_learning_rate: float = 0.001
     base_batch_size: int = 32
+    scale_learning_rate: bool = True
+    learning_rate_given: bool = False
     warmup_epochs: int = 1
     seed: int = 42
     steps_per_execution: int = 1

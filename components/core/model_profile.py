@@ -443,11 +443,11 @@ def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
             )
         return profile_model(model.name)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    from components.core import datasets, model_build, model_module, models
+    from components.core import datasets, model_build, models
 
     spec = datasets.load_manifest(shards_dir).input_spec
     module = models.resolve(model)
-    built = model_module.call(module, "build_model", spec)
+    built = model_build.build_model(module, spec)
     macs, activations = layer_counts.count_macs_and_activations(built)
     return ModelProfile(
         name=model.name,

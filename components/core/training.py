@@ -120,9 +120,18 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         attempt=restarts,
     )
     fit_ended = time.perf_counter()
-    weights_sha256 = _weights_digest(model)
+    # Read once, while every task is still here: under multi_worker_mirrored reading a
+    # sync-on-read variable (BatchNormalization's moving statistics) is an all-reduce that
+    # every task must join, and the other tasks leave once they have exported.
+    weights = model.get_weights()
+    weights_sha256 = _weights_digest(weights)
     model_build.uncompile_model_with_xla(model)
-    model_export.export_model(model, output_dir, config)
+    model_export.export_model(
+        model,
+        output_dir,
+        config,
+        serving=model_export.raw_serving(model, module.preprocess, manifest.input_spec),
+    )
     exported = time.perf_counter()
     if not role.is_chief:
         _finish_task(config.output_dir, output_dir, role, weights_sha256)
@@ -130,7 +139,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
 
     # Evaluated in this one process, without the strategy, by a copy compiled as the user chose.
     eval_model = model_build.build_compiled(config, manifest.input_spec, module).model
-    eval_model.set_weights(model.get_weights())
+    eval_model.set_weights(weights)
     result = evaluation.evaluate(
         eval_model,
         datasets.eval_dataset(
@@ -422,10 +431,11 @@ def _scratch_dir(output_dir: str, role: Role) -> str:
     return storage.join(output_dir, "_scratch", role.name)
 
 
-def _weights_digest(model) -> str:
+def _weights_digest(weights: list[Any]) -> str:
+    """A fingerprint of a model's weights (`model.get_weights()`), to compare tasks."""
     digest = hashlib.sha256()
-    for weights in model.get_weights():
-        digest.update(weights.tobytes())
+    for array in weights:
+        digest.update(array.tobytes())
     return digest.hexdigest()
 
 

@@ -247,8 +247,15 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--learning-rate",
         type=positive_float,
-        default=0.001,
-        help="learning rate at batch 32, scaled linearly with the batch (default: 0.001)",
+        help="learning rate at batch 32, scaled linearly with the batch; given, it replaces "
+        "the rate of a model module's own optimizer (default: 0.001, or the module's)",
+    )
+    data.add_argument(
+        "--no-scale-learning-rate",
+        dest="scale_learning_rate",
+        action="store_false",
+        help="train at the learning rate as given, at any batch (default: scaled linearly "
+        "from batch 32 to the batch of one update)",
     )
     data.add_argument(
         "--warmup-epochs",
@@ -404,7 +411,9 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         training=TrainingConfig(
             epochs=args.epochs,
             per_replica_batch_size=per_replica,
-            base_learning_rate=args.learning_rate,
+            base_learning_rate=args.learning_rate or TrainingConfig.base_learning_rate,
+            learning_rate_given=args.learning_rate is not None,
+            scale_learning_rate=args.scale_learning_rate,
             warmup_epochs=args.warmup_epochs,
             seed=args.seed,
             steps_per_execution=args.steps_per_execution,

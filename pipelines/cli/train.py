@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from components.core import batching, datasets, run_folder, storage, storage_access
+from components.core import batching, datasets, model_build, run_folder, storage, storage_access
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from pipelines.cli import cloud_train, common
 from pipelines.cli.train_summary import print_summary
@@ -169,7 +169,7 @@ def _run_local(args: argparse.Namespace) -> int:
     else:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     batching.check_fits(config, manifest)
-    from components.core import model_build, model_module
+    from components.core import model_module
 
     if config.model.module:
         model_module.check_isolated_import(config.model.module)

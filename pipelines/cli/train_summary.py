@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import os
 
-from components.core import speed_options
+from components.core import model_build, speed_options
 from components.core.run_metrics import RunMetrics
+
+
+def _compiled_from(compiled: dict) -> str:
+    """Where each compile setting came from: the module's, or Strategist's defaults."""
+    source = compiled.get("from")
+    defaulted = compiled.get("defaults") or []
+    if source == model_build.DEFAULTS or not defaulted:
+        return f"from {source}"
+    return f"from {source}; {', '.join(defaulted)}: {model_build.STRATEGISTS} defaults"
 
 
 def print_summary(metrics: RunMetrics, output_dir: str) -> None:
@@ -15,7 +24,7 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         (
             "compiled with",
             f"{compiled.get('optimizer')}, loss {compiled.get('loss')}, metrics "
-            f"{', '.join(compiled.get('metrics', [])) or '-'} (from {compiled.get('from')})",
+            f"{', '.join(compiled.get('metrics', [])) or '-'} ({_compiled_from(compiled)})",
         ),
         ("strategy", metrics.strategy),
         ("replicas", metrics.num_replicas),

@@ -100,6 +100,26 @@ class ClusterFailed(RuntimeError):
             how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
+        self.reason = f"{task} {how}" + (f": {error_line(tail)}" if error_line(tail) else "")
+
+
+# A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`,
+# `trainer: error: ...` (a refused module or config).
+_ERROR_LINE = re.compile(r"(^|[\s.])\w*(Error|Exception|Exit)\b.*:|\berror: ")
+
+
+def error_line(tail: list[str]) -> str:
+    """The task's own error from its last log lines: the last line that states one.
+
+    A Python traceback ends with the exception's line (TensorFlow's may follow it
+    with RPC detail that states no error). Empty when no line states an error
+    (a task killed by a signal).
+    """
+    for line in reversed(tail):
+        text = line.strip()
+        if text and _ERROR_LINE.search(text) and not text.startswith("File "):
+            return text if len(text) <= 500 else text[:497] + "..."
+    return ""
 
     @property
     def diverged(self) -> bool:
@@ -223,7 +243,9 @@ class LocalCluster(StallWatch):
             raise
         except BaseException as err:
             self.stop(grace_s=0)
-            self._status("failed", error=str(err).splitlines()[0])
+            # The failing task's own error line, not the heading of its log lines.
+            reason = getattr(err, "reason", None) or str(err).splitlines()[0]
+            self._status("failed", error=reason)
             raise
         finally:
             self.stop()
