@@ -8,7 +8,11 @@ import pytest
 
 from components.core import model_profile
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
-from components.core.selection import Topology, recommend, step_time
+from components.core.selection import (
+    Topology,
+    device_compute,
+    recommend,
+)
 from pipelines.cli import main
 from tests.selection_helpers import RESNET101
 
@@ -33,7 +37,7 @@ def test_select_network_path_overlay_changes_the_answer_and_says_why(capsys):
     assert overlay["layout"]["workers"] < 8
     efficiency = {o["machines"]: o["machine_efficiency"] for o in overlay["machine_options"]}
     assert efficiency[8] < 0.5 < host["predicted"]["scaling_efficiency"]
-    share = f"{step_time.FITTED.overlay_network_share:.0%} of the 10 Gbps"
+    share = f"{device_compute.FITTED.overlay_network_share:.0%} of the 10 Gbps"
     assert not any("overlay" in r for r in stated["reasons"])
     assert any("container overlay network (--network-path overlay)" in r and share in r
                for r in overlay["reasons"])  # fmt: skip

@@ -6,7 +6,11 @@ import pytest
 
 from components.core import model_profile, selection
 from components.core.model_profile import from_params
-from components.core.selection import Topology, recommend
+from components.core.selection import (
+    Topology,
+    machine_speeds,
+    recommend,
+)
 from pipelines.cli import main
 from tests.selection_helpers import RESNET101
 
@@ -112,10 +116,10 @@ def test_a_fast_network_keeps_every_machine():
 def test_fewer_heterogeneous_machines_are_the_faster_ones():
     """`--heterogeneous` alone on 16 machines: the 8 faster ones come first, as a GPU mix's
     fastest type does, so 2-8 machines are alike and weighed at full speed."""
-    from components.core.selection import machine_subsets, step_time
+    from components.core.selection import machine_subsets
 
     flagged = Topology(16, 8, "v100", network_gbps=10, heterogeneous=True)
-    assert step_time.machine_slowdowns(flagged, 8) == [1.0] * 8
-    assert step_time.machine_slowdowns(flagged, 16) == [1.0] * 8 + [1.5] * 8
+    assert machine_speeds.machine_slowdowns(flagged, 8) == [1.0] * 8
+    assert machine_speeds.machine_slowdowns(flagged, 16) == [1.0] * 8 + [1.5] * 8
     assert not machine_subsets.on_first_machines(flagged, 8).heterogeneous
     assert machine_subsets.on_first_machines(flagged, 16).heterogeneous

@@ -21,7 +21,8 @@ from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine, holding
 from components.core.hardware import get_gpu
 from components.core.selection import Topology
-from components.core.selection.step_time import FITTED, server_state_bytes
+from components.core.selection.device_compute import FITTED
+from components.core.selection.memory import server_state_bytes
 from pipelines.cli import main
 from pipelines.cli.cloud_train import add_cloud_arguments
 

@@ -47,16 +47,16 @@ from components.core.selection.machine_floor import (
     measured_on_fewer_machines,
     measured_part_sentence,
 )
+from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.machine_subsets import on_first_machines
-from components.core.selection.memory_fit import candidates_that_fit
-from components.core.selection.prediction import Prediction
-from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
-from components.core.selection.step_time import (
+from components.core.selection.memory import (
     USABLE_MEMORY_FRACTION,
-    machine_gpus,
     max_batch_that_fits,
     memory_needed_bytes,
 )
+from components.core.selection.memory_fit import candidates_that_fit
+from components.core.selection.prediction import Prediction
+from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
 from components.core.selection.topology import (
     Layout,
     Topology,

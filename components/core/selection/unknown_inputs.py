@@ -10,11 +10,9 @@ from typing import Any, Protocol
 from components.core import model_profile as mp
 from components.core.model_profile import ModelProfile
 from components.core.selection.explanation import slower_machines_phrase
+from components.core.selection.machine_speeds import machine_gpus
+from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.prediction import Prediction
-from components.core.selection.step_time import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.topology import (
     HETEROGENEITY_RANGE,
     NETWORK_RANGE_GBPS,
