@@ -439,10 +439,15 @@ def _choose(
             EFFICIENCY_FLOOR
         ):
             full = chosen
-            chosen, options, fewer = fewer_machines(topology, best_on, measured_one_device(preds))
-            fewer += communication_sentences(full, on, model, measured_one_device(preds))
-            on = on_first_machines(topology, chosen.layout.workers)
-            _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
+            one = measured_one_device(preds)
+            answer, options, said = fewer_machines(topology, best_on, one)
+            if answer is not full:  # fewer machines are faster than all of them
+                chosen, fewer = answer, said
+                fewer += communication_sentences(full, on, model, one)
+                on = on_first_machines(topology, chosen.layout.workers)
+                _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
+            else:
+                fewer = said
     input_sentences: list[str] = []
     if chosen.input_bound:
         full_gpus = chosen
