@@ -85,7 +85,7 @@ def test_a_measured_asynchronous_choice_still_says_it_trains_asynchronously(tmp_
     ])  # fmt: skip
     argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "v100", "--model",
             "resnet50", "--network-gbps", "25", "--history", path]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("recommended: parameter_server")
     assert (
@@ -101,7 +101,7 @@ def test_a_measured_asynchronous_choice_still_says_it_trains_asynchronously(tmp_
     )
     assert "50%" not in said
     # accepting asynchronous updates drops the warning, not the measured efficiency
-    assert main([*argv, "--async-ok"]) == 0
+    assert main([*argv, "--async-ok", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "is not time to train here" not in out and "108% scaling efficiency" in out
 
@@ -118,7 +118,7 @@ def test_a_measured_part_of_the_cluster_is_priced_and_speed_ups_are_over_the_mea
     ])  # fmt: skip
     argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "a100", "--model",
             "resnet50", "--network-gbps", "25", "--history", path, "--prices"]  # fmt: skip
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     # the 4 measured machines are the fastest (9,000 against one machine's 6,500)
     assert (doc["strategy"], doc["layout"]["workers"]) == ("multi_worker_mirrored", 4)
@@ -131,7 +131,7 @@ def test_a_measured_part_of_the_cluster_is_priced_and_speed_ups_are_over_the_mea
     assert speedups == {1: pytest.approx(6500 / 900, abs=1e-3),
                         2: pytest.approx(3000 / 900, abs=1e-3),
                         4: pytest.approx(9000 / 900, abs=1e-3)}  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "all 4 machines (32 a100, multi_worker_mirrored) are measured at 35%" in out
     assert ("Speed-up by machine count (predicted unless measured; over one a100's measured "

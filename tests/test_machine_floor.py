@@ -69,7 +69,7 @@ def test_an_efficiency_just_below_the_floor_is_not_rounded_onto_it(capsys):
     review's command, without --async-ok now that sharded parameter servers win there)."""
     argv = ["select", "--machines", "8", "--gpus-per-machine", "1", "--gpu", "v100", "--params",
             "1e8", "--gflops-per-example", "20", "--network-gbps", "25"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("recommended: multi_worker_mirrored")
     assert ("all 8 machines (8 v100, multi_worker_mirrored) are predicted at 49.8% machine "

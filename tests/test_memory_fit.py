@@ -63,7 +63,7 @@ def test_a_given_activation_figure_is_what_back_propagation_keeps(capsys):
     argv = ["select", "--machines", "1", "--gpus-per-machine", "1", "--gpu", "v100",
             "--params", "1000", "--gflops-per-example", "10",
             "--activation-bytes-per-example", "1e9"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "A per-GPU batch of 32 needs 32.0 GB" in out
     assert "use at most 14 per GPU" in out

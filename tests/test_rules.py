@@ -48,7 +48,7 @@ def test_preemption_grants_no_slack_the_prediction_already_took_off(capsys):
     argv = ["select", "--machines", "2", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
             "resnet50", "--network-gbps", "10", "--network-path", "host",
             "--preemptible"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("recommended: multi_worker_mirrored")
     assert "within the 25%" not in out and "is preferred because" not in out
@@ -125,7 +125,7 @@ def test_a_dense_model_stays_synchronous_however_fast_parameter_servers_are_pred
     # the CLI prints the same reason (ResNet-50 on 4 x 8 V100 at 25 Gbit/s, whose servers
     # on n1-standard-8 machines are predicted over 10 % faster)
     assert main(["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
-                 "--network-gbps", "25", "--model", "resnet50"]) == 0  # fmt: skip
+                 "--network-gbps", "25", "--model", "resnet50", "--explain"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert out.startswith("recommended: multi_worker_mirrored")
     assert "asynchronous examples are worth less to a dense model" in out

@@ -257,6 +257,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     output.add_argument(
         "--markdown", action="store_true", help="print the recommendation as Markdown"
     )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every reason and the full table of candidates (default: the short "
+        "answer, at most 12 lines)",
+    )
     parser.set_defaults(run=run_select)
     return parser
 
@@ -474,6 +480,10 @@ def run_select(args: argparse.Namespace) -> int:
         print(json.dumps(rec.to_dict(), indent=2))
     elif args.markdown:
         print(rec.to_markdown(), end="")
-    else:
+    elif args.explain:
         print(rec.to_text())
+    else:
+        from components.core.selection.summary import summary_lines
+
+        print("\n".join(summary_lines(rec)))
     return 0

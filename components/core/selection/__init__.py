@@ -28,6 +28,7 @@ Modules:
 * `cost`, `cost_objective`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;
 * `explanation`: the reasons, as sentences with numbers;
+* `summary`: the short answer `select` prints (`--explain` prints every reason);
 * `recommendation`: `recommend` and its answer, `Recommendation`.
 """
 

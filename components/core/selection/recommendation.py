@@ -90,6 +90,8 @@ class Recommendation:
             considered when the full cluster scales below `EFFICIENCY_FLOOR`.
         prices: what the candidates were priced at (`cost.prices_used`), or
             None when they were not priced.
+        deciding_inputs: the flags of estimated or assumed inputs whose value changes
+            the choice (`unknown_inputs`).
     """
 
     strategy: str
@@ -103,6 +105,7 @@ class Recommendation:
     batch_size: int = 64
     machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
     prices: dict[str, Any] | None = None
+    deciding_inputs: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
@@ -121,6 +124,7 @@ class Recommendation:
             "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
+            "depends_on": list(self.deciding_inputs),
             "machine_options": [
                 {
                     "machines": m,
@@ -152,9 +156,18 @@ class Recommendation:
             )
             mark = "> " if i == 0 and self.supported else ""
             cost = p.usd_per_million_examples
+            if not p.feasible:  # a candidate that cannot run has no speed to show
+                rows.append(
+                    [
+                        f"{mark}{p.label} (infeasible: {p.note})",
+                        f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
+                        *["-"] * (len(self.HEADER) - 2),
+                    ]  # fmt: skip
+                )
+                continue
             rows.append(
                 [
-                    mark + p.label + ("" if p.feasible else f" (infeasible: {p.note})"),
+                    mark + p.label,
                     f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
@@ -338,7 +351,9 @@ def recommend(
         return recommend(on, variant, batch_size=batch_size, async_ok=async_ok,
                          history=history, prices=prices, objective=objective)  # fmt: skip
 
-    rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, unstated, answer))
+    unknown = unknown_input_reasons(topology, model, batch_size, unstated, answer)
+    rec.reasons.extend(unknown.reasons)
+    rec.deciding_inputs = list(unknown.deciding)
     rec.reasons.extend(_unmeasured_choice_reasons(rec, preds))
     return rec
 
