@@ -234,8 +234,12 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     # No --gpus-per-machine: 2 under mirrored, else 1; the recommendation's, mirrored's.
     assert [c.devices_per_worker for c in clusters] == [2, 1, 1]
     assert arguments["gpus_per_machine"] == 2
-    # The pipeline parameter is the run config the train step parses, whole.
-    assert RunConfig.from_dict(config).to_pipeline_parameter() == config
+    # Each strategy's cluster travels in `clusters`, none in the shared run config; the
+    # train step joins them (launch.train_to_artifacts) and gets back exactly what was sent.
+    assert "cluster" not in config
+    for sent in arguments["clusters"]:
+        joined = RunConfig.from_dict({**config, "cluster": sent}).to_pipeline_parameter()
+        assert joined == {**config, "cluster": sent}
 
 
 @pytest.mark.parametrize("command", ["train", "compare"])
