@@ -781,10 +781,10 @@ def test_gs_input_the_caller_may_not_read_is_refused_with_what_to_do(
 def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     command, flag, tmp_path, monkeypatch, capsys
 ):
-    from components.core import storage
+    from components.core import storage, storage_access
 
     # Port 1 on loopback refuses at once: an offline machine, deterministically.
-    monkeypatch.setattr(storage, "API_ADDRESS", ("127.0.0.1", 1))
+    monkeypatch.setattr(storage_access, "API_ADDRESS", ("127.0.0.1", 1))
     monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
     monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
     out = tmp_path / "out"

@@ -341,8 +341,8 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     log_path = os.path.join(output, LOG_NAME)
     times = f", each {arguments['repeats']} times interleaved" if arguments["repeats"] > 1 else ""
     print(
-        f"compare: {names}{times} on {config.data.dataset} "
-        f"({config.model.name}, {config.training.epochs} epochs) through kfp.local"
+        f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, "
+        f"{config.training.epochs} epochs"
     )
     print(f"full log: {log_path}", flush=True)
     started = time.perf_counter()

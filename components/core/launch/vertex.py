@@ -20,7 +20,7 @@ from google.cloud import aiplatform_v1
 from components.core import cloud_ids
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch import remote
+from components.core.launch import remote, staging
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
@@ -83,9 +83,16 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
                 replica_count=pool.replicas, machine_spec=machine, container_spec=container
             )
         )
-    scheduling = aiplatform_v1.Scheduling(
-        restart_job_on_worker_restart=cloud.restart_job_on_worker_restart
+    # A Spot VM taken back ends its replica; its trainer saved on the notice and exited
+    # PREEMPTED_EXIT_CODE (components.core.preemption). A synchronous job resumes only if
+    # every replica restarts with it, so --spot asks for that; parameter_server keeps
+    # its lost workers' restarts to themselves (the coordinator retries their steps).
+    # max_wait_duration is left unset: aiplatform 2.7's Scheduling applies it only to
+    # the DWS_FLEX_START strategy, not to SPOT.
+    restart_whole_job = cloud.restart_job_on_worker_restart or (
+        cloud.spot and not run.cluster.spec.uses_ps
     )
+    scheduling = aiplatform_v1.Scheduling(restart_job_on_worker_restart=restart_whole_job)
     if cloud.timeout_s:
         scheduling.timeout = datetime.timedelta(seconds=cloud.timeout_s)
     if cloud.spot:
@@ -94,7 +101,7 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
         worker_pool_specs=specs,
         scheduling=scheduling,
         base_output_directory=aiplatform_v1.GcsDestination(
-            output_uri_prefix=cloudlib.output_uri(run, cloud)
+            output_uri_prefix=staging.output_uri(run, cloud)
         ),
     )
     if cloud.service_account:
