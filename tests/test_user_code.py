@@ -107,3 +107,23 @@ def test_a_process_a_module_detaches_is_gone_after_train(tmp_path):
     done = train(module, tmp_path / "run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert _processes_with(f"sleep\0{token}") == []
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        ("import sys\nsys.exit(0)\n", "SystemExit: 0"),
+        ("import os\nos._exit(1)\n", "exited with code 1"),
+    ],
+)
+def test_a_dataset_module_that_ends_its_process_is_refused_in_one_line(tmp_path, code, says):
+    module = tmp_path / "my_dataset.py"
+    module.write_text(code)
+    done = subprocess.run(
+        [STRATEGIST, "train", "--local", "--dataset", "my_dataset", "--dataset-module",
+         str(module), "--output", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(module) in lines[0] and says in lines[0], done.stderr

@@ -177,9 +177,9 @@ def child_main() -> None:
     try:
         report(phase=f"the import of {source}")
         if request["kind"] == "dataset":
-            from components.core import data_sources
+            from components.core import tfds_source
 
-            data_sources.import_dataset_module(source)
+            tfds_source.import_dataset_module(source)
         else:
             from components.core import model_module
 
