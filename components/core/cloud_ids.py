@@ -47,9 +47,10 @@ _MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]{0,15}(?:-[a-z0-9]{1,16}){1,5}$")
 _DNS_SUBDOMAIN = re.compile(
     r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$"
 )
-# registry/path[:tag][@digest], as the docker reference grammar allows (lower-case path).
+# [registry/]path[:tag][@digest], as the docker reference grammar allows (lower-case path;
+# `trainer:1` is Docker Hub's library/trainer).
 _IMAGE = re.compile(
-    r"^[a-z0-9.\-]+(:[0-9]+)?(/[a-z0-9._\-]+)+(:[\w][\w.\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+    r"^[a-z0-9.\-]+(:[0-9]+)?(/[a-z0-9._\-]+)*(:[\w][\w.\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
 
 
