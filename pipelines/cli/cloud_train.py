@@ -23,7 +23,7 @@ from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.launch.remote import RemoteCallFailed
 from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
-from pipelines.cli.common import bounded_int, positive_int
+from pipelines.cli.arg_types import bounded_int, positive_int
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -21,7 +21,7 @@ from components.core.selection.topology import (
     HETEROGENEITY_SLOWDOWN,
     RESTART_COST_S,
 )
-from pipelines.cli import common
+from pipelines.cli import arg_types, common
 
 # `--heterogeneous` without a factor: the slowdown is assumed, and the reasons say so
 # (not a string: argparse would pass a string const through `type`).
@@ -152,7 +152,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"benchmark model ({', '.join(PUBLISHED_ONLY)})",
     )
     which.add_argument(
-        "--params", type=common.whole_number, help="parameter count instead of a model, e.g. 2e9"
+        "--params", type=arg_types.whole_number, help="parameter count instead of a model, e.g. 2e9"
     )
     model.add_argument(
         "--gflops-per-example",
@@ -169,12 +169,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     model.add_argument(
         "--classes",
-        type=common.positive_int,
+        type=arg_types.positive_int,
         help=f"classes of a registry model, up to {MAX_CLASSES:,} (default: 10)",
     )
     model.add_argument(
         "--sparse-embedding-params",
-        type=common.whole_number,
+        type=arg_types.whole_number,
         default=0,
         help="parameters in a sparse embedding table added to the model, up to "
         f"{model_profile.MAX_SPARSE_EMBEDDING_PARAMS:,}, ten times the largest published "
@@ -182,7 +182,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     model.add_argument(
         "--embedding-dim",
-        type=common.positive_int,
+        type=arg_types.positive_int,
         help="embedding row width, with --sparse-embedding-params (default: 64)",
     )
     model.add_argument(
@@ -206,7 +206,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     run.add_argument(
         "--all-reduce-pack-mb",
-        type=common.non_negative_float,
+        type=arg_types.non_negative_float,
         default=0.0,
         help="multi_worker_mirrored all-reduces in packs of this many MB (as `train "
         "--all-reduce-pack-mb`), which overlap back-propagation; 0: one pack after it, "
@@ -214,7 +214,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     run.add_argument(
         "--compiled-metrics",
-        type=common.bounded_int(0, 1000),
+        type=arg_types.bounded_int(0, 1000),
         default=TRAINER_COMPILED_METRICS,
         help="metrics the model is compiled with besides its loss, 0 to 1,000 (default: "
         f"{TRAINER_COMPILED_METRICS}, the trainer's accuracy for a classifier; a "
