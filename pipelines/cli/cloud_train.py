@@ -254,7 +254,8 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
     Raises:
         ConfigError: a job this machine cannot rehearse, before any process starts.
     """
-    from components.core.launch.local import ClusterFailed, RestartPolicy
+    from components.core.launch.cluster_failure import ClusterFailed
+    from components.core.launch.local import RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
     from pipelines.cli.train_summary import print_summary

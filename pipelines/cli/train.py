@@ -144,8 +144,9 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
+    from components.core.launch.cluster_failure import ClusterFailed
     from components.core.launch.liveness import Liveness
-    from components.core.launch.local import ClusterFailed, RestartPolicy, run_local
+    from components.core.launch.local import RestartPolicy, run_local
     from components.core.launch.preflight import check_rehearsal
 
     output = common.default_output_dir("train") if args.output is None else args.output
