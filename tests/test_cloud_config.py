@@ -9,7 +9,8 @@ import pytest
 
 from components.core.config import ClusterConfig, ConfigError, DataConfig, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch.cloud import CloudConfig, validate_cloud
+from components.core.launch.cloud import CloudConfig
+from components.core.launch.cloud_checks import validate_cloud
 
 IMAGE = "us-docker.pkg.dev/proj/strategist/strategist-trainer:1"
 
