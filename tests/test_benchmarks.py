@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import (
     bare_tf,
+    checkpointing,
     collective_latency,
     common,
     input_pipeline,
@@ -28,6 +29,7 @@ SCRIPTS = (
     "run_all",
     "bare_tf",
     "collective_latency",
+    "checkpointing",
 )
 
 
@@ -56,6 +58,9 @@ def test_every_script_has_help(script):
         (options.parse_args, ["--strategies", "horovod"]),
         (options.parse_args, ["--warmup-rounds", "-1"]),
         (collective_latency.parse_args, ["--steps", "0"]),
+        (checkpointing.parse_args, ["--every", "20,0"]),
+        (checkpointing.parse_args, ["--every", "ten"]),
+        (checkpointing.parse_args, ["--strategies", "parameter_server"]),
     ],
 )
 def test_bad_arguments_exit_2(parse, argv):

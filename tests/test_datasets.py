@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from components.core import data_sources, datasets
+from components.core import datasets, tfds_source
 from components.core.config import ConfigError
 
 
@@ -156,18 +156,18 @@ def test_missing_manifest_means_unfinished(tmp_path):
 
 def test_unknown_dataset_suggests_close_names(tfds_dir):
     with pytest.raises(ConfigError, match="did you mean.*mnist"):
-        data_sources.tfds_builder("mnistt", str(tfds_dir))
+        tfds_source.tfds_builder("mnistt", str(tfds_dir))
 
 
 def test_tfds_resolves_configs_and_versions(tfds_dir):
     """What `tfds.builder` takes passes: name/config and name:version, no list check."""
     from components.core.config import DataConfig
 
-    builder = data_sources.tfds_builder("glue/sst2", str(tfds_dir))
+    builder = tfds_source.tfds_builder("glue/sst2", str(tfds_dir))
     assert builder.builder_config.name == "sst2"
-    assert str(data_sources.tfds_builder("digits:1.0.0", str(tfds_dir)).info.version) == "1.0.0"
+    assert str(tfds_source.tfds_builder("digits:1.0.0", str(tfds_dir)).info.version) == "1.0.0"
     with pytest.raises(ConfigError, match="cannot build.*glue/nope"):
-        data_sources.tfds_builder("glue/nope", str(tfds_dir))
+        tfds_source.tfds_builder("glue/nope", str(tfds_dir))
     # No supervised keys: --label names the label, the other features are the inputs.
     with pytest.raises(ConfigError, match="pass --label NAME"):
         datasets.describe(DataConfig(dataset="glue/sst2", data_dir=str(tfds_dir)))
@@ -186,7 +186,7 @@ def test_numeric_tfds_label_is_a_regression(tfds_dir):
 
 def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):
     # Port 1 on loopback refuses at once: the real probe, deterministically offline.
-    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    monkeypatch.setattr(datasets.resolution, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
     started = time.perf_counter()
     with pytest.raises(ConfigError, match="cannot be downloaded.*--data-dir"):
         datasets.shard_dataset("mnist", str(tmp_path / "s"), data_dir=str(tfds_dir))
@@ -195,14 +195,14 @@ def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):
 
 
 def test_pre_launch_check_follows_how_each_strategy_reads(one_file_manifest, tmp_path):
-    from components.core import training
+    from components.core import batching
     from components.core.config import ClusterConfig, DataConfig, RunConfig
 
     def config(cluster):
         return RunConfig(data=DataConfig(shards_dir=one_file_manifest.root), cluster=cluster)
 
     # Parameter-server workers each read the whole split: one file feeds them all.
-    training.check_fits(config(ClusterConfig("parameter_server", 3, 1)), one_file_manifest)
+    batching.check_fits(config(ClusterConfig("parameter_server", 3, 1)), one_file_manifest)
     # Multi-worker mirrored workers read their own files: one is too few for two.
     with pytest.raises(ConfigError, match="--num-shards 2"):
-        training.check_fits(config(ClusterConfig("multi_worker_mirrored", 2)), one_file_manifest)
+        batching.check_fits(config(ClusterConfig("multi_worker_mirrored", 2)), one_file_manifest)

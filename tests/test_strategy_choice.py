@@ -11,7 +11,7 @@ from components.core.config import ConfigError
 
 def test_the_pipelines_select_step_takes_the_runs_precision():
     from components.core.config import ModelConfig, RunConfig, TrainingConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choice(precision: str):
         run = RunConfig(model=ModelConfig("resnet50"), training=TrainingConfig(precision=precision))
@@ -30,7 +30,7 @@ def test_the_pipelines_select_step_takes_the_runs_precision():
 
 def test_the_pipelines_select_step_takes_the_runs_jit_compile():
     from components.core.config import ModelConfig, RunConfig, TrainingConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choose(jit_compile: bool) -> tuple[dict, str]:
         run = RunConfig(
@@ -59,7 +59,7 @@ def test_the_pipelines_select_step_takes_the_runs_jit_compile():
 
 def test_the_pipelines_select_step_takes_the_network_path():
     from components.core.config import ModelConfig, RunConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choose(network_path: str) -> dict:
         choice = choose_for_pipeline(
@@ -88,7 +88,7 @@ def test_the_pipelines_select_step_takes_async_ok_and_preemptible():
     """From the KFP form, as from `select`: a dense model trains with parameter servers
     only when asynchronous updates are acceptable or the machines are preemptible."""
     from components.core.config import ClusterConfig, ModelConfig, RunConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choose(**reasons: bool) -> dict:
         choice = choose_for_pipeline(
@@ -137,7 +137,7 @@ def test_the_pipelines_auto_cluster_keeps_the_runs_all_reduce_packs():
     all-reduce stays in the step and one machine is advised; in 32 MB packs it overlaps
     back-propagation and all four machines train."""
     from components.core.config import ClusterConfig, ModelConfig, RunConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choose(pack_mb: float):
         run = RunConfig(

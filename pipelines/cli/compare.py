@@ -11,6 +11,7 @@ import sys
 import time
 
 from components.core import run_folder
+from components.core.comparison.planning import MAX_REPEATS
 from components.core.comparison.plots import PLOT_FILES
 from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
 from components.core.input_spec import REGRESSION
@@ -62,9 +63,10 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=common.positive_int,
+        type=common.bounded_int(1, MAX_REPEATS),
         default=1,
-        help="train each strategy N times, interleaved (s1,s2,s1,s2), and report the median "
+        help=f"train each strategy N times (1 to {MAX_REPEATS}), interleaved (s1,s2,s1,s2), "
+        "and report the median "
         "and min-max spread; a winner is called only when the ranges do not overlap "
         "(default: 1)",
     )
@@ -128,9 +130,14 @@ def add_parser(subparsers) -> None:
 
 
 def parse_strategies(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
+    names = [name.strip() for name in text.split(",")]
+    if not any(names):
         raise ConfigError("--strategies is empty: name at least one strategy")
+    if not all(names):
+        raise ConfigError(
+            f"--strategies {ascii(text)} has an empty name (a stray comma): pass names "
+            "separated by single commas, e.g. mirrored,parameter_server"
+        )
     unknown = [name for name in names if name not in STRATEGIES]
     if unknown:
         raise ConfigError(
@@ -170,7 +177,7 @@ def settings(args: argparse.Namespace) -> dict:
             that the flags and the shards' manifest show.
     """
     from components.core.hardware import get_gpu
-    from components.core.launch.local import check_rehearsal
+    from components.core.launch.preflight import check_rehearsal
 
     clusters = _clusters(args)
     # Data, model and batch flags are shared; each strategy gets its own cluster.
@@ -198,14 +205,15 @@ def settings(args: argparse.Namespace) -> dict:
     get_gpu(args.gpu)
     if args.shards_dir:
         base = _on_shards(base, args)
+    run_config = {k: v for k, v in base.to_pipeline_parameter().items() if k != "cluster"}
     return {
-        "run_config": base.to_pipeline_parameter(),
+        "run_config": run_config,  # each strategy's cluster is in `clusters`
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
         "machines": args.machines,
         "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
-        "target_accuracy": target_value(args),
+        "target_value": target_value(args),
         "target_metric": args.target_metric,
         "backend": "local",
         "repeats": args.repeats,
@@ -334,8 +342,8 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     log_path = os.path.join(output, LOG_NAME)
     times = f", each {arguments['repeats']} times interleaved" if arguments["repeats"] > 1 else ""
     print(
-        f"compare: {names}{times} on {config.data.dataset} "
-        f"({config.model.name}, {config.training.epochs} epochs) through kfp.local"
+        f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, "
+        f"{config.training.epochs} epochs"
     )
     print(f"full log: {log_path}", flush=True)
     started = time.perf_counter()
@@ -370,11 +378,9 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
     print()
-    print(comparison.summary_table(report))
-    print(f"pipeline wall time {wall:.1f}s; {len(timings)} tasks")
-    print(f"\noutput: {output}")
-    for name in [*report_files, "timings.json", LOG_NAME]:
-        print(f"  {name}")
+    print(comparison.summary_table(report), end="")
+    print(f"{len(timings)} tasks in {wall:.1f} s. Why, the rule, hardware, plots: report.html,")
+    print(f"summary.md and {len(report_files) - 2} more files in {output}")
     return 0
 
 

@@ -214,9 +214,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     run.add_argument(
         "--compiled-metrics",
-        type=common.non_negative_int,
+        type=common.bounded_int(0, 1000),
         default=TRAINER_COMPILED_METRICS,
-        help="metrics the model is compiled with besides its loss (default: "
+        help="metrics the model is compiled with besides its loss, 0 to 1,000 (default: "
         f"{TRAINER_COMPILED_METRICS}, the trainer's accuracy for a classifier; a "
         "regressor's MAE and RMSE are 2): under multi_worker_mirrored Keras all-reduces 3 "
         "scalars for each every step",
