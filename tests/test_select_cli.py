@@ -315,4 +315,4 @@ def test_compiled_metrics_set_the_scalars_select_charges(capsys):
     with pytest.raises(SystemExit) as refused:
         main([*base, "--compiled-metrics", "-1"])
     assert refused.value.code == 2
-    assert "--compiled-metrics: must be 0 or more, got -1" in capsys.readouterr().err
+    assert "--compiled-metrics: must be 0 to 1,000, got -1" in capsys.readouterr().err
