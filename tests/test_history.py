@@ -469,6 +469,15 @@ def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
     assert rec.strategy == "multi_worker_mirrored"  # two machines did measure it
 
 
+@pytest.mark.parametrize(("value", "word"), [(float("nan"), "NaN"), (float("inf"), "Infinity")])
+def test_a_non_finite_history_figure_exits_2_naming_the_file(tmp_path, capsys, value, word):
+    path = _one_record(tmp_path, examples_per_second=value)
+    assert main([*HISTORY_ARGV, "--history", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert f"--history {path} holds {word} is not a JSON number" in captured.err
+
+
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
@@ -482,15 +491,6 @@ def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
         ({"parameters": "17k"}, "'parameters' must be a whole number of at least 1"),
     ],
 )
-@pytest.mark.parametrize(("value", "word"), [(float("nan"), "NaN"), (float("inf"), "Infinity")])
-def test_a_non_finite_history_figure_exits_2_naming_the_file(tmp_path, capsys, value, word):
-    path = _one_record(tmp_path, examples_per_second=value)
-    assert main([*HISTORY_ARGV, "--history", path]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    assert f"--history {path} holds {word} is not a JSON number" in captured.err
-
-
 def test_a_bad_history_record_exits_2_naming_the_file_record_and_field(
     tmp_path, capsys, change, fragment
 ):
