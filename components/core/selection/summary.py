@@ -32,11 +32,12 @@ def summary_lines(rec: Any) -> list[str]:
     chosen: Prediction = rec.chosen
     layout = chosen.layout
     on = f"{layout.workers} machine{'s' if layout.workers > 1 else ''}"
-    gpu = chosen.machines_gpu or topology.gpu
+    machines = f"{on} x {layout.gpus_per_machine} {chosen.machines_gpu or topology.gpu}"
     if topology.gpu_mix and not chosen.machines_gpu and layout.workers == topology.machines:
-        gpu = " + ".join(f"{n} {name}" for name, n in topology.gpu_mix) + " machines' GPUs"
+        mix = " + ".join(f"{n} {name}" for name, n in topology.gpu_mix)
+        machines = f"{on} ({mix}, {layout.gpus_per_machine} GPUs each)"
     lines = [
-        f"recommended: {rec.strategy} on {on} x {layout.gpus_per_machine} {gpu}"
+        f"recommended: {rec.strategy} on {machines}"
         + (f", {layout.ps} parameter servers" if layout.ps else ""),
     ]
     if rec.deciding_inputs:  # a guess never decides silently: in the first two lines
