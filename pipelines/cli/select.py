@@ -13,6 +13,7 @@ from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
 from components.core.models import MODELS
+from components.core.selection import model_family
 from components.core.selection.step_time import TRAINER_COMPILED_METRICS
 from components.core.selection.topology import (
     CPU_NAMES,
@@ -160,6 +161,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="forward GFLOPs per example with --params (default: estimated, and the "
         "answer is shown for an MLP-like and a CNN-like model)",
     )
+    model.add_argument("--model-family", choices=model_family.FAMILIES, help="with --params and no "
+                       "--gflops-per-example: FLOPs from the family (transformer: 2 x params "
+                       "x --sequence-length) instead of the MLP-to-CNN estimate")  # fmt: skip
+    model.add_argument("--sequence-length", type=int, help="tokens per example of a transformer")
     model.add_argument(
         "--activation-bytes-per-example",
         type=float,
@@ -257,12 +262,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     output.add_argument(
         "--markdown", action="store_true", help="print the recommendation as Markdown"
     )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="print every reason and the full table of candidates (default: the short "
-        "answer, at most 12 lines)",
-    )
+    parser.add_argument("--explain", action="store_true", help="print every reason and the "
+                        "full table (default: the short answer, at most 12 lines)")  # fmt: skip
     parser.set_defaults(run=run_select)
     return parser
 
@@ -284,12 +285,19 @@ def build_profile(args: argparse.Namespace):
                     f"--gflops-per-example must be a positive number, got {args.gflops_per_example}"
                 )
             flops = args.gflops_per_example * 1e9
+        per_param = model_family.flops_per_param(args.model_family, args.sequence_length)
+        if per_param is not None:
+            if flops is not None:
+                raise ConfigError("--model-family estimates --gflops-per-example: give one")
+            flops = per_param * args.params
         activations = args.activation_bytes_per_example
         if activations is not None and not 0 <= activations < math.inf:
             raise ConfigError(
                 f"--activation-bytes-per-example must be 0 or a positive number, got {activations}"
             )
         profile = model_profile.from_params(args.params, flops, activations)
+        if args.model_family == "transformer" and activations is None:
+            profile = model_family.with_transformer_activations(profile)
     elif args.model in MODELS:
         classes = args.classes or model_profile.BUNDLED_CLASSES
         if classes > MAX_CLASSES:
@@ -320,6 +328,7 @@ def _check_model_flags_apply(args: argparse.Namespace, registry: Sequence[str]) 
         for flag, value in (
             ("--gflops-per-example", args.gflops_per_example),
             ("--activation-bytes-per-example", args.activation_bytes_per_example),
+            ("--model-family", args.model_family),
         ):
             if value is not None:
                 raise ConfigError(
