@@ -85,6 +85,29 @@ def test_tfjob_pods_restart_on_the_preempted_exit_code_with_time_to_save():
     assert preemption.PREEMPTED_EXIT_CODE == 143
 
 
+def test_the_dry_runs_show_the_spot_settings(capsys):
+    import yaml
+
+    from pipelines.cli.cloud_train import run_cloud_training
+    from tests.test_cloud_config import IMAGE, VERTEX_FLAGS, cli
+
+    args, run = cli([*VERTEX_FLAGS, "--strategy", "multi_worker_mirrored", "--spot", "--dry-run"])
+    assert run_cloud_training(args, run) == 0
+    scheduling = json.loads(capsys.readouterr().out)["jobSpec"]["scheduling"]
+    assert scheduling == {"restartJobOnWorkerRestart": True, "strategy": "SPOT"}
+    args, run = cli(
+        ["--target", "kubeflow", "--image", IMAGE, "--output", "gs://bucket/runs/k",
+         "--shards-dir", "gs://bucket/shards/digits", "--strategy", "multi_worker_mirrored",
+         "--spot", "--dry-run"]
+    )  # fmt: skip
+    assert run_cloud_training(args, run) == 0
+    job = yaml.safe_load(capsys.readouterr().out)
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        assert spec["restartPolicy"] == "ExitCode"
+        assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+    assert job["spec"]["runPolicy"]["backoffLimit"] == 3
+
+
 def test_a_rehearsal_restarts_a_preempted_replica_as_its_platform_would():
     from pipelines.cli.cloud_train import VERTEX_SPOT_RESTARTS, preempted_restarts
 
