@@ -34,6 +34,9 @@ MAX_SEED = 2**32 - 1
 # More epochs than any run needs: a larger number is a typo (and overflows the int64
 # a KFP pipeline parameter holds).
 MAX_EPOCHS = 1_000_000
+# Steps in one tf.function call: Keras truncates an execution at the epoch's end, so more
+# than an epoch's steps only names a number no run has.
+MAX_STEPS_PER_EXECUTION = 100_000
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,10 @@ class TrainingConfig:
         base_learning_rate: learning rate at `base_batch_size`; scaled linearly
             with the batch each update uses (Goyal et al., 2017).
         base_batch_size: the batch size `base_learning_rate` was tuned for.
+        scale_learning_rate: False keeps every rate as given, at any batch
+            (`--no-scale-learning-rate`; a model module's `SCALE_LEARNING_RATE = False`).
+        learning_rate_given: `base_learning_rate` was asked for (`--learning-rate`):
+            it replaces the rate of an optimizer a model module chose.
         warmup_epochs: epochs of linear learning-rate warm-up.
         seed: random seed for weights and shuffling.
         steps_per_execution: steps Keras runs per `tf.function` call; more
@@ -121,6 +128,8 @@ class TrainingConfig:
     per_replica_batch_size: int = 32
     base_learning_rate: float = 0.001
     base_batch_size: int = 32
+    scale_learning_rate: bool = True
+    learning_rate_given: bool = False
     warmup_epochs: int = 1
     seed: int = 42
     steps_per_execution: int = 1
@@ -416,8 +425,11 @@ def validate_run(config: RunConfig) -> None:
         raise ConfigError(f"learning rate must be a positive number, got {t.base_learning_rate}")
     if not 0 <= t.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {t.seed}")
-    if t.steps_per_execution < 1:
-        raise ConfigError(f"steps per execution must be at least 1, got {t.steps_per_execution}")
+    if not 1 <= t.steps_per_execution <= MAX_STEPS_PER_EXECUTION:
+        raise ConfigError(
+            f"steps per execution must be 1 to {MAX_STEPS_PER_EXECUTION:,}, got "
+            f"{t.steps_per_execution}"
+        )
     if t.warmup_epochs < 0:
         raise ConfigError(f"warm-up epochs must be 0 or more, got {t.warmup_epochs}")
     if t.precision not in PRECISIONS:

@@ -107,8 +107,9 @@ class EpochRecorder:
                 "seconds": seconds,
                 "resumed_at_step_of_epoch": self._steps_begun_at,
                 "examples_per_second": self.examples_per_epoch * share / seconds,
-                "loss": float(logs.get("loss", float("nan"))),
-                "accuracy": float(logs.get("accuracy", float("nan"))),
+                "loss": float(logs["loss"]) if "loss" in logs else None,
+                # None where the model has no accuracy (a regression).
+                "accuracy": float(logs["accuracy"]) if "accuracy" in logs else None,
                 "elapsed_s": previous + seconds,
                 # Every metric the model was compiled with (the user's too).
                 "metrics": {name: float(value) for name, value in logs.items()},

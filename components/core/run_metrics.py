@@ -20,13 +20,13 @@ job's machine spec, which the backend passes to every replica in
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.core import json_input
 from components.core.config import FLOAT32, PRECISIONS
 from components.core.errors import ConfigError
 
@@ -264,10 +264,7 @@ class RunMetrics:
 
     @classmethod
     def from_json(cls, text: str, source: str = "metrics") -> RunMetrics:
-        try:
-            raw = json.loads(text)
-        except ValueError as err:
-            raise ConfigError(f"{source}: not JSON ({err})") from None
+        raw = json_input.parse(text, source, "pass a metrics.json Strategist wrote")
         return cls.from_dict(raw, source)
 
 

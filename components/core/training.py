@@ -21,6 +21,7 @@ from typing import Any
 
 from components.core import (
     datasets,
+    divergence,
     evaluation,
     evaluation_page,
     model_build,
@@ -119,9 +120,18 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         attempt=restarts,
     )
     fit_ended = time.perf_counter()
-    weights_sha256 = _weights_digest(model)
+    # Read once, while every task is still here: under multi_worker_mirrored reading a
+    # sync-on-read variable (BatchNormalization's moving statistics) is an all-reduce that
+    # every task must join, and the other tasks leave once they have exported.
+    weights = model.get_weights()
+    weights_sha256 = _weights_digest(weights)
     model_build.uncompile_model_with_xla(model)
-    model_export.export_model(model, output_dir, config)
+    model_export.export_model(
+        model,
+        output_dir,
+        config,
+        serving=model_export.raw_serving(model, module.preprocess, manifest.input_spec),
+    )
     exported = time.perf_counter()
     if not role.is_chief:
         _finish_task(config.output_dir, output_dir, role, weights_sha256)
@@ -129,7 +139,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
 
     # Evaluated in this one process, without the strategy, by a copy compiled as the user chose.
     eval_model = model_build.build_compiled(config, manifest.input_spec, module).model
-    eval_model.set_weights(model.get_weights())
+    eval_model.set_weights(weights)
     result = evaluation.evaluate(
         eval_model,
         datasets.eval_dataset(
@@ -139,6 +149,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         ),
         manifest.input_spec,
     )
+    divergence.check_evaluation({**result.metrics, "loss": result.loss}, config.training.epochs)
     phases = {
         "startup": startup_s,
         "setup": fit_started - started,
@@ -262,7 +273,12 @@ def _fit(
         verbose=role.is_chief,
     )
     recorder.backup = backup
-    callbacks = [recorder.callback, backup]
+    # First: a diverged epoch is neither recorded nor checkpointed (`divergence`).
+    callbacks = [
+        divergence.stop_callback(config.training.base_learning_rate),
+        recorder.callback,
+        backup,
+    ]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
     callbacks.append(
@@ -294,7 +310,7 @@ def _metrics(
     steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
     history = {"loss": [r["loss"] for r in records]}
     for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
-        history[name] = [r.get("metrics", r).get(name, float("nan")) for r in records]
+        history[name] = [r.get("metrics", r).get(name) for r in records]
     return run_metrics.RunMetrics(
         strategy=config.cluster.strategy,
         model=config.model.name,
@@ -415,10 +431,11 @@ def _scratch_dir(output_dir: str, role: Role) -> str:
     return storage.join(output_dir, "_scratch", role.name)
 
 
-def _weights_digest(model) -> str:
+def _weights_digest(weights: list[Any]) -> str:
+    """A fingerprint of a model's weights (`model.get_weights()`), to compare tasks."""
     digest = hashlib.sha256()
-    for weights in model.get_weights():
-        digest.update(weights.tobytes())
+    for array in weights:
+        digest.update(array.tobytes())
     return digest.hexdigest()
 
 

@@ -16,12 +16,14 @@ import re
 import sys
 from typing import Any
 
+from components.core import cloud_ids
 from components.core.config import ConfigError, RunConfig
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
+from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.launch.remote import RemoteCallFailed
+from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
-from pipelines.cli.common import positive_int
+from pipelines.cli.common import bounded_int, positive_int
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -125,9 +127,9 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     )
     kube.add_argument(
         "--backoff-limit",
-        type=int,
+        type=bounded_int(0, 100),
         default=3,
-        help="pod restarts before the TFJob fails (default: 3)",
+        help="pod restarts before the TFJob fails, 0 to 100 (default: 3)",
     )
 
 
@@ -255,7 +257,7 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
     from components.core.launch.local import ClusterFailed, RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
-    from pipelines.cli.train import print_summary
+    from pipelines.cli.train_summary import print_summary
 
     try:
         with sigterm_raises():
@@ -290,7 +292,7 @@ def _print_dry_run(job: Any, cloud: CloudConfig) -> None:
         print(vertex.to_json(job))
         print(
             f"dry run: would create this CustomJob in {vertex.parent(cloud)} "
-            f"({cloud.region}-aiplatform.googleapis.com); nothing was sent",
+            f"({cloud_ids.vertex_endpoint(cloud.region)}); nothing was sent",
             file=sys.stderr,
         )
         return

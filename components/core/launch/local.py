@@ -16,8 +16,8 @@ What each fault does (docs/faults.md has the measured recovery times):
   parameter server of `parameter_server`, dies: every process is stopped and,
   within `RestartPolicy.cluster_restarts`, the whole cluster is started again
   on fresh ports; `BackupAndRestore` resumes from the last checkpoint;
-- a task exits with `CONFIG_ERROR_EXIT` (bad input it found): no restart, since
-  a restart would fail the same way.
+- a task exits with `CONFIG_ERROR_EXIT` (bad input it found) or `DIVERGED_EXIT`
+  (a non-finite loss): no restart, since a restart would fail the same way.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 
 from components.core import run_folder, run_metrics, sidecar, storage
 from components.core.config import ConfigError, RunConfig
+from components.core.divergence import DIVERGED_EXIT
 from components.core.launch import netns
 from components.core.launch.liveness import Liveness, StallWatch
 from components.core.launch.local_tasks import (
@@ -73,6 +74,8 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
+# How a trainer's own error line starts (components/core/trainer.py).
+_TASK_ERROR = "trainer: error: "
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -91,8 +94,37 @@ class ClusterFailed(RuntimeError):
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         if stalled_s:
             how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
+        # The task's own error line leads (the status's `error` keeps the first line).
+        own = [line for line in tail if line.startswith(_TASK_ERROR)]
+        if own:
+            how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
+        self.reason = f"{task} {how}" + (f": {error_line(tail)}" if error_line(tail) else "")
+
+
+# A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`,
+# `trainer: error: ...` (a refused module or config).
+_ERROR_LINE = re.compile(r"(^|[\s.])\w*(Error|Exception|Exit)\b.*:|\berror: ")
+
+
+def error_line(tail: list[str]) -> str:
+    """The task's own error from its last log lines: the last line that states one.
+
+    A Python traceback ends with the exception's line (TensorFlow's may follow it
+    with RPC detail that states no error). Empty when no line states an error
+    (a task killed by a signal).
+    """
+    for line in reversed(tail):
+        text = line.strip()
+        if text and _ERROR_LINE.search(text) and not text.startswith("File "):
+            return text if len(text) <= 500 else text[:497] + "..."
+    return ""
+
+    @property
+    def diverged(self) -> bool:
+        """The task stopped because training diverged (`divergence`)."""
+        return self.returncode == DIVERGED_EXIT
 
 
 @dataclass(frozen=True)
@@ -211,7 +243,9 @@ class LocalCluster(StallWatch):
             raise
         except BaseException as err:
             self.stop(grace_s=0)
-            self._status("failed", error=str(err).splitlines()[0])
+            # The failing task's own error line, not the heading of its log lines.
+            reason = getattr(err, "reason", None) or str(err).splitlines()[0]
+            self._status("failed", error=reason)
             raise
         finally:
             self.stop()
@@ -317,7 +351,9 @@ class LocalCluster(StallWatch):
                 )
                 continue
             failures = self.cluster_restarts - self.preempted_restarts
-            if code == CONFIG_ERROR_EXIT or failures >= self.restart.cluster_restarts:
+            # Bad input, or a divergence: a restart would end the same way.
+            final = code in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
+            if final or failures >= self.restart.cluster_restarts:
                 self._record_failure(failed, "run failed")
                 stalled_s = self._stalled_s if failed.stalled else 0.0
                 raise ClusterFailed(failed.name, code, list(failed.tail), stalled_s)
@@ -370,7 +406,7 @@ class LocalCluster(StallWatch):
     def _may_restart_alone(self, task: Task) -> bool:
         return (
             task.task_type in self.config.cluster.spec.restartable_alone
-            and task.process.returncode != CONFIG_ERROR_EXIT
+            and task.process.returncode not in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
             and task.restarts < self.restart.worker_restarts
         )
 
