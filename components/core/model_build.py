@@ -370,6 +370,44 @@ def compiled_metric_count(module: ModelModule, model: Any, spec: InputSpec) -> i
     return len(settings["metrics"])
 
 
+def module_callbacks(module: ModelModule, spec: InputSpec) -> list[Any]:
+    """The module's own `fit` callbacks (`callbacks(spec)`), checked; [] without the hook.
+
+    Raises:
+        ConfigError: not a list of tf_keras callbacks; a `BackupAndRestore` (Strategist
+            keeps its own, which resumes a restarted cluster: two would fight over the
+            epoch to resume); a callback that monitors a `val_` quantity (a run
+            validates on nothing during `fit`: the test split is scored after it).
+    """
+    import tf_keras as keras
+
+    if module.callbacks is None:
+        return []
+    given = model_module.call(module, "callbacks", spec)
+    where = f"callbacks of {module.where()}"
+    if not isinstance(given, (list, tuple)):
+        raise ConfigError(f"{where} returned {type(given).__name__}: return a list of callbacks")
+    for callback in given:
+        if not isinstance(callback, keras.callbacks.Callback):
+            raise ConfigError(
+                f"{where} returned {type(callback).__module__}.{type(callback).__name__}, not "
+                "a tf_keras callback: use tf_keras.callbacks (Keras 2)"
+            )
+        if isinstance(callback, keras.callbacks.BackupAndRestore):
+            raise ConfigError(
+                f"{where} returned a BackupAndRestore: Strategist backs up every epoch itself "
+                "and resumes from it after a restart (--restarts); remove yours"
+            )
+        monitor = getattr(callback, "monitor", None)
+        if isinstance(monitor, str) and monitor.startswith("val_"):
+            raise ConfigError(
+                f"{where}: {type(callback).__name__} monitors {monitor!r}, but fit has no "
+                f"validation data (the test split is scored after training): monitor "
+                f"{monitor.removeprefix('val_')!r}"
+            )
+    return list(given)
+
+
 def preflight(config: RunConfig, manifest) -> float:
     """Builds the run's model once here (CPU, no strategy) and runs one batch of real data.
 
@@ -403,6 +441,7 @@ def preflight(config: RunConfig, manifest) -> float:
                 ),
             )
             built = build_compiled(config, spec, module)
+            module_callbacks(module, spec)
             adapt_once.write(config.output_dir, built.adapted)
             by_name = datasets.inputs_by_name(manifest, built.model)
             batch = datasets.eval_dataset(

@@ -113,6 +113,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
+        model_build.module_callbacks(module, manifest.input_spec),
     )
     fit_ended = time.perf_counter()
     # Read once, while every task is still here: under multi_worker_mirrored reading a
@@ -219,11 +220,13 @@ def _fit(
     backup_dir: str,
     log_dir: str,
     preprocess=None,
+    module_callbacks=(),
 ):
     """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`.
 
     TensorBoard logs go to `log_dir` (`tensorboard_callback`); each example
-    goes through the model module's `preprocess`.
+    goes through the model module's `preprocess`; the module's own callbacks
+    (`model_build.module_callbacks`) run after Strategist's.
     """
     import tf_keras as keras
 
@@ -253,6 +256,7 @@ def _fit(
     callbacks.append(
         tensorboard_callback(storage.local_view(log_dir), recorder, config.training.profile_batches)
     )
+    callbacks.extend(module_callbacks)
     model.fit(
         dataset,
         epochs=config.training.epochs,
