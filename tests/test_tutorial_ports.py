@@ -215,7 +215,9 @@ def served_accuracy(model_dir: Path, manifest) -> float:
     from components.core import datasets
 
     serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
-    names = list(manifest.input_spec.features)
+    # Named as the data names its features; a model without preprocess serves under its
+    # own input's name.
+    names = list(serve.structured_input_signature[1])
     hits = total = 0
     for features, labels in datasets.eval_dataset(manifest):
         raw = {names[0]: features} if len(names) == 1 else features
