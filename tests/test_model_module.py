@@ -94,6 +94,11 @@ BAD_MODULES = {
         "Strategist backs up every epoch itself",
         None,
     ),
+    "preprocess-scales-the-images-again": (
+        GOOD_MODEL + "\ndef preprocess(image, label):\n    return image / 255.0, label\n",
+        "scales the images to at most 1/255: Strategist gives images as float32 in [0, 1]",
+        None,
+    ),
     "preprocess-breaks-the-input": (
         GOOD_MODEL + "\ndef preprocess(image, label):\n    return image[..., :0], label\n",
         "the model does not take the data",

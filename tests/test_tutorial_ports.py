@@ -221,7 +221,8 @@ def served_accuracy(model_dir: Path, manifest) -> float:
     hits = total = 0
     for features, labels in datasets.eval_dataset(manifest):
         raw = {names[0]: features} if len(names) == 1 else features
-        outputs = serve(**raw)["outputs"].numpy().reshape(-1)
+        (outputs,) = serve(**raw).values()  # `outputs`, or the model's own output name
+        outputs = outputs.numpy().reshape(-1)
         threshold = 0.5 if outputs.min() >= 0 and outputs.max() <= 1 else 0.0
         hits += int(np.sum((outputs > threshold).astype(np.int64) == labels.numpy()))
         total += len(outputs)

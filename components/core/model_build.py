@@ -448,6 +448,7 @@ def preflight(config: RunConfig, manifest) -> float:
                 manifest, "train", 2, preprocess=module.preprocess, by_name=by_name
             )
             features, labels = _first(batch, module)
+            _check_not_scaled_twice(manifest, module, features)
             try:
                 # Called first: a model built only now (no Input layer) shows its outputs,
                 # whose width is said plainly rather than as the loss's shape error.
@@ -466,6 +467,50 @@ def preflight(config: RunConfig, manifest) -> float:
         keras.mixed_precision.set_global_policy("float32")
         keras.backend.clear_session()
     return time.perf_counter() - started
+
+
+def _check_not_scaled_twice(manifest, module: ModelModule, inputs) -> None:
+    """Refuses a `preprocess` that divides images Strategist gives in [0, 1] by 255 again.
+
+    Strategist's image features are float32 in [0, 1]; a tutorial's own
+    `x / 255` kept in `preprocess` leaves the model inputs of at most 1/255,
+    on which it trains to a fraction of its accuracy.
+
+    Raises:
+        ConfigError: the images reach the model at most 1/255 where the data has
+            brighter pixels.
+    """
+    import numpy as np
+
+    from components.core.data_sources import IMAGE, RAW_UINT8
+
+    if module.preprocess is None or not any(
+        f.encoding in (IMAGE, RAW_UINT8) for f in manifest.features
+    ):
+        return
+    values = [np.asarray(t) for t in _flat_tensors(inputs) if t.dtype.is_floating]
+    peak = max((float(v.max()) for v in values if v.size), default=0.0)
+    if not 0.0 < peak <= 1.0 / 255 + 1e-6:
+        return
+    raw, _ = next(iter(_raw_examples(manifest)))
+    if max(float(np.asarray(t).max(initial=0.0)) for t in _flat_tensors(raw)) > 0.5:
+        raise ConfigError(
+            f"preprocess of {module.where()} scales the images to at most 1/255: Strategist "
+            "gives images as float32 in [0, 1] already (pixel / 255); drop your own / 255"
+        )
+
+
+def _flat_tensors(structure) -> list[Any]:
+    import tensorflow as tf
+
+    return tf.nest.flatten(structure)
+
+
+def _raw_examples(manifest):
+    """Two raw training examples (no `preprocess`)."""
+    from components.core import datasets
+
+    return datasets.eval_dataset(manifest, "train", 2)
 
 
 def _first(batch, module: ModelModule):
