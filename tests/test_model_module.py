@@ -356,7 +356,7 @@ def test_the_users_own_compile_reaches_the_trained_model_and_the_record_names_th
 def test_the_select_step_profiles_a_users_module_for_the_shards_examples(digits_shards):
     """The pipelines' select step sizes the user's model for the data it will train on."""
     from components.core.config import ModelConfig, RunConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     run = RunConfig(model=ModelConfig("digits_cnn_module", str(CNN_MODULE)))
     choice = choose_for_pipeline(
@@ -379,8 +379,8 @@ def test_the_select_step_charges_the_metrics_the_runs_model_compiles(digits_shar
     built-in's default accuracy; the user's own accuracy and top2_accuracy) and its tensors,
     and charges 3 gRPC rings more per metric between two CPU workers."""
     from components.core.config import ModelConfig, RunConfig
-    from components.core.selection.step_time import CPU_RING_HOP_S
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.selection.links import CPU_RING_HOP_S
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choose(model: ModelConfig) -> tuple[dict, dict]:
         choice = choose_for_pipeline(
