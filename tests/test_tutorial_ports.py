@@ -175,7 +175,7 @@ def test_tutorial_ports_train_evaluate_and_export_on_real_clusters(
             *STRATEGY_FLAGS[strategy],
             "--model-module", str(TUTORIALS / f"{port}.py"),
             "--shards-dir", digits_shards,
-            "--epochs", "3",
+            "--epochs", "8",
         ],
         tmp_path / port,
     )  # fmt: skip

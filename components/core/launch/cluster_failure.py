@@ -29,7 +29,7 @@ class ClusterFailed(RuntimeError):
         own = [line for line in tail if line.startswith(_TASK_ERROR)]
         if own:
             how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
-        elif error_line(tail):
+        elif returncode > 0 and not stalled_s and error_line(tail):
             how = f"{how}: {error_line(tail)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
@@ -41,7 +41,7 @@ class ClusterFailed(RuntimeError):
 
 
 # A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`.
-_ERROR_LINE = re.compile(r"(^|[\s.])\w*(Error|Exception|Exit)\b.*:|\berror: ")
+_ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b[^:]*:")
 
 
 def error_line(tail: list[str]) -> str:
