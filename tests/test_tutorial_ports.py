@@ -162,9 +162,10 @@ def train(argv: list[str], out: Path) -> dict:
     "port, strategy",
     [
         ("timeseries_fcn", "multi_worker_mirrored"),  # BatchNorm after the workers leave
-        ("mnist_convnet_one_hot", "parameter_server"),
-        ("quickstart_subclassed", "mirrored"),
-        ("custom_train_step", "multi_worker_mirrored"),
+        # The rest run in `make test-heavy`: the in-process test above covers their contract.
+        pytest.param("mnist_convnet_one_hot", "parameter_server", marks=pytest.mark.heavy),
+        pytest.param("quickstart_subclassed", "mirrored", marks=pytest.mark.heavy),
+        pytest.param("custom_train_step", "multi_worker_mirrored", marks=pytest.mark.heavy),
     ],
 )
 def test_tutorial_ports_train_evaluate_and_export_on_real_clusters(
@@ -230,7 +231,13 @@ def served_accuracy(model_dir: Path, manifest) -> float:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("port", list(CSV_PORTS))
+@pytest.mark.parametrize(
+    "port",
+    [
+        "structured_data_preprocessing",
+        pytest.param("text_vectorization_end_to_end", marks=pytest.mark.heavy),
+    ],
+)
 def test_adapted_preprocessing_trains_on_a_cluster_and_the_export_serves_raw_rows(
     port, tutorial_csvs, tmp_path
 ):
