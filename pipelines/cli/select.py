@@ -9,7 +9,6 @@ import math
 from collections.abc import Sequence
 
 from components.core import model_profile
-from components.core.checkpoint_interval import EPOCH
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
@@ -17,14 +16,12 @@ from components.core.models import MODELS
 from components.core.selection import model_family
 from components.core.selection.step_time import TRAINER_COMPILED_METRICS
 from components.core.selection.topology import (
-    ASSUMED_EPOCH_S,
     CPU_NAMES,
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
     HETEROGENEITY_SLOWDOWN,
-    RESTART_S,
 )
-from pipelines.cli import arg_types, common
+from pipelines.cli import arg_types, common, preemption_flags
 
 # `--heterogeneous` without a factor: the slowdown is assumed, and the reasons say so
 # (not a string: argparse would pass a string const through `type`).
@@ -122,29 +119,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="fp32",
         help="fp32 or mixed (FP16/BF16 tensor cores) (default: fp32)",
     )
-    hw.add_argument("--preemptible", action="store_true", help="Spot/preemptible machines")
-    hw.add_argument(
-        "--preemptions-per-machine-hour",
-        type=float,
-        help="expected preemptions of one preemptible machine per hour, below "
-        f"{3600 / RESTART_S:g} (each restart takes about {RESTART_S:.0f} s, so "
-        f"{3600 / RESTART_S:g} an hour leave no time to train; default: 1/24, "
-        "Compute Engine ends preemptible VMs within 24 h)",
-    )
-    hw.add_argument(
-        "--checkpoint-every",
-        default=EPOCH,
-        metavar="STEPS|DURATION",
-        help="with --preemptible: how often the run writes its checkpoint, as train's flag "
-        "(STEPS, or DURATION 90s/10m/2h); each preemption loses the restart and half this "
-        "interval, from the predicted step time (default: epoch, at each epoch's end)",
-    )
-    hw.add_argument(
-        "--examples-per-epoch",
-        type=arg_types.positive_int,
-        help="with --preemptible: examples in one epoch, which time a per-epoch checkpoint "
-        f"(default: an epoch assumed to take {ASSUMED_EPOCH_S:.0f} s)",
-    )
+    preemption_flags.add_preemption_arguments(hw)
     hw.add_argument(
         "--input-examples-per-second",
         type=float,

@@ -10,6 +10,7 @@ from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import achievable_tflops
 from components.core.selection.links import link_bandwidth_gbps, network_path_share, ring_link
 from components.core.selection.machine_speeds import machine_slowdowns, preemption_rate
+from components.core.selection.percent import pct, pct_shown
 from components.core.selection.prediction import (
     PS_HOST_MEMORY_GB,
     Prediction,
@@ -31,28 +32,6 @@ from components.core.selection.step_time import (
 )
 from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Topology, device
 from components.core.strategy_spec import spec_for
-
-
-def pct(x: float) -> str:
-    """`x` as a whole percentage, e.g. `42%`."""
-    return f"{x:.0%}"
-
-
-def pct_shown(x: float) -> str:
-    """`x` as a percentage that shows it is not 0: whole from 1% on, else two
-    significant digits (`0.31%`)."""
-    if x == 0 or abs(x) >= 0.01:
-        return pct(x)
-    return f"{x * 100:.2g}%"
-
-
-def pct_against(x: float, threshold: float) -> str:
-    """`x` as a percentage with the fewest decimals that keep it on its side of
-    `threshold`: 0.4978 against 0.5 is `49.8%`, never `50%`."""
-    decimals = 0
-    while decimals < 6 and (round(x * 100, decimals) < threshold * 100) != (x < threshold):
-        decimals += 1
-    return f"{x:.{decimals}%}"
 
 
 def slower_machines_phrase(topology: Topology) -> str:
