@@ -14,6 +14,8 @@ import datetime
 import json
 import os
 import re
+import secrets
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -377,12 +379,17 @@ def _validate_vertex(cloud: CloudConfig) -> None:
             )
 
 
-def _validate_kubeflow(cloud: CloudConfig) -> None:
-    if not _DNS_LABEL.match(cloud.namespace) or len(cloud.namespace) > 63:
+def validate_namespace(namespace: str) -> None:
+    """Refuses a name that cannot be a Kubernetes namespace (a DNS label)."""
+    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
         raise ConfigError(
-            f"--namespace {cloud.namespace!r} is not a Kubernetes namespace name "
+            f"--namespace {namespace!r} is not a Kubernetes namespace name "
             "(lowercase letters, digits and '-')"
         )
+
+
+def _validate_kubeflow(cloud: CloudConfig) -> None:
+    validate_namespace(cloud.namespace)
     if cloud.job_name and (not _DNS_LABEL.match(cloud.job_name) or len(cloud.job_name) > 63):
         raise ConfigError(
             f"--job-name {cloud.job_name!r}: a TFJob name is at most 63 lowercase "
@@ -529,24 +536,26 @@ def copy_file(source: str, target: str, what: str) -> None:
 MODULE_DIR = run_folder.STAGED_MODULE_DIR
 
 
-def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
-    """The environment of every training process of the job.
+def trainer_env(run: RunConfig, cloud: CloudConfig, pool: Pool | None = None) -> dict[str, str]:
+    """The environment of the training processes of `pool` (default: of the machines
+    that compute gradients).
 
-    `TRAINER_ENV`, plus the job's platform and the machine spec of the machines
-    that compute gradients, so the run's record states the hardware it ran on
-    (`run_metrics.detect_hardware`).
+    `TRAINER_ENV`, plus the job's platform and the pool's machine spec, so the run's
+    record states the hardware it ran on (`run_metrics.detect_hardware`): a CPU
+    pool's processes carry no accelerator.
     """
     from components.core import run_metrics
 
-    gradient_pool = next(p for p in layout(run, cloud) if p.role in run.cluster.spec.gradient_roles)
+    if pool is None:
+        pool = next(p for p in layout(run, cloud) if p.role in run.cluster.spec.gradient_roles)
     env = {
         **TRAINER_ENV,
         run_metrics.PLATFORM_ENV: cloud.target,
-        run_metrics.MACHINE_TYPE_ENV: gradient_pool.machine_type,
+        run_metrics.MACHINE_TYPE_ENV: pool.machine_type,
     }
-    if gradient_pool.gpus:
+    if pool.gpus:
         env[run_metrics.ACCELERATOR_ENV] = cloud.accelerator.name
-        env[run_metrics.ACCELERATORS_ENV] = str(gradient_pool.gpus)
+        env[run_metrics.ACCELERATORS_ENV] = str(pool.gpus)
     if cloud.reduction_server:
         env[reduction_server.JOB_ENV] = "1"
     return env
@@ -560,11 +569,16 @@ def trainer_args(run: RunConfig, cloud: CloudConfig) -> list[str]:
 
 
 def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None = None) -> str:
-    """`--job-name`, else `strategist-<strategy>-<YYYYmmdd-HHMMSS>` (a valid DNS label)."""
+    """`--job-name`, else `strategist-<strategy>-<yymmdd-HHMMSS>-<4 random characters>`.
+
+    The random part keeps two submissions of the same second apart; the whole is a
+    DNS-1035 label short enough for the TFJob's longest replica Service name.
+    """
     if cloud.job_name:
         return cloud.job_name
-    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
-    return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}"
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%y%m%d-%H%M%S")
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+    return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}-{suffix}"
 
 
 def google_credentials() -> Any:
