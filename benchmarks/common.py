@@ -199,7 +199,7 @@ def run_cluster(
     Raises:
         RuntimeError: a task failed or the run timed out (with its log's tail).
     """
-    from components.core.launch.local import plan_tasks, task_environment
+    from components.core.launch.local_tasks import plan_tasks, task_environment
 
     processes: list[tuple[str, subprocess.Popen, str]] = []
     try:

@@ -1,6 +1,6 @@
 """KFP component: compare strategies side by side (fan-in of the training runs)."""
 
-from typing import List  # noqa: UP035  (KFP resolves typing.List artifact lists)
+from typing import List, NamedTuple  # noqa: UP035  (KFP resolves typing.List artifact lists)
 
 from kfp.dsl import HTML, Artifact, Input, Markdown, Output
 
@@ -12,9 +12,9 @@ def compare_strategies(
     summary: Output[Markdown],
     plots: Output[Artifact],
     recommendation_json: str = "{}",
-    target_accuracy: float = 0.9,
+    target_value: float = 0.9,
     target_metric: str = "accuracy",
-):
+) -> NamedTuple("Verdict", winner=str, speedup_over_runner_up=float):
     """Compares training runs: throughput, scaling, time to accuracy, quality and cost.
 
     Writes comparison.json (each run with speed-up, scaling efficiency, time to
@@ -25,7 +25,7 @@ def compare_strategies(
     Args:
         runs: the metrics.json of each training run.
         recommendation_json: what strategy selection recommended, for the record.
-        target_accuracy: the training value of target_metric "time to target" is
+        target_value: the training value of target_metric "time to target" is
             measured to.
         target_metric: accuracy, loss, or any metric the runs record per epoch
             (losses and errors are reached from above).
@@ -35,6 +35,10 @@ def compare_strategies(
         report: the HTML report, readable in the KFP UI.
         summary: the summary table as Markdown.
         plots: a folder of PNG plots.
+        winner: the winning strategy's name, or "" when no winner is clear.
+        speedup_over_runner_up: the leader's steady-state throughput over the
+            runner-up's (0.0 with a single strategy), for CI or the training
+            pipeline to read.
     """
     import json
 
@@ -43,7 +47,7 @@ def compare_strategies(
 
     built = core.build_report(
         core.load_metrics(run.path for run in runs),
-        target_accuracy=target_accuracy,
+        target_value=target_value,
         target_metric=target_metric,
         recommendation=json.loads(recommendation_json or "{}") or None,
     )
@@ -54,3 +58,4 @@ def compare_strategies(
     }
     for name, data in core.render_files(built).items():
         storage.write_bytes(destinations.get(name) or storage.join(plots.path, name), data)
+    return (built["winner"] or "", float(built["speedup_over_runner_up"] or 0.0))

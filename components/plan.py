@@ -19,6 +19,6 @@ def plan_runs(clusters: List[dict], repeats: int = 1) -> List[dict]:  # noqa: UP
             kfp.local 2.17 runs a dsl.ParallelFor over a task's output only
             when the output has that name.)
     """
-    from components.core.config import interleaved_runs
+    from components.core.comparison.planning import interleaved_runs
 
     return interleaved_runs(clusters, repeats)

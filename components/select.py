@@ -20,7 +20,7 @@ def select_strategy(
 ) -> NamedTuple("Choice", strategy=str, cluster=dict, recommendation_json=str):
     """Chooses a tf.distribute strategy and cluster layout for the hardware and model.
 
-    With the run config's strategy `auto` the cost model's recommendation is
+    With the run config's strategy `auto` the step-time model's recommendation is
     used; otherwise the run config's cluster is kept and the recommendation is
     reported beside it. The reasons, with predicted step times split into
     compute and communication, become a Markdown artifact.

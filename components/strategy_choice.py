@@ -20,11 +20,7 @@ from components.core.config import (
 )
 from components.core.model_profile import profile_for
 from components.core.selection import Topology, recommend
-from components.core.selection.topology import (
-    TRAINER_COMPILED_METRICS,
-    keras_step_scalar_all_reduces,
-    precision_of_policy,
-)
+from components.core.selection.topology import precision_of_policy
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,6 @@ def choose_for_pipeline(
     config = validate_pipeline_run(run_config)
     strategy = config.cluster.strategy
     profile = profile_for(config.model, shards_dir)
-    metrics = profile.compiled_metrics
     topology = Topology(
         machines=machines,
         gpus_per_machine=gpus_per_machine,
@@ -79,9 +74,6 @@ def choose_for_pipeline(
         jit_compile=config.training.jit_compile,
         preemptible=preemptible,
         all_reduce_pack_mb=config.cluster.all_reduce_pack_mb,
-        step_scalar_all_reduces=keras_step_scalar_all_reduces(
-            TRAINER_COMPILED_METRICS if metrics is None else metrics
-        ),
     )
     model_name = config.model.name
     rec = recommend(

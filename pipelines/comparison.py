@@ -13,8 +13,10 @@ from components.registry import build_components
 from pipelines.scheduling import LOCAL_DEVICES, GpuPlacement, place_training, spec_defaults
 
 DEFAULT_STRATEGIES = list(COMPARED_BY_DEFAULT)
-# The comparison's run: the recommendation's strategy is only recorded, never trained.
-DEFAULT_RUN_CONFIG = RunConfig(cluster=cluster_for("mirrored")).to_pipeline_parameter()
+# The comparison's run without a cluster: each train step gets its own (`clusters`).
+DEFAULT_RUN_CONFIG = {
+    key: section for key, section in RunConfig().to_pipeline_parameter().items() if key != "cluster"
+}
 
 
 def default_clusters(devices: int = LOCAL_DEVICES) -> list[dict]:
@@ -32,12 +34,15 @@ DEFAULT_CLUSTERS = default_clusters()
 
 
 class ComparisonOutputs(NamedTuple):
-    """What the comparison pipeline returns: the compare step's artifacts."""
+    """What the comparison pipeline returns: the compare step's artifacts and its verdict
+    (`winner`, "" when none is clear, and `speedup_over_runner_up`) as scalars."""
 
     comparison: Artifact
     report: HTML
     summary: Markdown
     plots: Artifact
+    winner: str
+    speedup_over_runner_up: float
 
 
 def build_comparison_pipeline(
@@ -82,13 +87,21 @@ def build_comparison_pipeline(
         network_path: str = "host",
         preemptible: bool = False,
         async_ok: bool = False,
-        target_accuracy: float = 0.9,
+        target_value: float = 0.9,
         target_metric: str = "accuracy",
         backend: str = defaults.backend,
         cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
         rehearse: bool = False,
         repeats: int = 1,
-    ) -> NamedTuple("Outputs", comparison=Artifact, report=HTML, summary=Markdown, plots=Artifact):
+    ) -> NamedTuple(
+        "Outputs",
+        comparison=Artifact,
+        report=HTML,
+        summary=Markdown,
+        plots=Artifact,
+        winner=str,
+        speedup_over_runner_up=float,
+    ):
         """Trains the same model on the same data with each cluster and compares them.
 
         Args:
@@ -103,7 +116,7 @@ def build_comparison_pipeline(
             network_path: target network path, host or overlay (for the recommendation).
             preemptible: target machines are Spot/preemptible (for the recommendation).
             async_ok: asynchronous updates are acceptable (for the recommendation).
-            target_accuracy: the training value of target_metric that time-to-target
+            target_value: the training value of target_metric that time-to-target
                 is measured to (an accuracy, or a loss or error to get below).
             target_metric: accuracy, loss, or any metric the runs record per epoch.
             backend: where training runs: local (on the train step's machine),
@@ -114,6 +127,15 @@ def build_comparison_pipeline(
                 of its cloud job on its own machine instead (docs/cloud.md).
             repeats: how many times each strategy trains, interleaved (s1, s2,
                 s1, s2); the report shows the median and spread of each.
+
+        Returns:
+            comparison: comparison.json, every run and the verdict.
+            report: the HTML report.
+            summary: the Markdown summary.
+            plots: the PNG plots.
+            winner: the winning strategy, or "" when no winner is clear.
+            speedup_over_runner_up: the leader's steady-state throughput over the
+                runner-up's.
         """
         shard = c.shard_dataset(run_config=run_config)
         shard.set_display_name("shard data")
@@ -149,7 +171,7 @@ def build_comparison_pipeline(
         compared = c.compare_strategies(
             runs=dsl.Collected(trained.outputs["metrics_json"]),
             recommendation_json=recommendation.outputs["recommendation_json"],
-            target_accuracy=target_accuracy,
+            target_value=target_value,
             target_metric=target_metric,
         )
         compared.set_display_name("compare strategies")
@@ -159,6 +181,8 @@ def build_comparison_pipeline(
             report=compared.outputs["report"],
             summary=compared.outputs["summary"],
             plots=compared.outputs["plots"],
+            winner=compared.outputs["winner"],
+            speedup_over_runner_up=compared.outputs["speedup_over_runner_up"],
         )
 
     return comparison

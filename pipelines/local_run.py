@@ -39,6 +39,10 @@ _TASK_OUTPUT = re.compile(r"^ {4}(?P<line>.*)$")
 # The chief's per-epoch line, as the local launcher prefixes it.
 _EPOCH = re.compile(r"^\[chief(-0)?\] (?P<line>(resuming at )?epoch \d+/\d+.*)$")
 _TAIL_LINES = 25
+# Off a terminal, the longest the console stays quiet while a task runs: a CI log that
+# says nothing for minutes looks hung. Checked every `_HEARTBEAT_POLL` seconds.
+HEARTBEAT_SECONDS = 8.0
+_HEARTBEAT_POLL = 0.5
 
 
 @dataclass
@@ -66,6 +70,8 @@ class _Task:
     started: float
     strategy: str | None = None
     tail: collections.deque = None  # type: ignore[assignment]
+    announced: bool = False
+    last_epoch: str | None = None
 
     def __post_init__(self):
         self.tail = collections.deque(maxlen=_TAIL_LINES)
@@ -86,7 +92,9 @@ class TaskProgress(logging.Filter):
     `strategy` of the model it evaluates) and the chief's epoch lines.
 
     On a terminal the running task is one line rewritten in place; elsewhere
-    (CI logs, files) every epoch is a line of its own.
+    (CI logs, files) a task's start, each epoch and its end are lines of their
+    own, and a heartbeat line says what runs whenever nothing was printed for
+    `HEARTBEAT_SECONDS` (`start_heartbeat`).
     """
 
     def __init__(self, console: TextIO, total: int | None = None, *, rewrite: bool = False):
@@ -108,6 +116,9 @@ class TaskProgress(logging.Filter):
         self._places = 0
         self._executor_input: list[str] | None = None
         self._status_shown = False
+        self._last_line = time.perf_counter()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         with self.lock:
@@ -123,6 +134,7 @@ class TaskProgress(logging.Filter):
             task, self.current = self.current, None
             seconds = time.perf_counter() - task.started
             status = match["status"]
+            self._announce(task)
             self.timings.append(TaskTiming(task.name, seconds, status, task.label))
             if status == "SUCCESS":
                 self._line(f"{self._place(task)} {task.label} ... {seconds:.1f} s")
@@ -149,13 +161,50 @@ class TaskProgress(logging.Filter):
                     task.strategy = _strategy_of("\n".join(self._executor_input))
                     self._executor_input = None
                     self._status("...")
+                    self._announce(task)
             elif _EXECUTOR_INPUT.search(text):
                 self._executor_input = []
             elif epoch := _EPOCH.match(text):
+                task.last_epoch = epoch["line"].split(":")[0]
                 if self.rewrite:
                     self._status(f"... {epoch['line']}")
                 else:
                     self._line(f"      {task.strategy or task.name} {epoch['line']}")
+
+    def _announce(self, task: _Task) -> None:
+        """Off a terminal, the task's start line, once its strategy is known (or at its end)."""
+        if not self.rewrite and not task.announced:
+            task.announced = True
+            self._line(f"{self._place(task)} {task.label} ... started")
+
+    def start_heartbeat(self) -> None:
+        """Off a terminal, prints what runs whenever the console was quiet too long."""
+        if self.rewrite or self._heartbeat is not None:
+            return
+        self._heartbeat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._stop.set()
+            self._heartbeat.join()
+            self._heartbeat = None
+
+    def _beat(self) -> None:
+        while not self._stop.wait(_HEARTBEAT_POLL):
+            with self.lock:
+                task = self.current
+                now = time.perf_counter()
+                if task is None or now - self._last_line < HEARTBEAT_SECONDS:
+                    continue
+                doing = (
+                    f"after {task.last_epoch}"
+                    if task.last_epoch
+                    else "starting the cluster"
+                    if task.name == "train"
+                    else "running"
+                )
+                self._line(f"      {task.label} ... {now - task.started:.0f} s, {doing}")
 
     def _place(self, task: _Task) -> str:
         return f"[{task.place}/{self.total}]" if self.total else f"[{task.place}]"
@@ -172,6 +221,7 @@ class TaskProgress(logging.Filter):
             self._status_shown = False
         self.console.write(text + "\n")
         self.console.flush()
+        self._last_line = time.perf_counter()
 
 
 def _strategy_of(executor_input: str) -> str | None:
@@ -324,6 +374,7 @@ def run_locally(
     )
     root = logging.getLogger()
     root.addFilter(progress)
+    progress.start_heartbeat()
     try:
         with (
             open(log_path or os.devnull, "a") as log_file,
@@ -334,6 +385,7 @@ def run_locally(
         ):
             result = pipeline_func(**arguments)
     finally:
+        progress.stop_heartbeat()
         root.removeFilter(progress)
     return result, progress.timings
 

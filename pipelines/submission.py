@@ -253,9 +253,12 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     """Refuses a run config (or clusters) the trainer would refuse, before sending."""
     from components.core.config import validate_pipeline_run
 
-    accuracy = typed.get("target_accuracy")
-    if accuracy is not None and not 0 < accuracy <= 1:
-        raise ConfigError(f"--param target_accuracy must be above 0 and at most 1, got {accuracy}")
+    accuracy = typed.get("target_value")
+    on_accuracy = typed.get("target_metric", "accuracy") == "accuracy"
+    if accuracy is not None and on_accuracy and not 0 < accuracy <= 1:
+        raise ConfigError(
+            f"--param target_value must be above 0 and at most 1 for accuracy, got {accuracy}"
+        )
     repeats = typed.get("repeats")
     if repeats is not None and repeats < 1:
         raise ConfigError(f"--param repeats must be at least 1 (runs per strategy), got {repeats}")

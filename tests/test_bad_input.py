@@ -609,8 +609,8 @@ BAD_FILE_CASES = {
     # --param values meet the pipeline's own validation before any request
     "submit-param-target-accuracy-2": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
-         "--param", "target_accuracy=2"),
-        "target_accuracy must be above 0 and at most 1",
+         "--param", "target_value=2"),
+        "target_value must be above 0 and at most 1",
     ),
     "submit-param-repeats-0": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
@@ -663,7 +663,7 @@ def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
     import argparse
 
     from components.core.config import ClusterConfig, RunConfig
-    from components.core.launch.local import check_machine_size
+    from components.core.launch.preflight import check_machine_size
     from pipelines.cli import common
 
     config = RunConfig(cluster=ClusterConfig("parameter_server", workers=4, ps=1))  # 6 tasks
@@ -682,10 +682,10 @@ def test_the_machine_size_bound_gives_the_numbers_and_yields_to_oversubscribe():
 def test_an_unprepared_dataset_offline_is_refused_before_any_step(
     command, tmp_path, monkeypatch, capsys
 ):
-    from components.core import datasets
+    from components.core.datasets import resolution
 
     # Port 1 on loopback refuses at once: the real probe, deterministically offline.
-    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    monkeypatch.setattr(resolution, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
     out, data_dir = tmp_path / "out", tmp_path / "tfds"
     data_dir.mkdir()
     argv = [command, "--local", "--dataset", "mnist", "--epochs", "1"]

@@ -85,11 +85,11 @@ def evaluate_saved_model(model_dir: str, shards_dir: str):
     trainer: compiled as the run compiled it, from the run config saved beside it."""
     import tf_keras as keras
 
-    from components.core import datasets, evaluation, model_build, models, training
+    from components.core import datasets, evaluation, model_build, model_export, models
     from components.core.config import RunConfig
 
     manifest = datasets.load_manifest(shards_dir)
-    config = RunConfig.from_dict(training.saved_run_config(model_dir))
+    config = RunConfig.from_dict(model_export.saved_run_config(model_dir))
     module = models.resolve(config.model)
     model = model_build.build_compiled(config, manifest.input_spec, module).model
     model.set_weights(keras.models.load_model(model_dir, compile=False).get_weights())

@@ -168,7 +168,8 @@ def test_bad_compile_input_exits_2_and_writes_nothing(tmp_path, capsys, extra, m
 
 def test_the_run_plan_interleaves_every_strategys_repeats():
     """`plan_runs`, the comparison's run order: s1, s2, s1, s2, so drift hits both alike."""
-    from components.core.config import ConfigError, interleaved_runs
+    from components.core.comparison.planning import interleaved_runs
+    from components.core.config import ConfigError
     from components.plan import plan_runs
 
     clusters = [{"strategy": "mirrored"}, {"strategy": "parameter_server"}]
@@ -221,11 +222,11 @@ GOLDEN = {
             "run_config": "STRUCT", "clusters": "LIST", "machines": "NUMBER_INTEGER",
             "gpus_per_machine": "NUMBER_INTEGER", "gpu": "STRING",
             "network_gbps": "NUMBER_DOUBLE", "network_path": "STRING",
-            "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "target_accuracy": "NUMBER_DOUBLE",
+            "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "target_value": "NUMBER_DOUBLE",
             "target_metric": "STRING", "backend": "STRING", "cloud_config": "STRUCT",
             "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER",
         },
-        "outputs": {},
+        "outputs": {"winner": "STRING", "speedup_over_runner_up": "NUMBER_DOUBLE"},
     },
 }  # fmt: skip
 

@@ -186,7 +186,7 @@ def test_numeric_tfds_label_is_a_regression(tfds_dir):
 
 def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):
     # Port 1 on loopback refuses at once: the real probe, deterministically offline.
-    monkeypatch.setattr(datasets, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
+    monkeypatch.setattr(datasets.resolution, "_DOWNLOAD_PROBE", ("127.0.0.1", 1))
     started = time.perf_counter()
     with pytest.raises(ConfigError, match="cannot be downloaded.*--data-dir"):
         datasets.shard_dataset("mnist", str(tmp_path / "s"), data_dir=str(tfds_dir))
@@ -195,14 +195,14 @@ def test_download_fails_fast_when_unreachable(tfds_dir, monkeypatch, tmp_path):
 
 
 def test_pre_launch_check_follows_how_each_strategy_reads(one_file_manifest, tmp_path):
-    from components.core import training
+    from components.core import batching
     from components.core.config import ClusterConfig, DataConfig, RunConfig
 
     def config(cluster):
         return RunConfig(data=DataConfig(shards_dir=one_file_manifest.root), cluster=cluster)
 
     # Parameter-server workers each read the whole split: one file feeds them all.
-    training.check_fits(config(ClusterConfig("parameter_server", 3, 1)), one_file_manifest)
+    batching.check_fits(config(ClusterConfig("parameter_server", 3, 1)), one_file_manifest)
     # Multi-worker mirrored workers read their own files: one is too few for two.
     with pytest.raises(ConfigError, match="--num-shards 2"):
-        training.check_fits(config(ClusterConfig("multi_worker_mirrored", 2)), one_file_manifest)
+        batching.check_fits(config(ClusterConfig("multi_worker_mirrored", 2)), one_file_manifest)

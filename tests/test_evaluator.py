@@ -7,7 +7,8 @@ import json
 import pytest
 
 from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
-from components.core.launch.local import LocalCluster, plan_tasks
+from components.core.launch.local import LocalCluster
+from components.core.launch.local_tasks import plan_tasks
 from components.core.strategies import Role
 from tests.conftest import trainer_pids
 

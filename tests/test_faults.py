@@ -23,14 +23,9 @@ from pathlib import Path
 import pytest
 
 from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
-from components.core.launch.local import (
-    HOST,
-    ClusterFailed,
-    Liveness,
-    LocalCluster,
-    RestartPolicy,
-    plan_tasks,
-)
+from components.core.launch.liveness import Liveness
+from components.core.launch.local import ClusterFailed, LocalCluster, RestartPolicy
+from components.core.launch.local_tasks import HOST, plan_tasks
 from components.core.signals import sigterm_raises
 from components.core.trainer import RESTARTS_ENV
 from tests.conftest import pids_with_environ, trainer_pids
@@ -800,7 +795,7 @@ def test_the_scan_above_finds_a_planted_shell_string(tmp_path):
 def test_epoch_records_survive_a_restart_once_per_epoch(tmp_path):
     """A record written just before a kill (its checkpoint not yet saved) is replaced
     when the resumed run redoes that epoch; elapsed time continues from the kept ones."""
-    from components.core.training import EpochRecorder
+    from components.core.epoch_records import EpochRecorder
 
     log = str(tmp_path / "epochs.json")
     first = EpochRecorder(log, examples_per_epoch=100, epochs=4, verbose=False)

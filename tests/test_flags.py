@@ -75,7 +75,7 @@ OTHER_FLAGS = {
     "--devices": "the older name of --gpus-per-machine, hidden (test_one_name_one_meaning...)",
     "--all-reduce-pack-mb": "cluster.all_reduce_pack_mb, multi_worker_mirrored's packs "
     "(test_all_reduce_pack_mb_reaches_the_cluster_config here; a real 2-worker step: "
-    "test_selection.py::test_strategists_multi_worker_mirrored_all_reduces_...)",
+    "test_step_time.py::test_strategists_multi_worker_mirrored_all_reduces_...)",
 }
 # `compare` only: the strategies it runs and the target hardware it records a
 # recommendation for (not run settings); the rest are the shared run flags.

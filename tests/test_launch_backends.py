@@ -84,9 +84,9 @@ def test_a_local_task_never_inherits_the_launchers_tf_config(monkeypatch):
     given (a rehearsal's replicas take theirs from the job). What real tasks get (TRAINER_ENV,
     their TF_CONFIG, the restarts so far) is read from /proc in tests/test_faults.py
     (test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup)."""
-    from components.core.launch import local
+    from components.core.launch import local_tasks
 
     monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
     tf_config = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker"}})
-    assert local.task_environment(tf_config)["TF_CONFIG"] == tf_config
-    assert "TF_CONFIG" not in local.task_environment(None)  # one process: no cluster
+    assert local_tasks.task_environment(tf_config)["TF_CONFIG"] == tf_config
+    assert "TF_CONFIG" not in local_tasks.task_environment(None)  # one process: no cluster

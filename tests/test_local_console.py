@@ -5,6 +5,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+from pathlib import Path
+
+import pytest
 
 from pipelines.comparison import DEFAULT_CLUSTERS, build_comparison_pipeline
 from pipelines.local_run import TaskProgress, _LogStream, count_tasks
@@ -58,14 +62,17 @@ def test_task_lines_name_the_place_and_the_strategy_of_the_loop_item():
     _run_task(progress, "train", TRAIN_INPUTS, EPOCHS)
     _run_task(progress, "evaluate", EVALUATE_INPUTS)
     lines = console.getvalue().splitlines()
-    assert lines[0].startswith("[1/3] shard-dataset ... ") and lines[0].endswith(" s")
-    assert lines[1:3] == [
+    assert lines[0] == "[1/3] shard-dataset ... started"
+    assert lines[1].startswith("[1/3] shard-dataset ... ") and lines[1].endswith(" s")
+    assert lines[2:5] == [
+        "[2/3] train parameter_server ... started",  # named at its start, before its epochs
         "      parameter_server epoch 1/2: loss 2.1  accuracy 0.31  1.69s  831 examples/s",
         "      parameter_server epoch 2/2: loss 1.1  accuracy 0.84  0.35s  4033 examples/s",
     ]
-    assert lines[3].startswith("[2/3] train parameter_server ... ")
-    assert lines[4].startswith("[3/3] evaluate parameter_server ... ")
-    assert len(lines) == 5  # no executor input, no launcher line
+    assert lines[5].startswith("[2/3] train parameter_server ... ")
+    assert lines[6] == "[3/3] evaluate parameter_server ... started"
+    assert lines[7].startswith("[3/3] evaluate parameter_server ... ")
+    assert len(lines) == 8  # no executor input, no launcher line
     labels = [(t.name, t.label, t.status) for t in progress.timings]
     assert labels == [
         ("shard-dataset", "shard-dataset", "SUCCESS"),
@@ -131,3 +138,77 @@ def test_verbose_shows_everything_live_as_well():
     shown = console.getvalue()
     assert "Got executor_input" in shown and "[chief-0] epoch 1/2" in shown
     assert "[1/1] train parameter_server ... " in shown
+
+
+def test_off_a_terminal_a_quiet_task_gets_a_heartbeat(monkeypatch):
+    import time
+
+    from pipelines import local_run
+
+    monkeypatch.setattr(local_run, "HEARTBEAT_SECONDS", 0.3)
+    monkeypatch.setattr(local_run, "_HEARTBEAT_POLL", 0.05)
+    console = io.StringIO()
+    progress = TaskProgress(console, total=1)
+    progress.start_heartbeat()
+    try:
+        progress.filter(_record("Executing task 'train'"))
+        for line in _executor_input(TRAIN_INPUTS):
+            progress.on_output(line)
+        time.sleep(1.0)  # the cluster starts, printing nothing
+        progress.on_output("    " + EPOCHS[1])
+        time.sleep(0.5)
+        progress.filter(_record("Task 'train' finished with status SUCCESS"))
+    finally:
+        progress.stop_heartbeat()
+    lines = console.getvalue().splitlines()
+    assert lines[0] == "[1/1] train parameter_server ... started"
+    assert (
+        lines[1].startswith("      train parameter_server ... ")
+        and "s, starting the cluster" in lines[1]
+    )
+    assert any(line.endswith("s, after epoch 1/2") for line in lines)
+    # A terminal rewrites its line instead: no heartbeat lines.
+    terminal = TaskProgress(Terminal(), total=1, rewrite=True)
+    terminal.start_heartbeat()
+    assert terminal._heartbeat is None
+
+
+@pytest.mark.cluster
+def test_piped_compare_names_every_task_at_its_start_and_is_never_quiet_long(tmp_path):
+    """As CI sees it: a pipe, no terminal. parameter_server's cluster (4 processes) is the
+    slowest to start."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    argv = [
+        str(Path(sys.executable).parent / "strategist"), "compare",
+        "--strategies", "parameter_server", "--epochs", "1", "--output", str(tmp_path / "out"),
+    ]  # fmt: skip
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[tuple[float, str]] = []
+
+    def read() -> None:
+        for line in process.stdout:
+            seen.append((time.monotonic(), line.rstrip("\n")))
+
+    reader = threading.Thread(target=read)
+    started = time.monotonic()
+    reader.start()
+    assert process.wait(timeout=600) == 0, "\n".join(line for _, line in seen)
+    reader.join()
+    lines = [line for _, line in seen]
+    text = "\n".join(lines)
+    for task in ("plan-runs", "shard-dataset", "select-strategy", "train parameter_server",
+                 "evaluate parameter_server", "compare-strategies"):  # fmt: skip
+        start = next(i for i, line in enumerate(lines) if line.endswith(f"{task} ... started"))
+        end = next(
+            i for i, line in enumerate(lines) if re.search(rf"{task} \.\.\. [\d.]+ s$", line)
+        )
+        assert start < end, text
+    times = [started] + [t for t, _ in seen]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert max(gaps) <= 10.0, (max(gaps), text)
+    assert max(len(line) for line in lines if str(tmp_path) not in line) <= 100, text
+    assert re.search(r"train parameter_server \.\.\. \d+ s, starting the cluster", text), text

@@ -20,8 +20,8 @@ from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine, holding
 from components.core.hardware import get_gpu
-from components.core.selection import Topology, evidence, load_evidence, recommend
-from components.core.selection.cost_model import FITTED, server_state_bytes
+from components.core.selection import Topology
+from components.core.selection.step_time import FITTED, server_state_bytes
 from pipelines.cli import main
 from pipelines.cli.cloud_train import add_cloud_arguments
 
@@ -66,9 +66,6 @@ def test_train_and_select_give_servers_the_same_machine_type_by_default():
     add_cloud_arguments(parser)
     assert parser.parse_args([]).ps_machine_type == DEFAULT_PS_MACHINE_TYPE
     assert Topology().ps_machine_type == DEFAULT_PS_MACHINE_TYPE == "n1-standard-8"
-    # the published runs' servers ran at a worker machine's rate, and are costed so
-    topology, _ = evidence.case_topology(load_evidence()[0])
-    assert topology.ps_machine_type is None
 
 
 def test_servers_move_what_their_machine_sends_not_the_gpu_machines_nics(capsys):
@@ -86,7 +83,7 @@ def test_servers_move_what_their_machine_sends_not_the_gpu_machines_nics(capsys)
     assert ps["predicted"]["examples_per_second"] < doc["predicted"]["examples_per_second"]
 
 
-def test_a_larger_ps_machine_type_reaches_the_cost_model_and_the_bill(capsys):
+def test_a_larger_ps_machine_type_reaches_the_step_time_and_the_bill(capsys):
     argv = [*A100_CLUSTER, "--prices"]
     small = _select(capsys, [*argv, "--ps-machine-type", "n1-standard-4"])
     large = _select(capsys, [*argv, "--ps-machine-type", "n1-standard-32"])
@@ -129,7 +126,6 @@ def test_servers_holding_a_large_share_are_costed_on_a_larger_shape():
     assert server_network_gbps(Topology(1, 8, "v100", network_gbps=10), share) == 32
     # only where train runs them on the worker's host do they share it
     assert server_machine(Topology(1, 8, "cpu"), share) is None
-    assert server_machine(Topology(1, 8, "v100", ps_machine_type=None), share) is None
 
 
 @pytest.mark.parametrize(
@@ -212,12 +208,6 @@ def test_one_gpu_machines_price_has_the_servers_and_the_chief(capsys):
     assert worker == pytest.approx(2.92, abs=0.01)  # what it was priced at alone
     servers = machines["n1-standard-32"]["usd_per_hour"] + machines["n1-standard-8"]["usd_per_hour"]
     assert _hourly(doc) == pytest.approx(worker + servers, rel=1e-4)
-    # over the servers' 32 Gbit/s egress, slower than over the machine's own PCIe
-    shared = Topology(1, 4, "t4", ps_machine_type=None)
-    model = model_profile.profile_model("mlp").with_sparse_embedding(4_000_000_000)
-    ps = next(p for p in recommend(shared, model).alternatives + [recommend(shared, model).chosen]
-              if p.strategy == "parameter_server")  # fmt: skip
-    assert doc["predicted"]["communication_s"] > ps.communication_s
     # a --ps-machine-type reaches one machine's servers too
     big = _select(capsys, [*argv, "--ps-machine-type", "n1-standard-64"])
     servers = machines["n1-standard-64"]["usd_per_hour"] * 2  # servers and chief

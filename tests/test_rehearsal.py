@@ -20,7 +20,7 @@ from components.core import run_metrics
 from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
 from components.core.launch import build_cloud_job
 from components.core.launch.cloud import TRAINER_COMMAND, CloudConfig, trainer_args
-from components.core.launch.local import Task
+from components.core.launch.local_tasks import Task
 from components.core.launch.rehearsal import (
     GCS_ROOT_ENV,
     RehearsalCluster,

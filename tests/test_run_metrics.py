@@ -13,8 +13,8 @@ from components.core.launch import cloud as cloudlib
 from components.core.model_profile import profile_model
 from components.core.run_metrics import Hardware, RunMetrics
 from components.core.selection import Topology, load_history, recommend
+from tests.selection_helpers import RESNET101
 from tests.test_cloud_config import make_cloud, make_run
-from tests.test_selection import RESNET101
 
 
 def a_record(**overrides) -> RunMetrics:

@@ -251,12 +251,12 @@ def test_model_export_uploads_a_savedmodel_with_its_marker_last(gs, uploads, tmp
     import numpy as np
     import tf_keras as keras
 
-    from components.core import launch, training
+    from components.core import launch, model_export
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     run = f"{gs}/run"
-    training._export(model, run, RunConfig())
-    exported = f"{run}/{training.MODEL_DIR_NAME}"
+    model_export.export_model(model, run, RunConfig())
+    exported = f"{run}/{model_export.MODEL_DIR_NAME}"
     puts = [target for name, target in uploads if name == "put_file"]
     assert puts[-1] == f"{exported}/{storage.TREE_MARKER}"[len("gs://") :]
     assert any(p.endswith("/saved_model.pb") for p in puts)
@@ -266,7 +266,7 @@ def test_model_export_uploads_a_savedmodel_with_its_marker_last(gs, uploads, tmp
 
     # A second export first withdraws the marker, then replaces the tree.
     uploads.clear()
-    training._export(model, run, RunConfig())
+    model_export.export_model(model, run, RunConfig())
     assert uploads[0] == ("rm_file", f"{exported}/{storage.TREE_MARKER}"[len("gs://") :])
     assert uploads[-1][1].endswith(storage.TREE_MARKER)
 
@@ -306,7 +306,7 @@ def test_trees_tree_listing_and_removal(gs, tmp_path):
 def test_a_history_folder_on_gs_is_every_comparison_json_under_it(gs, tmp_path):
     """`select --history gs://.../runs` finds each run's comparison.json however deep."""
     from components.core import selection
-    from tests.test_selection import _comparison
+    from tests.selection_helpers import _comparison
 
     for run, eps in (("b-compare/nested", 3000.0), ("a-compare", 6000.0)):
         local = _comparison(tmp_path, f"{eps:.0f}.json", [("parameter_server", eps)])
@@ -365,7 +365,7 @@ def test_a_rehearsal_serves_gs_from_a_local_folder_that_tensorflow_reads(
 def test_a_rehearsed_export_is_published_file_by_file_as_in_the_cloud(monkeypatch, tmp_path):
     import tf_keras as keras
 
-    from components.core import atomic, training
+    from components.core import atomic, model_export
 
     monkeypatch.setenv(storage.LOCAL_ROOT_ENV, str(tmp_path))
 
@@ -374,13 +374,15 @@ def test_a_rehearsed_export_is_published_file_by_file_as_in_the_cloud(monkeypatc
 
     monkeypatch.setattr(atomic, "staged_dir", no_folder_rename)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    training._export(model, "gs://b/run", RunConfig())
-    exported = tmp_path / "b" / "run" / training.MODEL_DIR_NAME
+    model_export.export_model(model, "gs://b/run", RunConfig())
+    exported = tmp_path / "b" / "run" / model_export.MODEL_DIR_NAME
     assert (exported / storage.TREE_MARKER).is_file()
     assert keras.models.load_model(str(exported), compile=False) is not None
     # Vertex AI's gcsfuse form of the same bucket: no folder rename either.
-    training._export(model, "/gcs/b/vertex-run", RunConfig())
-    assert (tmp_path / "b" / "vertex-run" / training.MODEL_DIR_NAME / storage.TREE_MARKER).is_file()
+    model_export.export_model(model, "/gcs/b/vertex-run", RunConfig())
+    assert (
+        tmp_path / "b" / "vertex-run" / model_export.MODEL_DIR_NAME / storage.TREE_MARKER
+    ).is_file()
 
 
 def test_a_trainer_given_gs_paths_trains_under_a_rehearsal(tmp_path, tfds_dir):
@@ -498,9 +500,9 @@ _ALLOWED = {
     ("training.py", "open", '"/proc/uptime"'),
     ("run_metrics.py", "open", '"/proc/cpuinfo"'),
     ("run_metrics.py", "open", '"/proc/meminfo"'),
-    ("launch/local.py", "os.listdir", '"/proc/driver/nvidia/gpus"'),
-    ("launch/local.py", "open", 'f"/proc/{pid}/stat"'),
-    ("launch/local.py", "open", '"/proc/meminfo"'),
+    ("launch/preflight.py", "os.listdir", '"/proc/driver/nvidia/gpus"'),
+    ("launch/liveness.py", "open", 'f"/proc/{pid}/stat"'),
+    ("launch/preflight.py", "open", '"/proc/meminfo"'),
     # Programs on PATH (dpkg-query; unshare, nsenter), not files of the user's.
     ("reduction_server.py", "shutil.which", '"dpkg-query"'),
     ("launch/netns.py", "shutil.which", "tool"),
@@ -508,8 +510,6 @@ _ALLOWED = {
     ("launch/netns.py", ".open", "os"),
     # Whether this process runs inside a Vertex AI task (its gcsfuse mount point).
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
-    # The published scaling cases bundled with the package (components/core/data/).
-    ("selection/evidence.py", ".read_text", "Path(path)"),
     ("model_profile.py", ".read_text", "BUNDLED_PATH"),
     # Shard files, written into `storage.staged_tree`'s local staging folder (published by it).
     ("tfrecord.py", "open", "path"),

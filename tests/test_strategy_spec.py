@@ -8,7 +8,7 @@ import pytest
 
 from components.core.config import ClusterConfig, ConfigError, cluster_for
 from components.core.launch import kubeflow, vertex
-from components.core.launch.local import plan_tasks
+from components.core.launch.local_tasks import plan_tasks
 from components.core.strategy_spec import STRATEGIES, spec_for
 from tests.test_cloud_config import make_cloud, make_run
 

@@ -16,6 +16,7 @@ import pytest
 
 from components.core import data_sources, datasets, tfrecord
 from components.core.config import ConfigError, DataConfig
+from components.core.datasets import shard_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,14 +25,14 @@ def _records() -> list[bytes]:
     """Records of every kind of length: empty, one byte, one longer than 64 KiB, Examples."""
     rng = np.random.default_rng(7)
     image = rng.integers(0, 256, (8, 8, 1), dtype=np.uint8)
-    mixed = datasets._example(
+    mixed = shard_files._example(
         {
-            "x": datasets._float_feature([0.5, -1.25, 3e-8]),
-            "name": datasets._bytes_feature([b"seven", b""]),
-            "y": datasets._int_feature([7, -1, 2**40]),
+            "x": shard_files._float_feature([0.5, -1.25, 3e-8]),
+            "name": shard_files._bytes_feature([b"seven", b""]),
+            "y": shard_files._int_feature([7, -1, 2**40]),
         }
     )
-    return [b"", b"x", rng.bytes(70_000), datasets._image_example(image, 3), mixed]
+    return [b"", b"x", rng.bytes(70_000), shard_files._image_example(image, 3), mixed]
 
 
 def _tensorflow_writes(path: Path, records: list[bytes]) -> bytes:

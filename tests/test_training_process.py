@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from components.core import training
+from components.core import epoch_records, learning_rate, training
 
 
 def test_process_age_of_a_fresh_process_is_within_its_wall_time():
@@ -60,11 +60,11 @@ def test_input_iterator_outlives_fit_and_still_serves_batches():
 
 
 def test_tensorboard_logs_go_under_the_output_or_where_vertex_ai_says(monkeypatch):
-    monkeypatch.delenv(training.TENSORBOARD_ENV, raising=False)
-    assert training.tensorboard_log_dir("/runs/a") == "/runs/a/tensorboard"
+    monkeypatch.delenv(epoch_records.TENSORBOARD_ENV, raising=False)
+    assert epoch_records.tensorboard_log_dir("/runs/a") == "/runs/a/tensorboard"
     # Vertex AI gives a gs:// folder; TensorFlow writes it through the job's gcsfuse mount.
-    monkeypatch.setenv(training.TENSORBOARD_ENV, "gs://bucket/logs/run-1")
-    assert training.tensorboard_log_dir("/runs/a") == "/gcs/bucket/logs/run-1"
+    monkeypatch.setenv(epoch_records.TENSORBOARD_ENV, "gs://bucket/logs/run-1")
+    assert epoch_records.tensorboard_log_dir("/runs/a") == "/gcs/bucket/logs/run-1"
 
 
 def _schedule_ops(step_device: str) -> list:
@@ -73,7 +73,7 @@ def _schedule_ops(step_device: str) -> list:
 
     from components.core.config import RunConfig, TrainingConfig
 
-    schedule = training.make_learning_rate(
+    schedule = learning_rate.make_learning_rate(
         RunConfig(training=TrainingConfig(warmup_epochs=1)), 32, 10
     )
     with tf.Graph().as_default() as graph:

@@ -1,7 +1,7 @@
 """The hardware vocabulary shared by the selector and the cloud launchers.
 
 One table names each GPU the way users say it (`--gpu a100`), and gives what
-the cost model needs (peak throughput, memory, the link between GPUs of one
+the step-time model needs (peak throughput, memory, the link between GPUs of one
 machine) and what the clouds need (the Vertex AI accelerator type and machine
 types, the GKE accelerator label).
 """

@@ -10,9 +10,11 @@ becomes one `ConfigError` line here.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-from components.core.errors import ConfigError
+from components.core import storage
+from components.core.errors import ConfigError, ReportError
 
 # The largest JSON file a user may hand in (a comparison of many runs is well under 1 MiB).
 MAX_BYTES = 64 << 20
@@ -41,3 +43,29 @@ def parse(data: bytes | str, where: str, remedy: str) -> Any:
         ) from None
     except RecursionError:
         raise ConfigError(f"{where} nests too deeply to be read; {remedy}") from None
+
+
+def read_json(path: str | os.PathLike[str], role: str) -> Any:
+    """Reads one JSON file a user hands in.
+
+    Args:
+        path: the file (local, `/gcs/` or `gs://`).
+        role: what the file is for, used in error messages (`metrics`,
+            `price table`, `report`, `baseline`).
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        ReportError: when the file is missing, unreadable or not valid JSON.
+    """
+    try:
+        data = storage.read_bytes(path, limit=MAX_BYTES)
+    except FileNotFoundError:
+        raise ReportError(f"{role} {path}: file not found") from None
+    except OSError as err:
+        raise ReportError(f"{role} {path}: cannot read it ({err.strerror or err})") from None
+    try:
+        return parse(data, f"{role} {path}", f"pass the {role} JSON file")
+    except ConfigError as err:
+        raise ReportError(str(err)) from None

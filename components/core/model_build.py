@@ -339,7 +339,7 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
     """The optimizer with its learning rate scaled to `batch` and warmed up; what changed.
 
     The optimizer's own rate is taken as the rate at `training.base_batch_size`
-    and scaled linearly (Goyal et al., 2017, as `training.make_learning_rate`);
+    and scaled linearly (Goyal et al., 2017, as `learning_rate.make_learning_rate`);
     a new optimizer of the same class and config carries the schedule. A rate
     that is already a schedule is the user's plan and is kept.
 
@@ -348,7 +348,7 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
     """
     import tf_keras as keras
 
-    from components.core.training import make_learning_rate
+    from components.core.learning_rate import make_learning_rate
 
     optimizer = _inner(optimizer)
     rate = getattr(optimizer, "learning_rate", None)

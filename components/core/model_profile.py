@@ -51,7 +51,7 @@ class ModelProfile:
         flops_per_example: forward-pass FLOPs for one example (2 x MACs).
         activation_bytes_per_example: bytes of layer outputs one example keeps
             for back-propagation (float32): the summed layer outputs, of which the
-            cost model takes the share frameworks really keep, unless
+            step-time model takes the share frameworks really keep, unless
             `kept_activations_given`.
         largest_variable_params: parameters of the largest single variable.
         sparse_embedding_params: parameters in sparse embedding tables (part of
@@ -352,7 +352,7 @@ PUBLISHED_PROFILES: dict[str, ModelProfile] = {
 
 # Registry models' profiles, counted once by `write_bundled` (run
 # `python -m components.core.model_profile` after changing a registry model or the
-# counting rules; tests/test_selection.py checks the file against a live count), so
+# counting rules; tests/test_model_profile.py checks the file against a live count), so
 # that sizing a registry model needs no TensorFlow.
 BUNDLED_PATH = Path(__file__).parent / "data" / "model_profiles.json"
 BUNDLED_CLASSES = 10

@@ -399,7 +399,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
 
 def check_machine_size(args: argparse.Namespace, config: RunConfig) -> None:
     """Refuses a local cluster this machine cannot hold, unless `--oversubscribe`."""
-    from components.core.launch.local import check_machine_size as check
+    from components.core.launch.preflight import check_machine_size as check
 
     if not args.oversubscribe:
         check(config)

@@ -170,7 +170,7 @@ def settings(args: argparse.Namespace) -> dict:
             that the flags and the shards' manifest show.
     """
     from components.core.hardware import get_gpu
-    from components.core.launch.local import check_rehearsal
+    from components.core.launch.preflight import check_rehearsal
 
     clusters = _clusters(args)
     # Data, model and batch flags are shared; each strategy gets its own cluster.
@@ -198,14 +198,15 @@ def settings(args: argparse.Namespace) -> dict:
     get_gpu(args.gpu)
     if args.shards_dir:
         base = _on_shards(base, args)
+    run_config = {k: v for k, v in base.to_pipeline_parameter().items() if k != "cluster"}
     return {
-        "run_config": base.to_pipeline_parameter(),
+        "run_config": run_config,  # each strategy's cluster is in `clusters`
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
         "machines": args.machines,
         "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").devices_per_worker,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
-        "target_accuracy": target_value(args),
+        "target_value": target_value(args),
         "target_metric": args.target_metric,
         "backend": "local",
         "repeats": args.repeats,
@@ -370,11 +371,9 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
     print()
-    print(comparison.summary_table(report))
-    print(f"pipeline wall time {wall:.1f}s; {len(timings)} tasks")
-    print(f"\noutput: {output}")
-    for name in [*report_files, "timings.json", LOG_NAME]:
-        print(f"  {name}")
+    print(comparison.summary_table(report), end="")
+    print(f"{len(timings)} tasks in {wall:.1f} s. Why, the rule, hardware, plots: report.html,")
+    print(f"summary.md and {len(report_files) - 2} more files in {output}")
     return 0
 
 

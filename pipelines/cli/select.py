@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -12,13 +13,13 @@ from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import GPUS, INTERCONNECT_GBPS
 from components.core.models import MODELS
-from components.core.selection.cost_model import RESTART_COST_S
+from components.core.selection.step_time import TRAINER_COMPILED_METRICS
 from components.core.selection.topology import (
     CPU_NAMES,
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
     HETEROGENEITY_SLOWDOWN,
-    TRAINER_COMPILED_METRICS,
+    RESTART_COST_S,
 )
 from pipelines.cli import common
 
@@ -39,7 +40,7 @@ say that the model needs model parallelism) for a cluster and a model, with the
 layout (workers, parameter servers), the predicted step time split into compute
 and communication for every candidate, and the reasons in plain sentences.
 
-The cost model and its calibration on published scaling results are described
+The step-time model and its calibration on published scaling results are described
 in docs/selection.md. Measured throughput from comparison.json files on the
 same hardware (--history) outranks the prediction. Exits 2 on invalid input.
 """
@@ -335,7 +336,7 @@ def _check_model_flags_apply(args: argparse.Namespace, registry: Sequence[str]) 
 
 def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str, int], ...]]:
     """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (the fastest at `precision`, of
-    equal speed the one with the most memory (`cost_model.machine_rank`), mix).
+    equal speed the one with the most memory (`step_time.machine_rank`), mix).
 
     Raises:
         ConfigError: for a mix entry that is not `NAME:MACHINES`.
@@ -350,7 +351,7 @@ def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str
                 f"--gpu {value!r}: write a mix as NAME:MACHINES,..., e.g. a100:2,t4:6"
             )
         mix.append((name.strip().lower(), int(count)))
-    from components.core.selection.cost_model import machine_rank
+    from components.core.selection.step_time import machine_rank
 
     # the first machine's GPU, whatever order the mix is written in
     fastest = min(mix, key=lambda gc: machine_rank(gc[0], precision))[0]
@@ -365,8 +366,8 @@ def _load_prices(args: argparse.Namespace):
     """
     if args.prices is None and args.objective != "cost":
         return None
-    from components.core.comparison.errors import ReportError
-    from components.core.comparison.pricing import load_prices
+    from components.core.errors import ReportError
+    from components.core.prices import load_prices
 
     try:
         return load_prices(args.prices or None)
@@ -449,7 +450,6 @@ def run_select(args: argparse.Namespace) -> int:
         jit_compile=args.jit_compile,
         network_path=args.network_path or "host",
         all_reduce_pack_mb=args.all_reduce_pack_mb,
-        step_scalar_all_reduces=selection.keras_step_scalar_all_reduces(args.compiled_metrics),
         ps_machine_type=(
             DEFAULT_PS_MACHINE_TYPE if args.ps_machine_type is None else args.ps_machine_type
         ),
@@ -459,7 +459,7 @@ def run_select(args: argparse.Namespace) -> int:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
     history = selection.load_history(args.history)
     prices = _load_prices(args)
-    profile = build_profile(args)
+    profile = dataclasses.replace(build_profile(args), compiled_metrics=args.compiled_metrics)
     rec = selection.recommend(
         topology,
         profile,

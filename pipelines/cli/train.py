@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 
-from components.core import datasets, run_folder, speed_options, storage, training
+from components.core import batching, datasets, run_folder, speed_options, storage
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
@@ -141,13 +141,9 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from components.core.launch.local import (
-        ClusterFailed,
-        Liveness,
-        RestartPolicy,
-        check_rehearsal,
-        run_local,
-    )
+    from components.core.launch.liveness import Liveness
+    from components.core.launch.local import ClusterFailed, RestartPolicy, run_local
+    from components.core.launch.preflight import check_rehearsal
 
     output = common.default_output_dir("train") if args.output is None else args.output
     run_folder.check_destination(output)
@@ -169,7 +165,7 @@ def _run_local(args: argparse.Namespace) -> int:
         manifest = read_shards(args.shards_dir, verify_records=True)
     else:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
-    training.check_fits(config, manifest)
+    batching.check_fits(config, manifest)
     if config.model.module:
         from components.core import model_build, model_module
 

@@ -3,7 +3,7 @@
 `build_report` turns the `metrics.json` records of several training runs into
 the content of `comparison.json`: each record gains its speed-up and scaling
 efficiency against a baseline run, the wall-clock time it took to reach a
-target accuracy and an estimated cost from an editable price table; repeated
+target value and an estimated cost from an editable price table; repeated
 runs of a strategy become one result with their medians and spread; a winner
 is chosen with a reason in plain words, only when it is clear. `write_report` writes that content as
 JSON, a self-contained HTML page (plots embedded, no external resources, so
@@ -14,7 +14,8 @@ regressed.
 One concept per module:
 
 - `pricing`: the price table and the cost of one run.
-- `analysis`: derived numbers, baseline, winner and `build_report`.
+- `analysis`: derived numbers, baseline and `build_report`.
+- `verdict`: the winner, only when the measurements can tell (`decide`).
 - `repeats`: a strategy's repeated runs as one result, median and spread.
 - `summary`: the plain-text table and the Markdown summary, with their notes.
 - `plots`: the PNG plots.
@@ -27,13 +28,7 @@ Pure Python and matplotlib (Agg canvas, no pyplot); never imports TensorFlow
 or KFP.
 """
 
-from components.core.comparison.analysis import (
-    EQUAL_QUALITY,
-    build_report,
-    choose_baseline,
-    choose_winner,
-    time_to_target,
-)
+from components.core.comparison.analysis import build_report, choose_baseline, time_to_target
 from components.core.comparison.errors import ReportError
 from components.core.comparison.files import (
     REPORT_HTML,
@@ -77,7 +72,6 @@ from components.core.comparison.summary import TEXT_COLUMNS as _TEXT_COLUMNS
 __all__ = [
     "DEFAULT_PRICES_PATH",
     "DISPLAY_PRECISION",
-    "EQUAL_QUALITY",
     "PLOT_FILES",
     "REPORT_HTML",
     "REPORT_JSON",
@@ -91,7 +85,6 @@ __all__ = [
     "StrategyCheck",
     "build_report",
     "choose_baseline",
-    "choose_winner",
     "estimate_cost",
     "gate",
     "load_metrics",

@@ -146,7 +146,7 @@ def _meta(report: Mapping[str, Any]) -> str:
             subject,
             "target "
             + target_words(
-                report.get("target_metric") or "accuracy", report.get("target_accuracy", 0)
+                report.get("target_metric") or "accuracy", report.get("target_value", 0)
             ),
             f"generated {escape(str(report.get('generated_at', '')))}",
         )

@@ -176,9 +176,9 @@ def _plot_history(report: Mapping[str, Any], metric: str, title: str, ylabel: st
             label=r["name"],
         )
         plotted = True
-        if metric == "accuracy" and r.get("time_to_target_accuracy_s") is not None:
-            t = r["time_to_target_accuracy_s"]
-            y = values[elapsed.index(t)] if t in elapsed else report["target_accuracy"]
+        if metric == "accuracy" and r.get("time_to_target_s") is not None:
+            t = r["time_to_target_s"]
+            y = values[elapsed.index(t)] if t in elapsed else report["target_value"]
             ax.plot(
                 [t],
                 [y],
@@ -189,13 +189,13 @@ def _plot_history(report: Mapping[str, Any], metric: str, title: str, ylabel: st
                 markeredgewidth=0.6,
                 linestyle="none",
             )
-    if metric == "accuracy" and report.get("target_accuracy") is not None:
+    if metric == "accuracy" and report.get("target_value") is not None:
         ax.axhline(
-            report["target_accuracy"],
+            report["target_value"],
             color="#111827",
             linestyle="--",
             linewidth=1,
-            label=f"target {pct(report['target_accuracy'])} (★ = reached)",
+            label=f"target {pct(report['target_value'])} (★ = reached)",
         )
     if plotted:
         ax.legend(fontsize=8, frameon=False)

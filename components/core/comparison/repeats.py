@@ -21,7 +21,7 @@ from components.core.comparison.values import round_or_none
 SPREAD_KEYS: dict[str, int | None] = {
     "seconds_per_epoch": 3,
     "examples_per_second": 3,
-    "time_to_target_accuracy_s": 3,
+    "time_to_target_s": 3,
     "eval_quality": None,
     "estimated_cost_usd": None,  # as estimated (to the micro-dollar)
 }
@@ -97,7 +97,7 @@ def combine(runs: list[dict], quality: str) -> dict:
     the medians over all runs.
 
     Args:
-        runs: the strategy's runs, each with `time_to_target_accuracy_s`,
+        runs: the strategy's runs, each with `time_to_target_s`,
             `estimated_cost_usd` and `eval_quality` already derived.
         quality: the record key of the test metric the winner is judged on
             (`eval_accuracy`, or `eval_metrics.<metric>`).

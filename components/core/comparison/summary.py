@@ -16,20 +16,34 @@ def _accuracy(value: float) -> str:
     return f"{100 * value:.2f}%"
 
 
-# The columns of every results table: record key, heading, cell format.
+# The columns of every results table: record key, heading, cell format. Every time
+# says which time it is: time to target from the start of fit, time inside epochs.
 TEXT_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("name", "Strategy", str),
     ("num_replicas", "Replicas", lambda v: f"{v:d}"),
-    ("examples_per_second", "Examples/s", lambda v: f"{v:,.1f}"),
+    ("examples_per_second", "Steady examples/s", lambda v: f"{v:,.1f}"),
     ("speedup", "Speed-up", lambda v: f"{v:.2f}×"),
     ("scaling_efficiency", "Scaling eff.", lambda v: f"{100 * v:.1f}%"),
-    ("time_to_target_accuracy_s", "To target (s)", lambda v: f"{v:.1f}"),
+    ("time_to_target_s", "To target (s from fit start)", lambda v: f"{v:.1f}"),
     ("eval_accuracy", "Eval accuracy", _accuracy),
     ("eval_loss", "Eval loss", lambda v: f"{v:.4f}"),
-    ("wall_seconds", "Wall (s)", lambda v: f"{v:.1f}"),
-    ("seconds_per_epoch", "Wall/epoch (s)", lambda v: f"{v:.2f}"),
-    ("estimated_cost_usd", "Est. cost", lambda v: usd(v)),
+    ("wall_seconds", "In epochs (s)", lambda v: f"{v:.1f}"),
+    ("seconds_per_epoch", "Per epoch (s)", lambda v: f"{v:.2f}"),
+    ("estimated_cost_usd", "Cost of epochs", lambda v: usd(v)),
 )
+
+# The console's narrower table (at most 100 columns): record key, heading, cell format.
+CONSOLE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("name", "Strategy", str),
+    ("num_replicas", "Replicas", lambda v: f"{v:d}"),
+    ("examples_per_second", "Steady ex/s", lambda v: f"{v:,.0f}"),
+    ("speedup", "Speed-up", lambda v: f"{v:.2f}×"),
+    ("time_to_target_s", "To target s", lambda v: f"{v:.1f}"),
+    ("eval_quality", "Eval", lambda v: f"{v:.4g}"),
+    ("wall_seconds", "Epochs s", lambda v: f"{v:.1f}"),
+    ("estimated_cost_usd", "Cost", lambda v: usd(v)),
+)
+CONSOLE_WIDTH = 100
 
 # Decimal places the HTML/Markdown cells show, for checking them against the JSON.
 DISPLAY_PRECISION = {
@@ -37,7 +51,7 @@ DISPLAY_PRECISION = {
     "examples_per_second": 1,
     "speedup": 2,
     "scaling_efficiency": 3,  # shown as a percentage with one decimal
-    "time_to_target_accuracy_s": 1,
+    "time_to_target_s": 1,
     "eval_accuracy": 4,  # shown as a percentage with two decimals
     "eval_loss": 4,
     "wall_seconds": 1,
@@ -47,16 +61,16 @@ DISPLAY_PRECISION = {
 
 # The measures whose spread over repeated runs is shown: `spread` key, heading, format.
 SPREAD_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
-    ("seconds_per_epoch", "Wall/epoch (s)", lambda v: f"{v:.2f}"),
-    ("examples_per_second", "Examples/s", lambda v: f"{v:,.0f}"),
-    ("time_to_target_accuracy_s", "To target (s)", lambda v: f"{v:.1f}"),
+    ("seconds_per_epoch", "Per epoch (s)", lambda v: f"{v:.2f}"),
+    ("examples_per_second", "Steady examples/s", lambda v: f"{v:,.0f}"),
+    ("time_to_target_s", "To target (s)", lambda v: f"{v:.1f}"),
     ("eval_quality", "Eval quality", lambda v: f"{v:.4g}"),
 )
 
 
 # What a missing value means, where it is not simply unknown.
 _MISSING = {
-    "time_to_target_accuracy_s": "not reached",
+    "time_to_target_s": "not reached",
     "speedup": "n/a",  # no one_device baseline: see the baseline's description
     "scaling_efficiency": "n/a",
 }
@@ -130,35 +144,40 @@ def _aligned(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def summary_table(report: Mapping[str, Any]) -> str:
-    """A plain-text table of the report for terminals, with the winner below it.
+    """The report for a console: a table at most `CONSOLE_WIDTH` columns wide and the verdict.
+
+    Everything else (the winner's reason, the rule, hardware, the rehearsal
+    note, prices, the spread table) is in `summary.md` and `report.html`.
 
     Args:
         report: `build_report` output.
 
     Returns:
-        Lines of aligned columns, the winner and its reason, and the baseline.
+        Lines of aligned columns and the one-line verdict.
     """
-    lines = _aligned([title for _, title, _ in TEXT_COLUMNS], table_rows(report))
-    heading = spread_heading(report)
-    if heading:
-        lines += ["", heading + ":", *_aligned(spread_headers(), spread_rows(report))]
-    lines.append("")
-    lines.append(f"Winner: {report.get('winner') or '–'}. {report.get('winner_reason', '')}")
-    if report.get("winner_rule"):
-        lines.append(report["winner_rule"])
-    if report.get("baseline"):
-        lines.append(report["baseline"]["description"])
-    lines.extend(hardware_lines(report))
-    lines.extend(speed_options.lines(report.get("results") or []))
-    if report.get("rehearsal_note"):
-        lines.append(report["rehearsal_note"])
-    lines.extend(report.get("stall_notes") or [])
-    rec = recommended(report)
-    if rec:
-        lines.append(
-            f"`strategist select` would have chosen: {rec}. {recommendation_check(report, rec)[1]}"
-        )
+    metric = report.get("target_metric") or "accuracy"
+    rehearsal = any(cost_is_a_rehearsal(r) for r in report.get("results", []))
+    columns = []
+    for key, title, fmt in CONSOLE_COLUMNS:
+        if key == "eval_quality":
+            title, fmt = (
+                (f"Eval {metric}"[:12], fmt) if metric != "accuracy" else ("Eval acc.", _accuracy)
+            )
+        elif key == "estimated_cost_usd" and rehearsal:
+            title = "Cost*"
+        columns.append((key, title, fmt))
+    rows = [[_cell(r, key, fmt) for key, _, fmt in columns] for r in report.get("results", [])]
+    lines = _aligned([title for _, title, _ in columns], rows)
+    line = report.get("winner_line") or f"Winner: {report.get('winner') or '–'}."
+    lines += ["", line, *(report.get("stall_notes") or [])]
+    if rehearsal:
+        lines.append("* a local CPU rehearsal, priced as cloud machines for its time in epochs")
     return "\n".join(lines) + "\n"
+
+
+def cost_is_a_rehearsal(record: Mapping[str, Any]) -> bool:
+    """Whether a run's cost is a local rehearsal's, priced as the cloud machines it stood for."""
+    return "local rehearsal" in str(record.get("priced_as") or "")
 
 
 def summary_markdown(report: Mapping[str, Any]) -> str:
@@ -230,16 +249,22 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     out.extend(report.get("stall_notes") or [])
     out.append(
         f"Time to target: wall-clock seconds from the start of fit to the end of the first "
-        f"epoch whose {_target(report)} was reached (epoch granularity). Wall/epoch: the "
-        "time inside epochs over the epochs run."
+        f"epoch whose {_target(report)} was reached (epoch granularity). In epochs: the time "
+        "inside epochs (not start-up, set-up, export or evaluation); per epoch: that over the "
+        "epochs run. Steady examples/s: the median of the epochs after the first (which holds "
+        "tracing and warm-up)."
     )
     prices = report.get("prices") or {}
     out.append(
-        f"Estimated cost = hourly price × fit wall time, with prices as of "
+        f"Cost of epochs = hourly price × the time in epochs, with prices as of "
         f"{report.get('prices_as_of', '?')}: {prices.get('source', 'source unknown')}"
     )
-    if prices.get("convention"):
-        out.append(f"Local runs: {prices['convention']}")
+    if any(cost_is_a_rehearsal(r) for r in report.get("results", [])):
+        out.append(
+            "A local CPU rehearsal's cost is what the same processes would cost as cloud "
+            "machines for its time in epochs, not a price of this machine; cost never decides "
+            f"the winner. {prices.get('convention', '')}".rstrip()
+        )
     if prices.get("caveat"):
         out.append(f"Prices: {prices['caveat']}")
     for r in report.get("results", []):
@@ -255,4 +280,4 @@ def notes(report: Mapping[str, Any]) -> list[str]:
 
 def _target(report: dict) -> str:
     """The report's target in words: `training accuracy of 90.0 %`."""
-    return target_words(report.get("target_metric") or "accuracy", report.get("target_accuracy", 0))
+    return target_words(report.get("target_metric") or "accuracy", report.get("target_value", 0))

@@ -231,7 +231,7 @@ def copy_tensorboard_logs(run_dir: str, destination: str) -> bool:
     Returns:
         Whether the run had logs to copy.
     """
-    from components.core.training import TENSORBOARD_DIR_NAME
+    from components.core.epoch_records import TENSORBOARD_DIR_NAME
 
     logs = storage.join(run_dir, TENSORBOARD_DIR_NAME)
     if not storage.exists(logs):

@@ -287,15 +287,15 @@ def readable_shards(uri: str) -> str | None:
 
 
 def _validate_shards(run: RunConfig, cloud: CloudConfig) -> None:
-    """The local launcher's shard checks (`training.check_fits`: files against the
+    """The local launcher's shard checks (`batching.check_fits`: files against the
     job's input pipelines, the global batch against the training split), on the
     run the job's processes receive, when its shards can be read from here."""
     folder = readable_shards(shards_uri(run, cloud))
     if folder is None:
         return
-    from components.core import datasets, training
+    from components.core import batching, datasets
 
-    training.check_fits(trainer_run_config(run, cloud), datasets.load_manifest(folder))
+    batching.check_fits(trainer_run_config(run, cloud), datasets.load_manifest(folder))
 
 
 def _validate_gpus(run: RunConfig, cloud: CloudConfig) -> None:

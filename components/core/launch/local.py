@@ -22,32 +22,35 @@ What each fault does (docs/faults.md has the measured recovery times):
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from components.core import run_folder, run_metrics, sidecar, storage
-from components.core.config import ClusterConfig, ConfigError, RunConfig, validate_for_machine
+from components.core.config import ConfigError, RunConfig
 from components.core.launch import netns
-from components.core.launch.cloud import TRAINER_ENV
+from components.core.launch.liveness import Liveness, StallWatch
+from components.core.launch.local_tasks import (
+    HOST,
+    Task,
+    plan_tasks,
+    signal_group,
+    task_environment,
+)
+from components.core.launch.preflight import check_rehearsal
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
-from components.core.trainer import CONFIG_ERROR_EXIT, LAUNCHER_PID_ENV, RESTARTS_ENV
+from components.core.trainer import CONFIG_ERROR_EXIT
 from components.core.training import METRICS_NAME
 
-HOST = "127.0.0.1"  # local clusters never listen beyond this machine
-_TAIL_LINES = 40
 # Trainers run this launcher's own code: its folder is put on the isolated interpreter's path
 # (last, so nothing there shadows an installed module), else an editable install of another
 # checkout would provide `components`.
@@ -69,8 +72,6 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
-# The chief's line at the end of each epoch (training.EpochRecorder), with its seconds.
-_EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+: .*?(\d+(?:\.\d+)?)s ")
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -109,99 +110,7 @@ class RestartPolicy:
     worker_restarts: int = 3
 
 
-@dataclass(frozen=True)
-class Liveness:
-    """When a run that makes no progress is failed, naming the task that stalls it.
-
-    Progress is a line from the chief (each epoch ends with one, which also
-    gives the epoch's seconds). Until the first epoch ends the run has
-    `startup_s` (imports, cluster start, the first epoch); after that a gap
-    of `epoch_factor` times the slowest epoch measured so far (at least
-    `floor_s`, which covers export and evaluation) is a stall. The stalled
-    task is the one the kernel shows stopped (SIGSTOP, a debugger), else the
-    chief; it is killed, and the restart policy decides what follows, as for
-    a crash.
-
-    Attributes:
-        startup_s: seconds allowed before the first epoch ends; 0 turns the
-            check off.
-        epoch_factor: allowed gap, in slowest epochs.
-        floor_s: the smallest allowed gap, seconds.
-    """
-
-    startup_s: float = 3600.0
-    epoch_factor: float = 10.0
-    floor_s: float = 120.0
-
-    def allowed_gap(self, slowest_epoch_s: float | None) -> float:
-        """Seconds without progress allowed now (infinite when `startup_s` is 0: off)."""
-        if self.startup_s <= 0:
-            return float("inf")
-        if slowest_epoch_s is None:
-            return self.startup_s
-        return max(self.floor_s, self.epoch_factor * slowest_epoch_s)
-
-
-@dataclass
-class Task:
-    """One process of the cluster."""
-
-    task_type: str
-    index: int
-    tf_config: str | None
-    process: subprocess.Popen | None = None
-    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=_TAIL_LINES))
-    reader: threading.Thread | None = None
-    restarts: int = 0
-    reaped: bool = False
-    stalled: bool = False
-    stopped_since: float | None = None  # when the kernel was first seen showing it stopped
-
-    @property
-    def name(self) -> str:
-        return f"{self.task_type}-{self.index}" if self.task_type else "local"
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the OS has just handed out on 127.0.0.1, held until all are chosen."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((HOST, 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def plan_tasks(cluster: ClusterConfig, evaluator_in_cluster: bool = False) -> list[Task]:
-    """The cluster's tasks with `TF_CONFIG` on fresh 127.0.0.1 ports.
-
-    The task types and counts are the strategy spec's, the same Vertex AI and
-    the training operator give the cloud job's replicas: even a single-process
-    strategy runs as the one `chief` task of a cluster, as on Vertex AI.
-
-    Args:
-        cluster: the run's cluster.
-        evaluator_in_cluster: put the evaluator in `TF_CONFIG`'s `cluster`, as
-            the training operator does (v1.9 `genClusterSpec`); by default it
-            stays out of it, as on Vertex AI, where only its `task` names it.
-    """
-    counts = cluster.spec.task_counts(cluster)
-    in_cluster = counts if evaluator_in_cluster else cluster.spec.training_task_counts(cluster)
-    ports = iter(free_ports(sum(counts.values())))
-    hosts = {kind: [f"{HOST}:{next(ports)}" for _ in range(n)] for kind, n in counts.items()}
-    spec = {kind: hosts[kind] for kind in in_cluster}
-    return [
-        Task(kind, i, json.dumps({"cluster": spec, "task": {"type": kind, "index": i}}))
-        for kind, n in counts.items()
-        for i in range(n)
-    ]
-
-
-class LocalCluster:
+class LocalCluster(StallWatch):
     """Runs one training on a localhost cluster and returns its metrics.
 
     Args:
@@ -337,19 +246,19 @@ class LocalCluster:
             running = [t for t in self.tasks if t.process and t.process.poll() is None]
             first = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
             for task in running:
-                _signal_group(task.process, first)
+                signal_group(task.process, first)
             deadline = time.monotonic() + grace_s
             for task in running:
                 try:
                     task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    _signal_group(task.process, signal.SIGKILL)
+                    signal_group(task.process, signal.SIGKILL)
                     task.process.wait()
             for task in self.tasks:
                 if task.process and not task.reaped:
                     # Reap stragglers of the group (e.g. grandchildren) too, once:
                     # later the group's id may belong to someone else.
-                    _signal_group(task.process, signal.SIGKILL)
+                    signal_group(task.process, signal.SIGKILL)
                     task.reaped = True
                 if task.reader:
                     task.reader.join(timeout=2)
@@ -436,75 +345,6 @@ class LocalCluster:
             self._watch_stopped()
             self._check_liveness()
             time.sleep(_POLL_S)
-
-    def _check_liveness(self) -> None:
-        """Kills the task that stalls the run once the allowed gap has passed."""
-        gap = time.monotonic() - self._last_progress
-        if gap <= self.liveness.allowed_gap(self._slowest_epoch_s):
-            return
-        running = [t for t in self.tasks if t.process and t.process.poll() is None]
-        stopped = [t for t in running if _process_state(t.process.pid) == "T"]
-        culprit = (stopped or [t for t in running if t.task_type == "chief"] or running)[0]
-        how = "stopped (SIGSTOP or a debugger)" if stopped else "no progress"
-        self.log(
-            f"[launcher] no epoch for {gap:.0f} s (allowed: "
-            f"{self.liveness.allowed_gap(self._slowest_epoch_s):.0f} s); {culprit.name} is "
-            f"{how}: killing it"
-        )
-        culprit.stalled = True
-        self._stalled_s = gap
-        if culprit.stopped_since is None:  # not seen stopped: the whole gap is the stall
-            culprit.stopped_since = time.monotonic() - gap
-        self._end_stall(culprit, "killed")
-        _signal_group(culprit.process, signal.SIGKILL)
-        self._last_progress = time.monotonic()  # the restart policy takes it from here
-
-    def _note_progress(self, task: Task, line: str) -> None:
-        """Any line of the chief is progress; its epoch lines also time the epochs."""
-        if task.task_type != "chief":
-            return
-        self._last_progress = time.monotonic()
-        epoch = _EPOCH_LINE.match(line)
-        if epoch:
-            self._epochs_done = int(epoch.group(1))
-            seconds = float(epoch.group(2))
-            self._slowest_epoch_s = max(self._slowest_epoch_s or 0.0, seconds)
-
-    def _watch_stopped(self) -> None:
-        """Times every stretch a task spends stopped (state `T`); each one is a stall.
-
-        A stopped parameter server or worker holds the whole run up (the
-        coordinator waits for it); the stretch is recorded when the task runs
-        again or ends, so a benchmark sees it even when it was too short for the
-        liveness check.
-        """
-        now = time.monotonic()
-        for task in self.tasks:
-            if task.process is None:
-                continue
-            stopped = task.process.poll() is None and _process_state(task.process.pid) == "T"
-            if stopped and task.stopped_since is None:
-                task.stopped_since = now
-            elif not stopped and task.stopped_since is not None:
-                self._end_stall(task, "resumed" if task.process.poll() is None else "ended")
-
-    def _end_stall(self, task: Task, how: str) -> None:
-        """Records the stall of `task` that started at `task.stopped_since`."""
-        seconds = time.monotonic() - task.stopped_since
-        task.stopped_since = None
-        self.stalls.append(
-            {
-                "task": task.name,
-                "epoch": self._epochs_done + 1,
-                "seconds": round(seconds, 3),
-                "how": how,
-                "at_s": round(time.monotonic() - self._started - seconds, 3),
-            }
-        )
-        self.log(
-            f"[launcher] {task.name} stalled the run for {seconds:.1f} s in epoch "
-            f"{self._epochs_done + 1} ({how})"
-        )
 
     def _may_restart_alone(self, task: Task) -> bool:
         return (
@@ -628,144 +468,6 @@ def _check_checkpoint_readable(backup_dir: str) -> None:
             f"the backup in {backup_dir} is corrupted ({reason}): remove {backup_dir} to "
             "start the run over, or pass another --output"
         ) from None
-
-
-def _process_state(pid: int) -> str:
-    """The kernel's one-letter state of a process (`T`: stopped), or "" if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, sig)
-
-
-def task_environment(tf_config: str | None, restarts: int = 0) -> dict[str, str]:
-    """The environment of one local training process.
-
-    This process's environment without its own `TF_CONFIG`, plus the task's
-    `TF_CONFIG`, what every cloud training process gets (`TRAINER_ENV`: Keras 2,
-    gRPC calls to dead peers failing at once) and the local-only settings.
-
-    Args:
-        tf_config: the task's `TF_CONFIG` JSON (None: a single process).
-        restarts: whole-cluster restarts so far (the trainer reports them).
-    """
-    env = dict(os.environ)
-    env.pop("TF_CONFIG", None)
-    if tf_config:
-        env["TF_CONFIG"] = tf_config
-    env.update(TRAINER_ENV)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # several tasks may share one GPU
-    env[RESTARTS_ENV] = str(restarts)
-    env[LAUNCHER_PID_ENV] = str(os.getpid())  # the task dies with this launcher
-    return env
-
-
-def machine_gpus() -> int:
-    """NVIDIA GPUs this machine's processes may use, without loading TensorFlow.
-
-    Counts the driver's `/proc/driver/nvidia/gpus` entries, limited by
-    `CUDA_VISIBLE_DEVICES` when it is set (empty or `-1` hides them all).
-    """
-    try:
-        gpus = len(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return gpus
-    listed = [d for d in visible.split(",") if d.strip()]
-    if not listed or listed[0].strip() == "-1":
-        return 0
-    return min(gpus, len(listed))
-
-
-def check_rehearsal(config: RunConfig, gpus: int | None = None) -> None:
-    """Refuses a run this machine cannot rehearse truthfully.
-
-    Logical CPU devices stand in for GPUs only where the strategy replicates
-    over them (`mirrored`); a multi-worker strategy's local workers would hold
-    one replica each, fewer than counted. An all-reduce or a precision that
-    needs GPUs is refused on a machine without (`validate_for_machine`).
-
-    Args:
-        config: the run.
-        gpus: GPUs of this machine; None: `machine_gpus()`.
-
-    Raises:
-        ConfigError: saying which flag to change.
-    """
-    cluster = config.cluster
-    spec = cluster.spec
-    if spec.devices_per_machine(cluster) > 1 and not spec.cpu_rehearsal:
-        raise ConfigError(
-            f"a local {spec.name} rehearsal runs one device per worker "
-            f"(on a machine without GPUs {spec.tf_class} gives each worker one CPU device): "
-            "pass --gpus-per-machine 1 locally; the cloud job (--target, --gpu) takes more"
-        )
-    validate_for_machine(config, machine_gpus() if gpus is None else gpus)
-
-
-# What one local task may take: TensorFlow's runtime and a small model (a trainer
-# here peaks well under this; `docs/faults.md` has the measured figure), and how many
-# TensorFlow processes may share a core before they only wait for each other.
-TASK_MEMORY_BYTES = 1 << 30
-TASKS_PER_CORE = 4
-
-
-def check_machine_size(
-    config: RunConfig, *, cores: int | None = None, memory_bytes: int | None = None
-) -> None:
-    """Refuses a local cluster larger than this machine's cores and memory hold.
-
-    Args:
-        config: the run.
-        cores: usable cores; None: this process's CPU affinity.
-        memory_bytes: the machine's memory; None: `MemTotal` of /proc/meminfo (not
-            what is free now, which would make the bound change from run to run).
-
-    Raises:
-        ConfigError: with the numbers, and `--oversubscribe` to run anyway.
-    """
-    cluster = config.cluster
-    processes = sum(cluster.spec.task_counts(cluster).values())
-    replicas = cluster.spec.num_replicas(cluster)
-    cores = cores or len(os.sched_getaffinity(0))
-    memory_bytes = memory_bytes if memory_bytes is not None else _total_memory()
-    gib = 1 << 30
-    limits = [
-        (processes, TASKS_PER_CORE * cores, f"processes ({TASKS_PER_CORE} per core x {cores})"),
-        (replicas, TASKS_PER_CORE * cores, f"replicas ({TASKS_PER_CORE} per core x {cores})"),
-    ]
-    if memory_bytes:
-        fit = max(1, memory_bytes // TASK_MEMORY_BYTES)
-        memory = f"{memory_bytes / gib:.1f} GiB of memory"
-        limits.append((processes, fit, f"processes at 1 GiB each ({memory})"))
-    for wanted, most, what in limits:
-        if wanted > most:
-            raise ConfigError(
-                f"a local {cluster.strategy} cluster of {wanted} {what.split(' ')[0]} is more "
-                f"than this machine holds: at most {most} {what}; pass fewer --workers/--ps/"
-                "--gpus-per-machine, or --oversubscribe to run it anyway"
-            )
-
-
-def _total_memory() -> int:
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> RunMetrics:

@@ -16,7 +16,7 @@ not re-derived from the RunConfig. What changes, and is printed:
 - the platform recorded in `metrics.json` is `rehearsal of vertex|kubeflow`, and the
   cloud machine type and GPUs the request names are not claimed;
 - GPUs are logical CPU devices, as in a local run (`strategies.configure_devices`),
-  so shapes a local run refuses are refused here too (`local.check_rehearsal`).
+  so shapes a local run refuses are refused here too (`preflight.check_rehearsal`).
 
 The processes are started, watched, restarted and stopped by the local launcher
 (`LocalCluster`, through its `plan` and `process` hooks): the same log prefixes,
@@ -33,17 +33,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import datasets, run_metrics, storage, trainer, training
+from components.core import batching, datasets, run_metrics, storage, trainer
 from components.core.config import ConfigError, RunConfig
 from components.core.launch.cloud import copy_file
-from components.core.launch.local import (
-    HOST,
-    LocalCluster,
-    Task,
-    check_rehearsal,
-    free_ports,
-    task_environment,
-)
+from components.core.launch.local import LocalCluster
+from components.core.launch.local_tasks import HOST, Task, free_ports, task_environment
+from components.core.launch.preflight import check_rehearsal
 from components.core.run_metrics import RunMetrics
 from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
 
@@ -444,7 +439,7 @@ def prepare_shards(
 
     Raises:
         ConfigError: unreadable shards, an unknown dataset, or shards too few for
-            the cluster or too small for the batch (`training.check_fits`).
+            the cluster or too small for the batch (`batching.check_fits`).
     """
     shards = config.data.shards_dir or ""
     if storage.exists(storage.join(shards, datasets.MANIFEST_NAME)):
@@ -459,7 +454,7 @@ def prepare_shards(
             data_dir=data_dir,
             log=log,
         )
-    training.check_fits(config, manifest)
+    batching.check_fits(config, manifest)
     return manifest
 
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import math
 
-from components.core.comparison.pricing import PriceTable
 from components.core.config import ConfigError
-from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import Gpu
-from components.core.selection.cost_model import machine_gpus
+from components.core.prices import PriceTable
 from components.core.selection.prediction import Prediction
 from components.core.selection.ps_servers import server_machine, servers_share_the_host
+from components.core.selection.step_time import machine_gpus
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -77,7 +76,7 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
     """Hourly list price of the machines `candidate` uses (None when a price is missing).
 
     In a GPU mix the candidate runs on the fastest machines first
-    (`cost_model.machine_gpus`), each priced for its own GPU.
+    (`step_time.machine_gpus`), each priced for its own GPU.
     """
     if missing_prices(candidate, topology, prices):
         return None
@@ -129,7 +128,7 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
 
 def server_machine_type(candidate: Prediction, topology: Topology) -> str:
     """The machine type each of `candidate`'s parameter servers is billed as: the one
-    the cost model runs it on (`ps_servers.server_machine`)."""
+    the step-time model runs it on (`ps_servers.server_machine`)."""
     machine = server_machine(topology, candidate.server_share_bytes)
     return machine.name if machine else coordinator_machine_type(topology)
 
@@ -137,7 +136,7 @@ def server_machine_type(candidate: Prediction, topology: Topology) -> str:
 def coordinator_machine_type(topology: Topology) -> str:
     """The machine type the parameter-server coordinator (chief) is billed as: the
     servers' type as `train` gives it."""
-    return topology.ps_machine_type or DEFAULT_PS_MACHINE_TYPE
+    return topology.ps_machine_type
 
 
 def _machines(candidate: Prediction, topology: Topology) -> list[str]:

@@ -17,10 +17,6 @@ from components.core.selection.cost import (
     price_shown,
     usd_per_million_examples,
 )
-from components.core.selection.cost_model import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
@@ -34,6 +30,10 @@ from components.core.selection.machine_subsets import (
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction, six_digits
 from components.core.selection.rules import rules_for_the_cheapest
+from components.core.selection.step_time import (
+    machine_gpus,
+    max_batch_that_fits,
+)
 from components.core.selection.topology import (
     Topology,
     a_device,
@@ -102,9 +102,7 @@ def on_one_gpu_type(
             costed = [p for p in costed if p.feasible and p.layout.workers == k]
             if history:
                 said = apply_history(costed, history, on, model, batch)
-                measured += [
-                    f"On the {name} machines: {r}" for r in said if r.startswith("Measured:")
-                ]
+                measured += [f"On the {name} machines: {r}" for r in said.measured]
             for p in costed:
                 p.machines_gpu = name
             price_candidates(costed, on, prices)
@@ -283,14 +281,14 @@ def cheapest(
     reasons: list[str],
     prices: Any,
     async_ok: bool = False,
-) -> tuple[Prediction, list[str], list[Prediction]]:
+) -> tuple[Prediction, str, list[str], list[Prediction]]:
     """The feasible candidate with the lowest price per example (ties: the faster),
     under the time objective's rules on asynchrony (`_cost_choice`).
 
     Returns:
-        That candidate, why (the price that decided, the candidates no price weighs,
-        its explanation, the rules' verdict, then `reasons`), and the other candidates,
-        cheapest first.
+        That candidate, the sentence of the price that decided, why (the candidates no
+        price weighs, its explanation, the rules' verdict, then `reasons`), and the other
+        candidates, cheapest first.
     """
     feasible = _cheapest_first(preds)
     if not feasible:
@@ -321,6 +319,6 @@ def cheapest(
     explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
     if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
         explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
-    reasons = [lead] + unpriced + explained + rule_reasons + reasons
+    reasons = unpriced + explained + rule_reasons + reasons
     others = [p for p in feasible if p is not chosen]
-    return chosen, reasons, others + [p for p in preds if p not in feasible]
+    return chosen, lead, reasons, others + [p for p in preds if p not in feasible]

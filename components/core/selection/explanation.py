@@ -6,17 +6,6 @@ from collections import Counter
 
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import (
-    RESTART_COST_S,
-    achievable_tflops,
-    all_reduce_overlaps,
-    link_bandwidth_gbps,
-    machine_slowdowns,
-    network_path_share,
-    preemption_rate,
-    ring_link,
-    step_scalar_seconds,
-)
 from components.core.selection.prediction import (
     PS_HOST_MEMORY_GB,
     Prediction,
@@ -28,12 +17,20 @@ from components.core.selection.ps_servers import (
     servers_memory_gb,
     servers_share_the_host,
 )
-from components.core.selection.topology import (
+from components.core.selection.step_time import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
-    Topology,
-    device,
+    achievable_tflops,
+    all_reduce_overlaps,
+    keras_step_scalar_all_reduces,
+    link_bandwidth_gbps,
+    machine_slowdowns,
+    network_path_share,
+    preemption_rate,
+    ring_link,
+    step_scalar_seconds,
 )
+from components.core.selection.topology import RESTART_COST_S, Topology, device
 from components.core.strategy_spec import spec_for
 
 
@@ -303,18 +300,20 @@ def _multi_worker_sentence(
             if chosen.layout.gpus_per_machine > 1
             else "ring all-reduce across machines takes "
         )
-        + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step{_scalars(chosen, topology)}, "
+        + f"{chosen.raw_communication_s * 1e3:,.1f} ms per step"
+        + f"{_scalars(chosen, topology, model)}, "
         f"{_exposed(chosen, topology, model)}: "
         f"{efficiency} on {chosen.replicas} {_devices(topology)}."
     )
 
 
-def _scalars(chosen: Prediction, topology: Topology) -> str:
+def _scalars(chosen: Prediction, topology: Topology, model: ModelProfile) -> str:
     """The part of a multi-worker step Keras spends all-reducing its loss and metrics."""
-    seconds = step_scalar_seconds(topology, chosen.layout.workers, chosen.layout.gpus_per_machine)
+    layout = chosen.layout
+    seconds = step_scalar_seconds(topology, model, layout.workers, layout.gpus_per_machine)
     if not seconds:
         return ""
-    scalars = topology.step_scalar_all_reduces
+    scalars = keras_step_scalar_all_reduces(model.compiled_metrics)
     metrics = (scalars - KERAS_LOSS_ALL_REDUCES) // KERAS_METRIC_ALL_REDUCES
     return (
         f", {seconds * 1e3:,.1f} ms of it in the {scalars} scalar all-reduces Keras runs "

@@ -20,6 +20,7 @@ import os
 import posixpath
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,8 @@ from components.core.config import STRATEGIES, ConfigError
 from components.core.hardware import catalogue_name
 from components.core.model_profile import ModelProfile
 from components.core.run_metrics import RunMetrics
-from components.core.selection.cost_model import predict_parameter_server
 from components.core.selection.prediction import Prediction
+from components.core.selection.step_time import predict_parameter_server
 from components.core.selection.topology import Topology, precision_of_policy
 from components.core.strategy_spec import spec_for
 
@@ -235,21 +236,48 @@ def _at_one_server_count(
     return records
 
 
+@dataclass(frozen=True)
+class HistoryFindings:
+    """What the history records said about the candidates, as sentences by kind.
+
+    Attributes:
+        measured: one per candidate a measurement now ranks.
+        questioned: measurements above perfect scaling, questioned.
+        ignored: the records that matched no candidate, and why.
+        network: the caveat that records state no network between machines.
+    """
+
+    measured: tuple[str, ...] = ()
+    questioned: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+    network: tuple[str, ...] = ()
+
+    @property
+    def sentences(self) -> list[str]:
+        """Every finding, in the order the answer gives them."""
+        return [*self.measured, *self.questioned, *self.ignored, *self.network]
+
+    @property
+    def about_the_measured(self) -> list[str]:
+        """The findings about the candidates measured: what ran, and on which network."""
+        return [*self.measured, *self.network]
+
+
 def apply_history(
     preds: list[Prediction],
     records: Sequence[Mapping[str, Any]],
     topology: Topology,
     model: ModelProfile,
     batch: int = 64,
-) -> list[str]:
-    """Attaches measured throughput to the candidates it measured; returns reasons.
+) -> HistoryFindings:
+    """Attaches measured throughput to the candidates it measured; returns what it found.
 
     A measured candidate ranks by its measurement, the median of its matching
     records (one slow or lucky run does not decide); the others keep their
     prediction (a measurement says nothing about another strategy's speed).
     """
     matching = [r for r in records if mismatch(r, topology, model, batch) is None]
-    reasons = []
+    measured = []
     used: set[int] = set()  # ids of the records weighed
     across_machines = False  # whether a record that decided ran over the network
     for p in preds:
@@ -271,7 +299,7 @@ def apply_history(
             if len(mine) > 1
             else "1 matching record"
         )
-        reasons.append(
+        measured.append(
             f"Measured: {p.strategy} ({p.layout.workers} worker(s) x "
             f"{p.layout.gpus_per_machine} device(s){_servers(p)}, batch {batch}, "
             f"{topology.precision}, "
@@ -279,25 +307,28 @@ def apply_history(
             f"{median['_source']} ({spread}) against "
             f"{p.examples_per_second:,.0f} predicted; the measurement replaces the prediction."
         )
-    reasons.extend(_above_perfect_scaling(preds))
     ignored = [r for r in records if id(r) not in used]
+    tally = []
     if records and not used:
-        reasons.append(
+        tally.append(
             f"None of the {len(records)} history records matches a candidate here, so the "
-            f"choice rests on the cost model: {_why_ignored(ignored, topology, model, batch)}."
+            f"choice rests on the step-time model: {_why_ignored(ignored, topology, model, batch)}."
         )
     elif ignored:
-        reasons.append(
+        tally.append(
             f"{len(ignored)} of the {len(records)} history records "
             f"{'was' if len(ignored) == 1 else 'were'} ignored: "
             f"{_why_ignored(ignored, topology, model, batch)}."
         )
+    network = ()
     if across_machines:
-        reasons.append(
+        network = (
             "History records do not state the network between machines; they are taken "
-            f"as measured on the {topology.machine_network_gbps:g} Gbps asked about."
+            f"as measured on the {topology.machine_network_gbps:g} Gbps asked about.",
         )
-    return reasons
+    return HistoryFindings(
+        tuple(measured), tuple(_above_perfect_scaling(preds)), tuple(tally), network
+    )
 
 
 def _why_ignored(

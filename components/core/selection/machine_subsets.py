@@ -10,13 +10,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.history import apply_history
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
+from components.core.selection.step_time import (
+    machine_gpus,
+    max_batch_that_fits,
+)
 from components.core.selection.topology import (
     Topology,
     device,

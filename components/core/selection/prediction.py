@@ -1,4 +1,4 @@
-"""Candidate strategies for a topology, each with the cost model's prediction."""
+"""Candidate strategies for a topology, each with the step-time model's prediction."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import (
+from components.core.selection.step_time import (
     OPTIMIZER_STATE_FACTOR,
-    RESTART_COST_S,
     achievable_tflops,
     mean_machine_speed,
     predict_allreduce,
@@ -20,7 +19,7 @@ from components.core.selection.cost_model import (
     step_compute_time,
     worker_shares,
 )
-from components.core.selection.topology import Layout, Topology
+from components.core.selection.topology import RESTART_COST_S, Layout, Topology
 from components.core.strategy_spec import spec_for
 
 # Parameter-server host memory available for variables and optimizer state, GB.
@@ -29,7 +28,7 @@ PS_HOST_MEMORY_GB = 64.0
 
 @dataclass
 class Prediction:
-    """The cost model's (and, when given, the measurement's) view of one candidate.
+    """The step-time model's (and, when given, the measurement's) view of one candidate.
 
     Attributes:
         strategy: one of `config.STRATEGIES`.
@@ -191,7 +190,7 @@ def six_digits(value: float) -> float:
 
 
 def _candidate(strategy, layout, replicas, batch, parts, single) -> Prediction:
-    """A Prediction from the cost model's (compute, exposed, raw communication) triple."""
+    """A Prediction from the step-time model's (compute, exposed, raw communication) triple."""
     compute, exposed, raw = parts
     return Prediction(strategy, layout, replicas, batch, compute, exposed, raw, single)
 

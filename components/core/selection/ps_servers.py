@@ -14,8 +14,7 @@ egress alone sets the rate.
 
 The servers share the workers' host only where `train` runs every process there
 (`servers_share_the_host`): one CPU machine (`--gpu cpu`, the local rehearsal,
-all processes on localhost), and the published runs (`ps_machine_type` None),
-whose servers ran at a worker machine's rate.
+all processes on localhost).
 """
 
 from __future__ import annotations
@@ -28,26 +27,24 @@ SERVER_MEMORY_HEADROOM = 1.25
 
 
 def servers_share_the_host(topology: Topology) -> bool:
-    """Whether `topology`'s parameter servers run on the worker's own machine: one
-    machine where `train` runs every process on it (CPU, the local rehearsal) or
-    whose servers have no machine type of their own (the published runs)."""
-    return topology.machines == 1 and (topology.gpu == "cpu" or topology.ps_machine_type is None)
+    """Whether `topology`'s parameter servers run on the worker's own machine: one CPU
+    machine, where `train` runs every process (the local rehearsal)."""
+    return topology.machines == 1 and topology.gpu == "cpu"
 
 
 def server_machine(topology: Topology, state_bytes_per_server: float) -> CpuMachine | None:
     """The CPU machine each parameter server of `topology` runs on, holding
     `state_bytes_per_server`; None where the servers share the worker's machine
-    (`servers_share_the_host`) or run at a worker machine's rate (`ps_machine_type`
-    None)."""
-    if topology.ps_machine_type is None or servers_share_the_host(topology):
+    (`servers_share_the_host`)."""
+    if servers_share_the_host(topology):
         return None
     return holding(cpu_machine(topology.ps_machine_type), servers_memory_gb(state_bytes_per_server))
 
 
 def server_network_gbps(topology: Topology, state_bytes_per_server: float) -> float | None:
     """Gbit/s one parameter server sends and receives: its machine's egress rate,
-    at most one NIC of `topology`'s network across machines (None: a worker
-    machine's rate). With one GPU machine there is no network between machines:
+    at most one NIC of `topology`'s network across machines (None: they share the
+    worker's machine). With one GPU machine there is no network between machines:
     the egress alone (its NIC sends at least that)."""
     machine = server_machine(topology, state_bytes_per_server)
     if machine is None:

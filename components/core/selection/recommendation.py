@@ -15,12 +15,6 @@ from components.core.selection.cost import (
     price_shown,
     prices_used,
 )
-from components.core.selection.cost_model import (
-    USABLE_MEMORY_FRACTION,
-    machine_gpus,
-    max_batch_that_fits,
-    memory_needed_bytes,
-)
 from components.core.selection.cost_objective import (
     cheapest,
     cost_sentences,
@@ -57,6 +51,12 @@ from components.core.selection.machine_subsets import on_first_machines
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
+from components.core.selection.step_time import (
+    USABLE_MEMORY_FRACTION,
+    machine_gpus,
+    max_batch_that_fits,
+    memory_needed_bytes,
+)
 from components.core.selection.topology import (
     Layout,
     Topology,
@@ -287,7 +287,8 @@ def recommend(
             f"no strategy runs on {topology.describe()}: "
             + "; ".join(f"{p.strategy}: {p.note}" for p in preds)
         )
-    history_reasons = apply_history(preds, history, topology, model, batch) if history else []
+    findings = apply_history(preds, history, topology, model, batch) if history else None
+    history_reasons = findings.sentences if findings else []
     basis: list[str] = []
     if prices is not None:
         basis = price_basis_reasons(topology, prices)
@@ -303,23 +304,21 @@ def recommend(
             # one tally over every candidate weighed (a mix's slower type alone is
             # matched on its own machines, so it stays out of this one)
             alike = [p for p in preds + cheaper if not p.machines_gpu]
-            history_reasons = apply_history(alike, history, topology, model, batch)
+            findings = apply_history(alike, history, topology, model, batch)
+            history_reasons = findings.sentences
         if measured_alone:
             # records of a slower type matched on its own machines: the tally over the
             # mix's first machines would call them unmatched or ignored
-            history_reasons = [
-                r for r in history_reasons if r.startswith(("Measured:", "History records"))
-            ] + measured_alone
-        chosen, why, alternatives = cheapest(
+            said = findings.about_the_measured if findings else []
+            history_reasons = said + measured_alone
+        chosen, lead, why, alternatives = cheapest(
             preds + cheaper, topology, model, batch, reasons + history_reasons, prices, async_ok
         )
+        fewer = [fewer_gpus_sentence(full, p, topology) for full, p in fed if p is chosen]
+        why = [lead, *basis, *fewer, *why]  # the table's basis right after the price that decided
         rec = Recommendation(
             chosen.strategy, True, chosen.layout, chosen, alternatives, why, topology, model, batch
         )
-        rec.reasons[1:1] = [
-            fewer_gpus_sentence(full, p, topology) for full, p in fed if p is rec.chosen
-        ]
-        rec.reasons[1:1] = basis  # right after the price that decided
     else:
         rec = _choose(
             preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
@@ -464,7 +463,7 @@ def _choose(
     if any(p.measured_examples_per_second is not None for p in weighed):
         # one tally over every candidate weighed, the fewer machines' measured ones included
         extra = [p for p in weighed if p not in preds]
-        history_reasons = apply_history([*preds, *extra], history, topology, model, batch)
+        history_reasons = apply_history([*preds, *extra], history, topology, model, batch).sentences
     reasons = [
         *faster, *fewer, *input_sentences, *explain(chosen, feasible, on, model, batch),
         *rule_reasons, *reasons, *history_reasons,

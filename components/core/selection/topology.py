@@ -18,26 +18,6 @@ from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
 from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
-# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every
-# step besides the gradients, each in a collective of its own: 3 for each `Mean` it
-# tracks, the loss and every compiled metric (its total and count read in cross-replica
-# context, and its log entry summed by `reduce_per_replica`, "auto" = "sum" off TPUs).
-# The traced train step over the trainer's repeated `DatasetCreator` holds 4
-# `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of them the
-# gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
-# partial-batch check. Strategist's trainer compiles the loss and one metric.
-KERAS_LOSS_ALL_REDUCES = 3
-KERAS_METRIC_ALL_REDUCES = 3
-TRAINER_COMPILED_METRICS = 1
-
-
-def keras_step_scalar_all_reduces(metrics: int = TRAINER_COMPILED_METRICS) -> int:
-    """The scalars Keras all-reduces every `multi_worker_mirrored` step when the model
-    is compiled with `metrics` metrics besides its loss."""
-    return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
-
-
-KERAS_STEP_SCALAR_ALL_REDUCES = keras_step_scalar_all_reduces()
 # A machine without GPUs: its CPU is the device (Strategist's local runs). The
 # peak is a few-core AVX2 server's order of magnitude; with a CPU, predictions
 # are rough and measurements (`--history`) should decide.
@@ -74,6 +54,12 @@ NO_NVLINK = frozenset({"t4", "l4", "cpu"})
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
 MIN_NETWORK_GBPS = 0.01
+# Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
+# most 24 h, so each machine is preempted at least once a day (the default of
+# `--preemptions-per-machine-hour`); a restart of a synchronous cluster (relaunch,
+# restore the last checkpoint, redo lost steps) costs about this long.
+PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
+RESTART_COST_S = 600.0
 # The network assumed when none is given (`select` says so, with the answer at
 # `NETWORK_RANGE_GBPS`, a commodity and a datacenter NIC).
 DEFAULT_NETWORK_GBPS = 10.0
@@ -82,7 +68,7 @@ NETWORK_RANGE_GBPS = (1.0, 100.0)
 # metal, a VM's NIC, Kubernetes pods with hostNetwork); `overlay`, a container
 # overlay network (Kubernetes kubenet, flannel VXLAN, Calico IP-in-IP), whose
 # encapsulation and bridge hops deliver only a share of the NIC's rate
-# (cost_model.FittedConstants.overlay_network_share).
+# (step_time.FittedConstants.overlay_network_share).
 NETWORK_PATHS = ("host", "overlay")
 
 
@@ -143,43 +129,20 @@ class Topology:
             `(("a100", 2), ("t4", 6))` (`--gpu a100:2,t4:6`); `gpu` is then the
             fastest of them and `heterogeneous` is set.
         preemptions_per_machine_hour: expected preemptions of one preemptible
-            machine per hour (None: `cost_model.PREEMPTIONS_PER_MACHINE_HOUR`).
+            machine per hour (None: `step_time.PREEMPTIONS_PER_MACHINE_HOUR`).
         input_examples_per_second: examples/s one machine's input pipeline
             (reading, decoding, augmenting on its CPUs) can deliver; None when
             it keeps up with any number of GPUs.
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
         jit_compile: the train step is compiled with XLA (`--jit-compile`),
             which hides less communication behind back-propagation.
-        overlaps_backward: the framework all-reduces gradients while
-            back-propagation still runs, as Horovod and PyTorch DDP do with
-            their buckets. TensorFlow's all-reducing strategies as Strategist
-            builds them do not: every gradient goes into one pack, concatenated
-            once the last one is computed (`multi_worker_mirrored`:
-            `CommunicationOptions(bytes_per_pack=0)`, tensorflow/python/
-            distribute/cross_device_utils.py `group_by_size`; `mirrored`: the
-            same collective all-reduce, or `NcclAllReduce(num_packs=1)`).
-            False for `select`; the published cases say what their framework
-            did. Parameter servers are not affected: TensorFlow pushes each
-            variable's update as soon as its gradient exists.
         all_reduce_pack_mb: the run splits `multi_worker_mirrored`'s
             all-reduce into packs of this many MB (`--all-reduce-pack-mb`),
             which start as their gradients appear: across machines it then
             overlaps back-propagation as the published frameworks do.
-        step_scalar_all_reduces: scalar all-reduces across machines every step
-            besides the gradients', each paying its latency in full:
-            Keras's loss and metrics under `multi_worker_mirrored`
-            (`KERAS_STEP_SCALAR_ALL_REDUCES` for Strategist's trainer, the
-            default); 0 for the published runs, costed without them (Horovod,
-            PyTorch and MXNet all-reduce no metric every step).
-        partitioned_variables: parameter servers split each large variable
-            over all of them, as Strategist's ParameterServerStrategy does
-            (`MinSizePartitioner`, shards of at least `PS_MIN_SHARD_BYTES`, at most
-            one per server: components/core/strategies.py); False for the
-            published TF1 runs, which placed each variable whole on one server.
-        ps_machine_type: CPU machine type each parameter server runs on across
-            machines (`strategist train --ps-machine-type`): its egress rate
-            bounds the servers' transfers (`ps_servers`); None for the published
-            runs, whose servers ran at a worker machine's rate.
+        ps_machine_type: CPU machine type each parameter server and the coordinator
+            run on (`strategist train --ps-machine-type`): its egress rate bounds the
+            servers' transfers (`ps_servers`).
         preemptible: machines may be taken away (Spot/preemptible VMs).
         heterogeneous: machines differ in speed.
         heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
@@ -201,12 +164,9 @@ class Topology:
     input_examples_per_second: float | None = None
     jit_compile: bool = False
     network_path: str = "host"
-    overlaps_backward: bool = False
     all_reduce_pack_mb: float = 0.0
-    step_scalar_all_reduces: int = KERAS_STEP_SCALAR_ALL_REDUCES
     heterogeneity_slowdown: float = HETEROGENEITY_SLOWDOWN
-    partitioned_variables: bool = True
-    ps_machine_type: str | None = DEFAULT_PS_MACHINE_TYPE
+    ps_machine_type: str = DEFAULT_PS_MACHINE_TYPE
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
@@ -235,7 +195,7 @@ class Topology:
         object.__setattr__(self, "heterogeneous", len(speeds) > 1)
 
     def validate(self) -> None:
-        """Refuses hardware the cost model cannot describe.
+        """Refuses hardware the step-time model cannot describe.
 
         Raises:
             ConfigError: naming the flag to change.
@@ -265,8 +225,7 @@ class Topology:
                 f"--network-path {self.network_path!r}: choose one of {', '.join(NETWORK_PATHS)}"
             )
         self._check_mix()
-        if self.ps_machine_type is not None:
-            cpu_machine(self.ps_machine_type)
+        cpu_machine(self.ps_machine_type)
         slowdown = self.heterogeneity_slowdown
         if isinstance(slowdown, bool) or not (
             isinstance(slowdown, (int, float)) and 1 < slowdown <= MAX_HETEROGENEITY_SLOWDOWN
@@ -310,9 +269,6 @@ class Topology:
         Raises:
             ConfigError: saying what the rate costs and what to give instead.
         """
-        # imported here: cost_model describes a Topology, so it imports this module
-        from components.core.selection.cost_model import RESTART_COST_S
-
         rate = self.preemptions_per_machine_hour
         if rate is None or rate * RESTART_COST_S < 3600:
             return

@@ -5,23 +5,38 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from components.core import model_profile as mp
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost_model import (
+from components.core.selection.explanation import slower_machines_phrase
+from components.core.selection.prediction import Prediction
+from components.core.selection.step_time import (
     machine_gpus,
     max_batch_that_fits,
 )
-from components.core.selection.explanation import slower_machines_phrase
 from components.core.selection.topology import (
     HETEROGENEITY_RANGE,
     NETWORK_RANGE_GBPS,
+    Layout,
     Topology,
     device,
 )
 
-if TYPE_CHECKING:
-    from components.core.selection.recommendation import Recommendation
+
+class Answer(Protocol):
+    """What this module reads of an answer (`recommendation.Recommendation`)."""
+
+    strategy: str
+    layout: Layout | None
+    chosen: Prediction | None
+
+
+def _choice(rec: Answer) -> tuple[str, int, str]:
+    """An answer's choice: its strategy, machines and (in a mix) their GPU."""
+    machines = rec.layout.workers if rec.layout else 0
+    gpu = rec.chosen.machines_gpu if rec.chosen else ""
+    return rec.strategy, machines, gpu
 
 
 def unknown_input_reasons(
@@ -29,7 +44,7 @@ def unknown_input_reasons(
     model: ModelProfile,
     batch_size: int,
     unstated: Sequence[str],
-    answer: Callable[[Topology, ModelProfile], Recommendation],
+    answer: Callable[[Topology, ModelProfile], Answer],
 ) -> list[str]:
     """What was estimated or assumed, and the answer at the ends of the estimate:
     `answer` recommends with every other setting as asked (objective, prices,
@@ -47,8 +62,6 @@ def unknown_input_reasons(
     are assumed `HETEROGENEITY_SLOWDOWN` apart; the answer at both ends of
     `HETEROGENEITY_RANGE` is shown beside it.
     """
-    from components.core import model_profile as mp
-
     reasons = []
     if "flops" in model.estimated:
         answers = []
@@ -59,7 +72,8 @@ def unknown_input_reasons(
             )
             rec = answer(topology, variant)
             layout = f"{rec.layout.workers} worker(s)" if rec.layout else "no layout"
-            answers.append(f"{label} ({per_param:g} FLOPs per parameter): {rec.strategy}, {layout}")
+            said = f"{label} ({per_param:g} FLOPs per parameter): {rec.strategy}, {layout}"
+            answers.append((said, _choice(rec)))
         reasons.append(
             "The FLOPs per example were not given (--gflops-per-example), so they are an "
             f"estimate: {model.flops_per_example / 1e9:,.3g} GFLOPs "
@@ -69,7 +83,7 @@ def unknown_input_reasons(
         )
     if "network" in unstated and topology.machines > 1:
         answers = [
-            f"at {gbps:g} Gbit/s: {_on_machines(answer(on, model))}"
+            _said(f"at {gbps:g} Gbit/s", answer(on, model))
             for gbps, on in _varied(topology, "network_gbps", NETWORK_RANGE_GBPS)
         ]
         reasons.append(
@@ -87,7 +101,7 @@ def unknown_input_reasons(
         )
     if "heterogeneity" in unstated and topology.machines > 1:
         answers = [
-            f"at {slowdown:g}x: {_on_machines(answer(on, model))}"
+            _said(f"at {slowdown:g}x", answer(on, model))
             for slowdown, on in _varied(topology, "heterogeneity_slowdown", HETEROGENEITY_RANGE)
         ]
         reasons.append(
@@ -113,7 +127,7 @@ def _varied(topology: Topology, field: str, values: Sequence[Any]) -> list[tuple
     return [(v, dataclasses.replace(topology, **{field: v})) for v in values]
 
 
-def _on_machines(rec: Recommendation) -> str:
+def _on_machines(rec: Answer) -> str:
     """An answer for a sentence: `mirrored on 1 machine(s)`, or `... 1 t4 machine(s)`."""
     if not rec.layout:
         return f"{rec.strategy} on no layout"
@@ -121,17 +135,21 @@ def _on_machines(rec: Recommendation) -> str:
     return f"{rec.strategy} on {rec.layout.workers} {gpu}machine(s)"
 
 
-def _at_both_ends(answers: list[str]) -> str:
-    """`answers` at the ends of an estimate, for a sentence: whether they differ."""
-    same = len({a.partition(": ")[2] for a in answers}) == 1
+def _said(label: str, rec: Answer) -> tuple[str, tuple[str, int, str]]:
+    """An answer at one end of an estimate: its words and its choice."""
+    return f"{label}: {_on_machines(rec)}", _choice(rec)
+
+
+def _at_both_ends(answers: Sequence[tuple[str, tuple[str, int, str]]]) -> str:
+    """`answers` (words, choice) at the ends of an estimate, for a sentence: whether the
+    choices differ."""
+    same = len({choice for _, choice in answers}) == 1
     lead = "The answer is the same at both ends" if same else "The answer depends on it"
-    return f"{lead}: {'; '.join(answers)}."
+    return f"{lead}: {'; '.join(said for said, _ in answers)}."
 
 
 def _batch_cap_range(topology: Topology, model: ModelProfile, batch_size: int) -> str:
     """When estimated activations cap the batch: the cap at the estimate's low end too."""
-    from components.core import model_profile as mp
-
     memory_gb = device(machine_gpus(topology, 1)[0]).memory_gb  # what `recommend` checks
     fits = max_batch_that_fits(model, memory_gb, True, topology.precision)
     if fits >= batch_size or fits == 0:

@@ -1,4 +1,4 @@
-"""The cost model: per-step compute and communication time of a strategy on a topology.
+"""The step-time model: per-step compute and communication time of a strategy on a topology.
 
 Per step and replica (per-replica batch b, forward FLOPs F per example,
 gradient bytes B in T tensors):
@@ -30,7 +30,7 @@ gradient bytes B in T tensors):
 * step = compute + exposed communication; scaling efficiency = one-GPU step /
   step (weak scaling, fixed per-replica batch).
 
-The fitted constants (`FittedConstants`) come from `data/cost_model_fit.json`,
+The fitted constants (`FittedConstants`) come from `data/step_time_fit.json`,
 written by `python -m components.core.selection.fit` from the training part of
 the published cases (`data/published_scaling.json`); `docs/selection.md` shows
 the held-out error next to a constant guess.
@@ -48,10 +48,36 @@ from components.core import storage
 from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
 from components.core.selection.ps_servers import server_network_gbps, servers_share_the_host
-from components.core.selection.topology import PRECISIONS, Topology, device
+from components.core.selection.topology import (
+    PRECISIONS,
+    PREEMPTIONS_PER_MACHINE_HOUR,
+    Topology,
+    device,
+)
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
-FIT_PATH = Path(__file__).parents[1] / "data" / "cost_model_fit.json"
+FIT_PATH = Path(__file__).parents[1] / "data" / "step_time_fit.json"
+# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every
+# step besides the gradients, each in a collective of its own: 3 for each `Mean` it
+# tracks, the loss and every compiled metric (its total and count read in cross-replica
+# context, and its log entry summed by `reduce_per_replica`, "auto" = "sum" off TPUs).
+# The traced train step over the trainer's repeated `DatasetCreator` holds 4
+# `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of them the
+# gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
+# partial-batch check. Strategist's trainer compiles the loss and one metric.
+KERAS_LOSS_ALL_REDUCES = 3
+KERAS_METRIC_ALL_REDUCES = 3
+TRAINER_COMPILED_METRICS = 1
+
+
+def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
+    """The scalars Keras all-reduces every `multi_worker_mirrored` step when the model
+    is compiled with `metrics` metrics besides its loss (None: the trainer's one)."""
+    metrics = TRAINER_COMPILED_METRICS if metrics is None else metrics
+    return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
+
+
+KERAS_STEP_SCALAR_ALL_REDUCES = keras_step_scalar_all_reduces()
 
 
 @dataclass(frozen=True)
@@ -175,13 +201,6 @@ KEPT_ACTIVATION_FRACTION = 0.85
 # Gradient bytes per parameter on the wire: float32 (Keras all-reduces the
 # float32 gradients of its float32 variables, mixed policy or not).
 GRADIENT_BYTES_FACTOR = {"fp32": 1.0, "mixed": 1.0}
-# Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
-# most 24 h, so each machine is preempted at least once a day (the default of
-# `--preemptions-per-machine-hour`); a restart of a
-# synchronous cluster (relaunch, restore the last checkpoint, redo lost steps)
-# costs about this long.
-PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
-RESTART_COST_S = 600.0
 
 
 def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:
@@ -464,10 +483,10 @@ def parameter_server_time(
 
 def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
     """Whether the all-reduce of a step on `machines` machines of `topology` overlaps
-    back-propagation: where its framework does, or where a multi-machine TensorFlow run
-    splits it into more than one pack (`--all-reduce-pack-mb`, `multi_worker_mirrored`
-    only); one pack starts once the last gradient exists."""
-    return topology.overlaps_backward or step_all_reduce_packs(topology, model, machines) > 1
+    back-propagation: where a multi-machine TensorFlow run splits it into more than one
+    pack (`--all-reduce-pack-mb`, `multi_worker_mirrored` only); one pack starts once the
+    last gradient exists."""
+    return step_all_reduce_packs(topology, model, machines) > 1
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
@@ -547,7 +566,7 @@ def max_batch_that_fits(
 # ----------------------------------------------------------------------------- per strategy
 @dataclass(frozen=True)
 class _Hw:
-    """A topology's sustained rates as the cost model uses them.
+    """A topology's sustained rates as the step-time model uses them.
 
     Attributes:
         tflops: sustained TFLOP/s of one device.
@@ -589,15 +608,16 @@ def _gradient_bytes(model: ModelProfile, precision: str) -> float:
     return model.gradient_bytes * GRADIENT_BYTES_FACTOR[precision]
 
 
-def predict_allreduce(
+def allreduce_step_parts(
     topology: Topology,
     model: ModelProfile,
     batch: int,
     machines: int,
     gpus: int,
     constants: FittedConstants | None = None,
-) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus."""
+) -> tuple[float, float]:
+    """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, before any
+    of the communication hides behind back-propagation."""
     c = constants or FITTED
     hw = _hw(topology, c, machines)  # one ring through every machine: its slowest link
     step = step_compute_time(model, batch, hw.tflops)
@@ -619,18 +639,42 @@ def predict_allreduce(
         comm += (replicas - 1) * rows / slowest
     if replicas > 1:
         compute *= 1 + c.sync_overhead * math.log2(replicas)
-    if replicas > 1:  # every step waits for the slowest: its compute, the same launch
+        # every step waits for the slowest: its compute, the same launch
         compute *= slowest_machine(topology, machines, share)
-    overlap = overlap_share(
-        c.allreduce_overlap, topology, c, all_reduce_overlaps(topology, model, machines)
-    )
-    if not topology.overlaps_backward and packs > 1:
-        # the last pack holds the first layers' gradients, computed last: it hides nothing
-        overlap = min(overlap, (packs - 1) / packs)
-    exposed = exposed_communication(comm, compute, overlap)
-    if replicas > 1:
-        exposed += c.sync_latency_s * math.log2(replicas)  # waited, never hidden
-    scalars = step_scalar_seconds(topology, machines, gpus)
+    return compute, comm
+
+
+def sync_wait_s(replicas: int, constants: FittedConstants | None = None) -> float:
+    """Seconds a step of `replicas` synchronised replicas waits, never hidden."""
+    c = constants or FITTED
+    return c.sync_latency_s * math.log2(replicas) if replicas > 1 else 0.0
+
+
+def predict_allreduce(
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    machines: int,
+    gpus: int,
+    constants: FittedConstants | None = None,
+) -> tuple[float, float, float]:
+    """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus.
+
+    TensorFlow's all-reducing strategies as Strategist builds them put every gradient
+    into one pack, concatenated once the last one is computed
+    (`CommunicationOptions(bytes_per_pack=0)`, tensorflow/python/distribute/
+    cross_device_utils.py `group_by_size`): it hides nothing behind back-propagation.
+    Packs of `--all-reduce-pack-mb` start as their gradients appear, all but the last
+    (the first layers' gradients, computed last).
+    """
+    c = constants or FITTED
+    compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
+    packs = step_all_reduce_packs(topology, model, machines)
+    overlap = 0.0
+    if packs > 1:
+        overlap = min(overlap_share(c.allreduce_overlap, topology, c), (packs - 1) / packs)
+    exposed = exposed_communication(comm, compute, overlap) + sync_wait_s(machines * gpus, c)
+    scalars = step_scalar_seconds(topology, model, machines, gpus)
     return compute, exposed + scalars, comm + scalars
 
 
@@ -641,9 +685,10 @@ NCCL_TREE_LL_BASE_S = 4.4e-6
 NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
 
 
-def step_scalar_seconds(topology: Topology, machines: int, gpus: int) -> float:
-    """Seconds a step spends on `topology.step_scalar_all_reduces` scalar all-reduces
-    across `machines` machines of `gpus` devices, each paying its latency in full.
+def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, gpus: int) -> float:
+    """Seconds a step spends on the scalar all-reduces Keras runs for `model`'s loss and
+    compiled metrics (`keras_step_scalar_all_reduces`) across `machines` machines of
+    `gpus` devices, each paying its latency in full.
 
     Between CPU workers each is a ring of gRPC hops, as measured
     (`CPU_RING_HOP_S`). Between GPU machines NCCL sends a few bytes up and down a
@@ -653,7 +698,8 @@ def step_scalar_seconds(topology: Topology, machines: int, gpus: int) -> float:
     token), and Keras reads its loss and metrics after the gradients' all-reduce.
     Within one machine (`mirrored`) Keras sums them locally (`AddN`), without one.
     """
-    if machines <= 1 or not topology.step_scalar_all_reduces:
+    scalars = keras_step_scalar_all_reduces(model.compiled_metrics)
+    if machines <= 1:
         return 0.0
     if topology.gpu == "cpu":
         hop = network_hop_latency(topology)
@@ -663,7 +709,7 @@ def step_scalar_seconds(topology: Topology, machines: int, gpus: int) -> float:
         within = (gpus - 1) * hop
         across = int(math.log2(machines)) * NCCL_TREE_LL_HOP_S["network"]
         one = NCCL_TREE_LL_BASE_S + 2 * (within + across)
-    return topology.step_scalar_all_reduces * one
+    return scalars * one
 
 
 def server_state_bytes(model: ModelProfile) -> float:
@@ -675,12 +721,30 @@ def server_bytes_per_s(
     topology: Topology, model: ModelProfile, ps: int, constants: FittedConstants | None = None
 ) -> float | None:
     """Bytes/s one of `ps` parameter servers moves on the machine it runs on
-    (`ps_servers.server_network_gbps`), None at a worker machine's rate."""
+    (`ps_servers.server_network_gbps`), None where they share the worker's one machine."""
     c = constants or FITTED
     gbps = server_network_gbps(topology, server_state_bytes(model) / max(ps, 1))
     if gbps is None:
         return None
     return gbps * network_path_share(topology, c) / 8 * 1e9 * c.ps_network_efficiency
+
+
+@dataclass(frozen=True)
+class ServerPlacement:
+    """Where a parameter-server step's servers run, as the step time needs it.
+
+    Attributes:
+        shares_host: the servers run on the worker's one machine: traffic crosses
+            host memory over PCIe, without a network round trip.
+        server_bytes_per_s: bytes/s one server moves (None: a worker machine's rate).
+        partitioned: each large variable is split over the servers (`MinSizePartitioner`,
+            shards of at least `PS_MIN_SHARD_BYTES`, as components/core/strategies.py
+            builds them), else each variable sits whole on one server.
+    """
+
+    shares_host: bool
+    server_bytes_per_s: float | None
+    partitioned: bool = True
 
 
 def predict_parameter_server(
@@ -693,24 +757,46 @@ def predict_parameter_server(
     streams_per_worker: int = 1,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average worker.
+    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
+    worker, its servers placed as `strategist train` places them: on the worker's one
+    machine for one CPU machine (`ps_servers.servers_share_the_host`), else on CPU
+    machines of `--ps-machine-type` whose egress bounds them; on one GPU machine the worker
+    moves its traffic at their rate (its NIC is at least as fast)."""
+    c = constants or FITTED
+    placement = ServerPlacement(
+        shares_host=servers_share_the_host(topology),
+        server_bytes_per_s=server_bytes_per_s(topology, model, ps, c),
+    )
+    return parameter_server_step(
+        topology, model, batch, workers, ps, gpus, placement, streams_per_worker, c
+    )
 
-    Each worker first reduces its GPUs' gradients over the machine's link. Where
-    the servers share the worker's one machine (`ps_servers.servers_share_the_host`:
-    a CPU machine, or the published runs) traffic crosses host memory over PCIe,
-    not the network; on one GPU machine, whose servers run on CPU machines of
-    their own, the worker moves it at their egress rate (its NIC is at least as
-    fast). Workers of different speeds each run at their own pace, so the
-    cluster's throughput is the sum of theirs (compute is scaled by the
-    harmonic mean of the slowdowns).
+
+def parameter_server_step(
+    topology: Topology,
+    model: ModelProfile,
+    batch: int,
+    workers: int,
+    ps: int,
+    gpus: int,
+    placement: ServerPlacement,
+    streams_per_worker: int = 1,
+    constants: FittedConstants | None = None,
+) -> tuple[float, float, float]:
+    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
+    worker with its servers at `placement`.
+
+    Each worker first reduces its GPUs' gradients over the machine's link. Workers of
+    different speeds each run at their own pace, so the cluster's throughput is the sum
+    of theirs (compute is scaled by the harmonic mean of the slowdowns).
     """
     c = constants or FITTED
     hw = _hw(topology, c)
-    server_bps = server_bytes_per_s(topology, model, ps, c)
-    if servers_share_the_host(topology):
+    server_bps = placement.server_bytes_per_s
+    if placement.shares_host:
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
-    elif topology.machines == 1:  # no network flag: the servers' egress bounds the worker too
+    elif topology.machines == 1 and server_bps is not None:
         hw = dataclasses.replace(hw, net_bps=server_bps, ps_bps=server_bps)
     step = step_compute_time(model, batch, hw.tflops)
     compute = step * devices_sharing_compute(topology, gpus)
@@ -728,11 +814,11 @@ def predict_parameter_server(
         ps,
         hw.ps_bps,
         streams_per_worker,
-        topology.partitioned_variables,
+        placement.partitioned,
         server_bps,
     )
     comm += model.tensors * c.tensor_latency_s * streams_per_worker
-    if not servers_share_the_host(topology):
+    if not placement.shares_host:
         # the pull and the push: a round trip each. TensorFlow's parameter servers talk
         # gRPC on GPU machines too; those keep the fitted 50 us (the published
         # parameter-server cases were fitted with it), a CPU the measured call.
@@ -742,10 +828,9 @@ def predict_parameter_server(
         comm += 2 * max(rows / hw.ps_bps, workers * rows / max(ps, 1) / (server_bps or hw.ps_bps))
     # TensorFlow pushes each variable's update as soon as its gradient exists (one
     # `extended.update` per variable, tf_keras optimizer `_distributed_apply_gradients_fn`):
-    # parameter servers keep the fitted overlap whatever `overlaps_backward` says
+    # parameter servers keep the fitted overlap
     overlap = overlap_share(c.ps_overlap, topology, c)
     exposed = exposed_communication(comm, compute, overlap)
-    if workers > 1:
-        # a worker's pull and push are round trips too: the same wait per doubling of workers
-        exposed += c.sync_latency_s * math.log2(workers)
+    # a worker's pull and push are round trips too: the same wait per doubling of workers
+    exposed += sync_wait_s(workers, c)
     return compute, exposed, comm

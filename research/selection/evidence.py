@@ -14,20 +14,22 @@ from typing import Any
 
 from components.core import storage
 from components.core.config import ConfigError
-from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection.cost_model import (
+from components.core.selection.step_time import (
     FITTED,
     FittedConstants,
     achievable_tflops,
-    predict_allreduce,
-    predict_parameter_server,
     step_compute_time,
 )
 from components.core.selection.topology import Topology
+from research.selection.published import (
+    PublishedRun,
+    published_allreduce,
+    published_parameter_server,
+    published_run,
+)
 
-# components/core/data: one level above this package.
-DATA_DIR = Path(__file__).parents[1] / "data"
+DATA_DIR = Path(__file__).parent / "data"
 EVIDENCE_PATH = DATA_DIR / "published_scaling.json"
 # Each blind set's one evaluation (`record_first_look`), by the set's `split` name:
 # `blind` (before any change the set prompted), `blind-2` (collected after
@@ -167,34 +169,18 @@ def case_split(case: Mapping[str, Any]) -> str:
     return "held-out" if digest % HELD_OUT_EVERY == 0 else "train"
 
 
+def case_run(case: Mapping[str, Any]) -> PublishedRun:
+    """The case as the product's inputs and what its framework did (`published.published_run`)."""
+    return published_run(case, case_xla(case), case_network_path(case))
+
+
 def case_topology(case: Mapping[str, Any]) -> tuple[Topology, dict[str, float] | None]:
     """The case's hardware, and the spec of a GPU outside the catalog (else None).
 
     A GPU outside the catalog is modelled as a V100 whose compute is rescaled.
     """
-    gpu = case["gpu"]
-    spec = case.get("gpu_spec")
-    topo = Topology(
-        machines=case["machines"],
-        gpus_per_machine=case["gpus_per_machine"],
-        gpu=gpu if gpu in GPUS else "v100",
-        interconnect=case["interconnect"],
-        network_gbps=float(case.get("network_gbps") or 10.0),
-        nics=int(case.get("nics", 1)),
-        precision=case.get("precision", "fp32"),
-        jit_compile=case_xla(case),
-        network_path=case_network_path(case),
-        # the published frameworks overlap unless the case says its run did not
-        overlaps_backward=bool(case.get("overlaps_backward", True)),
-        # Horovod, PyTorch and MXNet runs all-reduce no per-step metrics (DLPerf's Keras
-        # runs did, at well under 1 % of their steps: docs/selection.md)
-        step_scalar_all_reduces=0,
-        # TF1's parameter servers placed each variable whole on one server
-        partitioned_variables=False,
-        # their servers ran on machines as fast as the workers' (or on the workers')
-        ps_machine_type=None,
-    )
-    return topo, spec
+    run = case_run(case)
+    return run.topology, case.get("gpu_spec")
 
 
 def case_network_path(case: Mapping[str, Any], path: str | Path = EVIDENCE_PATH) -> str:
@@ -266,20 +252,21 @@ def predict_case(case: Mapping[str, Any], constants: FittedConstants | None = No
     over the case's own.
     """
     c = constants or FITTED
-    topo, spec = case_topology(case)
+    run = case_run(case)
+    topo, spec = run.topology, run.gpu_spec
     model = PUBLISHED_PROFILES[case["model"]]
     if spec:  # a GPU outside the catalog: scale compute by its peak
         ratio = achievable_tflops(topo.gpu, topo.precision, c) / case_tflops(case, c)
         model = dataclasses.replace(model, flops_per_example=model.flops_per_example * ratio)
     baseline = case.get("efficiency_baseline") or {"machines": 1, "gpus_per_machine": 1}
     base = _time_per_example(
-        case, topo, model, c,
+        case, run, model, c,
         baseline["machines"],
         baseline.get("gpus_per_machine", topo.gpus_per_machine),
         baseline.get("gradient_accumulation", 1),
     )  # fmt: skip
     own = _time_per_example(
-        case, topo, model, c,
+        case, run, model, c,
         topo.machines, topo.gpus_per_machine, case.get("gradient_accumulation", 1),
     )  # fmt: skip
     return base / own
@@ -287,7 +274,7 @@ def predict_case(case: Mapping[str, Any], constants: FittedConstants | None = No
 
 def _time_per_example(
     case: Mapping[str, Any],
-    topo: Topology,
+    run: PublishedRun,
     model: Any,
     c: FittedConstants,
     machines: int,
@@ -300,17 +287,18 @@ def _time_per_example(
     per exchange, and only the last one's back-propagation can hide it.
     """
     batch = int(case["batch_size"])
+    topo = run.topology
     if machines * gpus == 1:
         single = step_compute_time(model, batch, achievable_tflops(topo.gpu, topo.precision, c))
         return single / batch
     if case["strategy"] == "parameter_server":
         local = case.get("local_aggregation", True)
-        parts = predict_parameter_server(
-            topo, model, batch, machines, int(case["ps"]), gpus if local else 1,
+        parts = published_parameter_server(
+            run, model, batch, machines, int(case["ps"]), gpus if local else 1,
             1 if local else gpus, constants=c,
         )  # fmt: skip
     else:
-        parts = predict_allreduce(topo, model, batch, machines, gpus, constants=c)
+        parts = published_allreduce(run, model, batch, machines, gpus, constants=c)
     compute, exposed, _ = parts
     return (accumulation * compute + exposed) / (accumulation * batch)
 
@@ -450,7 +438,7 @@ def record_first_look(name: str = "blind") -> dict[str, Any]:
         raise ConfigError(f"{path} exists: the blind set was already looked at once")
     summary, guess, rows = blind_summary(name=name)
     record = {
-        "made_by": f"python -m components.core.selection.fit --first-look {name}",
+        "made_by": f"python -m research.selection.fit --first-look {name}",
         "blind_set_sha256": blind_set_digest(name=name),
         "constants": dataclasses.asdict(FITTED),
         "constant_guess": guess,

@@ -1,8 +1,8 @@
 """Fits the cost model's constants on the training part of the published cases.
 
-`python -m components.core.selection.fit` fits, prints the training and the
+`python -m research.selection.fit` fits, prints the training and the
 held-out errors next to a constant guess, and with `--write` stores the
-constants in `data/cost_model_fit.json` (which `cost_model` loads).
+constants in `data/step_time_fit.json` (which `step_time` loads).
 
 Two stages, both on the training part only:
 
@@ -31,8 +31,8 @@ from components.core import storage
 from components.core.config import ConfigError
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection.cost_model import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
-from components.core.selection.evidence import (
+from components.core.selection.step_time import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
+from research.selection.evidence import (
     BLIND_RECORD_PATHS,
     blind_summary,
     case_network_path,
@@ -60,7 +60,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "sync_latency_s": (0.0, 0.25e-3, 0.5e-3, 1e-3),
     "tensor_latency_s": (0.0, 10e-6, 20e-6, 40e-6, 80e-6, 120e-6, 160e-6, 240e-6, 320e-6),
     # At most half: the cited measurements see little overlap left under XLA
-    # (cost_model.FittedConstants.xla_overlap_kept).
+    # (step_time.FittedConstants.xla_overlap_kept).
     "xla_overlap_kept": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
 }
 # Not fitted: the overlay's share of the NICs is set by what the one source that ran on
@@ -182,8 +182,8 @@ def fit(cases: Sequence[Mapping[str, Any]] | None = None) -> FittedConstants:
 def write(constants: FittedConstants, path: str | Path = FIT_PATH) -> None:
     """Stores `constants` with how they were made."""
     doc = {
-        "made_by": "python -m components.core.selection.fit --write",
-        "fitted_on": "the training part of components/core/data/published_scaling.json",
+        "made_by": "python -m research.selection.fit --write",
+        "fitted_on": "the training part of research/selection/data/published_scaling.json",
         "constants": dataclasses.asdict(constants),
     }
     storage.write_text(path, json.dumps(doc, indent=1) + "\n")
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0, or 2 when `--first-look` finds the blind set already looked at.
     """
-    parser = argparse.ArgumentParser(prog="python -m components.core.selection.fit")
+    parser = argparse.ArgumentParser(prog="python -m research.selection.fit")
     parser.add_argument("--write", action="store_true", help=f"store the constants in {FIT_PATH}")
     parser.add_argument(
         "--first-look",

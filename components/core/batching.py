@@ -1,0 +1,101 @@
+"""Batching: how a run's examples are grouped into steps and epochs, checked before launch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.core import datasets
+from components.core.config import ConfigError, RunConfig
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How examples are grouped for one strategy.
+
+    Attributes:
+        global_batch_size: examples in one synchronous update across all replicas
+            (for parameter_server: across all workers' concurrent steps).
+        batch_per_step: examples one `fit` step consumes (one worker's step for
+            parameter_server).
+        steps_per_epoch: `fit` steps in one epoch.
+        examples_per_epoch: the same for every strategy of a comparison.
+    """
+
+    global_batch_size: int
+    batch_per_step: int
+    steps_per_epoch: int
+    examples_per_epoch: int
+
+
+def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: int) -> Batching:
+    """Global batch = per-replica batch x replicas; epochs drop the ragged tail.
+
+    Raises:
+        ConfigError: when the global batch is larger than the training split.
+    """
+    per_replica = config.training.per_replica_batch_size
+    batch_per_step = per_replica * replicas_in_sync
+    # Under parameter_server a global batch is every worker's concurrent step;
+    # otherwise it is the one synchronous step all replicas take.
+    global_batch = per_replica * config.cluster.num_replicas
+    if not config.cluster.spec.uses_ps:
+        global_batch = batch_per_step
+    steps_of_global = num_train_examples // global_batch
+    if steps_of_global < 1:
+        raise ConfigError(
+            f"global batch {global_batch} is larger than the {num_train_examples} training "
+            "examples: lower --batch-size"
+        )
+    examples = steps_of_global * global_batch
+    return Batching(global_batch, batch_per_step, examples // batch_per_step, examples)
+
+
+def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
+    """Checks, before anything is launched, that the shards can feed this run.
+
+    Raises:
+        ConfigError: fewer shard files than input pipelines, a split missing,
+            or a global batch larger than the training split.
+    """
+    spec = config.cluster.spec
+    pipelines = spec.shard_files_needed(config.cluster)
+    for split in datasets.SPLITS:
+        files = len(manifest.split(split).files)
+        if split == "train" and files < pipelines:
+            raise ConfigError(
+                f"{manifest.root} has {files} {split} shard file(s), too few for "
+                f"{pipelines} workers (each reads its own files): shard again with "
+                f"--num-shards {pipelines} or more"
+            )
+    return plan_batching(
+        config, spec.replicas_in_sync(config.cluster), manifest.split("train").num_examples
+    )
+
+
+def check_replicas(config: RunConfig, replicas_in_sync: int) -> None:
+    """Refuses a strategy whose replicas differ from what the config counted.
+
+    The global batch, the learning rate and the run's record all depend on the
+    replica count: a cluster that holds another number (a machine with more or
+    fewer GPUs than `devices_per_worker`) would train something else than asked.
+
+    Raises:
+        ConfigError: saying what the cluster has and what to pass.
+    """
+    expected = config.cluster.spec.replicas_in_sync(config.cluster)
+    if replicas_in_sync != expected:
+        raise ConfigError(
+            f"{config.cluster.strategy} holds {replicas_in_sync} replica(s) in sync on this "
+            f"machine, but the run was planned for {expected} "
+            f"({config.cluster.devices_per_worker} device(s) per machine): pass "
+            "--gpus-per-machine equal to the GPUs of each machine"
+        )
+
+
+def batch_adjustments(config: RunConfig, batching: Batching, replicas: int) -> list[str]:
+    """What Strategist chose of the batch, in words, for the record."""
+    per_replica = config.training.per_replica_batch_size
+    return [
+        f"batch {per_replica} per replica x {replicas} replica(s) in sync = "
+        f"{batching.batch_per_step} per step (global batch {batching.global_batch_size})"
+    ]

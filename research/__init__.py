@@ -1,0 +1,1 @@
+"""Research behind Strategist: not installed, never imported by `components` or `pipelines`."""

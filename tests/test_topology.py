@@ -1,0 +1,60 @@
+"""Tests of topology."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.core.config import ConfigError
+from components.core.model_profile import PUBLISHED_PROFILES
+from components.core.selection import Topology, recommend
+from pipelines.cli import main
+from tests.selection_helpers import RESNET101
+
+
+@pytest.mark.parametrize(
+    "topology",
+    [
+        Topology(0, 8),
+        Topology(1, 0),
+        Topology(1, 1, "k80"),
+        Topology(1, 2, "v100", "infiniband"),
+        Topology(2, 2, "v100", network_gbps=-1),
+        Topology(2, 2, "v100", precision="fp8"),
+    ],
+)
+def test_invalid_hardware_raises_config_error(topology):
+    with pytest.raises(ConfigError):
+        recommend(topology, RESNET101)
+
+
+def test_preemptions_whose_restarts_fill_the_hour_train_nothing(capsys):
+    """60 preemptions an hour x 600 s a restart is 36,000 s of restarts an hour: it said
+    'take 90% off' and predicted 18 examples/s; now it is refused. A rate one machine
+    survives but a synchronous run over 4 does not leaves that run infeasible, and a
+    share below the whole is said as it is, not capped at 90%."""
+    argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--model", "resnet50",
+            "--preemptible", "--preemptions-per-machine-hour"]  # fmt: skip
+    assert main([*argv, "60"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert (
+        "--preemptions-per-machine-hour 60: each preemption costs a restart of about 600 s, "
+        "so 6 or more an hour leave a machine no time to train (60 x 600 s = 36,000 s of "
+        "restarts an hour); give the rate the machines see"
+    ) in err
+    assert main([*argv, "6"]) == 2
+    assert main([*argv, "2", "--network-gbps", "25", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["strategy"] == "parameter_server"
+    mwm = next(a for a in doc["alternatives"] if a["strategy"] == "multi_worker_mirrored")
+    assert mwm["feasible"] is False
+    assert mwm["note"] == "its 4 machines' preemption restarts fill every hour"
+    assert mwm["predicted"]["examples_per_second"] == 0
+    assert not any("90%" in r for r in doc["reasons"])
+    topology = Topology(4, 1, "v100", network_gbps=25, preemptible=True,
+                        preemptions_per_machine_hour=1.4)  # fmt: skip
+    rec = recommend(topology, PUBLISHED_PROFILES["resnet50"], batch_size=32)
+    mwm = next(a for a in rec.alternatives if a.strategy == "multi_worker_mirrored")
+    assert mwm.feasible and mwm.overhead_fraction == pytest.approx(4 * 1.4 * 600 / 3600)
