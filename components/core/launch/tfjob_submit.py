@@ -1,5 +1,4 @@
-"""Submitting a TFJob and following it until it ends, as the command line and the
-pipeline's train step do.
+"""Submitting a TFJob and following it until it ends, from the command line or a train step.
 
 Creates the TFJob (or re-attaches to the one the step's `gcp_resources` records, or
 attaches to a named one), prints each state as it happens (a watch between reads),
