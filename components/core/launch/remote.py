@@ -135,8 +135,8 @@ def call_with_retries(
         backoff: waits between retries.
         sleep: how to wait.
         log: where retry lines go.
-        budget_s: give up once this much wall-clock time has passed since the first
-            attempt (calls included, not only waits), e.g. to fit a grace period.
+        budget_s: no retry starts later than this many seconds (calls included, not
+            only waits) after the first attempt, e.g. to fit a grace period.
         notice_after_s: print a line when one attempt has had no reply for this long.
 
     Raises:
@@ -152,9 +152,9 @@ def call_with_retries(
             raise
         except Exception as err:  # sorted below: transient ones are retried
             delay = next(delays, None) if is_transient(err) else None
-            if delay is not None and budget_s is not None:
-                left = budget_s - (time.monotonic() - started)
-                delay = min(delay, left) if left > 0.5 else None
+            late = budget_s is not None and time.monotonic() - started + (delay or 0) > budget_s
+            if delay is not None and late:
+                delay = None
             if delay is None:
                 kind = "transient errors past the retry deadline" if is_transient(err) else "error"
                 raise RemoteCallFailed(f"{what} failed ({kind}): {describe(err)}") from err

@@ -40,7 +40,7 @@ def resource_uri(client: Any, namespace: str, name: str) -> str:
 _RESOURCE_PATH = re.compile(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs/([^/]+)$")
 # Kubernetes gives a pod 30 s between SIGTERM and SIGKILL by default
 # (terminationGracePeriodSeconds): deleting the job on SIGTERM must end within it.
-CANCEL_BUDGET_S = 20.0
+CANCEL_BUDGET_S = 20.0  # no retry of the deletion starts later; each call takes at most 5 s
 CANCEL_BACKOFF = remote.Backoff(initial_s=1.0, multiplier=2.0, maximum_s=4.0, deadline_s=60.0)
 # A line when one call has had no reply this long (its own timeout ends it).
 SLOW_CALL_NOTICE_S = 10.0
