@@ -79,6 +79,21 @@ def submit(cluster, name, lines, user="submitter", run=None, **kwargs):
     )
 
 
+def _kept(sent, stored):
+    """Whether every field sent is stored unchanged (the server may add defaults)."""
+    if isinstance(sent, dict):
+        return isinstance(stored, dict) and all(
+            key in stored and _kept(value, stored[key]) for key, value in sent.items()
+        )
+    if isinstance(sent, list):
+        return (
+            isinstance(stored, list)
+            and len(sent) == len(stored)
+            and all(_kept(a, b) for a, b in zip(sent, stored, strict=True))
+        )
+    return sent == stored
+
+
 def cleanup(operator, *names):
     for name in names:
         if operator.exists(name):
@@ -111,7 +126,7 @@ def test_every_tfjob_and_its_replicas_are_accepted_whole(
         "kubeflow.org", "v1", NAMESPACE, "tfjobs", job
     )
     try:
-        assert stored["spec"] == job["spec"]
+        assert _kept(job["spec"], stored["spec"]), "the server pruned a field"
         pods = operator.make_replicas(name)
         assert len(pods) == sum(spec["replicas"] for spec in job["spec"]["tfReplicaSpecs"].values())
         for pod_name in pods:
@@ -379,7 +394,7 @@ def test_reattach_follows_a_running_or_succeeded_job_and_replaces_a_failed_or_go
         first_uid = operator.job(name)["metadata"]["uid"]
         # The retried step: the failed job of the same name is deleted, a new one made.
         lines = []
-        thread = operator.in_background(name, "Succeeded")
+        thread = operator.in_background(name, "Succeeded", replacing=first_uid)
         assert submit(kube_cluster, name, lines, gcp_resources=str(record)) == "Succeeded"
         thread.join(30)
         assert (
@@ -396,7 +411,7 @@ def test_reattach_follows_a_running_or_succeeded_job_and_replaces_a_failed_or_go
         while operator.exists(name):
             time.sleep(0.2)
         lines = []
-        thread = operator.in_background(name, "Succeeded")
+        thread = operator.in_background(name, "Succeeded", replacing=first_uid)
         assert submit(kube_cluster, name, lines, gcp_resources=str(record)) == "Succeeded"
         thread.join(30)
         assert (
@@ -444,10 +459,8 @@ def test_a_frozen_server_times_calls_out_with_a_line_while_waiting(
         thread.join(30)
         assert lines[-1] == "Succeeded"
         assert "kubeflow: create TFJob: no reply after 1s; still waiting" in lines
-        assert any(
-            line.startswith("kubeflow: create TFJob: transient error (ReadTimeoutError")
-            for line in lines
-        )
+        retries = [line for line in lines if "create TFJob: transient error" in line]
+        assert retries and all("timed out" in line for line in retries), lines
     finally:
         cleanup(operator, name)
 
@@ -517,7 +530,7 @@ def test_a_cancel_during_a_frozen_server_fits_the_grace_period_and_says_why(kube
         retries = [
             line for line in out.splitlines() if "kubeflow: delete TFJob: transient error" in line
         ]
-        assert retries and all("ReadTimeoutError" in line for line in retries), out
+        assert retries and all("timed out" in line for line in retries), out
         assert "received signal" not in "\n".join(retries)
         assert "the job may still run" in out
     finally:
@@ -527,15 +540,23 @@ def test_a_cancel_during_a_frozen_server_fits_the_grace_period_and_says_why(kube
 
 
 def test_a_server_outage_while_following_is_survived(kube_cluster, operator):
-    """The API server stopped while the job runs: reads are retried with a line each,
-    and the job is followed to its end once the server is back."""
-    name = "run-outage"
-    operator.in_background(name, None)
-    lines = []
+    """The API server unreachable while the job runs (connections cut and refused, as
+    when it stops): reads are retried with a line each, and the job is followed to its
+    end once the server is back."""
     import threading
 
-    cloud = cloud_for(kube_cluster, job_name=name)
-    result = []
+    name = "run-outage"
+    operator.in_background(name, None)
+    relay = kube_cluster.relay()
+    cloud = make_cloud(
+        target="kubeflow",
+        project=None,
+        region=None,
+        namespace=NAMESPACE,
+        job_name=name,
+        kubeconfig=kube_cluster.kubeconfig("submitter", relay=relay),
+    )
+    lines, result = [], []
     waiter = threading.Thread(
         target=lambda: result.append(
             tfjob_submit.submit_and_wait(
@@ -551,15 +572,17 @@ def test_a_server_outage_while_following_is_survived(kube_cluster, operator):
     )
     try:
         waiter.start()
-        while not any("Running" in line for line in lines):
+        deadline = time.monotonic() + 60
+        while not any("Running" in line for line in lines) and time.monotonic() < deadline:
             time.sleep(0.1)
-        kube_cluster.stop_apiserver()
-        time.sleep(2)
-        kube_cluster.restart_apiserver()
+        relay.cut()
+        time.sleep(5)
+        relay.restore()
         operator.set_pods_phase(name, "Succeeded")
         operator.condition(name, "Succeeded", Chief=(0, 1, 0))
         waiter.join(60)
-        assert result == ["Succeeded"]
+        assert result == ["Succeeded"], lines
         assert any("get TFJob: transient error" in line and "retrying" in line for line in lines)
     finally:
+        relay.cut()
         cleanup(operator, name)

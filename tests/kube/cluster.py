@@ -259,14 +259,9 @@ class KubeCluster:
                 raise ClusterUnavailable(f"kube-apiserver not ready after {timeout_s:.0f} s")
             time.sleep(0.5)
 
-    def stop_apiserver(self) -> None:
-        """Stops the API server alone (etcd and its data stay): an outage."""
-        self.apiserver.terminate()
-        self.apiserver.wait(30)
-        self.processes.remove(self.apiserver)
-
-    def restart_apiserver(self) -> None:
-        self._start_apiserver()
+    def relay(self) -> Relay:
+        """A relay to this API server that a test can cut, as if the server stopped."""
+        return Relay(int(self.url.rsplit(":", 1)[1]))
 
     @contextlib.contextmanager
     def frozen(self):
@@ -294,9 +289,19 @@ class KubeCluster:
 
     # ---- clients and kubeconfigs
 
-    def kubeconfig(self, user: str, *, token: str | None = None, ca: Path | None = None) -> str:
-        """A kubeconfig file for `user` (or a `token` the server does not know, or another CA)."""
-        path = self.folder / f"kubeconfig-{user}{'-' + (ca.stem if ca else '')}"
+    def kubeconfig(
+        self,
+        user: str,
+        *,
+        token: str | None = None,
+        ca: Path | None = None,
+        relay: Relay | None = None,
+    ) -> str:
+        """A kubeconfig file for `user` (or a `token` the server does not know, or another CA,
+        or the server reached through `relay`)."""
+        suffix = (f"-{ca.stem}" if ca else "") + (f"-relay{relay.port}" if relay else "")
+        path = self.folder / f"kubeconfig-{user}{suffix}"
+        server = f"https://127.0.0.1:{relay.port}" if relay else self.url
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -304,7 +309,7 @@ class KubeCluster:
                 {
                     "name": "test",
                     "cluster": {
-                        "server": self.url,
+                        "server": server,
                         "certificate-authority": str(ca or self.certs.ca),
                     },
                 }
@@ -375,6 +380,59 @@ class KubeCluster:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+
+class Relay:
+    """A TCP relay on loopback in front of the API server: `cut()` closes it (every
+    connection, and new ones refused), as a stopped API server would, `restore()` reopens
+    it on the same port. The server itself keeps running, so its authorizer's caches
+    are warm when the relay comes back (a restarted kube-apiserver answers 403 for a
+    moment before they are)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = _free_port()
+        self.connections: list[socket.socket] = []
+        self.listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        listener, self.listener = self.listener, None
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        for connection in self.connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
+        self.connections.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            self.connections += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
 
 
 def documented_role(user: str) -> list[dict[str, Any]]:
@@ -483,12 +541,19 @@ class Operator:
         return True
 
     def wait_for_job(
-        self, name: str, timeout_s: float = 60, namespace: str = NAMESPACE
+        self,
+        name: str,
+        timeout_s: float = 60,
+        namespace: str = NAMESPACE,
+        replacing: str | None = None,
     ) -> dict[str, Any]:
+        """The TFJob once it exists (another than the one of uid `replacing`)."""
         deadline = time.monotonic() + timeout_s
         while True:
             with contextlib.suppress(Exception):
-                return self.job(name, namespace)
+                job = self.job(name, namespace)
+                if job["metadata"]["uid"] != replacing:
+                    return job
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no TFJob {namespace}/{name} after {timeout_s} s")
             time.sleep(0.1)
@@ -506,6 +571,7 @@ class Operator:
             "controller": True,
             "blockOwnerDeletion": True,
         }
+        self._collect_garbage(name, job["metadata"]["uid"], namespace)
         specs = job["spec"]["tfReplicaSpecs"]
         chief_type = "Chief" if "Chief" in specs else None
         pods = []
@@ -563,6 +629,21 @@ class Operator:
                     self.cluster.kubelet.logs[(namespace, pod_name)] = chief_log
                 pods.append(pod_name)
         return pods
+
+    def _collect_garbage(self, name: str, uid: str, namespace: str) -> None:
+        """Deletes the Pods and Services of an earlier TFJob of the same name, as Kubernetes'
+        garbage collector (in kube-controller-manager, not run here) does once it is gone."""
+        selector = f"training.kubeflow.org/job-name={name}"
+        for kind in ("service", "pod"):
+            listed = getattr(self.core, f"list_namespaced_{kind}")(
+                namespace, label_selector=selector
+            )
+            for item in listed.items:
+                owners = item.metadata.owner_references or []
+                if all(owner.uid != uid for owner in owners):
+                    getattr(self.core, f"delete_namespaced_{kind}")(
+                        item.metadata.name, namespace, grace_period_seconds=0
+                    )
 
     def set_pods_phase(
         self,
@@ -660,10 +741,12 @@ class Operator:
         chief_log: str = "",
         running_s: float = 0.5,
         namespace: str = NAMESPACE,
+        replacing: str | None = None,
     ) -> None:
         """The operator's whole course for one job: replicas, Created, Running, then `outcome`
-        (or stays Running when `outcome` is None)."""
-        self.wait_for_job(name, namespace=namespace)
+        (or stays Running when `outcome` is None); `replacing`: the uid of a job of the same
+        name this one replaces."""
+        self.wait_for_job(name, namespace=namespace, replacing=replacing)
         self.make_replicas(name, chief_log, namespace)
         self.condition(name, "Created", namespace)
         self.set_pods_phase(name, "Running", namespace=namespace)
