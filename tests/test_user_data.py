@@ -283,6 +283,11 @@ BAD_DATA = {
         ["--data", "{tmp}/words.csv", "--label", "y"],
         "--model mlp takes one numeric input, the data has .*colour \\(string\\)",
     ),
+    # A built-in model takes the same pre-flight as a user's module: no cluster starts to fail.
+    "built-in-cnn-on-a-vector": (
+        ["--data", "{csv}/breast_cancer.csv", "--label", "target", "--model", "cnn"],
+        "build_model of cnn failed: .*expected min_ndim=4, found ndim=2",
+    ),
     "negative-class-ids": (["--data", "{tmp}/negative.csv", "--label", "y"], "class ids must"),
     "whole-number-regression-labels": (
         ["--data", "{tmp}/prices.csv", "--label", "y"],

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import tempfile
 
 from components.core import models, storage
 from components.core.config import (
     ALL_REDUCE,
     MAX_SEED,
+    MAX_STEPS_PER_EXECUTION,
     PRECISIONS,
     ClusterConfig,
     ConfigError,
@@ -22,107 +22,20 @@ from components.core.config import (
     validate_run,
 )
 from components.core.strategy_spec import spec_for
+from pipelines.cli.arg_types import (
+    bounded_int,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    seed,
+)
 
 # One default per setting, in every subcommand that takes it.
 DEFAULT_BATCH_SIZE = TrainingConfig().per_replica_batch_size
 # The GPU a recommendation is made for (select, compare, the pipelines' `gpu`).
 DEFAULT_TARGET_GPU = "t4"
-
-
-def _number(text: str, kind: type, noun: str):
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (exit 2 with a clear message otherwise)."""
-    value = _number(text, int, "a whole number")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def whole_number(text: str) -> int:
-    """argparse type: a whole number, also written 2e9, 1.5e6 or 350_000_000 (range unchecked)."""
-    value = _number(text.replace("_", ""), float, "a number")
-    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}")
-    return int(value)
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = _number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def seed(text: str) -> int:
-    """argparse type: a random seed, 0 to 2**32 - 1."""
-    value = _number(text, int, "a whole number")
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {value}")
-    return value
-
-
-def output_file(path: str, flag: str = "-o") -> str:
-    """Refuses a file destination Strategist may not replace; returns it.
-
-    Only a regular file is ever replaced (atomically): a folder, a symlink, a
-    device or a FIFO named as the output is refused, as is an empty path or a
-    missing parent folder.
-
-    Raises:
-        ConfigError: saying what to pass instead.
-    """
-    if not path or not path.strip():
-        raise ConfigError(f"{flag} is empty: pass the file to write, e.g. pipeline.yaml")
-    if os.path.isdir(path):
-        raise ConfigError(f"{flag} {path} is a folder: pass a file path inside it")
-    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
-        raise ConfigError(
-            f"{flag} {path} is not a regular file (a symlink, device or pipe): Strategist "
-            "replaces only regular files; pass another path"
-        )
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
-    try:  # the temporary file the atomic write needs beside it (/proc, read-only places)
-        handle, probe = tempfile.mkstemp(prefix=".tmp-", dir=parent)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        raise ConfigError(
-            f"{flag} {path}: cannot write in {parent} ({err.strerror}); pass a writable place"
-        ) from None
-    return path
-
-
-def non_negative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    value = _number(text, float, "a number")
-    if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be 0 or a positive number, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    value = _number(text, float, "a number")
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1."""
-    value = _number(text, float, "a number")
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
-    return value
 
 
 def add_gpus_per_machine_argument(
@@ -234,8 +147,15 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--learning-rate",
         type=positive_float,
-        default=0.001,
-        help="learning rate at batch 32, scaled linearly with the batch (default: 0.001)",
+        help="learning rate at batch 32, scaled linearly with the batch; given, it replaces "
+        "the rate of a model module's own optimizer (default: 0.001, or the module's)",
+    )
+    data.add_argument(
+        "--no-scale-learning-rate",
+        dest="scale_learning_rate",
+        action="store_false",
+        help="train at the learning rate as given, at any batch (default: scaled linearly "
+        "from batch 32 to the batch of one update)",
     )
     data.add_argument(
         "--warmup-epochs",
@@ -257,16 +177,25 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     speed.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
     speed.add_argument(
         "--steps-per-execution",
-        type=positive_int,
+        type=bounded_int(1, MAX_STEPS_PER_EXECUTION),
         default=1,
-        help="training steps per tf.function call (default: 1)",
+        help=f"training steps per tf.function call, 1 to {MAX_STEPS_PER_EXECUTION:,} (default: 1)",
     )
     speed.add_argument(
         "--profile-steps",
         default="",
         metavar="A,B",
         help="take a TensorFlow profiler trace of steps A to B of the first epoch into the "
-        "TensorBoard logs (e.g. 10,20; default: none)",
+        "TensorBoard logs, 1 <= A <= B <= the epoch's steps (e.g. 10,20; default: none)",
+    )
+    data.add_argument(
+        "--checkpoint-every",
+        default="epoch",
+        metavar="STEPS|DURATION",
+        help="write the checkpoint a restarted or preempted run resumes from every STEPS "
+        "training steps (and at each epoch's end), or every DURATION of training (90s, 10m, "
+        "2h: turned into steps from the measured step time); a restart then trains again at "
+        "most that much (default: epoch, at each epoch's end)",
     )
 
 
@@ -382,13 +311,16 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         training=TrainingConfig(
             epochs=args.epochs,
             per_replica_batch_size=per_replica,
-            base_learning_rate=args.learning_rate,
+            base_learning_rate=args.learning_rate or TrainingConfig.base_learning_rate,
+            learning_rate_given=args.learning_rate is not None,
+            scale_learning_rate=args.scale_learning_rate,
             warmup_epochs=args.warmup_epochs,
             seed=args.seed,
             steps_per_execution=args.steps_per_execution,
             precision=args.precision,
             jit_compile=args.jit_compile,
             profile_steps=args.profile_steps,
+            checkpoint_every=args.checkpoint_every,
         ),
         cluster=cluster,
         output_dir=storage.absolute(output_dir),

@@ -11,12 +11,13 @@ import sys
 import time
 
 from components.core import run_folder
+from components.core.comparison.planning import MAX_REPEATS
 from components.core.comparison.plots import PLOT_FILES
 from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
 from components.core.input_spec import REGRESSION
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
-from pipelines.cli import common
+from pipelines.cli import arg_types, common
 
 DEFAULT_STRATEGIES = COMPARED_BY_DEFAULT
 # Everything kfp.local and the tasks print, in the output folder.
@@ -62,9 +63,10 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=common.positive_int,
+        type=arg_types.bounded_int(1, MAX_REPEATS),
         default=1,
-        help="train each strategy N times, interleaved (s1,s2,s1,s2), and report the median "
+        help=f"train each strategy N times (1 to {MAX_REPEATS}), interleaved (s1,s2,s1,s2), "
+        "and report the median "
         "and min-max spread; a winner is called only when the ranges do not overlap "
         "(default: 1)",
     )
@@ -95,11 +97,11 @@ def add_parser(subparsers) -> None:
         help=f"GPU type, as select takes it (default: {common.DEFAULT_TARGET_GPU})",
     )
     hardware.add_argument(
-        "--machines", type=common.positive_int, default=1, help="machines (default: 1)"
+        "--machines", type=arg_types.positive_int, default=1, help="machines (default: 1)"
     )
     hardware.add_argument(
         "--network-gbps",
-        type=common.positive_float,
+        type=arg_types.positive_float,
         default=10.0,
         help="network between machines, Gbit/s (default: 10)",
     )
@@ -128,9 +130,14 @@ def add_parser(subparsers) -> None:
 
 
 def parse_strategies(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
+    names = [name.strip() for name in text.split(",")]
+    if not any(names):
         raise ConfigError("--strategies is empty: name at least one strategy")
+    if not all(names):
+        raise ConfigError(
+            f"--strategies {ascii(text)} has an empty name (a stray comma): pass names "
+            "separated by single commas, e.g. mirrored,parameter_server"
+        )
     unknown = [name for name in names if name not in STRATEGIES]
     if unknown:
         raise ConfigError(
@@ -335,8 +342,8 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     log_path = os.path.join(output, LOG_NAME)
     times = f", each {arguments['repeats']} times interleaved" if arguments["repeats"] > 1 else ""
     print(
-        f"compare: {names}{times} on {config.data.dataset} "
-        f"({config.model.name}, {config.training.epochs} epochs) through kfp.local"
+        f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, "
+        f"{config.training.epochs} epochs"
     )
     print(f"full log: {log_path}", flush=True)
     started = time.perf_counter()

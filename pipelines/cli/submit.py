@@ -142,7 +142,7 @@ def submit(
 
     submission.check_target(sub)
     if sub.target == "vertex" and credentials is None:
-        from components.core.launch.cloud import google_credentials
+        from components.core.launch.credentials import google_credentials
 
         credentials = google_credentials()
     with submission.compiled(sub) as (package, spec):

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from components.core import run_metrics, storage
+from components.core import run_metrics, storage, storage_trees
 from components.core.config import BACKENDS, ConfigError, RunConfig, validate_run
 from components.core.launch import remote
 from components.core.run_metrics import RunMetrics
@@ -85,7 +85,7 @@ def train_to_artifacts(
             metrics = run_local(config)
             source = workdir
         elif rehearse:
-            from components.core.launch import cloud as cloud_lib
+            from components.core.launch import staging
             from components.core.launch.rehearsal import rehearse as rehearse_job
 
             run, cloud = _cloud_run(config, backend, cloud_config)
@@ -93,7 +93,7 @@ def train_to_artifacts(
                 build_cloud_job(run, cloud),
                 cloud.target,
                 data_dir=run.data.data_dir,
-                staged=cloud_lib.files_to_stage(run, cloud),
+                staged=staging.files_to_stage(run, cloud),
             )
             source = local.output_dir
         else:
@@ -183,18 +183,18 @@ def submit_cloud(
         JobFailed: the job failed or was cancelled.
         RemoteCallFailed: the cloud's API refused a call, or stayed unreachable.
     """
-    from components.core.launch import cloud as cloud_lib
+    from components.core.launch import credentials, staging
 
     if job is None:
         job = build_cloud_job(run, cloud)
-    staged = cloud_lib.stage_module(run, cloud)  # before any replica starts
+    staged = staging.stage_module(run, cloud)  # before any replica starts
     if staged:
         log(f"model module staged at {staged}")
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
         if client is None:
-            client = vertex.make_client(cloud, credentials=cloud_lib.google_credentials())
+            client = vertex.make_client(cloud, credentials=credentials.google_credentials())
         vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
         from components.core.launch import tfjob_client, tfjob_submit
@@ -204,7 +204,7 @@ def submit_cloud(
         tfjob_submit.submit_and_wait(
             job, cloud, client=client, log=log, gcp_resources=gcp_resources
         )
-    return cloud_lib.output_uri(run, cloud)
+    return staging.output_uri(run, cloud)
 
 
 def _copy_model(source: str, destination: str) -> None:
@@ -216,9 +216,9 @@ def _copy_model(source: str, destination: str) -> None:
     Raises:
         RuntimeError: when a Cloud Storage export is incomplete (no marker).
     """
-    if storage.is_object_store(source) and not storage.is_complete(source):
+    if storage.is_object_store(source) and not storage_trees.is_complete(source):
         raise RuntimeError(f"the model export in {source} is incomplete: the run did not finish")
-    storage.download_tree(source, destination)
+    storage_trees.download_tree(source, destination)
 
 
 def copy_tensorboard_logs(run_dir: str, destination: str) -> bool:
@@ -237,7 +237,7 @@ def copy_tensorboard_logs(run_dir: str, destination: str) -> bool:
     if not storage.exists(logs):
         storage.makedirs(destination)
         return False
-    storage.download_tree(logs, destination)
+    storage_trees.download_tree(logs, destination)
     return True
 
 

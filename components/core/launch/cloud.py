@@ -1,8 +1,7 @@
-"""Where and how a run goes to the cloud: `CloudConfig`, its validation, and what both
-cloud backends (Vertex AI CustomJob, Kubeflow TFJob) share.
+"""Where and how a run goes to the cloud: `CloudConfig` and what both cloud backends
+(Vertex AI CustomJob, Kubeflow TFJob) share.
 
-Validation refuses every combination the cloud would refuse (or silently waste money
-on) before any request is sent, with a `ConfigError` that says which flag to change.
+`cloud_checks` refuses every combination the cloud would refuse before any request.
 The RunConfig each training process receives is rewritten here for the cloud: on
 Vertex AI, `gs://bucket/x` becomes the gcsfuse path `/gcs/bucket/x`.
 """
@@ -12,25 +11,19 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
-import re
 import secrets
 import string
 from dataclasses import dataclass
-from typing import Any
 
-from components.core import reduction_server, run_folder, storage
+from components.core import reduction_server
 from components.core.config import (
-    ConfigError,
     RunConfig,
-    validate_for_machine,
-    validate_run,
 )
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import Gpu, get_gpu
+from components.core.launch.staging import output_uri, shards_uri, staged_module_uri
 from components.core.storage_paths import to_gcsfuse
-from components.core.strategy_spec import EVALUATOR, NCCL
-from components.core.targets import TARGETS
+from components.core.strategy_spec import EVALUATOR
 
 # The command every training process runs, on every backend: one trainer entry point.
 TRAINER_COMMAND = ("python", "-m", "components.core.trainer")
@@ -42,11 +35,6 @@ REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reduct
 CPU_MACHINE_TYPE = "n1-standard-8"
 KUBE_RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 CLEAN_POD_POLICIES = ("Running", "All", "None")
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
-_NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
-_TENSORBOARD = re.compile(r"^projects/[^/]+/locations/([^/]+)/tensorboards/[^/]+$")
 
 
 class JobFailed(RuntimeError):
@@ -210,230 +198,6 @@ def layout(run: RunConfig, cloud: CloudConfig) -> list[Pool]:
     return pools
 
 
-def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
-    """Refuses a run the cloud cannot (or should not) take, before any request.
-
-    Raises:
-        ConfigError: with a message that says which flag to change.
-    """
-    validate_run(run)
-    strategy = run.cluster.strategy
-    if cloud.target not in TARGETS:
-        raise ConfigError(f"unknown target {cloud.target!r}: use --target vertex or kubeflow")
-    if not cloud.image:
-        raise ConfigError(
-            "no trainer image: pass --image REGISTRY/strategist-trainer:TAG "
-            "(build and push it with containers/cloudbuild.yaml or `make image`)"
-        )
-    if cloud.target == "vertex":
-        if not cloud.project:
-            raise ConfigError("Vertex AI needs a project: pass --project PROJECT_ID")
-        if not cloud.region:
-            raise ConfigError("Vertex AI needs a region: pass --region, e.g. us-central1")
-    _validate_gpus(run, cloud)
-    validate_for_machine(run, resolved_gpus(run, cloud))
-    if cloud.reduction_server:
-        if cloud.target != "vertex":
-            raise ConfigError(
-                "Reduction Server exists on Vertex AI only: drop --reduction-server "
-                "or use --target vertex"
-            )
-        if not run.cluster.spec.all_reduces_across_machines:
-            raise ConfigError(
-                f"Reduction Server speeds up all-reduce of multi_worker_mirrored, not {strategy}: "
-                "drop --reduction-server or use --strategy multi_worker_mirrored"
-            )
-        if not cloud.gpu:
-            raise ConfigError(
-                "Reduction Server works through NCCL on GPU workers: pass --gpu "
-                "or drop --reduction-server"
-            )
-        all_reduce = run.cluster.spec.resolve_all_reduce(
-            run.cluster.all_reduce, resolved_gpus(run, cloud)
-        )
-        if all_reduce != NCCL:
-            raise ConfigError(
-                f"Reduction Server works through NCCL, not the {all_reduce} all-reduce: drop "
-                f"--all-reduce {run.cluster.all_reduce} (auto is NCCL on GPUs) or "
-                "--reduction-server"
-            )
-        if cloud.reduction_server_replicas < 1:
-            raise ConfigError(
-                "--reduction-server-replicas must be at least 1, "
-                f"got {cloud.reduction_server_replicas}"
-            )
-        for error in reduction_server.image_errors(cloud.image):
-            raise ConfigError(error)
-    if cloud.timeout_s is not None and cloud.timeout_s < 1:
-        raise ConfigError(f"--timeout must be at least 1 second, got {cloud.timeout_s}")
-    _validate_paths(run, cloud)
-    if cloud.target == "vertex":
-        _validate_vertex(cloud)
-    else:
-        _validate_kubeflow(cloud)
-    _validate_shards(run, cloud)
-
-
-def readable_shards(uri: str) -> str | None:
-    """Where this machine reads the job's `gs://` shards folder, or None when it cannot.
-
-    A Vertex AI Pipelines step sees every bucket at its gcsfuse mount (`/gcs/`);
-    under a rehearsal (`STRATEGIST_GCS_LOCAL_ROOT`) the storage layer serves it
-    from the mapped folder. `gs://` itself is not tried: without credentials
-    here, Google's auth chain and retries would stall every dry run.
-    """
-    local = to_gcsfuse(uri)
-    return local if storage.isdir(local) else None
-
-
-def _validate_shards(run: RunConfig, cloud: CloudConfig) -> None:
-    """The local launcher's shard checks (`batching.check_fits`: files against the
-    job's input pipelines, the global batch against the training split), on the
-    run the job's processes receive, when its shards can be read from here."""
-    folder = readable_shards(shards_uri(run, cloud))
-    if folder is None:
-        return
-    from components.core import batching, datasets
-
-    batching.check_fits(trainer_run_config(run, cloud), datasets.load_manifest(folder))
-
-
-def _validate_gpus(run: RunConfig, cloud: CloudConfig) -> None:
-    strategy = run.cluster.strategy
-    if not cloud.gpu:
-        if cloud.gpus_per_machine:
-            raise ConfigError(
-                "--gpus-per-machine needs a GPU type: pass --gpu "
-                "(t4, l4, v100, p100, a100, a100-80gb, h100)"
-            )
-        return
-    gpu = get_gpu(cloud.gpu)
-    gpus = resolved_gpus(run, cloud)
-    if gpus < 1:
-        raise ConfigError(f"--gpus-per-machine must be at least 1, got {gpus}")
-    if not run.cluster.spec.devices_apply and gpus != 1:
-        raise ConfigError(
-            f"{strategy} trains on one GPU, not {gpus}: pass --gpus-per-machine 1, "
-            "or use --strategy mirrored for all GPUs of the machine"
-        )
-    if cloud.machine_type is None or cloud.target == "kubeflow":
-        # GKE node pools take the same GPU counts as the Vertex machine types.
-        try:
-            gpu.machine_type(gpus)
-        except ConfigError as err:
-            *fewer, most = (str(count) for count in sorted(gpu.machine_types))
-            choices = f"{', '.join(fewer)} or {most}" if fewer else most
-            raise ConfigError(
-                f"{err}: pass --gpus-per-machine {choices}, "
-                "or spread the GPUs over more machines with --workers"
-            ) from None
-
-
-def _validate_paths(run: RunConfig, cloud: CloudConfig) -> None:
-    output = output_uri(run, cloud)
-    where = "Vertex AI" if cloud.target == "vertex" else "Kubeflow pods"
-    if not output.startswith("gs://"):
-        raise ConfigError(
-            f"{where} cannot write to {output!r}: pass --output gs://BUCKET/PATH "
-            "(or --base-output-dir), a Cloud Storage folder the job's service account can write"
-        )
-    shards = shards_uri(run, cloud)
-    if not shards:
-        raise ConfigError(
-            "the cloud job needs prepared shards: shard the dataset (e.g. "
-            "`strategist train --local ...` writes them), copy the folder to Cloud Storage "
-            "and pass --shards-dir gs://BUCKET/PATH"
-        )
-    if not shards.startswith("gs://"):
-        raise ConfigError(
-            f"{where} cannot read shards from {shards!r}: copy them to Cloud Storage "
-            "and pass --shards-dir gs://BUCKET/PATH"
-        )
-
-
-def _validate_vertex(cloud: CloudConfig) -> None:
-    if cloud.service_account and not _SERVICE_ACCOUNT.match(cloud.service_account):
-        raise ConfigError(
-            f"--service-account {cloud.service_account!r} is not an email: pass "
-            "NAME@PROJECT.iam.gserviceaccount.com"
-        )
-    if cloud.network and not _NETWORK.match(cloud.network):
-        raise ConfigError(
-            f"--network {cloud.network!r}: pass projects/PROJECT_NUMBER/global/networks/NAME"
-        )
-    if cloud.tensorboard:
-        match = _TENSORBOARD.match(cloud.tensorboard)
-        if not match:
-            raise ConfigError(
-                f"--tensorboard {cloud.tensorboard!r}: pass "
-                "projects/PROJECT/locations/REGION/tensorboards/ID"
-            )
-        if match.group(1) != cloud.region:
-            raise ConfigError(
-                f"TensorBoard {cloud.tensorboard} is in {match.group(1)}, the job in "
-                f"{cloud.region}: use a TensorBoard of the job's region"
-            )
-        if not cloud.service_account:
-            raise ConfigError(
-                "Vertex AI TensorBoard needs a job service account: pass --service-account"
-            )
-
-
-def validate_namespace(namespace: str) -> None:
-    """Refuses a name that cannot be a Kubernetes namespace (a DNS label)."""
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
-        raise ConfigError(
-            f"--namespace {namespace!r} is not a Kubernetes namespace name "
-            "(lowercase letters, digits and '-')"
-        )
-
-
-def _validate_kubeflow(cloud: CloudConfig) -> None:
-    validate_namespace(cloud.namespace)
-    if cloud.job_name and (not _DNS_LABEL.match(cloud.job_name) or len(cloud.job_name) > 63):
-        raise ConfigError(
-            f"--job-name {cloud.job_name!r}: a TFJob name is at most 63 lowercase "
-            "letters, digits and '-'"
-        )
-    if cloud.restart_policy not in KUBE_RESTART_POLICIES:
-        raise ConfigError(
-            f"restart policy {cloud.restart_policy!r}: choose one of "
-            f"{', '.join(KUBE_RESTART_POLICIES)}"
-        )
-    if cloud.clean_pod_policy not in CLEAN_POD_POLICIES:
-        raise ConfigError(
-            f"clean pod policy {cloud.clean_pod_policy!r}: choose one of "
-            f"{', '.join(CLEAN_POD_POLICIES)}"
-        )
-    if cloud.backoff_limit < 0:
-        raise ConfigError(f"--backoff-limit must be 0 or more, got {cloud.backoff_limit}")
-    unsupported = [
-        flag
-        for flag, value in (
-            ("--tensorboard", cloud.tensorboard),
-            ("--network", cloud.network),
-            ("--service-account", cloud.service_account),
-        )
-        if value
-    ]
-    if unsupported:
-        raise ConfigError(
-            f"{', '.join(unsupported)} apply to Vertex AI only: drop them for --target kubeflow "
-            "(on GKE, bind the namespace's Kubernetes service account with Workload Identity)"
-        )
-
-
-def output_uri(run: RunConfig, cloud: CloudConfig) -> str:
-    """The Cloud Storage folder the job writes to (`--base-output-dir`, else the run's)."""
-    return (cloud.base_output_dir or run.output_dir).rstrip("/")
-
-
-def shards_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """The Cloud Storage folder of the shards the job reads."""
-    shards = cloud.shards_dir or run.data.shards_dir
-    return shards.rstrip("/") if shards else None
-
-
 def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     """The RunConfig every cloud training process receives.
 
@@ -468,72 +232,6 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
         output_dir=remote(output_uri(run, cloud)) or run.output_dir,
         backup_dir=remote(run.backup_dir),
     )
-
-
-def staged_module_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """Where the run's model module file is in Cloud Storage for the job's replicas.
-
-    A local `.py` file is staged beside the job's outputs,
-    `<output>/model_module/<file>` (`stage_module` copies it at submission); a
-    `gs://` file is read where it is. None for a built-in model or an
-    importable module name, which the trainer image must hold (a two-line
-    Dockerfile `FROM` Strategist's image: containers/README.md).
-    """
-    from components.core import model_module
-
-    source = run.model.module
-    if not source or not model_module.is_file_source(source):
-        return None
-    if source.startswith("gs://"):
-        return source
-    return f"{output_uri(run, cloud)}/{MODULE_DIR}/{os.path.basename(source)}"
-
-
-def module_origin(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """One line saying where the replicas' model module comes from (None for built-ins)."""
-    source = run.model.module
-    if not source:
-        return None
-    staged = staged_module_uri(run, cloud)
-    if staged is None:
-        return f"model module {source}: imported on every replica, so the image must hold it"
-    if staged == source:
-        return f"model module {source}: read by every replica from Cloud Storage"
-    return f"model module {source}: staged to {staged} at submission, read by every replica"
-
-
-def stage_module(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """Copies a local model module file to `staged_module_uri`; returns that URI.
-
-    Raises:
-        ConfigError: the file cannot be read or written.
-    """
-    for staged, source in files_to_stage(run, cloud).items():
-        copy_file(source, staged, "--model-module")
-    return staged_module_uri(run, cloud)
-
-
-def files_to_stage(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
-    """`{Cloud Storage URI: local file}` that submission copies before the job starts."""
-    staged = staged_module_uri(run, cloud)
-    if staged is None or staged == run.model.module:
-        return {}
-    return {staged: run.model.module}
-
-
-def copy_file(source: str, target: str, what: str) -> None:
-    """Copies one file through the storage layer (local, `/gcs/` or `gs://`).
-
-    Raises:
-        ConfigError: naming `what` when it cannot be read or written.
-    """
-    try:
-        storage.copy_file(source, target)
-    except OSError as err:
-        raise ConfigError(f"cannot stage {what} {source} to {target}: {err}") from None
-
-
-MODULE_DIR = run_folder.STAGED_MODULE_DIR
 
 
 def trainer_env(run: RunConfig, cloud: CloudConfig, pool: Pool | None = None) -> dict[str, str]:
@@ -579,20 +277,3 @@ def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None =
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%y%m%d-%H%M%S")
     suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
     return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}-{suffix}"
-
-
-def google_credentials() -> Any:
-    """Application Default Credentials, or a ConfigError that says how to get them."""
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        credentials, _ = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/cloud-platform"]
-        )
-    except DefaultCredentialsError as err:
-        raise ConfigError(
-            f"no Google Cloud credentials ({err}): run `gcloud auth application-default login`, "
-            "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
-        ) from None
-    return credentials

@@ -15,9 +15,11 @@ from typing import Any
 from kubeflow.training import models as kf
 from kubernetes import client as k8s
 
+from components.core import preemption
 from components.core.config import ConfigError, RunConfig
 from components.core.cpu_machine import cpu_machine
 from components.core.launch import cloud as cloudlib
+from components.core.launch import cloud_checks
 from components.core.launch.cloud import CloudConfig
 
 GROUP_VERSION = "kubeflow.org/v1"
@@ -45,7 +47,7 @@ def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
     """
     if cloud.target != "kubeflow":
         raise ConfigError(f"build_tfjob needs --target kubeflow, got {cloud.target!r}")
-    cloudlib.validate_cloud(run, cloud)
+    cloud_checks.validate_cloud(run, cloud)
     args = cloudlib.trainer_args(run, cloud)
     pools = cloudlib.layout(run, cloud)
     name = cloudlib.job_name(run, cloud)
@@ -157,6 +159,8 @@ def _pod_template(
             node_selector=node_selector or None,
             tolerations=tolerations or None,
             service_account_name=cloud.kube_service_account,
+            # From SIGTERM to the kill: the trainer saves its checkpoint (core.preemption).
+            termination_grace_period_seconds=preemption.TERMINATION_GRACE_S,
         ),
     )
 

@@ -15,9 +15,9 @@ What each fault does (docs/faults.md has the measured recovery times):
 - any task of `mirrored` or `multi_worker_mirrored`, or the chief or a
   parameter server of `parameter_server`, dies: every process is stopped and,
   within `RestartPolicy.cluster_restarts`, the whole cluster is started again
-  on fresh ports; `BackupAndRestore` resumes from the last finished epoch;
-- a task exits with `CONFIG_ERROR_EXIT` (bad input it found): no restart, since
-  a restart would fail the same way.
+  on fresh ports; `BackupAndRestore` resumes from the last checkpoint;
+- a task exits with `CONFIG_ERROR_EXIT` (bad input it found) or `DIVERGED_EXIT`
+  (a non-finite loss): no restart, since a restart would fail the same way.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from typing import Any
 
 from components.core import run_folder, run_metrics, sidecar, storage
 from components.core.config import ConfigError, RunConfig
+from components.core.divergence import DIVERGED_EXIT
 from components.core.launch import netns
+from components.core.launch.cluster_failure import ClusterFailed
 from components.core.launch.liveness import Liveness, StallWatch
 from components.core.launch.local_tasks import (
     HOST,
@@ -46,6 +48,7 @@ from components.core.launch.local_tasks import (
     task_environment,
 )
 from components.core.launch.preflight import check_rehearsal
+from components.core.preemption import PREEMPTED_EXIT_CODE
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT
@@ -76,24 +79,6 @@ _NOISE = re.compile(
 _BACKUP_CONFIG_NAME = "run_config.json"
 
 
-class ClusterFailed(RuntimeError):
-    """A task of the local cluster failed and no restart was left.
-
-    Attributes:
-        task: the failing task's name (`worker-1`).
-        returncode: its exit code (negative: killed by that signal).
-        tail: its last log lines.
-    """
-
-    def __init__(self, task: str, returncode: int, tail: list[str], stalled_s: float = 0.0):
-        self.task, self.returncode, self.tail = task, returncode, tail
-        how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
-        if stalled_s:
-            how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
-        lines = "\n".join(f"  [{task}] {line}" for line in tail)
-        super().__init__(f"{task} {how}; its last log lines:\n{lines}")
-
-
 @dataclass(frozen=True)
 class RestartPolicy:
     """What the launcher restarts, mirroring what the cloud backends do.
@@ -104,10 +89,16 @@ class RestartPolicy:
             BackupAndRestore checkpoint.
         worker_restarts: restarts of a single parameter-server-strategy worker;
             its steps are retried on the other workers meanwhile.
+        preempted_restarts: whole-cluster restarts after a task saved on the
+            preemption notice and exited `preemption.PREEMPTED_EXIT_CODE`,
+            beside `cluster_restarts`: a rehearsal of a Spot job restarts as
+            Vertex AI (`restart_job_on_worker_restart`) or a TFJob's `ExitCode`
+            policy (up to its backoff limit) would.
     """
 
     cluster_restarts: int = 0
     worker_restarts: int = 3
+    preempted_restarts: int = 0
 
 
 class LocalCluster(StallWatch):
@@ -154,7 +145,8 @@ class LocalCluster(StallWatch):
         self.tasks: list[Task] = []
         # Where the tasks run: a loopback-only network namespace (multi-process clusters).
         self.namespace: netns.LoopbackNamespace | None = None
-        self.cluster_restarts = 0
+        self.cluster_restarts = 0  # every restart so far (the attempt's number)
+        self.preempted_restarts = 0  # of which after a save on the preemption notice
         self.failures: list[dict[str, Any]] = []
         self._started = time.monotonic()
         self._lock = threading.Lock()
@@ -203,7 +195,9 @@ class LocalCluster(StallWatch):
             raise
         except BaseException as err:
             self.stop(grace_s=0)
-            self._status("failed", error=str(err).splitlines()[0])
+            # The failing task's own error line, not the heading of its log lines.
+            reason = getattr(err, "reason", None) or str(err).splitlines()[0]
+            self._status("failed", error=reason)
             raise
         finally:
             self.stop()
@@ -296,7 +290,22 @@ class LocalCluster(StallWatch):
                 return run_metrics.read(storage.join(self.config.output_dir, METRICS_NAME))
             self.stop(grace_s=0)
             code = failed.process.returncode
-            if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
+            if code == PREEMPTED_EXIT_CODE and (
+                self.preempted_restarts < self.restart.preempted_restarts
+            ):
+                self.cluster_restarts += 1
+                self.preempted_restarts += 1
+                self._record_failure(failed, "preempted restart")
+                self.log(
+                    f"[launcher] {failed.name} saved on the preemption notice (exit {code}); "
+                    f"restarting the cluster as the platform would ({self.preempted_restarts}/"
+                    f"{self.restart.preempted_restarts}), training resumes at that step"
+                )
+                continue
+            failures = self.cluster_restarts - self.preempted_restarts
+            # Bad input, or a divergence: a restart would end the same way.
+            final = code in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
+            if final or failures >= self.restart.cluster_restarts:
                 self._record_failure(failed, "run failed")
                 stalled_s = self._stalled_s if failed.stalled else 0.0
                 raise ClusterFailed(failed.name, code, list(failed.tail), stalled_s)
@@ -304,8 +313,8 @@ class LocalCluster(StallWatch):
             self._record_failure(failed, "cluster restart")
             self.log(
                 f"[launcher] {failed.name} failed (exit {code}); restarting "
-                f"the cluster ({self.cluster_restarts}/{self.restart.cluster_restarts}), "
-                "training resumes from the last finished epoch"
+                f"the cluster ({failures + 1}/{self.restart.cluster_restarts}), "
+                "training resumes from the last checkpoint"
             )
 
     def _run_once(self) -> Task | None:
@@ -349,7 +358,7 @@ class LocalCluster(StallWatch):
     def _may_restart_alone(self, task: Task) -> bool:
         return (
             task.task_type in self.config.cluster.spec.restartable_alone
-            and task.process.returncode != CONFIG_ERROR_EXIT
+            and task.process.returncode not in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
             and task.restarts < self.restart.worker_restarts
         )
 

@@ -6,6 +6,9 @@ from collections import Counter
 
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
+from components.core.selection.device_compute import achievable_tflops
+from components.core.selection.links import link_bandwidth_gbps, network_path_share, ring_link
+from components.core.selection.machine_speeds import machine_slowdowns, preemption_rate
 from components.core.selection.prediction import (
     PS_HOST_MEMORY_GB,
     Prediction,
@@ -20,14 +23,8 @@ from components.core.selection.ps_servers import (
 from components.core.selection.step_time import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
-    achievable_tflops,
     all_reduce_overlaps,
     keras_step_scalar_all_reduces,
-    link_bandwidth_gbps,
-    machine_slowdowns,
-    network_path_share,
-    preemption_rate,
-    ring_link,
     step_scalar_seconds,
 )
 from components.core.selection.topology import RESTART_COST_S, Topology, device
@@ -181,9 +178,16 @@ def _compute_sentence(
         f"gradients per step), {model.flops_per_example / 1e9:,.3g} GFLOPs forward per example; "
         f"at batch {batch} one {gpu.name} computes a step "
         f"in {chosen.single_gpu_step_s * 1e3:,.1f} ms "
-        f"(3 x forward FLOPs at {tflops:,.1f} TFLOP/s sustained, {topology.precision})."
+        f"(3 x forward FLOPs at {tflops:,.1f} TFLOP/s sustained, {_precision_said(topology)})."
         + _no_tensor_cores_note(topology)
     )
+
+
+def _precision_said(topology: Topology) -> str:
+    """The precision the step computes at: float32 on TF32 tensor cores says so."""
+    if topology.precision == "fp32" and device(topology.gpu).peak_tflops_tf32:
+        return "fp32 on TF32 tensor cores"
+    return topology.precision
 
 
 def _no_tensor_cores_note(topology: Topology) -> str:
