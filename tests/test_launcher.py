@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from components.core import signals
 from components.core.config import ConfigError
-from components.core.launch import kubeflow, remote, vertex
+from components.core.launch import kubeflow, remote, tfjob_client, tfjob_submit, vertex
 from components.core.launch.cloud import JobFailed
 from tests.test_cloud_config import make_cloud, make_run
 
@@ -382,7 +382,7 @@ def training_client(api: FakeCustomObjectsApi):
 def run_tfjob(api, gcp_resources, clock=None, lines=None):
     cloud = make_cloud(target="kubeflow", project=None, region=None, namespace="ml")
     job = kubeflow.build_tfjob(make_run(), make_cloud(**{**cloud.__dict__, "job_name": "run-1"}))
-    return kubeflow.submit_and_wait(
+    return tfjob_submit.submit_and_wait(
         job,
         cloud,
         client=training_client(api),
@@ -519,8 +519,7 @@ def no_requests(monkeypatch):
     vertex_fake, api = FakeJobService(), FakeCustomObjectsApi()
     monkeypatch.setattr(credentials, "google_credentials", lambda: None)
     monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: vertex_fake)
-    monkeypatch.setattr(kubeflow, "load_credentials", lambda cloud: k8s.Configuration())
-    monkeypatch.setattr(kubeflow, "make_client", lambda cloud, conf=None: training_client(api))
+    monkeypatch.setattr(tfjob_client, "make_client", lambda cloud, conf=None: training_client(api))
     yield
     assert vertex_fake.calls == [] and api.calls == []
 

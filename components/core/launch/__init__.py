@@ -197,11 +197,13 @@ def submit_cloud(
             client = vertex.make_client(cloud, credentials=credentials.google_credentials())
         vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
-        from components.core.launch import kubeflow
+        from components.core.launch import tfjob_client, tfjob_submit
 
         if client is None:
-            client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
-        kubeflow.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
+            client = tfjob_client.make_client(cloud)
+        tfjob_submit.submit_and_wait(
+            job, cloud, client=client, log=log, gcp_resources=gcp_resources
+        )
     return staging.output_uri(run, cloud)
 
 
