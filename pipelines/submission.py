@@ -146,7 +146,7 @@ def check_target(sub: Submission) -> None:
         raise ConfigError(
             f"unknown target {sub.target!r}: use --target vertex or --target kubeflow"
         )
-    if sub.name is not None and not _NAME.match(sub.name):
+    if sub.name is not None and not _NAME.fullmatch(sub.name):
         raise ConfigError(
             f"--name {sub.name!r}: use lowercase letters, digits and '-' (at most 128)"
         )

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -385,15 +384,19 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
 
 
 def collect_outputs(result, output: str) -> list[str]:
-    """Copies the compare task's files into `output`; returns their names."""
+    """Copies the compare task's files into `output`, each written to a temporary name and
+    renamed (`storage.copy_file`): a kill leaves the old file or the new, never a part;
+    returns their names."""
+    from components.core import storage
+
     copied = []
     for key in ("comparison", "report", "summary"):
         source = result.outputs[key].path
         name = {"comparison": "comparison.json", "report": "report.html", "summary": "summary.md"}
-        shutil.copyfile(source, os.path.join(output, name[key]))
+        storage.copy_file(source, os.path.join(output, name[key]))
         copied.append(name[key])
     plots = result.outputs["plots"].path
     for name in sorted(os.listdir(plots)):
-        shutil.copyfile(os.path.join(plots, name), os.path.join(output, name))
+        storage.copy_file(os.path.join(plots, name), os.path.join(output, name))
         copied.append(name)
     return copied
