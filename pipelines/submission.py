@@ -262,6 +262,10 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     repeats = typed.get("repeats")
     if repeats is not None and repeats < 1:
         raise ConfigError(f"--param repeats must be at least 1 (runs per strategy), got {repeats}")
+    if typed.get("max_steps"):
+        from components.core.config import check_max_steps
+
+        check_max_steps(typed["max_steps"])
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))

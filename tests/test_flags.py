@@ -93,6 +93,8 @@ COMPARE_FLAGS = {
     "--verbose": "shows OUTPUT/pipeline.log live (tests/test_local_console.py)",
     "--repeats": "the pipeline's repeats: each strategy trains N times "
     "(tests/test_local_pipeline.py)",
+    "--max-steps": "the pipeline's max_steps: each strategy's pilot stops at N steps "
+    "(tests/test_pilot.py)",
 }
 
 

@@ -84,13 +84,13 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         strategy=strategy,
         xla_scope=xla,
         batch_per_update=batching.batch_per_step,
-        steps_per_epoch=batching.steps_per_epoch,
+        steps_per_epoch=batching.steps_per_data_epoch,
     )
     model = built.model
     recorder = EpochRecorder(
         storage.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
         batching.examples_per_epoch,
-        config.training.epochs,
+        batching.epochs,
         verbose=role.is_chief,
         attempt=restarts,
     )
@@ -98,7 +98,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         print(
             f"training {module.name} ({model.count_params():,} parameters) on "
             f"{manifest.dataset} with {config.cluster.strategy}: {replicas} replica(s) in sync, "
-            f"global batch {batching.global_batch_size}, {batching.steps_per_epoch} steps/epoch",
+            f"global batch {batching.global_batch_size}, {_steps_plan(batching)}",
             flush=True,
         )
         for change in built.adjustments:
@@ -115,6 +115,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         module.preprocess,
     )
     fit_ended = time.perf_counter()
+    optimizer_steps = int(model.optimizer.iterations.numpy())  # what fit ran, pilot or not
     weights_sha256 = _weights_digest(model)
     model_build.uncompile_model_with_xla(model)
     model_export.export_model(model, output_dir, config)
@@ -152,6 +153,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
+        optimizer_steps=optimizer_steps,
         variable_placement=_variable_placement(model),
         parameters=int(model.count_params()),
         model_module=config.model.module,
@@ -246,7 +248,7 @@ def _fit(
     )
     model.fit(
         dataset,
-        epochs=config.training.epochs,
+        epochs=batching.epochs,  # a pilot's windows: the stop is `fit`'s own
         steps_per_epoch=batching.steps_per_epoch,
         callbacks=callbacks,
         verbose=0,
@@ -266,7 +268,7 @@ def _metrics(
     """The run's record from its plan, its epochs and its evaluation."""
     seconds = [r["seconds"] for r in records]
     throughput = [r["examples_per_second"] for r in records]
-    steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
+    steady = throughput[1:] or throughput  # epoch 1 (a pilot's warm-up window) holds tracing
     history = {"loss": [r["loss"] for r in records]}
     for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
         history[name] = [r.get("metrics", r).get(name, float("nan")) for r in records]
@@ -283,9 +285,11 @@ def _metrics(
         devices_per_worker=config.cluster.devices_per_worker,
         per_replica_batch_size=config.training.per_replica_batch_size,
         global_batch_size=batching.global_batch_size,
-        epochs=config.training.epochs,
+        epochs=batching.epochs,
         steps_per_epoch=batching.steps_per_epoch,
         examples_per_epoch=batching.examples_per_epoch,
+        max_steps=batching.max_steps,
+        warmup_steps=batching.warmup_steps,
         epoch_seconds=seconds,
         epoch_examples_per_second=throughput,
         examples_per_second=statistics.median(steady),
@@ -306,6 +310,16 @@ def _metrics(
         jit_compile=config.training.jit_compile,
         steps_per_execution=config.training.steps_per_execution,
         run_config=config.to_dict(),
+    )
+
+
+def _steps_plan(batching: Batching) -> str:
+    """`25 steps/epoch`, or a pilot's `pilot: 20 warm-up steps, then 100 in 5 windows of 20`."""
+    if not batching.max_steps:
+        return f"{batching.steps_per_epoch} steps/epoch"
+    return (
+        f"pilot: {batching.warmup_steps} warm-up steps, then {batching.max_steps} in "
+        f"{batching.epochs - 1} windows of {batching.steps_per_epoch}"
     )
 
 

@@ -12,7 +12,14 @@ import time
 
 from components.core import run_folder
 from components.core.comparison.plots import PLOT_FILES
-from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
+from components.core.config import (
+    PILOT_WINDOWS,
+    STRATEGIES,
+    ConfigError,
+    RunConfig,
+    cluster_for,
+    validate_run,
+)
 from components.core.input_spec import REGRESSION
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
@@ -67,6 +74,15 @@ def add_parser(subparsers) -> None:
         help="train each strategy N times, interleaved (s1,s2,s1,s2), and report the median "
         "and min-max spread; a winner is called only when the ranges do not overlap "
         "(default: 1)",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=common.non_negative_int,
+        default=0,
+        help=f"a pilot: train each strategy N steps (a multiple of {PILOT_WINDOWS}) after a "
+        f"warm-up of N/{PILOT_WINDOWS} instead of --epochs; its steady examples/s is the median "
+        f"of {PILOT_WINDOWS} windows after the warm-up, with their spread; quality is not judged "
+        "(default: 0, whole epochs)",
     )
     common.add_data_model_arguments(parser)
     common.add_cluster_arguments(
@@ -191,7 +207,9 @@ def settings(args: argparse.Namespace) -> dict:
         data=dataclasses.replace(base.data, num_shards=max(args.num_shards, most_pipelines)),
     )
     for cluster in clusters:
-        run = dataclasses.replace(base, cluster=cluster)
+        # Each step trains with the pipeline's `max_steps` in its config (launch.train_to_artifacts).
+        pilot = dataclasses.replace(base.training, max_steps=args.max_steps)
+        run = dataclasses.replace(base, cluster=cluster, training=pilot)
         validate_run(run)
         check_rehearsal(run)
         common.check_machine_size(args, run)
@@ -210,6 +228,7 @@ def settings(args: argparse.Namespace) -> dict:
         "target_metric": args.target_metric,
         "backend": "local",
         "repeats": args.repeats,
+        "max_steps": args.max_steps,
     }
 
 
@@ -334,10 +353,13 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     names = ", ".join(c["strategy"] for c in arguments["clusters"])
     log_path = os.path.join(output, LOG_NAME)
     times = f", each {arguments['repeats']} times interleaved" if arguments["repeats"] > 1 else ""
-    print(
-        f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, "
-        f"{config.training.epochs} epochs"
+    steps = arguments["max_steps"]
+    length = (
+        f"pilot of {steps} steps after {steps // PILOT_WINDOWS} warm-up"
+        if steps
+        else f"{config.training.epochs} epochs"
     )
+    print(f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, {length}")
     print(f"full log: {log_path}", flush=True)
     started = time.perf_counter()
     try:
