@@ -7,7 +7,7 @@ IMAGE  ?= us-docker.pkg.dev/strategist-project/strategist/trainer:0.1.0
 COMPILED ?= compiled
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast lint compile image bench clean
+.PHONY: help install run test test-heavy test-fast lint compile image bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -27,8 +27,11 @@ run: install ## Compare mirrored, multi-worker and parameter-server training loc
 # a shared bucket) are built once.
 PYTEST_PARALLEL ?= -n 2 --dist loadfile
 
-test: install ## Run the whole test suite
-	$(PY) -m pytest -q $(PYTEST_PARALLEL)
+test: install ## Run the test suite (all but the heavy tests)
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not heavy"
+
+test-heavy: install ## Run the heavy tests: built-in ImageNet-sized models on real clusters (minutes each)
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m heavy
 
 test-fast: install ## Run the tests that start no TensorFlow cluster
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not cluster"

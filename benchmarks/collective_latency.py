@@ -10,7 +10,7 @@ model), then as many steps that only make the tensors, after a warm-up each.
 On CPUs the collective runs as a ring over gRPC
 (`CommunicationImplementation.RING`), 2 (N-1) hops a step, so the difference
 of the two step times over 2 (N-1) is the cost of one hop: what the cost
-model charges a ring hop between CPU workers (`step_time.CPU_RING_HOP_S`).
+model charges a ring hop between CPU workers (`links.CPU_RING_HOP_S`).
 The table gives the model's figure beside the measured one and their ratio.
 
 `--output FILE` gets `{"results": [{"workers", "tensors", "step_ms", "base_ms",
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if not counts or min(counts) < 2:
         print("--workers: give worker counts of 2 or more, e.g. --workers 2,3", file=sys.stderr)
         return 2
-    from components.core.selection.step_time import CPU_RING_HOP_S
+    from components.core.selection.links import CPU_RING_HOP_S
 
     folder = tempfile.mkdtemp(prefix="collective-latency-")
     try:

@@ -9,7 +9,9 @@
 3. `input_pipeline`: the shard reader alone against the fastest trainer
    (headroom);
 4. `pipeline_overhead`: the local comparison pipeline's wall time against its
-   training runs (skipped, with the reason, when `strategist compare` is missing).
+   training runs (skipped, with the reason, when `strategist compare` is missing);
+5. `checkpointing`: the step time with a checkpoint every N steps against one
+   per epoch (`--checkpoint-every`).
 
 The full results, with the machine they came from, go to `--output`
 (default `runs/bench/results.json`).
@@ -23,7 +25,14 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import common, input_pipeline, options, overhead, pipeline_overhead
+from benchmarks import (
+    checkpointing,
+    common,
+    input_pipeline,
+    options,
+    overhead,
+    pipeline_overhead,
+)
 from pipelines.cli.common import positive_int
 
 
@@ -72,12 +81,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip",
         default="",
         help="comma-separated benchmarks to skip: "
-        "overhead,options,input_pipeline,pipeline_overhead",
+        "overhead,options,input_pipeline,pipeline_overhead,checkpointing",
     )
     parser.add_argument("--work-dir", default=common.DEFAULT_WORK_DIR, help="(default: runs/bench)")
     args = parser.parse_args(argv)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    known = {"overhead", "options", "input_pipeline", "pipeline_overhead"}
+    known = {"overhead", "options", "input_pipeline", "pipeline_overhead", "checkpointing"}
     if args.skip - known:
         parser.error(f"--skip: unknown {sorted(args.skip - known)}; choose from {sorted(known)}")
     if args.epochs < 2:
@@ -120,6 +129,17 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, Any]]:
         rows.append(("pipeline_overhead", "training runs wall s", po["training_launcher_seconds"]))
         rows.append(("pipeline_overhead", "orchestration s", po["orchestration_seconds"]))
         rows.append(("pipeline_overhead", "orchestration share", po["orchestration_fraction"]))
+    for strategy, per_interval in results.get("checkpointing", {}).items():
+        if strategy == "machine":
+            continue
+        for interval, r in per_interval.items():
+            rows.append(
+                (
+                    "checkpointing",
+                    f"{strategy} every {interval}: share of step",
+                    r["share_over_epoch"],
+                )
+            )
     return rows
 
 
@@ -177,6 +197,18 @@ def main(argv: list[str] | None = None) -> int:
         except pipeline_overhead.Unavailable as err:
             print(f"pipeline_overhead: {err}", file=sys.stderr)
             results["pipeline_overhead"] = {"skipped": str(err)}
+    if "checkpointing" not in args.skip:
+        results["checkpointing"] = checkpointing.run_checkpointing(
+            checkpointing.parse_args(
+                [
+                    f"--steps={args.steps}",
+                    f"--rounds={args.rounds}",
+                    f"--epochs={args.epochs}",
+                    f"--work-dir={os.path.join(args.work_dir, 'checkpointing')}",
+                ]
+            )
+        )
+        print(checkpointing.table(results["checkpointing"]), flush=True)
     results["seconds"] = time.perf_counter() - started
     machine = results["machine"]
     print()

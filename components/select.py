@@ -53,7 +53,7 @@ def select_strategy(
     import dataclasses
     from collections import namedtuple
 
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     choice = choose_for_pipeline(
         run_config=run_config,

@@ -8,10 +8,9 @@ platform document that puts the train step on a GPU node pool.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-from components.core import atomic
+from components.core import atomic, cloud_ids
 from components.core.config import ConfigError
 from components.core.hardware import get_gpu
 from components.core.targets import TARGETS, canonical
@@ -21,20 +20,11 @@ from pipelines.scheduling import GpuPlacement
 from pipelines.training import build_training_pipeline
 
 PIPELINES = {"training": build_training_pipeline, "comparison": build_comparison_pipeline}
-# registry/path[:tag][@digest], as docker reference grammar allows (lower-case path).
-_IMAGE = re.compile(
-    r"^[a-z0-9.\-]+(:[0-9]+)?(/[a-z0-9._\-]+)+(:[\w][\w.\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
-)
 
 
 def check_image(image: str) -> None:
-    """Raises ConfigError unless `image` looks like a container image reference."""
-    if not _IMAGE.match(image):
-        raise ConfigError(
-            f"--image {image!r} is not a container image reference; "
-            "references are lower case (REGISTRY/PATH[:TAG]), "
-            "e.g. us-docker.pkg.dev/my-project/strategist/trainer:1.0"
-        )
+    """Raises ConfigError unless `image` is a container image reference."""
+    cloud_ids.check_image(image)
 
 
 def placement_for(target: str, gpu: str | None, gpus: int) -> GpuPlacement | None:

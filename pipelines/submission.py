@@ -12,7 +12,6 @@ against the compiled pipeline's parameter types). Requests go through the SDKs:
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import tempfile
@@ -24,13 +23,13 @@ from typing import Any
 
 import yaml
 
+from components.core import cloud_ids, json_input
 from components.core.config import ConfigError
 from components.core.targets import TARGETS, canonical
 from components.image import DEFAULT_IMAGE
 
 _TZ_PREFIX = re.compile(r"^(?:CRON_)?TZ=(?P<zone>\S+)\s+(?P<rest>.*)$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,126}[a-z0-9])?$")
-_SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
 
 
 @dataclass(frozen=True)
@@ -162,12 +161,13 @@ def check_target(sub: Submission) -> None:
                 "--pipeline-root gs://BUCKET/PATH (a bucket in the region the service "
                 "account can write)"
             )
-        if sub.service_account and not _SERVICE_ACCOUNT.match(sub.service_account):
-            raise ConfigError(
-                f"--service-account {sub.service_account!r} is not an email: pass "
-                "NAME@PROJECT.iam.gserviceaccount.com"
-            )
+        cloud_ids.check_project(sub.project)
+        cloud_ids.check_region(sub.region)
+        if sub.service_account:
+            cloud_ids.check_service_account(sub.service_account)
         return
+    if sub.service_account:
+        cloud_ids.check_kube_service_account(sub.service_account, "--service-account")
     if not sub.host:
         raise ConfigError(
             "KFP needs the API host: pass --host URL, e.g. after `kubectl port-forward -n "
@@ -210,6 +210,8 @@ def typed_params(spec: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
             continue
         try:
             typed[key] = _convert(text, kind)
+        except ConfigError:
+            raise
         except ValueError:
             raise ConfigError(
                 f"--param {key}={text!r}: expected {kind.lower().replace('_', ' ')}"
@@ -223,12 +225,16 @@ def _validate_cloud(cloud_config: dict[str, Any] | None) -> None:
     """Refuses a `cloud_config` the train step would refuse (an unknown field), before sending."""
     if not cloud_config:
         return
-    from components.core.launch.cloud import CloudConfig
+    from components.core.launch.cloud import CloudConfig, validate_identifiers
 
     try:
-        CloudConfig(**{**cloud_config, "target": "vertex"})
+        cloud = CloudConfig(**{**cloud_config, "target": "vertex"})
     except TypeError as err:
         raise ConfigError(f"--param cloud_config: not a CloudConfig ({err})") from None
+    try:
+        validate_identifiers(cloud)
+    except ConfigError as err:
+        raise ConfigError(f"--param cloud_config: {err}") from None
 
 
 def _with_field(struct: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]:
@@ -243,25 +249,48 @@ def _with_field(struct: dict[str, Any], path: list[str], value: Any) -> dict[str
 
 
 def _json_or_text(text: str) -> Any:
+    """`text`'s JSON value when it reads as one (checked as every user's JSON is), else `text`.
+
+    Raises:
+        ConfigError: an array or object that is not strict JSON, or nests too deeply.
+    """
     try:
-        return json.loads(text)
-    except ValueError:
+        return json_input.parse(text, "--param", "pass strict JSON")
+    except ConfigError:
+        if text.lstrip()[:1] in ("[", "{"):
+            raise
         return text
 
 
 def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     """Refuses a run config (or clusters) the trainer would refuse, before sending."""
+    from components.core import promotion
+    from components.core.comparison.planning import check_plan
     from components.core.config import validate_pipeline_run
 
+    def value(name: str) -> Any:
+        given = typed.get(name, declared[name].get("defaultValue"))
+        whole = declared[name]["parameterType"] == "NUMBER_INTEGER"
+        if whole and isinstance(given, float) and given.is_integer():
+            return int(given)  # a compiled integer default reads back as 1.0
+        return given
+
+    try:
+        # The checks the pipeline's own steps run (evaluate, plan_runs), here before sending.
+        if {"promotion_target", "promotion_metric", "promotion_margin"} <= set(declared):
+            promotion.check_settings(
+                value("promotion_target"), value("promotion_metric"), value("promotion_margin")
+            )
+        if {"clusters", "repeats"} <= set(declared):
+            check_plan(value("clusters"), value("repeats"))
+    except ConfigError as err:
+        raise ConfigError(f"--param {err}") from None
     accuracy = typed.get("target_value")
     on_accuracy = typed.get("target_metric", "accuracy") == "accuracy"
     if accuracy is not None and on_accuracy and not 0 < accuracy <= 1:
         raise ConfigError(
             f"--param target_value must be above 0 and at most 1 for accuracy, got {accuracy}"
         )
-    repeats = typed.get("repeats")
-    if repeats is not None and repeats < 1:
-        raise ConfigError(f"--param repeats must be at least 1 (runs per strategy), got {repeats}")
     if typed.get("max_steps"):
         from components.core.config import check_max_steps
 
@@ -305,7 +334,7 @@ def _convert(text: str, kind: str) -> Any:
             raise ValueError(text)
         return lowered == "true"
     if kind in ("LIST", "STRUCT"):
-        value = json.loads(text)
+        value = json_input.parse(text, "--param", f"pass a JSON {kind.lower()}")
         if not isinstance(value, list if kind == "LIST" else dict):
             raise ValueError(text)
         return value

@@ -198,7 +198,7 @@ DAMAGE = {
 
 CASES = {
     # numbers out of range and flag clashes
-    "restarts-negative": train("--restarts", "-1", message="--restarts: must be 0 or more"),
+    "restarts-negative": train("--restarts", "-1", message="--restarts: must be 0 to 100"),
     "pack-negative": train("--all-reduce-pack-mb", "-1", message="must be 0 or a positive number"),
     "pack-under-mirrored": train(
         "--strategy", "mirrored", "--all-reduce-pack-mb", "4",
@@ -334,7 +334,7 @@ CASES = {
     ),
     "compare-no-repeats": Case(
         ("compare", "--local", "--repeats", "0", "--output", "{out}"),
-        "argument --repeats: must be at least 1",
+        "argument --repeats: must be 1 to 100",
     ),
     "compare-no-workers": Case(
         ("compare", "--local", "--workers", "0", "--output", "{out}"),
@@ -504,7 +504,7 @@ BAD_FILE_CASES = {
             "null": "is not a Strategist manifest",
             "folder": "cannot read",
             "binary": "is not UTF-8 JSON text",
-            "deep": "nests too deeply to be read",
+            "deep": "nests deeper than 64 levels",
             "not-utf8": "is not UTF-8 JSON text",
         }.items()
     },
@@ -512,7 +512,7 @@ BAD_FILE_CASES = {
         f"gate-{name}": gate(f"{{bad}}/{name}.json", "{bad}/report.json", message)
         for name, message in {
             "binary": "is not UTF-8 JSON text",
-            "deep": "nests too deeply to be read",
+            "deep": "nests deeper than 64 levels",
             "not-utf8": "is not UTF-8 JSON text",
             "dir": "file not found",
         }.items()
@@ -535,7 +535,7 @@ BAD_FILE_CASES = {
             "--model", "mlp", "--history", f"{{bad}}/{name}.json", message=message
         )
         for name, message in {
-            "deep": "nests too deeply to be read",
+            "deep": "nests deeper than 64 levels",
             "not-utf8": "is not UTF-8 JSON text",
         }.items()
     },
@@ -615,7 +615,7 @@ BAD_FILE_CASES = {
     "submit-param-repeats-0": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
          "--param", "repeats=0"),
-        "--param repeats must be at least 1",
+        "--param repeats 0: pass a whole number of runs, 1 to 100",
     ),
     "submit-param-seed-negative": Case(
         ("submit", "--target", "kfp", "--pipeline", "comparison", "--host", UNREACHABLE_KFP,
@@ -781,10 +781,10 @@ def test_gs_input_the_caller_may_not_read_is_refused_with_what_to_do(
 def test_gs_input_that_cannot_be_reached_is_refused_in_seconds_in_one_line(
     command, flag, tmp_path, monkeypatch, capsys
 ):
-    from components.core import storage
+    from components.core import storage, storage_access
 
     # Port 1 on loopback refuses at once: an offline machine, deterministically.
-    monkeypatch.setattr(storage, "API_ADDRESS", ("127.0.0.1", 1))
+    monkeypatch.setattr(storage_access, "API_ADDRESS", ("127.0.0.1", 1))
     monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
     monkeypatch.delenv(storage.LOCAL_ROOT_ENV, raising=False)
     out = tmp_path / "out"

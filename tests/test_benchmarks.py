@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import (
     bare_tf,
+    checkpointing,
     collective_latency,
     common,
     input_pipeline,
@@ -28,6 +29,7 @@ SCRIPTS = (
     "run_all",
     "bare_tf",
     "collective_latency",
+    "checkpointing",
 )
 
 
@@ -56,6 +58,9 @@ def test_every_script_has_help(script):
         (options.parse_args, ["--strategies", "horovod"]),
         (options.parse_args, ["--warmup-rounds", "-1"]),
         (collective_latency.parse_args, ["--steps", "0"]),
+        (checkpointing.parse_args, ["--every", "20,0"]),
+        (checkpointing.parse_args, ["--every", "ten"]),
+        (checkpointing.parse_args, ["--strategies", "parameter_server"]),
     ],
 )
 def test_bad_arguments_exit_2(parse, argv):
@@ -341,7 +346,7 @@ def test_collective_latency_needs_two_or_more_workers(workers, capsys):
 @pytest.mark.cluster
 def test_collective_latency_times_a_real_two_worker_ring(tmp_path):
     """Two real CPU workers all-reduce over gRPC; a step is two ring hops (about 15 s)."""
-    from components.core.selection.step_time import CPU_RING_HOP_S
+    from components.core.selection.links import CPU_RING_HOP_S
 
     out = tmp_path / "latency.json"
     code = collective_latency.main(["--workers", "2", "--steps", "30", f"--output={out}"])

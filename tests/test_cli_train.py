@@ -69,6 +69,10 @@ BAD_INPUT = [
     (["--profile-steps", "5,2"], "1 <= A <= B"),
     (["--profile-steps", "ten"], "two step numbers A,B"),
     (["--steps-per-execution", "0"], "--steps-per-execution: must be at least 1"),
+    (["--checkpoint-every", "0"], "--checkpoint-every takes 1 to 1,000,000,000 steps"),
+    (["--checkpoint-every", "10x"], "--checkpoint-every takes 'epoch', a number of steps"),
+    (["--checkpoint-every", "-5"], "--checkpoint-every takes 'epoch', a number of steps"),
+    (["--checkpoint-every", "0.5s"], "--checkpoint-every takes a duration of 1s to 168h"),
     (
         ["--strategy", "parameter_server", "--jit-compile"],
         "--jit-compile cannot run parameter_server on a machine without GPUs",

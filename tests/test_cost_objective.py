@@ -82,14 +82,14 @@ def test_a_gpu_sold_only_in_its_machines_is_not_asked_an_accelerator_price(tmp_p
     """L4 comes only inside g2 machine types: a price of its own would count it twice."""
     argv = ["select", "--machines", "2", "--gpu", "l4", "--gpus-per-machine", "2",
             "--model", "resnet50", "--network-gbps", "10", "--network-path", "host"]  # fmt: skip
-    assert main([*argv, "--prices"]) == 0
+    assert main([*argv, "--prices", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "machine type g2-standard-24 has no usd_per_hour" in out
     assert '"bundled_gpus": 2: l4 is sold only in its machine types' in out
     assert "accelerator l4" not in out
     # given the machine type, without the flag, it is priced without an accelerator
     path = _price_file(tmp_path, lambda raw: raw["machine_types"].update({"g2-standard-24": 2.0}))
-    assert main([*argv, "--prices", path, "--json"]) == 0
+    assert main([*argv, "--prices", path, "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     mirrored = next(a for a in [doc, *doc["alternatives"]] if a["strategy"] == "mirrored")
     examples_per_second = mirrored["predicted"]["examples_per_second"]
@@ -118,16 +118,16 @@ def test_prices_read_in_the_tables_currency_with_three_significant_digits(tmp_pa
     """The mlp's candidates cost 0.0063 to 0.013 a million examples: each shows its own."""
     path = _price_file(tmp_path, lambda raw: raw.update(currency="EUR"))
     argv = ["select", *T4X4, "--model", "mlp", "--objective", "cost", "--prices", path]
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     text = capsys.readouterr().out
     assert "EUR/1M examples" in text and "USD" not in text
     assert "at on-demand list prices (2026-11-22): 0.00634 EUR per million examples." in text
     shown = [row.split()[-1] for row in _table_rows(text)]
     assert shown == ["0.00634", "0.00838", "0.0103", "0.0107", "0.0130"]
-    assert main([*argv, "--markdown"]) == 0
+    assert main([*argv, "--markdown", "--explain"]) == 0
     markdown = capsys.readouterr().out
     assert "| EUR/1M examples |" in markdown and "USD" not in markdown
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["prices"]["currency"] == "EUR"
     assert doc["usd_per_million_examples"] == pytest.approx(0.00634, rel=1e-2)  # the key stays
@@ -137,11 +137,11 @@ def test_a_candidate_that_cannot_run_has_no_price(capsys):
     argv = ["select", "--machines", "2", "--gpus-per-machine", "2", "--gpu", "t4",
             "--params", "3e8", "--gflops-per-example", "10", "--sparse-embedding-params", "1e9",
             "--network-gbps", "10", "--network-path", "host", "--prices"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     rows = [row for row in _table_rows(capsys.readouterr().out) if "(infeasible:" in row]
     assert len(rows) == 3
     assert all(row.split()[-1] == "-" for row in rows)
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     infeasible = [a for a in doc["alternatives"] if not a.get("feasible", True)]
     assert infeasible and all(a.get("usd_per_million_examples") is None for a in infeasible)
@@ -196,7 +196,7 @@ def test_a_candidate_priced_on_smaller_machines_than_those_given_names_them(caps
     examples); on one of the n1-standard-32 machines given it costs 9.18."""
     argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "v100",
             "--model", "resnet50", "--network-gbps", "10", "--network-path", "host"]  # fmt: skip
-    assert main([*argv, "--objective", "cost"]) == 0
+    assert main([*argv, "--objective", "cost", "--explain"]) == 0
     out = capsys.readouterr().out
     assert (
         "Objective cost: one_device is the cheapest per example at on-demand list prices "
@@ -205,7 +205,7 @@ def test_a_candidate_priced_on_smaller_machines_than_those_given_names_them(caps
         "examples on one)." in out
     )
     # the time objective's sentence naming the cheapest says it too; mirrored uses all 4
-    assert main([*argv, "--prices"]) == 0
+    assert main([*argv, "--prices", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "mirrored costs 2.47 USD per million examples.\n" in out
     assert "The cheapest is one_device (1/0/1 workers/ps/gpus) at 2.29 USD per million " \
@@ -263,7 +263,7 @@ def test_objective_cost_keeps_a_dense_model_synchronous_without_a_reason(tmp_pat
         ("multi_worker_mirrored", 150.0, 4, 0),
     ])  # fmt: skip
     argv = ["select", *T4X4, "--model", "resnet50", "--history", path]
-    assert main([*argv, "--objective", "cost", "--json"]) == 0
+    assert main([*argv, "--objective", "cost", "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["strategy"], doc["layout"]["workers"]) == ("multi_worker_mirrored", 2)
     assert doc["reasons"][0].startswith(
@@ -280,11 +280,11 @@ def test_objective_cost_keeps_a_dense_model_synchronous_without_a_reason(tmp_pat
     assert (cheapest["strategy"], cheapest["usd_per_million_examples"]) == (
         "parameter_server", pytest.approx(2.86, abs=0.005))  # fmt: skip
     # the time objective's sentence names what --objective cost picks
-    assert main([*argv, "--prices"]) == 0
+    assert main([*argv, "--prices", "--explain"]) == 0
     assert ("The cheapest is multi_worker_mirrored (2/0/1 workers/ps/gpus) at 5.07 USD per "
             "million examples") in capsys.readouterr().out  # fmt: skip
     # --async-ok is a reason: the cheapest stays
-    assert main([*argv, "--objective", "cost", "--async-ok", "--json"]) == 0
+    assert main([*argv, "--objective", "cost", "--async-ok", "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 4)
     assert "Parameter_server is both the cheapest and favoured: asynchronous updates are " \

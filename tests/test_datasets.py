@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from components.core import data_sources, datasets
+from components.core import datasets, tfds_source
 from components.core.config import ConfigError
 
 
@@ -156,18 +156,18 @@ def test_missing_manifest_means_unfinished(tmp_path):
 
 def test_unknown_dataset_suggests_close_names(tfds_dir):
     with pytest.raises(ConfigError, match="did you mean.*mnist"):
-        data_sources.tfds_builder("mnistt", str(tfds_dir))
+        tfds_source.tfds_builder("mnistt", str(tfds_dir))
 
 
 def test_tfds_resolves_configs_and_versions(tfds_dir):
     """What `tfds.builder` takes passes: name/config and name:version, no list check."""
     from components.core.config import DataConfig
 
-    builder = data_sources.tfds_builder("glue/sst2", str(tfds_dir))
+    builder = tfds_source.tfds_builder("glue/sst2", str(tfds_dir))
     assert builder.builder_config.name == "sst2"
-    assert str(data_sources.tfds_builder("digits:1.0.0", str(tfds_dir)).info.version) == "1.0.0"
+    assert str(tfds_source.tfds_builder("digits:1.0.0", str(tfds_dir)).info.version) == "1.0.0"
     with pytest.raises(ConfigError, match="cannot build.*glue/nope"):
-        data_sources.tfds_builder("glue/nope", str(tfds_dir))
+        tfds_source.tfds_builder("glue/nope", str(tfds_dir))
     # No supervised keys: --label names the label, the other features are the inputs.
     with pytest.raises(ConfigError, match="pass --label NAME"):
         datasets.describe(DataConfig(dataset="glue/sst2", data_dir=str(tfds_dir)))

@@ -128,3 +128,36 @@ def test_the_core_imports_neither_kfp_nor_the_layers_above_it():
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             found += [f"{path.relative_to(ROOT)}: {n}" for n in names if above.match(n)]
     assert found == []
+
+
+def _listed_modules(doc: str) -> set[str]:
+    """The module names a package docstring's `Modules:` list names."""
+    listing = doc.split("\nModules:\n", 1)[1]
+    return set(re.findall(r"`(\w+)`", listing))
+
+
+def _packages_listing_modules() -> list[Path]:
+    packages = sorted(p.parent for p in (ROOT / "components").rglob("__init__.py"))
+    return [
+        p
+        for p in packages
+        if "\nModules:\n" in (ast.get_docstring(ast.parse((p / "__init__.py").read_text())) or "")
+    ]
+
+
+def test_the_selector_package_lists_its_modules():
+    assert ROOT / "components" / "core" / "selection" in _packages_listing_modules()
+
+
+@pytest.mark.parametrize("package", _packages_listing_modules())
+def test_a_package_docstring_that_lists_its_modules_lists_all(package):
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}
+    missing = modules - _listed_modules(doc)
+    assert missing == set(), f"{package.relative_to(ROOT)}/__init__.py does not list {missing}"
+
+
+def test_a_modules_list_missing_one_is_caught():
+    doc = "Package.\n\nModules:\n\n* `topology`: the hardware;\n* `cost`, `rules`: money, rules.\n"
+    assert _listed_modules(doc) == {"topology", "cost", "rules"}
+    assert {"topology", "cost", "rules", "history"} - _listed_modules(doc) == {"history"}

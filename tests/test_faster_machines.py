@@ -9,7 +9,12 @@ import pytest
 
 from components.core import model_profile, selection
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection import Topology, recommend, step_time
+from components.core.selection import (
+    Topology,
+    device_compute,
+    recommend,
+    step_time,
+)
 from pipelines.cli import main
 from tests.selection_helpers import MIX_A100_4_T4_1, RESNET101, _row
 
@@ -61,8 +66,8 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
     assert rec.machine_options == []
     one_a100 = next(a for a in rec.alternatives if a.strategy == "one_device")
     # each machine's step: its GPU's compute, the same launch cost
-    compute = selection.step_time.step_compute_share(one_a100.single_gpu_step_s)
-    alone = sum(1 / s for s in selection.step_time.machine_slowdowns(mix, 8, compute))
+    compute = selection.device_compute.step_compute_share(one_a100.single_gpu_step_s)
+    alone = sum(1 / s for s in selection.machine_speeds.machine_slowdowns(mix, 8, compute))
     share = rec.chosen.examples_per_second / (alone * one_a100.examples_per_second)
     assert 0.5 < share < 0.8
     # the table's efficiency, too, is against what its GPUs give alone
@@ -133,7 +138,9 @@ def test_the_order_a_mix_is_written_in_never_changes_the_answer(capsys):
     assert notes == {"a replica does not fit an a100"}
     for written in ((("a100", 2), ("a100-80gb", 2)), (("a100-80gb", 2), ("a100", 2))):
         topology = Topology(4, 8, "a100-80gb", gpu_mix=written)
-        assert selection.step_time.machine_gpus(topology, 4) == ["a100-80gb"] * 2 + ["a100"] * 2
+        assert (
+            selection.machine_speeds.machine_gpus(topology, 4) == ["a100-80gb"] * 2 + ["a100"] * 2
+        )
 
 
 def test_a_rings_pace_on_a_mix_is_its_slowest_machines_link(capsys):
@@ -170,8 +177,8 @@ def test_a_gpu_mix_slows_synchronous_steps_to_the_slowest_and_ps_workers_to_thei
     mix = Topology(8, 1, "a100", network_gbps=100, gpu_mix=(("a100", 2), ("t4", 6)))
     mix.validate()
     assert mix.heterogeneous
-    slow = selection.step_time.machine_slowdowns(mix, 8)
-    ratio = step_time.achievable_tflops("a100") / step_time.achievable_tflops("t4")
+    slow = selection.machine_speeds.machine_slowdowns(mix, 8)
+    ratio = device_compute.achievable_tflops("a100") / device_compute.achievable_tflops("t4")
     assert slow == [1.0, 1.0] + [pytest.approx(ratio)] * 6
     same = Topology(8, 1, "a100", network_gbps=100)
     sync_mix = step_time.predict_allreduce(mix, RESNET101, 64, 8, 1)[0]

@@ -45,6 +45,8 @@ SPEED_FLAGS = {
     "--steps-per-execution": ("3", "training.steps_per_execution", 3),
     # A trace in the TensorBoard logs: tests/test_cli_train.py.
     "--profile-steps": ("2,4", "training.profile_steps", "2,4"),
+    # What it changes in real clusters: tests/test_preemption.py.
+    "--checkpoint-every": ("20", "training.checkpoint_every", "20"),
 }
 # Data flags beside --dataset (--data excludes it): value (formatted with {csv} and
 # {module}), path, expected value in the config. Real runs on files: tests/test_user_data.py.
@@ -71,6 +73,8 @@ OTHER_FLAGS = {
     "--batch-size": "excludes --global-batch-size; both set training.per_replica_batch_size",
     "--evaluator": "cluster.evaluator: an evaluator task (tests/test_evaluator.py; "
     "real runs with the flag: tests/test_rehearsal.py)",
+    "--no-scale-learning-rate": "training.scale_learning_rate = False: the rate kept at any "
+    "batch (test_model_module.py::test_the_learning_rate_flags_reach_the_module_optimizer)",
     "--model-module": "model.module and model.name; excludes --model (tests/test_model_module.py)",
     "--devices": "the older name of --gpus-per-machine, hidden (test_one_name_one_meaning...)",
     "--all-reduce-pack-mb": "cluster.all_reduce_pack_mb, multi_worker_mirrored's packs "

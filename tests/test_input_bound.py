@@ -22,7 +22,7 @@ def test_input_capping_every_candidate_alike_leaves_asynchrony_nothing_to_gain(c
             "resnet50", "--heterogeneous", "3", "--input-examples-per-second", "50",
             "--network-gbps", "25", "--network-path", "host"]  # fmt: skip
     for extra in ([], ["--async-ok"]):
-        assert main([*argv, *extra]) == 0
+        assert main([*argv, *extra, "--explain"]) == 0
         out = capsys.readouterr().out
         assert out.startswith("recommended: multi_worker_mirrored"), extra
         assert "within the" not in out
@@ -39,7 +39,7 @@ def test_fewer_gpus_that_only_parameter_servers_keep_fed_say_why_asynchronous(ca
     argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "v100", "--model",
             "resnet50", "--heterogeneous", "3", "--input-examples-per-second", "200",
             "--network-gbps", "25", "--ps-machine-type", "n1-standard-16"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("recommended: parameter_server")
     assert "layout:      workers 2, ps 2, GPUs per machine 2" in out
@@ -57,7 +57,7 @@ def test_each_machines_input_pipeline_caps_only_its_own_parameter_server_worker(
     argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "a100:1,t4:1",
             "--model", "resnet50", "--network-gbps", "100", "--input-examples-per-second",
             "1500", "--json"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 2)
     predicted = doc["predicted"]
@@ -74,7 +74,7 @@ def test_each_machines_input_pipeline_caps_only_its_own_parameter_server_worker(
     # synchronous replicas all run at the slowest: every machine is capped alike
     mirrored = _row(doc, "mirrored", 1)["predicted"]
     assert mirrored["examples_per_second"] == 1500 and mirrored["input_bound"]
-    assert main(argv[:-1]) == 0  # the text table marks the capped throughput
+    assert main([*argv[:-1], "--explain"]) == 0  # the text table marks the capped throughput
     assert f"{predicted['examples_per_second']:,.0f} (input)" in capsys.readouterr().out
 
 

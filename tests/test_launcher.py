@@ -479,10 +479,10 @@ def test_train_component_declares_gcp_resources_output():
 def test_train_step_records_the_job_before_it_ends(tmp_path, monkeypatch):
     """The step writes gcp_resources as soon as the job exists (a failure still links it)."""
     from components.core import launch
-    from components.core.launch import cloud as cloudlib
+    from components.core.launch import credentials
 
     fake = FakeJobService(get=[State.JOB_STATE_FAILED])
-    monkeypatch.setattr(cloudlib, "google_credentials", lambda: None)
+    monkeypatch.setattr(credentials, "google_credentials", lambda: None)
     monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: fake)
     monkeypatch.setattr(
         vertex, "submit_and_wait", functools.partial(vertex.submit_and_wait, sleep=Clock())
@@ -514,10 +514,10 @@ CLOUD_ARGS = {
 @pytest.fixture
 def no_requests(monkeypatch):
     """Both backends' clients: fakes that record any call (none may come)."""
-    from components.core.launch import cloud as cloudlib
+    from components.core.launch import credentials
 
     vertex_fake, api = FakeJobService(), FakeCustomObjectsApi()
-    monkeypatch.setattr(cloudlib, "google_credentials", lambda: None)
+    monkeypatch.setattr(credentials, "google_credentials", lambda: None)
     monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: vertex_fake)
     monkeypatch.setattr(kubeflow, "load_credentials", lambda cloud: k8s.Configuration())
     monkeypatch.setattr(kubeflow, "make_client", lambda cloud, conf=None: training_client(api))

@@ -8,7 +8,11 @@ import pytest
 
 from components.core import model_profile, selection
 from components.core.model_profile import PUBLISHED_PROFILES, from_params
-from components.core.selection import Topology, recommend, step_time
+from components.core.selection import (
+    Topology,
+    memory,
+    recommend,
+)
 from pipelines.cli import main
 from tests.selection_helpers import MIX_A100_4_T4_1, _row
 
@@ -33,8 +37,8 @@ def test_oversized_batch_is_reduced_with_a_reason():
 def test_mixed_precision_fits_twice_the_activations_per_gpu():
     """A batch refused in fp32 for its activations fits twice over under `mixed`."""
     model = model_profile.profile_model("resnet50")
-    fp32 = step_time.max_batch_that_fits(model, 16, True)
-    mixed = step_time.max_batch_that_fits(model, 16, True, "mixed")
+    fp32 = memory.max_batch_that_fits(model, 16, True)
+    mixed = memory.max_batch_that_fits(model, 16, True, "mixed")
     assert mixed >= 2 * fp32 - 1
     topology = selection.Topology(machines=1, gpus_per_machine=8, gpu="v100", precision="mixed")
     rec = selection.recommend(topology, model, batch_size=fp32 + 50)
@@ -47,19 +51,19 @@ def test_a_given_activation_figure_is_what_back_propagation_keeps(capsys):
     (its help says so), but the cost model cut it by the 15 % calibrated on summed layer
     outputs: 1e9 bytes x 32 read 27.2 GB, and batch 16 (16 GB) passed on a 14.4 GB V100."""
     given = from_params(1000, 1e10, activation_bytes_per_example=1e9)
-    assert step_time.memory_needed_bytes(given, 32, True) == pytest.approx(16_000 + 32e9)
-    assert step_time.max_batch_that_fits(given, 16, True) == 14
+    assert memory.memory_needed_bytes(given, 32, True) == pytest.approx(16_000 + 32e9)
+    assert memory.max_batch_that_fits(given, 16, True) == 14
     # Strategist's own figure sums every layer's output: the calibrated share still applies
     estimated = from_params(1000, 1e10)
-    kept = selection.step_time.KEPT_ACTIVATION_FRACTION
+    kept = selection.memory.KEPT_ACTIVATION_FRACTION
     summed = model_profile.ACTIVATION_BYTES_PER_FLOP * 1e10
-    assert step_time.memory_needed_bytes(estimated, 32, True) == pytest.approx(
+    assert memory.memory_needed_bytes(estimated, 32, True) == pytest.approx(
         16_000 + 32 * summed * kept
     )
     argv = ["select", "--machines", "1", "--gpus-per-machine", "1", "--gpu", "v100",
             "--params", "1000", "--gflops-per-example", "10",
             "--activation-bytes-per-example", "1e9"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "A per-GPU batch of 32 needs 32.0 GB" in out
     assert "use at most 14 per GPU" in out

@@ -203,9 +203,11 @@ def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp
     config = dataclasses.replace(RunConfig(), model=ModelConfig("no_input", str(module)))
     seconds = model_build.preflight(config, datasets.load_manifest(digits_shards))
     assert seconds > 0
-    # The model was built only by a real batch of the data: 2 of the digits' 8x8 images.
+    # Built from the input spec (symbolic, any batch: nothing computed), then called on a real
+    # batch of the data: 2 of the digits' 8x8 images.
     assert seen.exists(), "the pre-flight never called the model"
-    assert seen.read_text().splitlines()[0] == "(2, 8, 8, 1)"
+    calls = seen.read_text().splitlines()
+    assert calls[0] == "(None, 8, 8, 1)" and "(2, 8, 8, 1)" in calls, calls
 
 
 def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_it(capsys):
@@ -337,7 +339,7 @@ def test_the_users_own_compile_reaches_the_trained_model_and_the_record_names_th
 def test_the_select_step_profiles_a_users_module_for_the_shards_examples(digits_shards):
     """The pipelines' select step sizes the user's model for the data it will train on."""
     from components.core.config import ModelConfig, RunConfig
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.strategy_choice import choose_for_pipeline
 
     run = RunConfig(model=ModelConfig("digits_cnn_module", str(CNN_MODULE)))
     choice = choose_for_pipeline(
@@ -360,8 +362,8 @@ def test_the_select_step_charges_the_metrics_the_runs_model_compiles(digits_shar
     built-in's default accuracy; the user's own accuracy and top2_accuracy) and its tensors,
     and charges 3 gRPC rings more per metric between two CPU workers."""
     from components.core.config import ModelConfig, RunConfig
-    from components.core.selection.step_time import CPU_RING_HOP_S
-    from components.strategy_choice import choose_for_pipeline
+    from components.core.selection.links import CPU_RING_HOP_S
+    from components.core.strategy_choice import choose_for_pipeline
 
     def choose(model: ModelConfig) -> tuple[dict, dict]:
         choice = choose_for_pipeline(
@@ -589,3 +591,64 @@ def test_the_regression_example_through_compare_and_the_gate(diabetes_csv, tmp_p
     assert strategist(["gate", str(tmp_path / "worse"), "--baseline", str(out)]) == 1
     assert "mae" in capsys.readouterr().out
     assert strategist(["gate", str(out), "--baseline", str(out), "--metric", "accuracy"]) == 2
+
+
+# -- the learning rate the user asks for --------------------------------------------------
+
+
+def dry_run_config(extra: list[str], capsys) -> dict:
+    """The RunConfig every Vertex AI replica receives for `train ... extra`."""
+    from google.cloud import aiplatform_v1
+
+    argv = [
+        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "--image", "img:1", "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/s",
+        "--strategy", "multi_worker_mirrored", "--workers", "2",
+        "--model-module", str(SGD_MODULE), "--dry-run", *extra,
+    ]  # fmt: skip
+    assert strategist(argv) == 0
+    job = aiplatform_v1.CustomJob.from_json(capsys.readouterr().out)
+    return json.loads(job.job_spec.worker_pool_specs[0].container_spec.args[1])
+
+
+@pytest.mark.parametrize(
+    "flags, rate, says",
+    [
+        ([], 0.02, "learning rate 0.01 -> 0.02 (scaled linearly"),
+        (["--no-scale-learning-rate"], 0.01, "learning rate 0.01 kept at any batch: not scaled"),
+        (
+            ["--learning-rate", "0.05"],
+            0.1,
+            "learning rate 0.01 of the module's SGD replaced by --learning-rate 0.05",
+        ),
+    ],
+)
+def test_the_learning_rate_flags_reach_the_module_optimizer(flags, rate, says, capsys):
+    """SGD(0.01) compiled by the module, two workers (64 per update): scaled by default, kept
+    with --no-scale-learning-rate, replaced (then scaled) by an explicit --learning-rate."""
+    from components.core import model_build, model_module
+    from components.core.config import RunConfig
+    from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
+
+    config = RunConfig.from_dict(dry_run_config(flags, capsys))
+    spec = InputSpec({"image": FeatureSpec((8, 8, 1))}, LabelSpec(num_classes=10))
+    built = model_build.build_compiled(
+        config, spec, model_module.load(str(SGD_MODULE)), batch_per_update=64, steps_per_epoch=5
+    )
+    assert built.compile["learning_rate"] == pytest.approx(rate)
+    assert any(change.startswith(says) for change in built.adjustments), built.adjustments
+    assert built.model.optimizer.get_config()["momentum"] == pytest.approx(0.9)  # still theirs
+
+
+def test_a_module_can_keep_its_rate_unscaled(tmp_path):
+    from components.core import model_build, model_module
+    from components.core.config import RunConfig
+    from components.core.input_spec import FeatureSpec, InputSpec, LabelSpec
+
+    module = tmp_path / "unscaled.py"
+    module.write_text(SGD_MODULE.read_text() + "\nSCALE_LEARNING_RATE = False\n")
+    spec = InputSpec({"image": FeatureSpec((8, 8, 1))}, LabelSpec(num_classes=10))
+    built = model_build.build_compiled(
+        RunConfig(), spec, model_module.load(str(module)), batch_per_update=64
+    )
+    assert built.compile["learning_rate"] == pytest.approx(0.01)

@@ -83,3 +83,37 @@ def test_a_pilot_through_kfp_local_stops_each_strategy_at_n_steps(tmp_path, caps
     assert measured["examples_per_second"] == pytest.approx(
         runs["mirrored"]["examples_per_second"], rel=1e-4
     )
+
+
+def test_the_dry_run_of_a_cloud_comparison_prices_its_pilot(monkeypatch, capsys):
+    """machines x minutes x price, per strategy, from the price table; nothing is sent."""
+    from components.core.launch import credentials
+    from components.core.prices import load_prices
+    from pipelines.pilot_cost import STARTUP_MINUTES
+
+    def no_credentials():
+        raise AssertionError("a dry run asked for credentials")
+
+    monkeypatch.setattr(credentials, "google_credentials", no_credentials)
+    job = {"gpu": "t4", "project": "p", "region": "us-central1", "base_output_dir": "gs://b/r"}
+    argv = ["submit", "--pipeline", "comparison", "--target", "vertex", "--project", "p",
+            "--region", "us-central1", "--pipeline-root", "gs://b/root", "--dry-run",
+            "--param", f"cloud_config={json.dumps(job)}"]  # fmt: skip
+    assert main([*argv, "--param", "max_steps=500"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was sent" in out
+    lines = {line.split(":")[0].strip(): line for line in out.splitlines() if " min x " in line}
+    assert set(lines) == set(STRATEGIES)  # the default comparison, one job each
+    prices = load_prices()
+    t4_machine = prices.machine_price("n1-standard-8") + prices.accelerator_price("t4")
+    hourly = {"mirrored": t4_machine, "multi_worker_mirrored": 2 * t4_machine}
+    hourly["parameter_server"] = 2 * t4_machine + 2 * prices.machine_price("n1-standard-8")
+    for name, line in lines.items():
+        machines = int(line.split(": ", 1)[1].split()[0])
+        assert machines == {"mirrored": 1, "multi_worker_mirrored": 2}.get(name, 4)
+        minutes = float(line.split(" min x ")[0].rsplit(" x ", 1)[1])
+        assert minutes >= STARTUP_MINUTES
+        usd = float(line.rsplit("= ", 1)[1].split()[0])
+        assert usd == pytest.approx(hourly[name] * minutes / 60, abs=6e-4), line
+    assert main([*argv, "--param", "max_steps=7"]) == 2  # refused before anything is printed
+    assert "multiple of 5" in capsys.readouterr().err

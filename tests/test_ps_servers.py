@@ -21,7 +21,8 @@ from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine, holding
 from components.core.hardware import get_gpu
 from components.core.selection import Topology
-from components.core.selection.step_time import FITTED, server_state_bytes
+from components.core.selection.device_compute import FITTED
+from components.core.selection.memory import server_state_bytes
 from pipelines.cli import main
 from pipelines.cli.cloud_train import add_cloud_arguments
 
@@ -101,7 +102,7 @@ def test_the_reason_names_the_server_machine_and_its_rate(capsys):
     argv = ["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
             "--network-gbps", "25", "--network-path", "host", "--model", "resnet50",
             "--async-ok"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("recommended: parameter_server")
     said = ("each server is costed on an n1-standard-8, which sends at most 16 Gbit/s where a "
@@ -152,7 +153,7 @@ def test_a_server_bound_by_the_network_is_not_told_to_grow(capsys):
     type would gain nothing, where the reason advised one."""
     argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--model", "resnet50",
             "--network-gbps", "10", "--nics", "4", "--async-ok"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert ("each server is costed on an n1-standard-8, which moves 10 Gbit/s, one NIC of the "
             "network, where a worker machine moves 40;") in out  # fmt: skip

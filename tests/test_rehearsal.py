@@ -26,8 +26,8 @@ from components.core.launch.rehearsal import (
     RehearsalCluster,
     launcher_config,
     localize,
-    replicas_of,
 )
+from components.core.launch.replicas import replicas_of
 from pipelines import cli
 from tests.conftest import trainer_pids
 

@@ -48,7 +48,7 @@ def test_preemption_grants_no_slack_the_prediction_already_took_off(capsys):
     argv = ["select", "--machines", "2", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
             "resnet50", "--network-gbps", "10", "--network-path", "host",
             "--preemptible"]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("recommended: multi_worker_mirrored")
     assert "within the 25%" not in out and "is preferred because" not in out
@@ -125,7 +125,7 @@ def test_a_dense_model_stays_synchronous_however_fast_parameter_servers_are_pred
     # the CLI prints the same reason (ResNet-50 on 4 x 8 V100 at 25 Gbit/s, whose servers
     # on n1-standard-8 machines are predicted over 10 % faster)
     assert main(["select", "--machines", "4", "--gpus-per-machine", "8", "--gpu", "v100",
-                 "--network-gbps", "25", "--model", "resnet50"]) == 0  # fmt: skip
+                 "--network-gbps", "25", "--model", "resnet50", "--explain"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert out.startswith("recommended: multi_worker_mirrored")
     assert "asynchronous examples are worth less to a dense model" in out
@@ -173,3 +173,20 @@ def test_preemptible_machines_never_taken_away_favour_nothing(capsys):
     assert json.loads(capsys.readouterr().out)["strategy"] == "parameter_server"
     assert main([*argv, "--preemptions-per-machine-hour", "5"]) == 2
     assert "add --preemptible" in capsys.readouterr().err
+
+
+def test_twenty_preemptible_uneven_t4_train_on_parameter_servers_on_all_twenty(capsys):
+    """Issue 41: 20 preemptible T4 machines of uneven speed (25M parameters, 10 Gbit/s) got
+    multi_worker_mirrored or one machine under the 50 % floor, idling most of the cluster.
+    The seed's rule for preemptible, uneven clusters decides: parameter_server on all 20,
+    unless --objective cost asks for the cheapest per example."""
+    argv = ["select", "--machines", "20", "--gpus-per-machine", "1", "--gpu", "t4",
+            "--preemptible", "--heterogeneous", "--params", "25000000",
+            "--network-gbps", "10", "--network-path", "host", "--prices", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 20)
+    assert main([*argv, "--objective", "cost"]) == 0
+    cheap = json.loads(capsys.readouterr().out)
+    assert cheap["layout"]["workers"] < 20
+    assert cheap["usd_per_million_examples"] < doc["usd_per_million_examples"]

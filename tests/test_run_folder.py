@@ -175,7 +175,13 @@ def test_partial_files_are_removed_only_in_the_runs_own_entries(tmp_path):
         (out / "data" / ".tmp-user.txt").write_text("mine")
         run_folder.remove_partial_files(str(out))
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
-    assert left == ["backup", "data", "data/.tmp-user.txt", run_folder.MARKER_NAME]
+    assert left == [
+        run_folder.LOCK_NAME,
+        "backup",
+        "data",
+        "data/.tmp-user.txt",
+        run_folder.MARKER_NAME,
+    ]
 
 
 def test_status_of_a_killed_owner_reads_interrupted(tmp_path, capsys):

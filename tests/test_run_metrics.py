@@ -88,7 +88,7 @@ def test_a_record_stating_fp32_reads_as_the_float32_policy():
 def test_read_refuses_a_file_that_is_not_json(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text("{oops")
-    with pytest.raises(ConfigError, match="not JSON"):
+    with pytest.raises(ConfigError, match="not valid JSON"):
         run_metrics.read(str(path))
     run_metrics.write(str(path), a_record())
     assert run_metrics.read(str(path)) == a_record()

@@ -382,7 +382,7 @@ def test_bad_parameters_exit_2_before_sending(param, message, capsys, nothing_ma
     argv = ["submit", *VERTEX, "--pipeline", "training", "--param", param]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
-            "components.core.launch.cloud.google_credentials", lambda: AnonymousCredentials()
+            "components.core.launch.credentials.google_credentials", lambda: AnonymousCredentials()
         )
         assert cli.main(argv) == 2
     assert message in capsys.readouterr().err

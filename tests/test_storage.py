@@ -211,7 +211,7 @@ def test_data_files_on_gs_are_sharded_through_the_storage_layer(gs, tmp_path):
 
 def test_a_dataset_module_on_gs_is_found_then_refused_with_what_to_do(gs):
     """Its server answers (no minute of retries), and the message tells found from missing."""
-    from components.core.data_sources import import_dataset_module
+    from components.core.tfds_source import import_dataset_module
 
     storage.write_text(f"{gs}/b.py", "X = 1\n")
     with pytest.raises(ConfigError, match=r"b\.py: a builder file is imported from this machine"):

@@ -11,7 +11,7 @@ from google.cloud import aiplatform_v1
 from components.core import signals
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch import vertex
+from components.core.launch import credentials, vertex
 from components.core.launch.cloud import JobFailed
 from tests.test_cloud_config import IMAGE, make_cloud, make_run
 
@@ -310,7 +310,7 @@ def test_sigterm_on_strategist_train_target_vertex_exits_143(monkeypatch, capsys
             os.kill(os.getpid(), signal.SIGTERM)
 
     fake = FakeJobService([State.JOB_STATE_PENDING, State.JOB_STATE_RUNNING], on_get=terminate)
-    monkeypatch.setattr(cloudlib, "google_credentials", lambda: None)
+    monkeypatch.setattr(credentials, "google_credentials", lambda: None)
     monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: fake)
     monkeypatch.setattr(
         vertex, "submit_and_wait", functools.partial(vertex.submit_and_wait, poll_seconds=0)

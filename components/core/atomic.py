@@ -64,8 +64,19 @@ def staged_file(final: str | os.PathLike) -> Iterator[str]:
         raise
 
 
+def strict_json(payload: Any) -> str:
+    """`payload` as indented, key-sorted JSON text with no NaN or infinity: every record
+    Strategist writes goes through here.
+
+    Raises:
+        ValueError: `payload` holds a non-finite float (strict JSON has no token for it).
+    """
+    return json.dumps(payload, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
 def write_json(path: str | os.PathLike, payload: Any) -> None:
-    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    """Writes `payload` as `strict_json` text, atomically."""
+    write_text(path, strict_json(payload))
 
 
 @contextlib.contextmanager

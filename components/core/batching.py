@@ -100,9 +100,17 @@ def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
                 f"{pipelines} workers (each reads its own files): shard again with "
                 f"--num-shards {pipelines} or more"
             )
-    return plan_batching(
+    batching = plan_batching(
         config, spec.replicas_in_sync(config.cluster), manifest.split("train").num_examples
     )
+    profile = config.training.profile_batches
+    if profile and profile[1] > batching.steps_per_epoch:
+        raise ConfigError(
+            f"--profile-steps {config.training.profile_steps}: the trace is of the first "
+            f"epoch, which has {batching.steps_per_epoch} steps; pass steps 1 to "
+            f"{batching.steps_per_epoch}"
+        )
+    return batching
 
 
 def check_replicas(config: RunConfig, replicas_in_sync: int) -> None:

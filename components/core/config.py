@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Re-exported: callers import the run's vocabulary from here.
+from components.core.checkpoint_interval import CheckpointInterval
 from components.core.errors import ConfigError as ConfigError
 from components.core.strategy_spec import ALL_REDUCE as ALL_REDUCE
 from components.core.strategy_spec import AUTO, StrategySpec, spec_for
@@ -37,6 +38,9 @@ MAX_EPOCHS = 1_000_000
 # one more window of warm-up: each window's throughput is a sample, so the steady state has a
 # median and a spread, as the epochs after the first give a whole run.
 PILOT_WINDOWS = 5
+# Steps in one tf.function call: Keras truncates an execution at the epoch's end, so more
+# than an epoch's steps only names a number no run has.
+MAX_STEPS_PER_EXECUTION = 100_000
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,10 @@ class TrainingConfig:
         base_learning_rate: learning rate at `base_batch_size`; scaled linearly
             with the batch each update uses (Goyal et al., 2017).
         base_batch_size: the batch size `base_learning_rate` was tuned for.
+        scale_learning_rate: False keeps every rate as given, at any batch
+            (`--no-scale-learning-rate`; a model module's `SCALE_LEARNING_RATE = False`).
+        learning_rate_given: `base_learning_rate` was asked for (`--learning-rate`):
+            it replaces the rate of an optimizer a model module chose.
         warmup_epochs: epochs of linear learning-rate warm-up.
         seed: random seed for weights and shuffling.
         steps_per_execution: steps Keras runs per `tf.function` call; more
@@ -128,6 +136,8 @@ class TrainingConfig:
     per_replica_batch_size: int = 32
     base_learning_rate: float = 0.001
     base_batch_size: int = 32
+    scale_learning_rate: bool = True
+    learning_rate_given: bool = False
     warmup_epochs: int = 1
     seed: int = 42
     steps_per_execution: int = 1
@@ -135,6 +145,16 @@ class TrainingConfig:
     jit_compile: bool = False
     profile_steps: str = ""
     max_steps: int = 0
+    checkpoint_every: str = "epoch"
+
+    @property
+    def checkpoint_interval(self) -> CheckpointInterval:
+        """`checkpoint_every`, parsed.
+
+        Raises:
+            ConfigError: when it is not `epoch`, a step count or a duration.
+        """
+        return CheckpointInterval.parse(self.checkpoint_every)
 
     @property
     def profile_batches(self) -> tuple[int, int] | None:
@@ -414,8 +434,11 @@ def validate_run(config: RunConfig) -> None:
         raise ConfigError(f"learning rate must be a positive number, got {t.base_learning_rate}")
     if not 0 <= t.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {t.seed}")
-    if t.steps_per_execution < 1:
-        raise ConfigError(f"steps per execution must be at least 1, got {t.steps_per_execution}")
+    if not 1 <= t.steps_per_execution <= MAX_STEPS_PER_EXECUTION:
+        raise ConfigError(
+            f"steps per execution must be 1 to {MAX_STEPS_PER_EXECUTION:,}, got "
+            f"{t.steps_per_execution}"
+        )
     if t.warmup_epochs < 0:
         raise ConfigError(f"warm-up epochs must be 0 or more, got {t.warmup_epochs}")
     check_max_steps(t.max_steps)
@@ -424,6 +447,7 @@ def validate_run(config: RunConfig) -> None:
             f"unknown precision {t.precision!r}; choose one of {', '.join(PRECISIONS)}"
         )
     t.profile_batches  # noqa: B018  (raises on a malformed value)
+    t.checkpoint_interval  # noqa: B018  (raises on a malformed value)
     if config.data.num_shards < 1:
         raise ConfigError(f"--num-shards must be at least 1, got {config.data.num_shards}")
     if not 0 < config.data.test_fraction < 1:

@@ -4,11 +4,8 @@ Each source is described as `StoredFeature`s (what a shard record holds and
 what parsing makes of it) so the shard writer and the reader in
 `components.core.datasets` treat every source alike:
 
-- TFDS: anything `tfds.builder(...)` resolves (`name`, `name/config`,
-  `name:1.2.0`, a builder registered by `--dataset-module`, a dataset prepared
-  in `--data-dir`) or a prepared dataset folder given as `--dataset PATH`. Its
-  records are TFDS's own (images stay PNG/JPEG): parsing decodes them with
-  the `features.json` TFDS wrote.
+- TFDS (`components.core.tfds_source`): its records are TFDS's own (images
+  stay PNG/JPEG): parsing decodes them with the `features.json` TFDS wrote.
 - Files (`--data PATH_OR_GLOB`): `.csv` and `.npz` (read whole, small data) and
   `.tfrecord` (records copied as they are, parsed with `--feature-spec`).
 
@@ -21,19 +18,13 @@ import csv
 import dataclasses
 import difflib
 import glob
-import hashlib
-import importlib
-import importlib.util
 import io
-import json
 import math
 import os
-import sys
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import storage, user_python_file
+from components.core import json_input, storage, storage_access
 from components.core.errors import ConfigError
 
 # How a feature is stored in a shard record, and what the model receives:
@@ -98,240 +89,6 @@ def in_test_split(index: int, fraction: float) -> bool:
     return math.floor((index + 1) * fraction) > math.floor(index * fraction)
 
 
-# ---------------------------------------------------------------- TFDS
-
-
-def import_dataset_module(module: str) -> None:
-    """Imports a user's module that registers TFDS builders (`--dataset-module`).
-
-    Args:
-        module: a `.py` file path or an importable module name.
-
-    Raises:
-        ConfigError: file missing, a folder or not a `.py` file, a `gs://` file
-            (refused once found readable), or the module raises (with its file
-            and line).
-    """
-    try:
-        if module.endswith(".py") or "/" in module:
-            _import_file(module)
-        else:
-            importlib.import_module(module)
-    except ConfigError:
-        raise
-    except ModuleNotFoundError as err:
-        if err.name and module.startswith(err.name):
-            raise ConfigError(
-                f"--dataset-module {module}: no such module; pass a .py file or a module on "
-                "PYTHONPATH"
-            ) from None
-        raise ConfigError(f"--dataset-module {module} failed: {_where(err)}") from None
-    except Exception as err:  # the user's code: any error is theirs to fix
-        raise ConfigError(f"--dataset-module {module} failed: {_where(err)}") from None
-
-
-def _import_file(path: str) -> None:
-    """Imports a builder file, its builders told where their metadata lives.
-
-    TFDS looks for a builder's metadata files (`dataset_info_from_configs`)
-    through the package of the builder's module, which a lone file has not:
-    each builder it defines gets its folder as `pkg_dir_path`.
-    """
-    import tensorflow_datasets as tfds
-    from etils import epath
-
-    flag = "--dataset-module"
-    local = storage.local_view(path)  # a rehearsal serves gs:// from this machine
-    if storage.is_remote(local):
-        user_python_file.read_remote(local, flag)  # missing or unreadable: said in seconds
-        raise ConfigError(
-            f"{flag} {path}: a builder file is imported from this machine, beside its "
-            f"metadata: copy its folder here (gcloud storage cp -r) and pass the local path"
-        )
-    user_python_file.check_local(local, flag, path)
-    path = os.path.abspath(local)
-    name = "strategist_dataset_" + hashlib.sha256(path.encode()).hexdigest()[:8]
-    if name in sys.modules:
-        return  # imported already: its builders are registered
-    spec = importlib.util.spec_from_file_location(name, path)
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    sys.modules[name] = loaded
-    for value in vars(loaded).values():
-        builder = isinstance(value, type) and issubclass(value, tfds.core.DatasetBuilder)
-        if builder and value.__module__ == name and value.__dict__.get("pkg_dir_path") is None:
-            value.pkg_dir_path = epath.Path(os.path.dirname(path))
-
-
-def _where(err: BaseException) -> str:
-    """`Type: message (file:line)` of the innermost frame of an exception."""
-    frames = traceback.extract_tb(err.__traceback__)
-    place = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    if isinstance(err, SyntaxError) and err.filename:
-        place = f" ({err.filename}:{err.lineno})"
-    return f"{type(err).__name__}: {err}{place}"
-
-
-def tfds_builder(name: str, data_dir: str | None = None, module: str | None = None):
-    """The TFDS builder of `name`, resolved by TFDS itself.
-
-    `name` is what `tfds.builder` takes (`mnist`, `glue/sst2`, `mnist:3.0.1`)
-    or a prepared dataset folder (`.../my_dataset/1.0.0`, holding
-    `dataset_info.json`), read with `tfds.builder_from_directory`.
-
-    Raises:
-        ConfigError: TFDS cannot find it (with close matches), or cannot build it.
-    """
-    import tensorflow_datasets as tfds
-    from tensorflow_datasets.core import registered
-
-    import components.core.builders  # noqa: F401  (registers `digits` with TFDS)
-
-    if module:
-        import_dataset_module(module)
-    if data_dir is not None and not storage.isdir(data_dir):
-        raise ConfigError(f"--data-dir {data_dir} does not exist: create it or pass another folder")
-    if storage.isfile(storage.join(name, "dataset_info.json")):
-        return tfds.builder_from_directory(name)
-    try:
-        return tfds.builder(name, data_dir=data_dir)
-    except registered.DatasetNotFoundError:
-        base = name.split("/")[0].split(":")[0]
-        close = difflib.get_close_matches(
-            base, tfds.list_builders(with_community_datasets=False), n=3
-        )
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(
-            f"TFDS cannot find dataset {name!r}{hint}: pass a TFDS name, your builder with "
-            "--dataset-module, a prepared dataset folder, or files with --data"
-        ) from None
-    except (ValueError, AssertionError, KeyError, TypeError) as err:
-        reason = _unknown_config_hint(name) or str(err).splitlines()[0]
-        raise ConfigError(f"TFDS cannot build dataset {name!r}: {reason}") from None
-
-
-def _unknown_config_hint(name: str) -> str:
-    """What to pass instead of an unknown `name/config`, or "" when the config exists.
-
-    TFDS 4.9's own message promises the closest configs and then lists none.
-    """
-    import tensorflow_datasets as tfds
-
-    base, _, config = name.split(":")[0].partition("/")
-    if not config:
-        return ""
-    configs = [c.name for c in getattr(tfds.builder_cls(base), "BUILDER_CONFIGS", [])]
-    if config in configs:
-        return ""
-    close = difflib.get_close_matches(config, configs, n=3)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
-    return f"it has no config {config!r}; {hint}configs: {', '.join(configs[:12])}"
-
-
-def tfds_features(info, label: str | None) -> tuple[list[StoredFeature], StoredFeature, int | None]:
-    """The features and label of a TFDS dataset, from its supervised keys or `label`.
-
-    Args:
-        info: the builder's `DatasetInfo`.
-        label: the label feature (`--label`); the other top-level features
-            become the inputs. Without it, `info.supervised_keys`.
-
-    Returns:
-        (features, label, num_classes or None for regression).
-
-    Raises:
-        ConfigError: no supervised keys and no `--label`, an unknown label, a
-            label that is neither a class label nor a number, or a feature
-            Strategist cannot hand to a model.
-    """
-    import tensorflow_datasets as tfds
-
-    top = info.features
-    if label:
-        if label not in top:
-            raise ConfigError(
-                f"dataset {info.name!r} has no feature {label!r} for --label; its features: "
-                f"{listing(top.keys())}"
-            )
-        input_keys: Any = [k for k, _ in top.items() if k != label]
-        label_key = label
-    elif info.supervised_keys and len(info.supervised_keys) >= 2:
-        input_keys, label_key = info.supervised_keys[0], info.supervised_keys[1]
-    else:
-        raise ConfigError(
-            f"dataset {info.name!r} has no supervised (input, label) keys: pass --label NAME, "
-            f"one of {listing(top.keys())}"
-        )
-    if not isinstance(label_key, str):
-        raise ConfigError(f"dataset {info.name!r}: its label {label_key!r} is not one feature")
-    label_feature = top[label_key]
-    if isinstance(label_feature, tfds.features.ClassLabel):
-        label_spec = StoredFeature("label", label_key, (), INT)
-        num_classes = label_feature.num_classes
-    elif _kind(label_feature) in (FLOAT, INT) and tuple(label_feature.shape) == ():
-        label_spec = StoredFeature("label", label_key, (), FLOAT)
-        num_classes = None  # a number: regression
-    else:
-        raise ConfigError(
-            f"dataset {info.name!r}: label {label_key!r} is neither a class label nor a single "
-            "number; pass --label with a ClassLabel or numeric feature"
-        )
-    features = [
-        _tfds_leaf(info.name, name, path, feature)
-        for name, path, feature in _leaves(top, input_keys)
-    ]
-    return features, label_spec, num_classes
-
-
-def _leaves(top, keys) -> list[tuple[str, str, Any]]:
-    """(model name, decoded-example path, feature) of every input leaf."""
-    import tensorflow_datasets as tfds
-
-    if isinstance(keys, str):
-        keys = [keys]
-    elif isinstance(keys, dict):
-        keys = list(keys.values())
-    leaves = []
-    for key in keys:
-        feature = top[key]
-        if isinstance(feature, tfds.features.FeaturesDict):
-            leaves += [(inner, f"{key}/{inner}", f) for inner, f in feature.items()]
-        else:
-            leaves.append((key, key, feature))
-    return leaves
-
-
-def _tfds_leaf(dataset: str, name: str, path: str, feature) -> StoredFeature:
-    import tensorflow_datasets as tfds
-
-    if isinstance(feature, tfds.features.Image):
-        return StoredFeature(name, path, tuple(feature.shape), IMAGE)
-    kind = _kind(feature)
-    if kind is None or isinstance(feature, tfds.features.FeaturesDict):
-        raise ConfigError(
-            f"dataset {dataset!r}: feature {path!r} ({type(feature).__name__}) is nested or not "
-            "a tensor; Strategist hands models tensors: choose a dataset or --label whose "
-            "inputs are tensors"
-        )
-    return StoredFeature(name, path, tuple(feature.shape), kind)
-
-
-def _kind(feature) -> str | None:
-    import numpy as np
-
-    try:
-        dtype = np.dtype(feature.np_dtype)
-    except (AttributeError, TypeError):
-        return None
-    if dtype.kind == "f":
-        return FLOAT
-    if dtype.kind in "iub":
-        return INT
-    if dtype.kind in "OSU":
-        return BYTES
-    return None
-
-
 # ---------------------------------------------------------------- files
 
 
@@ -348,7 +105,7 @@ def match_files(pattern: str) -> list[str]:
         ConfigError: nothing matches, mixed or unsupported kinds, or a `gs://`
             pattern that cannot be reached or read.
     """
-    with storage.reading(pattern, "--data"):
+    with storage_access.reading(pattern, "--data"):
         paths = storage.glob(pattern) if glob.has_magic(pattern) else [pattern]
         if not glob.has_magic(pattern) and not storage.isfile(pattern):
             raise ConfigError(f"--data {pattern} does not exist: pass a file or a glob")
@@ -444,13 +201,46 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
             arrays[name] = np.array(cells[name], dtype=object)
             features.append(StoredFeature(name, name, (), BYTES))
         else:
-            arrays[name] = np.array(numbers, dtype=np.float32)
+            with np.errstate(over="ignore"):  # beyond float32 becomes inf, refused next
+                arrays[name] = np.array(numbers, dtype=np.float32)
+            _check_finite(paths[0], f"column {name!r}", arrays[name], positions, first_row=2)
             features.append(StoredFeature(name, name, (), FLOAT))
     label_feature, num_classes, classes, values = _csv_label(paths[0], label, cells[label])
     arrays[label] = values
     numeric = all(f.encoding == FLOAT for f in features)
     columns = tuple(f.name for f in features) if numeric else ()
     return ArraySource(features, label_feature, num_classes, arrays, columns, classes, positions)
+
+
+def _check_finite(
+    path: str, what: str, array: Any, positions: list[int], first_row: int = 0
+) -> None:
+    """Refuses a float array (as float32, as it is trained on) holding NaN or infinity.
+
+    `1e400`, `inf` and `1e39` (beyond float32) all become infinities, a NaN
+    anywhere makes every loss NaN: the run would "train" to nothing.
+
+    Args:
+        path: the file, as the message names it.
+        what: `column 'x'` or `array 'x'`.
+        array: its values, float32.
+        positions: each row's index in its file (the message names the first bad row).
+        first_row: what the first row is called (2 in a CSV under its header).
+
+    Raises:
+        ConfigError: naming the count and the first row.
+    """
+    import numpy as np
+
+    finite = np.isfinite(array).reshape(len(array), -1).all(axis=1)
+    if finite.all():
+        return
+    bad = int((~finite).sum())
+    row = positions[int(np.argmin(finite))] + first_row if positions else int(np.argmin(finite))
+    raise ConfigError(
+        f"{path}: {what} holds NaN or infinity (or a number beyond float32, about 3.4e38) "
+        f"in {bad:,} row(s), first row {row}: clean or drop them before training"
+    )
 
 
 def _numbers(cells: list[str]) -> list[float] | None:
@@ -483,9 +273,10 @@ def _csv_label(path: str, name: str, cells: list[str]):
         return label, max(ids) + 1, (), np.array(ids, dtype=np.int64)
     numbers = _numbers(cells)
     if numbers is not None:
-        if not all(math.isfinite(v) for v in numbers):
-            raise ConfigError(f"{path}: label {name!r} holds NaN or infinity; clean the column")
-        return StoredFeature("label", name, (), FLOAT), None, (), np.array(numbers, np.float32)
+        with np.errstate(over="ignore"):
+            values = np.array(numbers, np.float32)
+        _check_finite(path, f"label {name!r}", values, list(range(len(values))), first_row=2)
+        return StoredFeature("label", name, (), FLOAT), None, (), values
     classes = tuple(sorted(set(cells)))
     index = {c: i for i, c in enumerate(classes)}
     ids = np.array([index[c] for c in cells], dtype=np.int64)
@@ -531,9 +322,15 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
                 for key in archive.files:
                     merged.setdefault(key, []).append(archive[key])
                 first = archive[archive.files[0]] if archive.files else []
-                positions += range(len(first))
+                positions += range(len(first) if np.ndim(first) else 0)
         except (OSError, ValueError) as err:
             raise ConfigError(f"{path} is not a readable .npz file ({err})") from None
+    scalars = [k for k, v in merged.items() if any(a.ndim == 0 for a in v)]
+    if scalars:
+        raise ConfigError(
+            f"{paths[0]}: arrays {listing(scalars)} hold a single value, not one row per "
+            "example: store one array per feature with the examples along its first axis"
+        )
     arrays = {k: np.concatenate(v) for k, v in merged.items()}
     label = label or "y"
     if label not in arrays:
@@ -547,6 +344,8 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         raise ConfigError(
             f"{paths[0]}: arrays {listing(uneven)} do not have {count} rows like {label!r}"
         )
+    if count == 0:
+        raise ConfigError(f"{paths[0]}: label {label!r} has no rows: there is nothing to train on")
     values = arrays[label]
     if values.ndim != 1:
         raise ConfigError(
@@ -563,7 +362,9 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         arrays[label] = values.astype(np.int64)
         label_feature = StoredFeature("label", label, (), INT)
     elif values.dtype.kind == "f":
-        arrays[label] = values.astype(np.float32)
+        with np.errstate(over="ignore"):
+            arrays[label] = values.astype(np.float32)
+        _check_finite(paths[0], f"label {label!r}", arrays[label], positions)
         label_feature, num_classes = StoredFeature("label", label, (), FLOAT), None
     else:
         raise ConfigError(f"{paths[0]}: label {label!r} has dtype {values.dtype}; use numbers")
@@ -574,7 +375,9 @@ def read_npz(paths: list[str], label: str | None) -> ArraySource:
         if array.dtype == np.uint8:
             encoding = RAW_UINT8
         elif array.dtype.kind == "f":
-            encoding, arrays[key] = FLOAT, array.astype(np.float32)
+            with np.errstate(over="ignore"):
+                encoding, arrays[key] = FLOAT, array.astype(np.float32)
+            _check_finite(paths[0], f"array {key!r}", arrays[key], positions)
         elif array.dtype.kind in "iub":
             encoding, arrays[key] = INT, array.astype(np.int64)
         else:
@@ -606,12 +409,16 @@ def tfrecord_spec(
             '{"x": {"shape": [4], "dtype": "float32"}, "y": {"shape": [], "dtype": "int64", '
             '"num_classes": 3}}'
         )
+    where = "--feature-spec"
     if storage.isfile(text):
-        text = storage.read_text(text)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"--feature-spec is not valid JSON ({err})") from None
+        where = f"--feature-spec {text}"
+        try:
+            text = storage.read_bytes(text, limit=json_input.MAX_BYTES)
+        except OSError as err:
+            raise ConfigError(
+                f"{where} cannot be read ({err.strerror or err}); pass a JSON file"
+            ) from None
+    raw = json_input.parse(text, where, "pass a JSON object: feature name -> {shape, dtype}")
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("--feature-spec must be a JSON object: feature name -> {shape, dtype}")
     encodings = {

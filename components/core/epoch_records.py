@@ -66,9 +66,16 @@ class EpochRecorder:
         self.records: list[dict[str, float]] = self._load()
         self._epoch_started = time.perf_counter()
         self.first_epoch: int | None = None  # 0-based epoch this attempt started at
+        # The run's checkpoint callback (`preemption.backup_callback`): where this attempt
+        # resumed, so an epoch it finishes is measured on the steps it trained.
+        self.backup: Any = None
+        self._steps_begun_at = 0
 
     def begin(self, epoch: int) -> None:
         """Called as epoch `epoch` (0-based) starts; reports where a resumed run resumes."""
+        steps_per_epoch = getattr(self.backup, "steps_per_epoch", 0)
+        resumed_at = getattr(self.backup, "resumed_at_step", 0)
+        self._steps_begun_at = max(0, resumed_at - epoch * steps_per_epoch)
         if self.first_epoch is None:
             self.first_epoch = epoch
             if epoch > 0 and self.verbose:
@@ -89,15 +96,20 @@ class EpochRecorder:
         seconds = time.perf_counter() - self._epoch_started
         del self.records[epoch:]  # an epoch redone after a restart replaces its record
         previous = self.records[-1]["elapsed_s"] if self.records else 0.0
+        steps_per_epoch = getattr(self.backup, "steps_per_epoch", 0)
+        # An epoch resumed mid-way trained only its remaining steps in this attempt.
+        share = 1.0 - self._steps_begun_at / steps_per_epoch if steps_per_epoch else 1.0
         self.records.append(
             {
                 "epoch": epoch + 1,
                 "attempt": self.attempt,
                 "ended_at": time.time(),
                 "seconds": seconds,
-                "examples_per_second": self.examples_per_epoch / seconds,
-                "loss": float(logs.get("loss", float("nan"))),
-                "accuracy": float(logs.get("accuracy", float("nan"))),
+                "resumed_at_step_of_epoch": self._steps_begun_at,
+                "examples_per_second": self.examples_per_epoch * share / seconds,
+                "loss": float(logs["loss"]) if "loss" in logs else None,
+                # None where the model has no accuracy (a regression).
+                "accuracy": float(logs["accuracy"]) if "accuracy" in logs else None,
                 "elapsed_s": previous + seconds,
                 # Every metric the model was compiled with (the user's too).
                 "metrics": {name: float(value) for name, value in logs.items()},

@@ -68,12 +68,20 @@ def evaluate(model, dataset, spec: InputSpec) -> EvalResult:
     compiled = {
         k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()
     }
-    labels, outputs = [], []
+    compiled = _without_unmeasured(model, compiled)
+    labels, outputs, losses = [], [], []
+    loss_of = _loss_function(model) if "loss" not in compiled else None
     for inputs, label in dataset:
-        outputs.append(np.asarray(model(inputs, training=False), dtype=np.float64))
+        predicted = model(inputs, training=False)
+        outputs.append(np.asarray(predicted, dtype=np.float64))
         labels.append(label.numpy())
+        if loss_of is not None:
+            losses.append((float(loss_of(label, predicted)), len(labels[-1])))
     if not labels:
         raise ValueError("the evaluation split is empty")
+    if losses:
+        # Weighted by batch: the loss's mean over the split, as `evaluate` gives it.
+        compiled["loss"] = sum(v * n for v, n in losses) / sum(n for _, n in losses)
     truth = np.concatenate(labels)
     predicted = np.concatenate(outputs)
     if spec.task == REGRESSION:
@@ -81,10 +89,50 @@ def evaluate(model, dataset, spec: InputSpec) -> EvalResult:
     return _classification(truth, predicted, spec.label.num_classes, compiled)
 
 
+def _without_unmeasured(model, compiled: dict[str, float]) -> dict[str, float]:
+    """`compiled` without the values of metrics the evaluation never updated.
+
+    A model with its own `train_step` and no `test_step` that lists its own
+    trackers (`metrics`, as keras-io's "customizing what happens in fit" does)
+    gets Keras's `test_step`, which never updates them: `evaluate` reports
+    their initial 0.0, which a `test_loss` promotion would call perfect.
+    A `Mean`-like metric that counted nothing is left out.
+    """
+    unmeasured = set()
+    for metric in getattr(model, "metrics", []):
+        count = getattr(metric, "count", None)
+        try:
+            counted = float(count.numpy()) if count is not None else None
+        except (AttributeError, TypeError, ValueError):
+            counted = None
+        if counted == 0.0:
+            unmeasured.add(metric.name)
+    return {name: value for name, value in compiled.items() if name not in unmeasured}
+
+
+def _loss_function(model):
+    """The loss the model was compiled with, as a function of (labels, outputs)."""
+    import tf_keras as keras
+
+    loss = model.loss
+    if isinstance(loss, (dict, list, tuple)) or loss is None:
+        return None
+    return keras.losses.get(loss) if isinstance(loss, str) else loss
+
+
+def class_ids(truth, num_classes: int):
+    """Class ids from labels given as ids or one-hot rows (a `preprocess` may make either)."""
+    import numpy as np
+
+    if truth.ndim >= 2 and truth.shape[-1] == num_classes and num_classes > 1:
+        return truth.reshape(-1, num_classes).argmax(axis=-1).astype(np.int64)
+    return truth.reshape(-1).astype(np.int64)
+
+
 def _classification(truth, outputs, num_classes: int, compiled: dict[str, float]) -> EvalResult:
     import numpy as np
 
-    truth = truth.reshape(-1).astype(np.int64)
+    truth = class_ids(truth, num_classes)
     if outputs.ndim > 1 and outputs.shape[-1] > 1:
         predicted = outputs.argmax(axis=-1)
     else:  # one output for two classes: a logit or a probability

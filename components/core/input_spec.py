@@ -7,7 +7,9 @@ manifests, `tf.data` parsing) and the model side (built-in models and users'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
@@ -52,6 +54,30 @@ class InputSpec:
 
     features: dict[str, FeatureSpec]
     label: LabelSpec
+    # Set where the model is built for adapting (see `training_data`).
+    training_data_fn: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+
+    def training_data(self):
+        """The training split as a batched `tf.data.Dataset` of `(inputs, label)`, one pass,
+        as the model receives it (after the module's `preprocess`): for adapting
+        preprocessing layers in `build_model`.
+
+        Strategist hands the real split to the one build it makes before the cluster
+        starts and records what each layer's `adapt` learned; every other build gets an
+        empty split of the same structure, and each `adapt` takes the recorded state
+        (`components.core.adapt_once`).
+
+        Raises:
+            ConfigError: where no training split is at hand.
+        """
+        if self.training_data_fn is None:
+            from components.core.errors import ConfigError
+
+            raise ConfigError(
+                "spec.training_data() has no data here: the model is built without the run's "
+                "training split"
+            )
+        return self.training_data_fn()
 
     @property
     def task(self) -> str:

@@ -14,18 +14,21 @@ module is refused before any cluster starts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from components.core import model_module
+from components.core import adapt_once, model_module
 from components.core.config import ConfigError, RunConfig
 from components.core.input_spec import CLASSIFICATION, REGRESSION, InputSpec
 from components.core.model_module import ModelModule
 from components.core.strategy_spec import XLA_MODEL, XLA_TRAIN_STEP
 
 DEFAULTS = "defaults"
+# How `Built.compile["defaults"]` names the settings Strategist chose, not the module.
+STRATEGISTS = "Strategist's"
 FROM_COMPILE_SETTINGS = "compile_settings"
 FROM_MODEL = "build_model's compile"
 _ERROR_LINE = re.compile(r"^\w+(Error|Exception): ")
@@ -40,25 +43,39 @@ class Built:
         compile: what the model is compiled with, for the record: `optimizer`
             (class name), `optimizer_config` (its other settings), `learning_rate`
             (the peak rate it trains with, None
-            for a user's schedule), `loss`, `metrics` (names) and `from`
-            (where the settings came from).
+            for a user's schedule), `loss`, `metrics` (names), `from`
+            (where the module's settings came from) and `defaults` (the keys
+            Strategist chose because the module did not: an optimizer-only
+            compile gets Strategist's loss and metrics, said as Strategist's).
         adjustments: what Strategist changed of the user's choices, one
             sentence each (the learning rate it scaled, its warm-up).
+        adapted: the states of the preprocessing layers `build_model` adapted on
+            the training split (`adapt_once`; only where the spec carried it).
     """
 
     model: Any
     compile: dict[str, Any]
     adjustments: list[str]
+    adapted: list[dict[str, Any]] = field(default_factory=list)
 
 
-def default_settings(task: str, base_learning_rate: float) -> dict[str, Any]:
+def default_settings(
+    task: str, base_learning_rate: float, one_hot_labels: bool = False
+) -> dict[str, Any]:
     """What a model is compiled with when its module chooses nothing.
 
-    Classification: Adam, sparse categorical cross-entropy from logits,
-    accuracy. Regression: Adam, mean squared error, MAE and RMSE.
+    Classification: Adam, categorical cross-entropy from logits (sparse for
+    class ids, plain for one-hot labels a `preprocess` made), accuracy.
+    Regression: Adam, mean squared error, MAE and RMSE.
     """
     import tf_keras as keras
 
+    if task != REGRESSION and one_hot_labels:
+        return {
+            "optimizer": keras.optimizers.Adam(base_learning_rate),
+            "loss": keras.losses.CategoricalCrossentropy(from_logits=True),
+            "metrics": ["accuracy"],
+        }
     if task == REGRESSION:
         return {
             "optimizer": keras.optimizers.Adam(base_learning_rate),
@@ -109,15 +126,24 @@ def build_compiled(
     # The training options only where it trains: an evaluation over a dataset of
     # unknown length needs one step per execution.
     trains = strategy is not None
+    example = example_spec(spec, module)
     scope = strategy.scope() if trains else contextlib.nullcontext()
-    with scope:
-        model = model_module.call(module, "build_model", spec)
-        check_model(model, spec, module)
+    adapted: list[dict[str, Any]] = []
+    with scope, _adapting(config, spec, module, example, adapted) as spec:
+        model = build_model(module, spec, example)
         if trains and xla_scope == XLA_MODEL:
             compile_model_with_xla(model)
-        settings, source = _settings(module, model, spec, config.training.base_learning_rate)
+        settings, source, defaulted = _settings(
+            module, model, spec, config.training.base_learning_rate, example
+        )
+        module_optimizer = "optimizer" not in defaulted
         optimizer, learning_rate, adjustments = _scaled_optimizer(
-            settings["optimizer"], config, batch_per_update, steps_per_epoch
+            settings["optimizer"],
+            config,
+            batch_per_update,
+            steps_per_epoch,
+            given_rate=module_optimizer and config.training.learning_rate_given,
+            scaled=config.training.scale_learning_rate and module.scale_learning_rate,
         )
         try:
             model.compile(
@@ -138,8 +164,116 @@ def build_compiled(
         "loss": _name_of(settings["loss"]),
         "metrics": [_name_of(m) for m in settings["metrics"] or []],
         "from": source,
+        "defaults": defaulted,
     }
-    return Built(model, record, adjustments)
+    return Built(model, record, adjustments, adapted)
+
+
+@contextlib.contextmanager
+def _adapting(config: RunConfig, spec: InputSpec, module: ModelModule, example, adapted: list):
+    """Where `build_model` adapts its preprocessing layers: on the real training split when
+    `spec` carries it (`adapted` receives the states), else from the run's recorded states
+    on an empty split of the same structure (`adapt_once`)."""
+    if spec.training_data_fn is not None:
+        with adapt_once.record() as states:
+            yield spec
+        adapted.extend(states)
+        return
+    states = adapt_once.read(config.output_dir) if config.output_dir else None
+    empty = _empty_split(example)
+    with adapt_once.replay(states or [], module.where()):
+        yield dataclasses.replace(spec, training_data_fn=empty)
+
+
+def _empty_split(example):
+    """A function giving an empty batched dataset of `example`'s structure (None: no data)."""
+    if example is None:
+        return None
+
+    def empty():
+        import tensorflow as tf
+
+        zeros = tf.nest.map_structure(
+            lambda t: tf.zeros([d or 1 for d in t.shape], t.dtype), tuple(example)
+        )
+        return tf.data.Dataset.from_tensors(zeros).take(0).batch(1)
+
+    return empty
+
+
+def example_spec(spec: InputSpec, module: ModelModule) -> tuple[Any, Any] | None:
+    """What the model receives, as `tf.TensorSpec`s of one example: `(inputs, label)`.
+
+    The data's examples (`spec`: one tensor for one feature, else a dict by
+    name) traced through the module's `preprocess`, as `tf.data` maps it; no
+    example is computed. None when `preprocess` cannot be traced without the
+    data (the pre-flight then shows it on a real batch).
+    """
+    import tensorflow as tf
+
+    features = {
+        name: tf.TensorSpec(feature.shape, tf.as_dtype(feature.dtype))
+        for name, feature in spec.features.items()
+    }
+    inputs = next(iter(features.values())) if len(features) == 1 else features
+    label = tf.TensorSpec((), tf.as_dtype(spec.label.dtype))
+    if module.preprocess is None:
+        return inputs, label
+    try:
+        traced = tf.function(module.preprocess).get_concrete_function(inputs, label)
+    except Exception:  # noqa: BLE001 - the user's code; the pre-flight reports it on real data
+        return None
+    outputs = traced.structured_outputs
+    if not (isinstance(outputs, (tuple, list)) and len(outputs) == 2):
+        return None
+    return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), tuple(outputs))
+
+
+def build_model(module: ModelModule, spec: InputSpec, example: tuple[Any, Any] | None = None):
+    """The module's model, built: its variables exist and its outputs are checked.
+
+    A model without an `Input` layer (a `Sequential` built on its first call,
+    a subclassed `keras.Model`) is built here by calling it on symbolic inputs
+    of the example's shapes: nothing is computed, so no variable is read (a
+    BatchNormalization statistic read under a multi-worker strategy is a
+    collective). Call it inside `strategy.scope()` so its variables are the
+    strategy's.
+
+    Args:
+        module: the model module.
+        spec: the data's examples.
+        example: `example_spec(spec, module)` (None: computed here).
+
+    Raises:
+        ConfigError: the module raised, returned no tf_keras model, or an
+            output that does not fit the task.
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    model = model_module.call(module, "build_model", spec)
+    check_model(model, spec, module)
+    if getattr(model, "outputs", None):
+        return model
+    example = example or example_spec(spec, module)
+    if example is None:
+        return model
+    inputs = tf.nest.map_structure(lambda t: keras.Input(shape=t.shape, dtype=t.dtype), example[0])
+    try:
+        outputs = model(inputs, training=False)
+    except Exception:  # noqa: BLE001 - a call that needs real values: the pre-flight shows it
+        return model
+    shapes = [output.shape for output in tf.nest.flatten(outputs)]
+    check_outputs(shapes, spec, f"build_model of {module.where()}")
+    return model
+
+
+def one_hot_labels(spec: InputSpec, example: tuple[Any, Any] | None) -> bool:
+    """Whether the model is fed one-hot labels (a `preprocess` made them) rather than class ids."""
+    if spec.task == REGRESSION or example is None:
+        return False
+    shape = example[1].shape
+    return bool(shape.rank) and shape[-1] == spec.label.num_classes and spec.label.num_classes > 1
 
 
 def compile_model_with_xla(model: Any) -> None:
@@ -232,7 +366,7 @@ def compiled_metric_count(module: ModelModule, model: Any, spec: InputSpec) -> i
     Raises:
         ConfigError: as `build_compiled`, for a `compile_settings` that fails.
     """
-    settings, _ = _settings(module, model, spec, base_learning_rate=1e-3)
+    settings, _, _ = _settings(module, model, spec, 1e-3, example_spec(spec, module))
     return len(settings["metrics"])
 
 
@@ -256,10 +390,20 @@ def preflight(config: RunConfig, manifest) -> float:
 
     started = time.perf_counter()
     module = models.resolve(config.model)
+    # Read back as every task reads it (its features in the stored order), so the module
+    # adapts its layers in the order the tasks' builds replay them.
+    manifest = datasets.load_manifest(manifest.root)
     spec = manifest.input_spec
     try:
         with tf.device("/cpu:0"):
+            spec = dataclasses.replace(
+                spec,
+                training_data_fn=lambda: datasets.eval_dataset(
+                    manifest, "train", preprocess=module.preprocess
+                ),
+            )
             built = build_compiled(config, spec, module)
+            adapt_once.write(config.output_dir, built.adapted)
             by_name = datasets.inputs_by_name(manifest, built.model)
             batch = datasets.eval_dataset(
                 manifest, "train", 2, preprocess=module.preprocess, by_name=by_name
@@ -297,10 +441,18 @@ def _first(batch, module: ModelModule):
 
 
 def _settings(
-    module: ModelModule, model: Any, spec: InputSpec, base_learning_rate: float
-) -> tuple[dict[str, Any], str]:
-    """The optimizer, loss and metrics the module chose, with the task's defaults filling gaps."""
-    defaults = default_settings(spec.task, base_learning_rate)
+    module: ModelModule,
+    model: Any,
+    spec: InputSpec,
+    base_learning_rate: float,
+    example: tuple[Any, Any] | None = None,
+) -> tuple[dict[str, Any], str, list[str]]:
+    """The optimizer, loss and metrics the module chose, with the task's defaults filling gaps.
+
+    Returns:
+        (settings, where the module's came from, the keys Strategist's defaults filled).
+    """
+    defaults = default_settings(spec.task, base_learning_rate, one_hot_labels(spec, example))
     if module.compile_settings is not None:
         chosen = model_module.call(module, "compile_settings", spec)
         if not isinstance(chosen, dict):
@@ -324,24 +476,43 @@ def _settings(
         }
         source = FROM_MODEL
     else:
-        return defaults, DEFAULTS
+        return defaults, DEFAULTS, list(model_module.COMPILE_KEYS)
     settings = {key: chosen.get(key) or defaults[key] for key in model_module.COMPILE_KEYS}
+    defaulted = [key for key in model_module.COMPILE_KEYS if not chosen.get(key)]
     if isinstance(settings["optimizer"], str):
         import tf_keras as keras
 
         settings["optimizer"] = keras.optimizers.get(settings["optimizer"])
     if not isinstance(settings["metrics"], (list, tuple)):
         settings["metrics"] = [settings["metrics"]]
-    return settings, source
+    return settings, source, defaulted
 
 
-def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, steps_per_epoch: int):
+def _scaled_optimizer(
+    optimizer: Any,
+    config: RunConfig,
+    batch: int | None,
+    steps_per_epoch: int,
+    *,
+    given_rate: bool = False,
+    scaled: bool = True,
+):
     """The optimizer with its learning rate scaled to `batch` and warmed up; what changed.
 
     The optimizer's own rate is taken as the rate at `training.base_batch_size`
     and scaled linearly (Goyal et al., 2017, as `learning_rate.make_learning_rate`);
     a new optimizer of the same class and config carries the schedule. A rate
     that is already a schedule is the user's plan and is kept.
+
+    Args:
+        optimizer: the optimizer chosen (the module's, or the default).
+        config: the run (base batch, warm-up, `--learning-rate`).
+        batch: examples per update; None: the rate is neither scaled nor warmed up
+            (an evaluation's copy).
+        steps_per_epoch: steps of one epoch (for the warm-up).
+        given_rate: `--learning-rate` replaces the module optimizer's own rate.
+        scaled: False keeps the rate at any batch (`--no-scale-learning-rate`,
+            or the module's `SCALE_LEARNING_RATE = False`); the warm-up stays.
 
     Returns:
         (optimizer, peak learning rate or None, adjustments).
@@ -352,22 +523,51 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
 
     optimizer = _inner(optimizer)
     rate = getattr(optimizer, "learning_rate", None)
+    t = config.training
+    adjustments = []
     if isinstance(
         getattr(optimizer, "_learning_rate", None), keras.optimizers.schedules.LearningRateSchedule
     ):
+        if given_rate:
+            raise ConfigError(
+                f"--learning-rate {t.base_learning_rate:g} cannot replace the "
+                f"{type(optimizer).__name__} learning-rate schedule the model module chose: "
+                "drop --learning-rate, or change the schedule in the module"
+            )
         return optimizer, None, ["learning-rate schedule kept as given: not scaled"]
     try:
         base = float(rate.numpy() if hasattr(rate, "numpy") else rate)
     except (TypeError, ValueError):
+        if given_rate:
+            raise ConfigError(
+                f"--learning-rate cannot be applied: the {type(optimizer).__name__} the model "
+                "module chose has no readable rate; drop --learning-rate"
+            ) from None
         return optimizer, None, ["learning rate not readable: kept as given, not scaled"]
-    if batch is None:
-        return optimizer, base, []
-    t = config.training
+    if given_rate and base != t.base_learning_rate:
+        adjustments.append(
+            f"learning rate {base:g} of the module's {type(optimizer).__name__} replaced by "
+            f"--learning-rate {t.base_learning_rate:g}"
+        )
+        base = t.base_learning_rate
+    if batch is None or not scaled:
+        if batch is not None:
+            adjustments.append(f"learning rate {base:g} kept at any batch: not scaled")
+        if batch is None or not t.warmup_epochs:
+            return _with_rate(optimizer, base, adjustments)
+        batch = t.base_batch_size  # no scaling: the rate of one update is the base rate
     schedule = make_learning_rate(config, batch, steps_per_epoch, base_learning_rate=base)
     peak = base * batch / t.base_batch_size
     try:
-        scaled = type(optimizer).from_config({**optimizer.get_config(), "learning_rate": schedule})
+        scaled_optimizer = type(optimizer).from_config(
+            {**optimizer.get_config(), "learning_rate": schedule}
+        )
     except (TypeError, ValueError, NotImplementedError) as err:
+        if given_rate:
+            raise ConfigError(
+                f"--learning-rate cannot be applied: {type(optimizer).__name__} cannot be "
+                f"rebuilt with another rate ({_first_line(err)}); drop --learning-rate"
+            ) from None
         return (
             optimizer,
             base,
@@ -376,7 +576,6 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
                 f"cannot be rebuilt with a scaled rate ({_first_line(err)})"
             ],
         )
-    adjustments = []
     if peak != base:
         adjustments.append(
             f"learning rate {base:g} -> {peak:g} (scaled linearly: batch {batch} per update / "
@@ -384,7 +583,19 @@ def _scaled_optimizer(optimizer: Any, config: RunConfig, batch: int | None, step
         )
     if t.warmup_epochs:
         adjustments.append(f"learning rate warmed up linearly over {t.warmup_epochs} epoch(s)")
-    return scaled, peak, adjustments
+    return scaled_optimizer, peak, adjustments
+
+
+def _with_rate(optimizer: Any, rate: float, adjustments: list[str]):
+    """The optimizer at `rate` (rebuilt from its config when the rate differs); its record."""
+    current = getattr(optimizer, "learning_rate", None)
+    try:
+        same = float(current.numpy() if hasattr(current, "numpy") else current) == rate
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        optimizer = type(optimizer).from_config({**optimizer.get_config(), "learning_rate": rate})
+    return optimizer, rate, adjustments
 
 
 def _plain_config(optimizer: Any) -> dict[str, Any]:

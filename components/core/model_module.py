@@ -9,7 +9,9 @@ A model module (`--model-module PATH_OR_MODULE`, `RunConfig.model.module`) defin
   loss and metrics instead; what is missing takes the task's default;
 - `preprocess(features, label) -> (inputs, label)` (optional): mapped over
   each example in `tf.data`, for training and evaluation;
-- `TASK` (optional): `classification` or `regression`, checked against the data.
+- `TASK` (optional): `classification` or `regression`, checked against the data;
+- `SCALE_LEARNING_RATE` (optional): False trains at the optimizer's rate as
+  given, at any batch (as `--no-scale-learning-rate`).
 
 Strategist keeps what the module chose and owns the rest: the strategy, the
 batch, the learning rate's linear scaling (the optimizer's own rate is the rate
@@ -53,6 +55,8 @@ class ModelModule:
         compile_settings: `compile_settings(spec) -> dict`, or None.
         preprocess: `preprocess(features, label) -> (inputs, label)`, or None.
         task: the task it declares (`TASK`), or None.
+        scale_learning_rate: False when it asks for its rate unscaled
+            (`SCALE_LEARNING_RATE = False`).
     """
 
     source: str
@@ -62,6 +66,7 @@ class ModelModule:
     compile_settings: Callable[[InputSpec], dict[str, Any]] | None = None
     preprocess: Callable[[Any, Any], tuple[Any, Any]] | None = None
     task: str | None = None
+    scale_learning_rate: bool = True
 
     def where(self) -> str:
         """How a message names the module: its file, else its source."""
@@ -116,6 +121,9 @@ def from_namespace(
     task = namespace.get("TASK")
     if task is not None and task not in (CLASSIFICATION, REGRESSION):
         raise ConfigError(f"{where}: TASK is {task!r}; use {CLASSIFICATION!r} or {REGRESSION!r}")
+    scale = namespace.get("SCALE_LEARNING_RATE", True)
+    if not isinstance(scale, bool):
+        raise ConfigError(f"{where}: SCALE_LEARNING_RATE is {scale!r}; use True or False")
     return ModelModule(
         source=source,
         name=name,
@@ -124,6 +132,7 @@ def from_namespace(
         compile_settings=namespace.get("compile_settings"),
         preprocess=namespace.get("preprocess"),
         task=task,
+        scale_learning_rate=scale,
     )
 
 

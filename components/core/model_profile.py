@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.core import storage
+from components.core import layer_counts, storage
 from components.core.config import ConfigError
 
 BYTES_PER_VALUE = 4  # float32 weights, gradients and activations
@@ -443,18 +443,20 @@ def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
             )
         return profile_model(model.name)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    from components.core import datasets, model_build, model_module, models
+    from components.core import datasets, model_build, models
 
     spec = datasets.load_manifest(shards_dir).input_spec
     module = models.resolve(model)
-    built = model_module.call(module, "build_model", spec)
-    macs, activations = count_macs_and_activations(built)
+    built = model_build.build_model(module, spec)
+    macs, activations = layer_counts.count_macs_and_activations(built)
     return ModelProfile(
         name=model.name,
         params=int(built.count_params()),
         flops_per_example=float(max(2 * macs, 1)),
         activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
-        largest_variable_params=max((int(_size(w.shape)) for w in built.weights), default=0),
+        largest_variable_params=max(
+            (int(layer_counts.element_count(w.shape)) for w in built.weights), default=0
+        ),
         source=f"built from {model.module or model.name} for {', '.join(spec.features)}",
         tensors=max(1, len(built.trainable_weights)),
         compiled_metrics=model_build.compiled_metric_count(module, built, spec),
@@ -474,11 +476,11 @@ def _build_and_count(
     from components.core import models
 
     model = models.build_model(name, shape, num_classes)
-    macs, activations = count_macs_and_activations(model)
+    macs, activations = layer_counts.count_macs_and_activations(model)
     head = model.layers[-1]
     head_kernel = id(head.kernel)
-    sizes = [int(_size(w.shape)) for w in model.weights]
-    body = [int(_size(w.shape)) for w in model.weights if id(w) != head_kernel]
+    sizes = [int(layer_counts.element_count(w.shape)) for w in model.weights]
+    body = [int(layer_counts.element_count(w.shape)) for w in model.weights if id(w) != head_kernel]
     profile = ModelProfile(
         name=name,
         params=int(model.count_params()),
@@ -489,63 +491,6 @@ def _build_and_count(
         source=_built_source("x".join(map(str, shape)), num_classes),
     )
     return profile, int(head.kernel.shape[0]), max(body, default=0)
-
-
-def _size(shape: Any) -> int:
-    total = 1
-    for dim in shape:
-        total *= int(dim) if dim is not None else 1
-    return total
-
-
-def count_macs_and_activations(model: Any) -> tuple[int, int]:
-    """Multiply-accumulates and kept activation values of one example's forward pass.
-
-    Counts Dense, Conv1D/2D/3D (grouped too), DepthwiseConv2D and
-    SeparableConv2D layers; element-wise layers (activations, batch norm,
-    pooling, additions) add no MACs but their outputs count as activations.
-    Nested models are walked.
-
-    Args:
-        model: a built tf_keras model.
-
-    Returns:
-        (MACs, activation values) for batch size 1.
-    """
-    macs = 0
-    activations = 0
-    for layer in model.layers:
-        kind = type(layer).__name__
-        if kind == "InputLayer":
-            continue
-        if hasattr(layer, "layers") and layer.layers:  # nested model
-            inner_macs, inner_acts = count_macs_and_activations(layer)
-            macs += inner_macs
-            activations += inner_acts
-            continue
-        try:
-            out_shape = tuple(layer.output.shape)[1:]
-            in_shape = tuple(layer.input.shape)[1:]
-        except (AttributeError, ValueError):
-            continue
-        out_size = _size(out_shape)
-        activations += out_size
-        if kind == "Dense":
-            units = int(out_shape[-1])
-            macs += (out_size // units) * int(in_shape[-1]) * units
-        elif kind in ("Conv1D", "Conv2D", "Conv3D"):
-            kernel = _size(layer.kernel_size)
-            in_ch = int(in_shape[-1])
-            groups = int(getattr(layer, "groups", 1) or 1)
-            macs += out_size * kernel * in_ch // groups
-        elif kind == "DepthwiseConv2D":
-            macs += out_size * _size(layer.kernel_size)
-        elif kind == "SeparableConv2D":
-            in_ch = int(in_shape[-1])
-            spatial = out_size // int(out_shape[-1])
-            macs += spatial * in_ch * _size(layer.kernel_size) * int(layer.depth_multiplier)
-            macs += out_size * in_ch * int(layer.depth_multiplier)
-    return macs, activations
 
 
 if __name__ == "__main__":

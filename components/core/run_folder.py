@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -33,11 +32,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from components.core import atomic, storage
+from components.core import atomic, json_input, storage
 from components.core.errors import ConfigError
 
 MARKER_NAME = "strategist-run.json"
 STATUS_NAME = "status.json"
+# The file a run holds its `flock` on: created 0600 and opened without following a link,
+# so only its owner (or root) can open it, and another user cannot hold the lock.
+LOCK_NAME = ".strategist-lock"
 # What a training run writes at the top of its output folder: all a replaced
 # run's cleanup may remove (components/core/training.py, sidecar.py, launch/local.py).
 FINAL_ENTRIES = ("metrics.json", "model", "config.json", "evaluation.html", "tasks")
@@ -101,7 +103,10 @@ def check_destination(path: str, flag: str = "--output") -> str:
 
 
 def _in_use(path: str) -> ConfigError:
-    owner = (read_marker(path) or {}).get("pid", "unknown")
+    try:
+        owner = (read_marker(path) or {}).get("pid", "unknown")
+    except ConfigError:
+        owner = "unknown"
     return ConfigError(
         f"--output {path} is in use by another Strategist run (PID {owner}): wait for it "
         "to finish, or pass another --output"
@@ -122,17 +127,37 @@ def _owned(path: str) -> bool:
         entries = os.listdir(path)
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror}; pass a readable folder") from None
-    return not set(entries) - {STAGED_MODULE_DIR} or MARKER_NAME in entries
+    return not set(entries) - {STAGED_MODULE_DIR, LOCK_NAME} or MARKER_NAME in entries
+
+
+def _read_record(path: str, name: str) -> dict[str, Any] | None:
+    """A run folder's JSON record `name`, or None where there is none.
+
+    Raises:
+        ConfigError: it is there but unreadable (a FIFO, too large, not JSON,
+            nested too deeply): one line saying to remove it.
+    """
+    where = os.path.join(path, name)
+    try:
+        record = json_input.load(
+            where,
+            where,
+            "remove it (or pass another --output): Strategist writes it as a small JSON object",
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not isinstance(record, dict):
+        raise ConfigError(f"{where} is not a JSON object; remove it, or pass another --output")
+    return record
 
 
 def read_marker(path: str) -> dict[str, Any] | None:
-    """The run marker of `path`, or None where there is none (or it is unreadable)."""
-    try:
-        with open(os.path.join(path, MARKER_NAME), encoding="utf-8") as handle:
-            marker = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return marker if isinstance(marker, dict) else None
+    """The run marker of `path`, or None where there is none.
+
+    Raises:
+        ConfigError: it is there but unreadable.
+    """
+    return _read_record(path, MARKER_NAME)
 
 
 def read_status(path: str, *, lock_held_here: bool = False) -> dict[str, Any] | None:
@@ -145,12 +170,8 @@ def read_status(path: str, *, lock_held_here: bool = False) -> dict[str, Any] | 
         path: the run's folder.
         lock_held_here: this process holds the folder's lock (so no other run does).
     """
-    try:
-        with open(os.path.join(path, STATUS_NAME), encoding="utf-8") as handle:
-            status = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(status, dict):
+    status = _read_record(path, STATUS_NAME)
+    if status is None:
         return None
     if status.get("state") == "running" and (lock_held_here or not _locked_by_someone(path)):
         status = {**status, "state": "interrupted", "owner_died": True}
@@ -162,9 +183,19 @@ def write_status(path: str, state: str, **extra: Any) -> None:
     storage.write_json(storage.join(path, STATUS_NAME), {"state": state, **extra})
 
 
+def _open_lock(path: str, create: bool) -> int:
+    """A descriptor on the folder's lock file (`LOCK_NAME`), created 0600 when `create`.
+
+    Raises:
+        OSError: it cannot be opened (absent and not `create`, or a link, or another's).
+    """
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    return os.open(os.path.join(path, LOCK_NAME), flags | (os.O_CREAT if create else 0), 0o600)
+
+
 def _locked_by_someone(path: str) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        fd = _open_lock(path, create=False)
     except OSError:
         return False
     try:
@@ -212,7 +243,7 @@ def claim(
     path = check_destination(path)
     try:
         os.makedirs(path, exist_ok=True)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        fd = _open_lock(path, create=True)
     except OSError as err:
         raise ConfigError(
             f"cannot create --output {path}: {err.strerror}; pass a writable folder"

@@ -20,13 +20,13 @@ job's machine spec, which the backend passes to every replica in
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.core import json_input
 from components.core.config import FLOAT32, PRECISIONS
 from components.core.errors import ConfigError
 
@@ -112,8 +112,7 @@ class RunMetrics:
     epochs. A pilot (`max_steps` > 0: that many measured steps after
     `warmup_steps`) records windows of `steps_per_epoch` steps as its epochs,
     its warm-up first, so `epochs` counts its windows and its throughput
-    excludes the warm-up alike; `optimizer_steps` is the updates the optimizer
-    counted when `fit` ended (None in older records); `phase_seconds` says where the chief's whole time went (`startup`,
+    excludes the warm-up alike; `phase_seconds` says where the chief's whole time went (`startup`,
     `setup`, `fit`, `epochs`, `export`, `evaluate`); `precision`,
     `jit_compile` and `steps_per_execution` repeat the run config's training
     options for readers (records older than them ran float32, without XLA,
@@ -141,6 +140,21 @@ class RunMetrics:
     rate, loss, metrics, and where they came from); `adjustments` what
     Strategist changed of the user's choices, one sentence each (the batch,
     the scaled learning rate, its warm-up).
+    `optimizer_steps` is the optimizer's update count at the end (restored
+    with each checkpoint, so a run resumed where it stopped ends at `epochs` x
+    `steps_per_epoch`; None in older records).
+    `checkpoint_every` is the run config's interval as given (`epoch`, `20`,
+    `10m`); `checkpoint_steps` the step interval that ran (a duration turned
+    into steps from the measured step time; None: at epoch ends only);
+    `resumes` has one entry per resume from a checkpoint: the `attempt` that
+    resumed, the global step it resumed at (`resumed_at_step`, steps counted
+    from the run's start), the step the attempt before had reached
+    (`reached_step`; None when no step of it was recorded), how it stopped
+    (`how`: `preempted` after saving on the notice, `failed` otherwise) and
+    the `steps_trained_twice` between the two; `steps_trained_twice` is
+    their sum. Keras does not restore the input position: a resumed epoch
+    takes its remaining steps from the start of a fresh pass over the shuffled
+    input, not from where the stopped attempt had read to.
     """
 
     strategy: str
@@ -162,7 +176,6 @@ class RunMetrics:
     examples_per_epoch: int | None = None
     max_steps: int = 0
     warmup_steps: int = 0
-    optimizer_steps: int | None = None
     epoch_seconds: list[float] = field(default_factory=list)
     epoch_examples_per_second: list[float] = field(default_factory=list)
     wall_seconds: float | None = None
@@ -196,6 +209,11 @@ class RunMetrics:
     failures: list[dict[str, Any]] = field(default_factory=list)
     sidecar_evaluations: list[dict[str, Any]] = field(default_factory=list)
     stalls: list[dict[str, Any]] = field(default_factory=list)
+    optimizer_steps: int | None = None
+    checkpoint_every: str = "epoch"
+    checkpoint_steps: int | None = None
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+    steps_trained_twice: int = 0
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -251,10 +269,7 @@ class RunMetrics:
 
     @classmethod
     def from_json(cls, text: str, source: str = "metrics") -> RunMetrics:
-        try:
-            raw = json.loads(text)
-        except ValueError as err:
-            raise ConfigError(f"{source}: not JSON ({err})") from None
+        raw = json_input.parse(text, source, "pass a metrics.json Strategist wrote")
         return cls.from_dict(raw, source)
 
 
@@ -311,7 +326,6 @@ _COUNTS = {
     "parameters": 1,
     "max_steps": 0,
     "warmup_steps": 0,
-    "optimizer_steps": 0,
 }
 _HARDWARE_COUNTS = {"machines": 1, "processes": 1, "gpus_per_machine": 0}
 # The selector's name of full precision, written by hand in records: the policy it means.

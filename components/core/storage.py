@@ -44,15 +44,12 @@ import json
 import os
 import posixpath
 import shutil
-import socket
 import stat
 import tempfile
 from collections.abc import Iterator
 from typing import Any, BinaryIO
-from urllib.parse import urlsplit
 
 from components.core import atomic
-from components.core.errors import ConfigError
 from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
 
 LOCAL_ROOT_ENV = "STRATEGIST_GCS_LOCAL_ROOT"
@@ -120,72 +117,6 @@ def _remote(path: str) -> str | None:
     if not is_gs(path) or os.environ.get(LOCAL_ROOT_ENV):
         return None
     return path[len(GS_PREFIX) :].rstrip("/")
-
-
-# Cloud Storage's JSON API endpoint (https://cloud.google.com/storage/docs/request-endpoints).
-API_ADDRESS = ("storage.googleapis.com", 443)
-
-
-def reachable(address: tuple[str, int], timeout_s: float) -> bool:
-    """True when a TCP connection to `address` opens within `timeout_s`."""
-    try:
-        with socket.create_connection(address, timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def check_readable(uri: str, flag: str, timeout_s: float = 3.0) -> None:
-    """Refuses, in seconds, a `gs://` URI whose server cannot be reached from here.
-
-    gcsfs retries a failed connection for most of a minute before it raises,
-    so the address is probed first; the emulator's when one is set.
-
-    Raises:
-        ConfigError: the server is unreachable, with what to do.
-    """
-    if not is_remote(uri):
-        return
-    address = API_ADDRESS
-    emulator = os.environ.get(EMULATOR_ENV)
-    if emulator:
-        parts = urlsplit(emulator if "://" in emulator else "http://" + emulator)
-        address = (parts.hostname or "localhost", parts.port or 80)
-    if not reachable(address, timeout_s):
-        raise ConfigError(
-            f"{flag} {uri}: cannot reach Cloud Storage ({address[0]}:{address[1]}): check the "
-            "network, or copy the files here and pass a local path"
-        )
-
-
-def unreadable(uri: str, flag: str, err: Exception) -> ConfigError:
-    """The one-line refusal of a `gs://` URI whose reading failed (credentials, access)."""
-    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return ConfigError(
-        f"{flag} {uri}: cannot read it ({type(err).__name__}: {reason[:160]}): check your "
-        "credentials (gcloud auth application-default login) and access to the bucket, "
-        "or pass a local path"
-    )
-
-
-@contextlib.contextmanager
-def reading(uri: str, flag: str) -> Iterator[None]:
-    """Reads `uri` inside: its server probed first (`check_readable`), since gcsfs
-    retries an unreachable one for most of a minute, and a failed `gs://` read
-    (credentials, permissions, a failed request) refused in one line (`unreadable`).
-
-    Raises:
-        ConfigError: as `check_readable`, or `unreadable` for a failed remote read.
-    """
-    check_readable(uri, flag)
-    try:
-        yield
-    except ConfigError:
-        raise
-    except Exception as err:
-        if not is_remote(uri):
-            raise
-        raise unreadable(uri, flag, err) from None
 
 
 def filesystem():
@@ -319,18 +250,48 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     key = _remote(text)
     if key is None:
         local = local_view(text)
-        mode = os.stat(local).st_mode if limit is not None else None
-        if mode is not None and stat.S_ISDIR(mode):
-            raise OSError(errno.EISDIR, "a directory, not a file", text)
-        if mode is not None and not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", text)
+        if limit is not None:
+            return _read_regular_file(local, limit)
         with open(local, "rb") as handle:
-            data = handle.read() if limit is None else handle.read(limit + 1)
+            data = handle.read()
     else:
         data = filesystem().cat_file(key)
     if limit is not None and len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", text)
     return data
+
+
+def _read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a local regular file of at most `limit` bytes.
+
+    Opened without blocking (a FIFO with no writer would block `open` itself)
+    and checked on the open descriptor, so nothing swapped in between is read.
+
+    Raises:
+        FileNotFoundError: when there is none.
+        OSError: a directory, device, FIFO or socket, or over `limit`.
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a directory, not a file", os.fspath(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(
+                errno.EINVAL, "not a regular file (a device, pipe or socket)", os.fspath(path)
+            )
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", os.fspath(path))
+    return b"".join(chunks)
 
 
 def open_bytes(path: str | os.PathLike) -> BinaryIO:
@@ -391,8 +352,13 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
-    """Writes `payload` as indented, key-sorted JSON, atomically (`write_bytes`)."""
-    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    """Writes `payload` as indented, key-sorted strict JSON, atomically (`write_bytes`).
+
+    Raises:
+        ValueError: `payload` holds a NaN or an infinity, which strict JSON has
+            no token for (kfp, `jq` and browsers refuse such a file).
+    """
+    write_text(path, atomic.strict_json(payload))
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from components.core import datasets, reduction_server, storage, strategies, training
+from components.core import datasets, divergence, reduction_server, storage, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
 from components.core.strategy_spec import EVALUATOR
 
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:  # e.g. shards that cannot feed this cluster, a bad model module
         print(f"trainer: error: {err}", file=sys.stderr, flush=True)
         return CONFIG_ERROR_EXIT
+    except divergence.Diverged as err:
+        print(f"trainer: error: {err}", file=sys.stderr, flush=True)
+        return divergence.DIVERGED_EXIT
     return 0
 
 

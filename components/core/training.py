@@ -5,7 +5,8 @@ and ParameterServer strategies. One code path serves every
 strategy: a `DatasetCreator` over the shard reader, `steps_per_epoch` (which
 ParameterServerStrategy requires) so every strategy sees the same examples per
 epoch, and `BackupAndRestore` so a restarted cluster resumes from the last
-finished epoch.
+checkpoint (each epoch's end, every `--checkpoint-every` steps, and the
+preemption notice: `preemption`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any
 
 from components.core import (
     datasets,
+    divergence,
     evaluation,
     evaluation_page,
     model_build,
     model_export,
     models,
+    preemption,
     run_metrics,
     sidecar,
     storage,
@@ -104,7 +107,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         for change in built.adjustments:
             print(f"strategist changed: {change}", flush=True)
     fit_started = time.perf_counter()
-    _fit(
+    backup = _fit(
         model,
         config,
         manifest,
@@ -113,12 +116,22 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
+        role=role,
+        attempt=restarts,
     )
     fit_ended = time.perf_counter()
-    optimizer_steps = int(model.optimizer.iterations.numpy())  # what fit ran, pilot or not
-    weights_sha256 = _weights_digest(model)
+    # Read once, while every task is still here: under multi_worker_mirrored reading a
+    # sync-on-read variable (BatchNormalization's moving statistics) is an all-reduce that
+    # every task must join, and the other tasks leave once they have exported.
+    weights = model.get_weights()
+    weights_sha256 = _weights_digest(weights)
     model_build.uncompile_model_with_xla(model)
-    model_export.export_model(model, output_dir, config)
+    model_export.export_model(
+        model,
+        output_dir,
+        config,
+        serving=model_export.raw_serving(model, module.preprocess, manifest.input_spec),
+    )
     exported = time.perf_counter()
     if not role.is_chief:
         _finish_task(config.output_dir, output_dir, role, weights_sha256)
@@ -126,7 +139,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
 
     # Evaluated in this one process, without the strategy, by a copy compiled as the user chose.
     eval_model = model_build.build_compiled(config, manifest.input_spec, module).model
-    eval_model.set_weights(model.get_weights())
+    eval_model.set_weights(weights)
     result = evaluation.evaluate(
         eval_model,
         datasets.eval_dataset(
@@ -136,6 +149,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         ),
         manifest.input_spec,
     )
+    divergence.check_evaluation({**result.metrics, "loss": result.loss}, batching.epochs)
     phases = {
         "startup": startup_s,
         "setup": fit_started - started,
@@ -146,14 +160,19 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         "evaluate": time.perf_counter() - exported,
     }
     print(format_phases(phases), flush=True)
+    resumes = preemption.resumes(backup_dir)
     metrics = dataclasses.replace(
         _metrics(config, manifest, batching, replicas, recorder.records, result, gpu_names),
+        optimizer_steps=int(model.optimizer.iterations.numpy()),
+        checkpoint_every=config.training.checkpoint_every,
+        checkpoint_steps=backup.checkpoint_steps,
+        resumes=resumes,
+        steps_trained_twice=sum(r["steps_trained_twice"] for r in resumes),
         all_reduce=strategies.communication(config, gpus).all_reduce,
         xla_scope=xla,
         phase_seconds=phases,
         restarts=restarts,
         weights_sha256=weights_sha256,
-        optimizer_steps=optimizer_steps,
         variable_placement=_variable_placement(model),
         parameters=int(model.count_params()),
         model_module=config.model.module,
@@ -212,11 +231,18 @@ def _fit(
     backup_dir: str,
     log_dir: str,
     preprocess=None,
+    *,
+    role: Role,
+    attempt: int = 0,
 ):
     """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`.
 
     TensorBoard logs go to `log_dir` (`tensorboard_callback`); each example
-    goes through the model module's `preprocess`.
+    goes through the model module's `preprocess`. The checkpoint is written as
+    `--checkpoint-every` says and on the preemption notice (`preemption`).
+
+    Returns:
+        The checkpoint callback (`checkpoint_steps`: the step interval that ran).
     """
     import tf_keras as keras
 
@@ -237,10 +263,22 @@ def _fit(
     # checkpoints and logs itself: through `local_view` under a rehearsal. The checkpoint
     # outlives `fit` (Keras would delete it at its end): an interruption during export or
     # evaluation resumes after the last epoch; `train` removes it once all is written.
-    backup = keras.callbacks.BackupAndRestore(
-        storage.local_view(backup_dir), delete_checkpoint=False
+    backup = preemption.backup_callback(
+        backup_dir,
+        config.training.checkpoint_interval,
+        steps_per_epoch=batching.steps_per_epoch,
+        strategy=model.distribute_strategy,
+        is_chief=role.is_chief,
+        attempt=attempt,
+        verbose=role.is_chief,
     )
-    callbacks = [recorder.callback, backup]
+    recorder.backup = backup
+    # First: a diverged epoch is neither recorded nor checkpointed (`divergence`).
+    callbacks = [
+        divergence.stop_callback(config.training.base_learning_rate),
+        recorder.callback,
+        backup,
+    ]
     if config.cluster.evaluator:
         callbacks.append(sidecar.checkpoint_callback(config.output_dir))
     callbacks.append(
@@ -253,6 +291,7 @@ def _fit(
         callbacks=callbacks,
         verbose=0,
     )
+    return backup
 
 
 def _finish_task(run_output_dir: str, scratch_dir: str, role: Role, weights_sha256: str) -> None:
@@ -271,7 +310,7 @@ def _metrics(
     steady = throughput[1:] or throughput  # epoch 1 (a pilot's warm-up window) holds tracing
     history = {"loss": [r["loss"] for r in records]}
     for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
-        history[name] = [r.get("metrics", r).get(name, float("nan")) for r in records]
+        history[name] = [r.get("metrics", r).get(name) for r in records]
     return run_metrics.RunMetrics(
         strategy=config.cluster.strategy,
         model=config.model.name,
@@ -404,10 +443,11 @@ def _scratch_dir(output_dir: str, role: Role) -> str:
     return storage.join(output_dir, "_scratch", role.name)
 
 
-def _weights_digest(model) -> str:
+def _weights_digest(weights: list[Any]) -> str:
+    """A fingerprint of a model's weights (`model.get_weights()`), to compare tasks."""
     digest = hashlib.sha256()
-    for weights in model.get_weights():
-        digest.update(weights.tobytes())
+    for array in weights:
+        digest.update(array.tobytes())
     return digest.hexdigest()
 
 

@@ -5,13 +5,13 @@ Python imports only a `.py` file: `importlib.util.spec_from_file_location` has n
 loader for another name (it returns None) and a folder is no file, so each is
 refused with what to pass instead of failing inside the import machinery. A
 `gs://` file is read through `storage`: its server is probed first
-(`storage.check_readable`), as gcsfs retries an unreachable one for most of a
-minute, and a refused read becomes `storage.unreadable`'s one line.
+(`storage_access.check_readable`), as gcsfs retries an unreachable one for most of a
+minute, and a refused read becomes `storage_access.unreadable`'s one line.
 """
 
 from __future__ import annotations
 
-from components.core import storage
+from components.core import storage, storage_access
 from components.core.errors import ConfigError
 
 
@@ -44,10 +44,10 @@ def read_remote(uri: str, flag: str) -> bytes:
     """
     if not uri.endswith(".py"):
         raise ConfigError(f"{flag} {uri}: not a .py file: pass the path of a .py file")
-    storage.check_readable(uri, flag)
+    storage_access.check_readable(uri, flag)
     try:
         return storage.read_bytes(uri)
     except FileNotFoundError:
         raise ConfigError(f"{flag} {uri}: no such file: pass the path of a .py file") from None
     except Exception as err:  # gcsfs: credentials, permissions, a failed request
-        raise storage.unreadable(uri, flag, err) from None
+        raise storage_access.unreadable(uri, flag, err) from None

@@ -16,12 +16,14 @@ import re
 import sys
 from typing import Any
 
+from components.core import cloud_ids
 from components.core.config import ConfigError, RunConfig
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.launch.cloud import CloudConfig, JobFailed, files_to_stage, module_origin
+from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.launch.remote import RemoteCallFailed
+from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
-from pipelines.cli.common import positive_int
+from pipelines.cli.common import bounded_int, positive_int
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -125,9 +127,9 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     )
     kube.add_argument(
         "--backoff-limit",
-        type=int,
+        type=bounded_int(0, 100),
         default=3,
-        help="pod restarts before the TFJob fails (default: 3)",
+        help="pod restarts before the TFJob fails, 0 to 100 (default: 3)",
     )
 
 
@@ -219,10 +221,31 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     return 0
 
 
+# A rehearsal's bound on Vertex AI's restarts of a Spot job whose replica was taken back
+# (Vertex AI states none): enough for any rehearsal, finite so a task that exits 143 every
+# time still ends.
+VERTEX_SPOT_RESTARTS = 10
+
+
+def preempted_restarts(cloud: CloudConfig) -> int:
+    """Whole-job restarts the platform gives a job whose replica saved on the preemption
+    notice and exited `preemption.PREEMPTED_EXIT_CODE`, which a rehearsal of it gives too.
+
+    A TFJob's `ExitCode` (and `OnFailure`, `Always`) policy restarts the pod up to its
+    backoff limit; Vertex AI restarts a Spot job's replica (the whole job under
+    `restart_job_on_worker_restart`); an on-demand Vertex AI job is not preempted.
+    """
+    if cloud.target == "kubeflow":
+        return cloud.backoff_limit if cloud.restart_policy != "Never" else 0
+    return VERTEX_SPOT_RESTARTS if cloud.spot else 0
+
+
 def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -> int:
     """Runs every replica of `job` on this machine; reports as `train --local` does.
 
-    `--restarts` applies as in a local run: whole-cluster restarts after a failure.
+    `--restarts` applies as in a local run: whole-cluster restarts after a failure;
+    a replica that saved on the preemption notice restarts as the platform would
+    restart it (`preempted_restarts`).
 
     Returns:
         0 on success, 1 when a replica failed, 130/143 on Ctrl-C/SIGTERM (every
@@ -234,7 +257,7 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
     from components.core.launch.local import ClusterFailed, RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
-    from pipelines.cli.train import print_summary
+    from pipelines.cli.train_summary import print_summary
 
     try:
         with sigterm_raises():
@@ -243,7 +266,9 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
                 cloud.target,
                 data_dir=run.data.data_dir,
                 staged=files_to_stage(run, cloud),
-                restart=RestartPolicy(cluster_restarts=restarts),
+                restart=RestartPolicy(
+                    cluster_restarts=restarts, preempted_restarts=preempted_restarts(cloud)
+                ),
             )
     except ClusterFailed as err:
         print(f"strategist train: error: rehearsal of {cloud.target}: {err}", file=sys.stderr)
@@ -267,7 +292,7 @@ def _print_dry_run(job: Any, cloud: CloudConfig) -> None:
         print(vertex.to_json(job))
         print(
             f"dry run: would create this CustomJob in {vertex.parent(cloud)} "
-            f"({cloud.region}-aiplatform.googleapis.com); nothing was sent",
+            f"({cloud_ids.vertex_endpoint(cloud.region)}); nothing was sent",
             file=sys.stderr,
         )
         return

@@ -11,6 +11,7 @@ from components.core import models, storage
 from components.core.config import (
     ALL_REDUCE,
     MAX_SEED,
+    MAX_STEPS_PER_EXECUTION,
     PRECISIONS,
     ClusterConfig,
     ConfigError,
@@ -42,6 +43,18 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def bounded_int(low: int, high: int):
+    """argparse type: an integer from `low` to `high` (the bound a flag's help states)."""
+
+    def parse(text: str) -> int:
+        value = _number(text, int, "a whole number")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low} to {high:,}, got {value}")
+        return value
+
+    return parse
 
 
 def whole_number(text: str) -> int:
@@ -234,8 +247,15 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--learning-rate",
         type=positive_float,
-        default=0.001,
-        help="learning rate at batch 32, scaled linearly with the batch (default: 0.001)",
+        help="learning rate at batch 32, scaled linearly with the batch; given, it replaces "
+        "the rate of a model module's own optimizer (default: 0.001, or the module's)",
+    )
+    data.add_argument(
+        "--no-scale-learning-rate",
+        dest="scale_learning_rate",
+        action="store_false",
+        help="train at the learning rate as given, at any batch (default: scaled linearly "
+        "from batch 32 to the batch of one update)",
     )
     data.add_argument(
         "--warmup-epochs",
@@ -257,16 +277,25 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
     speed.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
     speed.add_argument(
         "--steps-per-execution",
-        type=positive_int,
+        type=bounded_int(1, MAX_STEPS_PER_EXECUTION),
         default=1,
-        help="training steps per tf.function call (default: 1)",
+        help=f"training steps per tf.function call, 1 to {MAX_STEPS_PER_EXECUTION:,} (default: 1)",
     )
     speed.add_argument(
         "--profile-steps",
         default="",
         metavar="A,B",
         help="take a TensorFlow profiler trace of steps A to B of the first epoch into the "
-        "TensorBoard logs (e.g. 10,20; default: none)",
+        "TensorBoard logs, 1 <= A <= B <= the epoch's steps (e.g. 10,20; default: none)",
+    )
+    data.add_argument(
+        "--checkpoint-every",
+        default="epoch",
+        metavar="STEPS|DURATION",
+        help="write the checkpoint a restarted or preempted run resumes from every STEPS "
+        "training steps (and at each epoch's end), or every DURATION of training (90s, 10m, "
+        "2h: turned into steps from the measured step time); a restart then trains again at "
+        "most that much (default: epoch, at each epoch's end)",
     )
 
 
@@ -382,13 +411,16 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         training=TrainingConfig(
             epochs=args.epochs,
             per_replica_batch_size=per_replica,
-            base_learning_rate=args.learning_rate,
+            base_learning_rate=args.learning_rate or TrainingConfig.base_learning_rate,
+            learning_rate_given=args.learning_rate is not None,
+            scale_learning_rate=args.scale_learning_rate,
             warmup_epochs=args.warmup_epochs,
             seed=args.seed,
             steps_per_execution=args.steps_per_execution,
             precision=args.precision,
             jit_compile=args.jit_compile,
             profile_steps=args.profile_steps,
+            checkpoint_every=args.checkpoint_every,
         ),
         cluster=cluster,
         output_dir=storage.absolute(output_dir),

@@ -11,6 +11,7 @@ import sys
 import time
 
 from components.core import run_folder
+from components.core.comparison.planning import MAX_REPEATS
 from components.core.comparison.plots import PLOT_FILES
 from components.core.config import (
     PILOT_WINDOWS,
@@ -69,9 +70,10 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=common.positive_int,
+        type=common.bounded_int(1, MAX_REPEATS),
         default=1,
-        help="train each strategy N times, interleaved (s1,s2,s1,s2), and report the median "
+        help=f"train each strategy N times (1 to {MAX_REPEATS}), interleaved (s1,s2,s1,s2), "
+        "and report the median "
         "and min-max spread; a winner is called only when the ranges do not overlap "
         "(default: 1)",
     )
@@ -144,9 +146,14 @@ def add_parser(subparsers) -> None:
 
 
 def parse_strategies(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
+    names = [name.strip() for name in text.split(",")]
+    if not any(names):
         raise ConfigError("--strategies is empty: name at least one strategy")
+    if not all(names):
+        raise ConfigError(
+            f"--strategies {ascii(text)} has an empty name (a stray comma): pass names "
+            "separated by single commas, e.g. mirrored,parameter_server"
+        )
     unknown = [name for name in names if name not in STRATEGIES]
     if unknown:
         raise ConfigError(

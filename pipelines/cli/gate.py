@@ -82,18 +82,30 @@ def run(args: argparse.Namespace) -> int:
         ReportError: when an input cannot be read or a threshold is invalid
             (the CLI turns it into exit code 2).
     """
-    from components.core.comparison import gate, load_report, validate_thresholds
+    from components.core.comparison import ReportError, gate, load_report, validate_thresholds
+    from components.core.config import ConfigError
 
     validate_thresholds(args.max_throughput_drop, args.max_accuracy_drop, args.max_metric_change)
-    report = load_report(args.report, role="report")
-    baseline = load_report(args.baseline, role="baseline")
-    result = gate(
-        report,
-        baseline,
-        max_throughput_drop=args.max_throughput_drop,
-        max_accuracy_drop=args.max_accuracy_drop,
-        metric=args.metric,
-        max_metric_change=args.max_metric_change,
-    )
+    # Exit 1 means "regressed" to a CI job: anything else that goes wrong while the two
+    # files are read and weighed is an input gate cannot use, exit 2, never 1.
+    try:
+        report = load_report(args.report, role="report")
+        baseline = load_report(args.baseline, role="baseline")
+        result = gate(
+            report,
+            baseline,
+            max_throughput_drop=args.max_throughput_drop,
+            max_accuracy_drop=args.max_accuracy_drop,
+            metric=args.metric,
+            max_metric_change=args.max_metric_change,
+        )
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001  (a malformed file's shape, whatever it raises)
+        raise ReportError(
+            f"cannot gate {args.report} against {args.baseline}: a field of the wrong type or "
+            f"shape ({type(err).__name__}: {str(err)[:200]}); pass comparison.json files "
+            "written by strategist compare"
+        ) from None
     print(result.summary())
     return 0 if result.passed else 1

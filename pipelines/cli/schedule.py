@@ -72,7 +72,7 @@ def schedule(
     target_cron = submission.validate_cron(cron, sub.target)
     submission.check_target(sub)
     if sub.target == "vertex" and credentials is None:
-        from components.core.launch.cloud import google_credentials
+        from components.core.launch.credentials import google_credentials
 
         credentials = google_credentials()
     with submission.compiled(sub) as (package, spec):

@@ -214,9 +214,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     run.add_argument(
         "--compiled-metrics",
-        type=common.non_negative_int,
+        type=common.bounded_int(0, 1000),
         default=TRAINER_COMPILED_METRICS,
-        help="metrics the model is compiled with besides its loss (default: "
+        help="metrics the model is compiled with besides its loss, 0 to 1,000 (default: "
         f"{TRAINER_COMPILED_METRICS}, the trainer's accuracy for a classifier; a "
         "regressor's MAE and RMSE are 2): under multi_worker_mirrored Keras all-reduces 3 "
         "scalars for each every step",
@@ -256,6 +256,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     output.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     output.add_argument(
         "--markdown", action="store_true", help="print the recommendation as Markdown"
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every reason and the full table of candidates (default: the short "
+        "answer, at most 12 lines)",
     )
     parser.set_defaults(run=run_select)
     return parser
@@ -336,7 +342,7 @@ def _check_model_flags_apply(args: argparse.Namespace, registry: Sequence[str]) 
 
 def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str, int], ...]]:
     """`--gpu`: a GPU name, or a mix `a100:2,t4:6` -> (the fastest at `precision`, of
-    equal speed the one with the most memory (`step_time.machine_rank`), mix).
+    equal speed the one with the most memory (`machine_speeds.machine_rank`), mix).
 
     Raises:
         ConfigError: for a mix entry that is not `NAME:MACHINES`.
@@ -351,7 +357,7 @@ def parse_gpu(value: str, precision: str = "fp32") -> tuple[str, tuple[tuple[str
                 f"--gpu {value!r}: write a mix as NAME:MACHINES,..., e.g. a100:2,t4:6"
             )
         mix.append((name.strip().lower(), int(count)))
-    from components.core.selection.step_time import machine_rank
+    from components.core.selection.machine_speeds import machine_rank
 
     # the first machine's GPU, whatever order the mix is written in
     fastest = min(mix, key=lambda gc: machine_rank(gc[0], precision))[0]
@@ -474,6 +480,10 @@ def run_select(args: argparse.Namespace) -> int:
         print(json.dumps(rec.to_dict(), indent=2))
     elif args.markdown:
         print(rec.to_markdown(), end="")
-    else:
+    elif args.explain:
         print(rec.to_text())
+    else:
+        from components.core.selection.summary import summary_lines
+
+        print("\n".join(summary_lines(rec)))
     return 0

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 
-from components.core import batching, datasets, run_folder, speed_options, storage
+from components.core import batching, datasets, model_build, run_folder, storage, storage_access
 from components.core.config import STRATEGIES, ConfigError, RunConfig
-from components.core.run_metrics import RunMetrics
 from pipelines.cli import cloud_train, common
+from pipelines.cli.train_summary import print_summary
+
+# Whole-cluster restarts a run may take: each costs a start-up and a redone epoch.
+MAX_RESTARTS = 100
 
 
 def add_parser(subparsers) -> None:
@@ -56,18 +58,19 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--restarts",
-        type=common.non_negative_int,
+        type=common.bounded_int(0, MAX_RESTARTS),
         default=0,
-        help="whole-cluster restarts allowed after a task fails; training resumes from the "
-        "last finished epoch (default: 0)",
+        help="whole-cluster restarts allowed after a task fails, 0 to "
+        f"{MAX_RESTARTS}; training resumes from the last finished epoch (default: 0)",
     )
     parser.add_argument(
         "--stall-timeout",
-        type=common.non_negative_int,
+        type=common.bounded_int(0, 7 * 24 * 3600),
         default=3600,
         help="seconds a local run may go without progress before its first epoch ends; "
         "after it, 10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
-        "the stopped task, or restarted within --restarts. 0: never (default: 3600)",
+        "the stopped task, or restarted within --restarts. 0: never; at most 604,800 (a week) "
+        "(default: 3600)",
     )
     parser.add_argument(
         "--shards-dir",
@@ -166,7 +169,7 @@ def _run_local(args: argparse.Namespace) -> int:
     else:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     batching.check_fits(config, manifest)
-    from components.core import model_build, model_module
+    from components.core import model_module
 
     if config.model.module:
         model_module.check_isolated_import(config.model.module)
@@ -223,7 +226,7 @@ def read_shards(shards_dir: str, *, verify_records: bool) -> datasets.Manifest:
             read, no or unreadable manifest, missing, truncated or (with
             `verify_records`) corrupted shard files.
     """
-    with storage.reading(shards_dir, "--shards-dir"):
+    with storage_access.reading(shards_dir, "--shards-dir"):
         return datasets.load_manifest(storage.absolute(shards_dir), verify_records=verify_records)
 
 
@@ -232,57 +235,3 @@ def with_shards_dir(config: RunConfig) -> RunConfig:
     data = config.data
     shards_dir = data.shards_dir or datasets.default_shards_dir(data)
     return dataclasses.replace(config, data=dataclasses.replace(data, shards_dir=shards_dir))
-
-
-def print_summary(metrics: RunMetrics, output_dir: str) -> None:
-    compiled = metrics.compile_settings
-    rows = [
-        ("model", f"{metrics.model} ({metrics.model_module or 'built-in'})"),
-        (
-            "compiled with",
-            f"{compiled.get('optimizer')}, loss {compiled.get('loss')}, metrics "
-            f"{', '.join(compiled.get('metrics', [])) or '-'} (from {compiled.get('from')})",
-        ),
-        ("strategy", metrics.strategy),
-        ("replicas", metrics.num_replicas),
-        ("workers / ps", f"{metrics.workers} / {metrics.ps}"),
-        ("global batch", metrics.global_batch_size),
-        (
-            "speed options",
-            f"{speed_options.training_options(metrics.to_dict())}, "
-            f"all-reduce {metrics.all_reduce or 'auto'}",
-        ),
-        ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
-        ("examples/s", f"{metrics.examples_per_second:.0f} (median after epoch 1)"),
-        *[(f"final train {name}", f"{values[-1]:.4f}") for name, values in _train_metrics(metrics)],
-        *[(f"test {name}", f"{value:.4f}") for name, value in _test_metrics(metrics)],
-        ("restarts", metrics.restarts),
-        *[
-            (
-                "stalled",
-                f"{stall['task']} held the run up {stall['seconds']:.1f} s in epoch "
-                f"{stall['epoch']} ({stall['how']}): not a clean measurement",
-            )
-            for stall in metrics.stalls
-        ],
-        ("hardware", metrics.hardware.describe()),
-        *[("strategist changed", change) for change in metrics.adjustments],
-    ]
-    width = max(len(name) for name, _ in rows)
-    print("\nsummary")
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value}")
-    print(f"\nmetrics: {os.path.join(output_dir, 'metrics.json')}")
-    print(f"model:   {os.path.join(output_dir, 'model')}")
-
-
-def _train_metrics(metrics: RunMetrics) -> list[tuple[str, list[float]]]:
-    """The training metrics of the last epoch worth a line (not the loss, never empty)."""
-    return [(n, v) for n, v in metrics.history.items() if n != "loss" and v and v[-1] == v[-1]]
-
-
-def _test_metrics(metrics: RunMetrics) -> list[tuple[str, float]]:
-    """The test metrics: every evaluated one, or accuracy and loss for older records."""
-    if metrics.eval_metrics:
-        return sorted(metrics.eval_metrics.items())
-    return [("accuracy", metrics.eval_accuracy), ("loss", metrics.eval_loss)]

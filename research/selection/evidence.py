@@ -15,7 +15,7 @@ from typing import Any
 from components.core import storage
 from components.core.config import ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection.step_time import (
+from components.core.selection.device_compute import (
     FITTED,
     FittedConstants,
     achievable_tflops,

@@ -31,7 +31,7 @@ from components.core import storage
 from components.core.config import ConfigError
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection.step_time import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
+from components.core.selection.device_compute import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
 from research.selection.evidence import (
     BLIND_RECORD_PATHS,
     blind_summary,
@@ -60,7 +60,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "sync_latency_s": (0.0, 0.25e-3, 0.5e-3, 1e-3),
     "tensor_latency_s": (0.0, 10e-6, 20e-6, 40e-6, 80e-6, 120e-6, 160e-6, 240e-6, 320e-6),
     # At most half: the cited measurements see little overlap left under XLA
-    # (step_time.FittedConstants.xla_overlap_kept).
+    # (device_compute.FittedConstants.xla_overlap_kept).
     "xla_overlap_kept": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
 }
 # Not fitted: the overlay's share of the NICs is set by what the one source that ran on

@@ -19,9 +19,8 @@ from typing import Any
 
 from components.core.hardware import GPUS
 from components.core.model_profile import ModelProfile
+from components.core.selection.device_compute import FITTED, FittedConstants
 from components.core.selection.step_time import (
-    FITTED,
-    FittedConstants,
     ServerPlacement,
     allreduce_step_parts,
     exposed_communication,

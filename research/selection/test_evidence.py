@@ -9,7 +9,7 @@ import pytest
 
 from components.core import hardware, model_profile
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection import step_time
+from components.core.selection import device_compute, memory, step_time
 from components.core.selection.topology import Topology
 from research.selection import evidence, evidence_doc, fit, published
 
@@ -284,12 +284,12 @@ def test_docs_table_is_current_and_error_is_within_target():
 
 def test_the_fit_reproduces_the_stored_constants_from_the_training_part_only():
     cases = evidence.load_evidence()
-    assert fit.fit(cases) == step_time.FITTED
+    assert fit.fit(cases) == device_compute.FITTED
     # the held-out cases do not move the fit: change their published figures wildly
     scrambled = [
         {**c, "published_efficiency": 0.01} if c["split"] == "held-out" else c for c in cases
     ]
-    assert fit.fit(scrambled) == step_time.FITTED
+    assert fit.fit(scrambled) == device_compute.FITTED
 
 
 def test_the_fit_command_prints_both_parts(capsys):
@@ -347,7 +347,7 @@ def test_richardliaws_measured_rate_is_used_and_the_miss_it_leaves_is_explained(
 def test_joining_the_fourth_and_fifth_sets_left_the_earlier_held_out_cases_no_worse():
     # the held-out cases of before the join were seen by neither fit: the join's test
     record = evidence.load_first_look(evidence.BLIND_RECORD_PATHS["blind-5"])
-    before = step_time.FittedConstants(**record["constants"])
+    before = device_compute.FittedConstants(**record["constants"])
     assert before.sync_latency_s > 0 and {"blind-4", "blind-5"} <= set(evidence.FITTED_BLIND_SETS)
     cases = evidence.load_evidence()
     earlier = [
@@ -367,7 +367,7 @@ def test_joining_the_fourth_and_fifth_sets_left_the_earlier_held_out_cases_no_wo
 def test_a_faster_mixed_precision_step_loses_more_to_synchronisation():
     """Neither the all-reduce nor a fixed per-doubling wait shrinks with compute, so the
     3x shorter mixed-precision step hides less of them and scales worse."""
-    fitted = step_time.FITTED
+    fitted = device_compute.FITTED
     # the TF32 and FP16 tensor-core shares are fitted apart, TF32's the lower
     assert fitted.achievable_fraction_tf32 < fitted.achievable_fraction_tensor_cores
     case = {
@@ -405,9 +405,9 @@ def test_nvidias_published_resnet50_batches_fit_and_twice_fp32_does_not(model_na
     }
     for case in published:
         memory_gb = 16 if case["gpu"] == "v100" else hardware.get_gpu(case["gpu"]).memory_gb
-        fits = step_time.max_batch_that_fits(model, memory_gb, True, case["precision"])
+        fits = memory.max_batch_that_fits(model, memory_gb, True, case["precision"])
         assert fits >= case["batch_size"], case["detail"]
-    assert step_time.max_batch_that_fits(model, 16, True, "fp32") < 256
+    assert memory.max_batch_that_fits(model, 16, True, "fp32") < 256
 
 
 def test_the_evidence_document_shows_what_xla_changes_on_its_example():
@@ -464,7 +464,7 @@ def test_xla_keeps_only_a_share_of_the_overlap():
     # the published cases): the all-reduce takes longer than the backward pass can hide,
     # so every hidden millisecond shows in the step.
     c = dataclasses.replace(
-        step_time.FITTED, allreduce_overlap=0.6, xla_overlap_kept=0.25, sync_latency_s=0.0
+        device_compute.FITTED, allreduce_overlap=0.6, xla_overlap_kept=0.25, sync_latency_s=0.0
     )
     plain = published.PublishedRun(Topology(4, 8, "v100", network_gbps=10))
     xla = published.PublishedRun(dataclasses.replace(plain.topology, jit_compile=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from components.core import data_sources, storage
+from components.core import data_sources, storage, storage_access, tfds_source
 from components.core.config import ConfigError, DataConfig
 from components.core.datasets.manifest import Manifest
 from components.core.input_spec import InputSpec
@@ -23,11 +23,11 @@ def tfds_builder_of(data: DataConfig):
     a time: a caller that needs it twice builds it once and passes it on.
 
     Raises:
-        ConfigError: a dataset TFDS cannot find or build (`data_sources.tfds_builder`).
+        ConfigError: a dataset TFDS cannot find or build (`tfds_source.tfds_builder`).
     """
     if data.files:
         return None
-    return data_sources.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
+    return tfds_source.tfds_builder(data.dataset, data.data_dir, data.dataset_module)
 
 
 def describe(data: DataConfig, builder=None) -> InputSpec:
@@ -51,7 +51,7 @@ def describe(data: DataConfig, builder=None) -> InputSpec:
     else:
         if builder is None:
             builder = tfds_builder_of(data)
-        features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
+        features, label, num_classes = tfds_source.tfds_features(builder.info, data.label)
         columns = ()
     return Manifest(
         data.dataset, "", tuple(features), label, num_classes, {}, columns=columns
@@ -128,7 +128,7 @@ def _check_downloadable(builder, probe_timeout_s: float, users_builder: bool) ->
         ConfigError: naming the dataset, its folder and what to do.
     """
     offline = builder.name in OFFLINE_DATASETS or users_builder
-    if not offline and not storage.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
+    if not offline and not storage_access.reachable(_DOWNLOAD_PROBE, probe_timeout_s):
         raise ConfigError(
             f"dataset {builder.name!r} is not prepared in {builder.data_dir} and cannot be "
             f"downloaded: {_DOWNLOAD_PROBE[0]} is unreachable. Prepare it where there is a "

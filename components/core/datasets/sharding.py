@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from components.core import data_sources, storage
+from components.core import data_sources, storage, tfds_source
 from components.core.config import ConfigError, DataConfig
 from components.core.data_sources import INT, StoredFeature
 from components.core.datasets.input_pipeline import record_decoder
@@ -152,7 +152,7 @@ def _shard_tfds(data: DataConfig, folder: str, log) -> Manifest:
     """TFDS's records of the train and test splits, copied or dealt into shards."""
 
     builder = tfds_builder_of(data)
-    features, label, num_classes = data_sources.tfds_features(builder.info, data.label)
+    features, label, num_classes = tfds_source.tfds_features(builder.info, data.label)
     log(f"shards: preparing {builder.info.full_name} in {builder.data_dir}")
     prepare(builder, users_builder=bool(data.dataset_module))
     # The trainer decodes TFDS's records with the feature description TFDS wrote.

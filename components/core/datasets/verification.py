@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from components.core import data_sources, json_input, storage, tfrecord
+from components.core import json_input, storage, tfds_source, tfrecord
 from components.core.config import ConfigError
 from components.core.datasets.input_pipeline import record_decoder
 from components.core.datasets.manifest import MANIFEST_NAME, TFDS_RECORDS, Manifest
@@ -23,7 +23,7 @@ def load_manifest(shards_dir: str, *, verify_records: bool = False) -> Manifest:
             missing, truncated or corrupted shard files, counts that do not
             match — with what to do.
         OSError: a `gs://` manifest that cannot be read (credentials, access):
-            the caller names its flag (`storage.unreadable`).
+            the caller names its flag (`storage_access.unreadable`).
     """
     path = storage.join(shards_dir, MANIFEST_NAME)
     remote = storage.is_remote(shards_dir)
@@ -187,8 +187,8 @@ def _check_named_dataset(manifest: Manifest, where: str, remedy: str) -> None:
     ):
         return  # the user's files or builder: nothing registered to compare with
     try:
-        info = data_sources.tfds_builder(manifest.dataset).info
-        features, label, num_classes = data_sources.tfds_features(info, source.get("label"))
+        info = tfds_source.tfds_builder(manifest.dataset).info
+        features, label, num_classes = tfds_source.tfds_features(info, source.get("label"))
     except ConfigError:
         return  # a name TFDS does not know (a prepared folder since moved): the records decide
     registered = {f.key: (list(f.shape), f.encoding) for f in features}

@@ -92,7 +92,7 @@ def train_to_artifacts(
             metrics = run_local(config)
             source = workdir
         elif rehearse:
-            from components.core.launch import cloud as cloud_lib
+            from components.core.launch import staging
             from components.core.launch.rehearsal import rehearse as rehearse_job
 
             run, cloud = _cloud_run(config, backend, cloud_config)
@@ -100,7 +100,7 @@ def train_to_artifacts(
                 build_cloud_job(run, cloud),
                 cloud.target,
                 data_dir=run.data.data_dir,
-                staged=cloud_lib.files_to_stage(run, cloud),
+                staged=staging.files_to_stage(run, cloud),
             )
             source = local.output_dir
         else:
@@ -190,18 +190,18 @@ def submit_cloud(
         JobFailed: the job failed or was cancelled.
         RemoteCallFailed: the cloud's API refused a call, or stayed unreachable.
     """
-    from components.core.launch import cloud as cloud_lib
+    from components.core.launch import credentials, staging
 
     if job is None:
         job = build_cloud_job(run, cloud)
-    staged = cloud_lib.stage_module(run, cloud)  # before any replica starts
+    staged = staging.stage_module(run, cloud)  # before any replica starts
     if staged:
         log(f"model module staged at {staged}")
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
         if client is None:
-            client = vertex.make_client(cloud, credentials=cloud_lib.google_credentials())
+            client = vertex.make_client(cloud, credentials=credentials.google_credentials())
         vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
         from components.core.launch import kubeflow
@@ -209,7 +209,7 @@ def submit_cloud(
         if client is None:
             client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
         kubeflow.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
-    return cloud_lib.output_uri(run, cloud)
+    return staging.output_uri(run, cloud)
 
 
 def _copy_model(source: str, destination: str) -> None:

@@ -12,12 +12,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from components.core import reduction_server, run_folder, storage
+from components.core import cloud_ids, reduction_server, storage
 from components.core.config import (
     ConfigError,
     RunConfig,
@@ -26,6 +24,7 @@ from components.core.config import (
 )
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import Gpu, get_gpu
+from components.core.launch.staging import output_uri, shards_uri, staged_module_uri
 from components.core.storage_paths import to_gcsfuse
 from components.core.strategy_spec import EVALUATOR, NCCL
 from components.core.targets import TARGETS
@@ -42,9 +41,9 @@ KUBE_RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
-_NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
-_TENSORBOARD = re.compile(r"^projects/[^/]+/locations/([^/]+)/tensorboards/[^/]+$")
+_TENSORBOARD = re.compile(
+    r"^projects/[a-z0-9-]{1,30}/locations/([a-z0-9-]{1,40})/tensorboards/[0-9a-z-]{1,128}$"
+)
 
 
 class JobFailed(RuntimeError):
@@ -228,6 +227,7 @@ def validate_cloud(run: RunConfig, cloud: CloudConfig) -> None:
             raise ConfigError("Vertex AI needs a project: pass --project PROJECT_ID")
         if not cloud.region:
             raise ConfigError("Vertex AI needs a region: pass --region, e.g. us-central1")
+    validate_identifiers(cloud)
     _validate_gpus(run, cloud)
     validate_for_machine(run, resolved_gpus(run, cloud))
     if cloud.reduction_server:
@@ -349,16 +349,32 @@ def _validate_paths(run: RunConfig, cloud: CloudConfig) -> None:
         )
 
 
+def validate_identifiers(cloud: CloudConfig) -> None:
+    """Every identifier the request or pod spec carries, by its platform's rules (`cloud_ids`)."""
+    for flag, value, check in (
+        ("--image", cloud.image, cloud_ids.check_image),
+        ("--project", cloud.project, cloud_ids.check_project),
+        ("--region", cloud.region, cloud_ids.check_region),
+        ("--service-account", cloud.service_account, cloud_ids.check_service_account),
+        ("--network", cloud.network, cloud_ids.check_network),
+        ("--machine-type", cloud.machine_type, cloud_ids.check_machine_type),
+        ("--ps-machine-type", cloud.ps_machine_type, cloud_ids.check_machine_type),
+        (
+            "--reduction-server-machine-type",
+            cloud.reduction_server_machine_type,
+            cloud_ids.check_machine_type,
+        ),
+        (
+            "--kube-service-account",
+            cloud.kube_service_account,
+            cloud_ids.check_kube_service_account,
+        ),
+    ):
+        if value is not None:
+            check(value, flag)
+
+
 def _validate_vertex(cloud: CloudConfig) -> None:
-    if cloud.service_account and not _SERVICE_ACCOUNT.match(cloud.service_account):
-        raise ConfigError(
-            f"--service-account {cloud.service_account!r} is not an email: pass "
-            "NAME@PROJECT.iam.gserviceaccount.com"
-        )
-    if cloud.network and not _NETWORK.match(cloud.network):
-        raise ConfigError(
-            f"--network {cloud.network!r}: pass projects/PROJECT_NUMBER/global/networks/NAME"
-        )
     if cloud.tensorboard:
         match = _TENSORBOARD.match(cloud.tensorboard)
         if not match:
@@ -416,17 +432,6 @@ def _validate_kubeflow(cloud: CloudConfig) -> None:
         )
 
 
-def output_uri(run: RunConfig, cloud: CloudConfig) -> str:
-    """The Cloud Storage folder the job writes to (`--base-output-dir`, else the run's)."""
-    return (cloud.base_output_dir or run.output_dir).rstrip("/")
-
-
-def shards_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """The Cloud Storage folder of the shards the job reads."""
-    shards = cloud.shards_dir or run.data.shards_dir
-    return shards.rstrip("/") if shards else None
-
-
 def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     """The RunConfig every cloud training process receives.
 
@@ -461,72 +466,6 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
         output_dir=remote(output_uri(run, cloud)) or run.output_dir,
         backup_dir=remote(run.backup_dir),
     )
-
-
-def staged_module_uri(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """Where the run's model module file is in Cloud Storage for the job's replicas.
-
-    A local `.py` file is staged beside the job's outputs,
-    `<output>/model_module/<file>` (`stage_module` copies it at submission); a
-    `gs://` file is read where it is. None for a built-in model or an
-    importable module name, which the trainer image must hold (a two-line
-    Dockerfile `FROM` Strategist's image: containers/README.md).
-    """
-    from components.core import model_module
-
-    source = run.model.module
-    if not source or not model_module.is_file_source(source):
-        return None
-    if source.startswith("gs://"):
-        return source
-    return f"{output_uri(run, cloud)}/{MODULE_DIR}/{os.path.basename(source)}"
-
-
-def module_origin(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """One line saying where the replicas' model module comes from (None for built-ins)."""
-    source = run.model.module
-    if not source:
-        return None
-    staged = staged_module_uri(run, cloud)
-    if staged is None:
-        return f"model module {source}: imported on every replica, so the image must hold it"
-    if staged == source:
-        return f"model module {source}: read by every replica from Cloud Storage"
-    return f"model module {source}: staged to {staged} at submission, read by every replica"
-
-
-def stage_module(run: RunConfig, cloud: CloudConfig) -> str | None:
-    """Copies a local model module file to `staged_module_uri`; returns that URI.
-
-    Raises:
-        ConfigError: the file cannot be read or written.
-    """
-    for staged, source in files_to_stage(run, cloud).items():
-        copy_file(source, staged, "--model-module")
-    return staged_module_uri(run, cloud)
-
-
-def files_to_stage(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
-    """`{Cloud Storage URI: local file}` that submission copies before the job starts."""
-    staged = staged_module_uri(run, cloud)
-    if staged is None or staged == run.model.module:
-        return {}
-    return {staged: run.model.module}
-
-
-def copy_file(source: str, target: str, what: str) -> None:
-    """Copies one file through the storage layer (local, `/gcs/` or `gs://`).
-
-    Raises:
-        ConfigError: naming `what` when it cannot be read or written.
-    """
-    try:
-        storage.copy_file(source, target)
-    except OSError as err:
-        raise ConfigError(f"cannot stage {what} {source} to {target}: {err}") from None
-
-
-MODULE_DIR = run_folder.STAGED_MODULE_DIR
 
 
 def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
@@ -565,20 +504,3 @@ def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None =
         return cloud.job_name
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
     return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}"
-
-
-def google_credentials() -> Any:
-    """Application Default Credentials, or a ConfigError that says how to get them."""
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        credentials, _ = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/cloud-platform"]
-        )
-    except DefaultCredentialsError as err:
-        raise ConfigError(
-            f"no Google Cloud credentials ({err}): run `gcloud auth application-default login`, "
-            "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
-        ) from None
-    return credentials

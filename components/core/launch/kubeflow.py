@@ -19,6 +19,7 @@ from typing import Any
 from kubeflow.training import models as kf
 from kubernetes import client as k8s
 
+from components.core import preemption
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
 from components.core.launch import remote
@@ -339,6 +340,8 @@ def _pod_template(
             node_selector=node_selector or None,
             tolerations=tolerations or None,
             service_account_name=cloud.kube_service_account,
+            # From SIGTERM to the kill: the trainer saves its checkpoint (core.preemption).
+            termination_grace_period_seconds=preemption.TERMINATION_GRACE_S,
         ),
     )
 

@@ -15,9 +15,9 @@ What each fault does (docs/faults.md has the measured recovery times):
 - any task of `mirrored` or `multi_worker_mirrored`, or the chief or a
   parameter server of `parameter_server`, dies: every process is stopped and,
   within `RestartPolicy.cluster_restarts`, the whole cluster is started again
-  on fresh ports; `BackupAndRestore` resumes from the last finished epoch;
-- a task exits with `CONFIG_ERROR_EXIT` (bad input it found): no restart, since
-  a restart would fail the same way.
+  on fresh ports; `BackupAndRestore` resumes from the last checkpoint;
+- a task exits with `CONFIG_ERROR_EXIT` (bad input it found) or `DIVERGED_EXIT`
+  (a non-finite loss): no restart, since a restart would fail the same way.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 
 from components.core import run_folder, run_metrics, sidecar, storage
 from components.core.config import ConfigError, RunConfig
+from components.core.divergence import DIVERGED_EXIT
 from components.core.launch import netns
 from components.core.launch.liveness import Liveness, StallWatch
 from components.core.launch.local_tasks import (
@@ -46,6 +47,7 @@ from components.core.launch.local_tasks import (
     task_environment,
 )
 from components.core.launch.preflight import check_rehearsal
+from components.core.preemption import PREEMPTED_EXIT_CODE
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT
@@ -72,6 +74,8 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
+# How a trainer's own error line starts (components/core/trainer.py).
+_TASK_ERROR = "trainer: error: "
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
 
@@ -90,8 +94,37 @@ class ClusterFailed(RuntimeError):
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         if stalled_s:
             how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
+        # The task's own error line leads (the status's `error` keeps the first line).
+        own = [line for line in tail if line.startswith(_TASK_ERROR)]
+        if own:
+            how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
+        self.reason = f"{task} {how}" + (f": {error_line(tail)}" if error_line(tail) else "")
+
+
+# A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`,
+# `trainer: error: ...` (a refused module or config).
+_ERROR_LINE = re.compile(r"(^|[\s.])\w*(Error|Exception|Exit)\b.*:|\berror: ")
+
+
+def error_line(tail: list[str]) -> str:
+    """The task's own error from its last log lines: the last line that states one.
+
+    A Python traceback ends with the exception's line (TensorFlow's may follow it
+    with RPC detail that states no error). Empty when no line states an error
+    (a task killed by a signal).
+    """
+    for line in reversed(tail):
+        text = line.strip()
+        if text and _ERROR_LINE.search(text) and not text.startswith("File "):
+            return text if len(text) <= 500 else text[:497] + "..."
+    return ""
+
+    @property
+    def diverged(self) -> bool:
+        """The task stopped because training diverged (`divergence`)."""
+        return self.returncode == DIVERGED_EXIT
 
 
 @dataclass(frozen=True)
@@ -104,10 +137,16 @@ class RestartPolicy:
             BackupAndRestore checkpoint.
         worker_restarts: restarts of a single parameter-server-strategy worker;
             its steps are retried on the other workers meanwhile.
+        preempted_restarts: whole-cluster restarts after a task saved on the
+            preemption notice and exited `preemption.PREEMPTED_EXIT_CODE`,
+            beside `cluster_restarts`: a rehearsal of a Spot job restarts as
+            Vertex AI (`restart_job_on_worker_restart`) or a TFJob's `ExitCode`
+            policy (up to its backoff limit) would.
     """
 
     cluster_restarts: int = 0
     worker_restarts: int = 3
+    preempted_restarts: int = 0
 
 
 class LocalCluster(StallWatch):
@@ -154,7 +193,8 @@ class LocalCluster(StallWatch):
         self.tasks: list[Task] = []
         # Where the tasks run: a loopback-only network namespace (multi-process clusters).
         self.namespace: netns.LoopbackNamespace | None = None
-        self.cluster_restarts = 0
+        self.cluster_restarts = 0  # every restart so far (the attempt's number)
+        self.preempted_restarts = 0  # of which after a save on the preemption notice
         self.failures: list[dict[str, Any]] = []
         self._started = time.monotonic()
         self._lock = threading.Lock()
@@ -203,7 +243,9 @@ class LocalCluster(StallWatch):
             raise
         except BaseException as err:
             self.stop(grace_s=0)
-            self._status("failed", error=str(err).splitlines()[0])
+            # The failing task's own error line, not the heading of its log lines.
+            reason = getattr(err, "reason", None) or str(err).splitlines()[0]
+            self._status("failed", error=reason)
             raise
         finally:
             self.stop()
@@ -296,7 +338,22 @@ class LocalCluster(StallWatch):
                 return run_metrics.read(storage.join(self.config.output_dir, METRICS_NAME))
             self.stop(grace_s=0)
             code = failed.process.returncode
-            if code == CONFIG_ERROR_EXIT or self.cluster_restarts >= self.restart.cluster_restarts:
+            if code == PREEMPTED_EXIT_CODE and (
+                self.preempted_restarts < self.restart.preempted_restarts
+            ):
+                self.cluster_restarts += 1
+                self.preempted_restarts += 1
+                self._record_failure(failed, "preempted restart")
+                self.log(
+                    f"[launcher] {failed.name} saved on the preemption notice (exit {code}); "
+                    f"restarting the cluster as the platform would ({self.preempted_restarts}/"
+                    f"{self.restart.preempted_restarts}), training resumes at that step"
+                )
+                continue
+            failures = self.cluster_restarts - self.preempted_restarts
+            # Bad input, or a divergence: a restart would end the same way.
+            final = code in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
+            if final or failures >= self.restart.cluster_restarts:
                 self._record_failure(failed, "run failed")
                 stalled_s = self._stalled_s if failed.stalled else 0.0
                 raise ClusterFailed(failed.name, code, list(failed.tail), stalled_s)
@@ -304,8 +361,8 @@ class LocalCluster(StallWatch):
             self._record_failure(failed, "cluster restart")
             self.log(
                 f"[launcher] {failed.name} failed (exit {code}); restarting "
-                f"the cluster ({self.cluster_restarts}/{self.restart.cluster_restarts}), "
-                "training resumes from the last finished epoch"
+                f"the cluster ({failures + 1}/{self.restart.cluster_restarts}), "
+                "training resumes from the last checkpoint"
             )
 
     def _run_once(self) -> Task | None:
@@ -349,7 +406,7 @@ class LocalCluster(StallWatch):
     def _may_restart_alone(self, task: Task) -> bool:
         return (
             task.task_type in self.config.cluster.spec.restartable_alone
-            and task.process.returncode != CONFIG_ERROR_EXIT
+            and task.process.returncode not in (CONFIG_ERROR_EXIT, DIVERGED_EXIT)
             and task.restarts < self.restart.worker_restarts
         )
 

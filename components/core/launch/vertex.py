@@ -17,9 +17,10 @@ from typing import Any
 from google.api_core.exceptions import NotFound
 from google.cloud import aiplatform_v1
 
+from components.core import cloud_ids
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch import remote
+from components.core.launch import remote, staging
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
@@ -82,9 +83,16 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
                 replica_count=pool.replicas, machine_spec=machine, container_spec=container
             )
         )
-    scheduling = aiplatform_v1.Scheduling(
-        restart_job_on_worker_restart=cloud.restart_job_on_worker_restart
+    # A Spot VM taken back ends its replica; its trainer saved on the notice and exited
+    # PREEMPTED_EXIT_CODE (components.core.preemption). A synchronous job resumes only if
+    # every replica restarts with it, so --spot asks for that; parameter_server keeps
+    # its lost workers' restarts to themselves (the coordinator retries their steps).
+    # max_wait_duration is left unset: aiplatform 2.7's Scheduling applies it only to
+    # the DWS_FLEX_START strategy, not to SPOT.
+    restart_whole_job = cloud.restart_job_on_worker_restart or (
+        cloud.spot and not run.cluster.spec.uses_ps
     )
+    scheduling = aiplatform_v1.Scheduling(restart_job_on_worker_restart=restart_whole_job)
     if cloud.timeout_s:
         scheduling.timeout = datetime.timedelta(seconds=cloud.timeout_s)
     if cloud.spot:
@@ -93,7 +101,7 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
         worker_pool_specs=specs,
         scheduling=scheduling,
         base_output_directory=aiplatform_v1.GcsDestination(
-            output_uri_prefix=cloudlib.output_uri(run, cloud)
+            output_uri_prefix=staging.output_uri(run, cloud)
         ),
     )
     if cloud.service_account:
@@ -141,13 +149,13 @@ def make_client(cloud: CloudConfig, credentials: Any = None) -> aiplatform_v1.Jo
     """A JobServiceClient on the region's endpoint."""
     return aiplatform_v1.JobServiceClient(
         credentials=credentials,
-        client_options={"api_endpoint": f"{cloud.region}-aiplatform.googleapis.com"},
+        client_options={"api_endpoint": cloud_ids.vertex_endpoint(cloud.region)},
     )
 
 
 def resource_uri(name: str, cloud: CloudConfig) -> str:
     """The REST URI of a job, as GCPC's launcher records it in `gcp_resources`."""
-    return f"https://{cloud.region}-aiplatform.googleapis.com/v1/{name}"
+    return f"https://{cloud_ids.vertex_endpoint(cloud.region)}/v1/{name}"
 
 
 def submit_and_wait(

@@ -12,8 +12,11 @@ on first use.
 Modules:
 
 * `topology`: the hardware (`Topology`) and cluster shape (`Layout`);
-* `step_time`: fitted constants and the per-step compute and communication time of
-  each strategy;
+* `device_compute`: the fitted constants, a device's sustained TFLOP/s, a step's compute;
+* `machine_speeds`: machines of different speeds (a GPU mix, `--heterogeneous`);
+* `links`: the GPU links and the network a step's communication crosses;
+* `memory`: the bytes a replica needs on one device;
+* `step_time`: the per-step compute and communication time of each strategy;
 * `ps_servers`: the CPU machines parameter servers run on;
 * `prediction`: the candidate strategies of a topology, each a `Prediction`;
 * `memory_fit`: which candidates fit one device's memory;
@@ -25,6 +28,7 @@ Modules:
 * `cost`, `cost_objective`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;
 * `explanation`: the reasons, as sentences with numbers;
+* `summary`: the short answer `select` prints (`--explain` prints every reason);
 * `recommendation`: `recommend` and its answer, `Recommendation`.
 """
 

@@ -24,9 +24,9 @@ import math
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.prices import PriceTable
+from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.prediction import Prediction
 from components.core.selection.ps_servers import server_machine, servers_share_the_host
-from components.core.selection.step_time import machine_gpus
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -76,7 +76,7 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
     """Hourly list price of the machines `candidate` uses (None when a price is missing).
 
     In a GPU mix the candidate runs on the fastest machines first
-    (`step_time.machine_gpus`), each priced for its own GPU.
+    (`machine_speeds.machine_gpus`), each priced for its own GPU.
     """
     if missing_prices(candidate, topology, prices):
         return None

@@ -20,6 +20,7 @@ from components.core.selection.cost import (
 from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
+from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.machine_subsets import (
     costed_on_fewer_machines,
     machine_counts,
@@ -27,13 +28,10 @@ from components.core.selection.machine_subsets import (
     of_one_type,
     on_first_machines,
 )
+from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction, six_digits
 from components.core.selection.rules import rules_for_the_cheapest
-from components.core.selection.step_time import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.topology import (
     Topology,
     a_device,

@@ -6,6 +6,9 @@ from collections import Counter
 
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
+from components.core.selection.device_compute import achievable_tflops
+from components.core.selection.links import link_bandwidth_gbps, network_path_share, ring_link
+from components.core.selection.machine_speeds import machine_slowdowns, preemption_rate
 from components.core.selection.prediction import (
     PS_HOST_MEMORY_GB,
     Prediction,
@@ -20,14 +23,8 @@ from components.core.selection.ps_servers import (
 from components.core.selection.step_time import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
-    achievable_tflops,
     all_reduce_overlaps,
     keras_step_scalar_all_reduces,
-    link_bandwidth_gbps,
-    machine_slowdowns,
-    network_path_share,
-    preemption_rate,
-    ring_link,
     step_scalar_seconds,
 )
 from components.core.selection.topology import RESTART_COST_S, Topology, device

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.core.model_profile import ModelProfile
+from components.core.selection.machine_speeds import machine_gpus, machine_slowdowns
 from components.core.selection.machine_subsets import (
     costed_on_fewer_machines,
     faster_machine_counts,
 )
 from components.core.selection.prediction import Prediction
-from components.core.selection.step_time import machine_gpus, machine_slowdowns
 from components.core.selection.topology import Topology, a_device, device
 from components.core.strategy_spec import spec_for
 

@@ -8,17 +8,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.core.model_profile import ModelProfile
+from components.core.selection.device_compute import step_compute_share
 from components.core.selection.history import apply_history
+from components.core.selection.machine_speeds import (
+    machine_gpus,
+    machine_slowdowns,
+    slowest_machine,
+)
+from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
-from components.core.selection.step_time import (
-    machine_gpus,
-    machine_slowdowns,
-    max_batch_that_fits,
-    slowest_machine,
-    step_compute_share,
-)
 from components.core.selection.topology import (
     Topology,
     a_device,

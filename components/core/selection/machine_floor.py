@@ -8,12 +8,10 @@ from typing import Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.explanation import pct_against
+from components.core.selection.machine_speeds import mean_machine_speed
 from components.core.selection.machine_subsets import costed_on_fewer_machines, on_first_machines
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
-from components.core.selection.step_time import (
-    mean_machine_speed,
-)
 from components.core.selection.topology import (
     Topology,
 )
@@ -101,9 +99,14 @@ def _one_device_alike(candidate: Prediction, one_device_measured: float | None) 
 
 
 def fewer_machines(
-    topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None = None
+    topology: Topology,
+    best_on: dict[int, Prediction],
+    one_device_measured: float | None = None,
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
-    """The best candidate on the most machines that scale above EFFICIENCY_FLOOR.
+    """The answer when all the machines scale below EFFICIENCY_FLOOR: fewer machines only
+    where they are faster than all of them (the time objective never idles machines for
+    a slower answer), else all of them, with the most machines above the floor stated
+    as the cheaper alternative.
 
     Machine scaling efficiency is throughput on k machines over what the k
     machines give alone (`machine_efficiency`): what each added machine is
@@ -117,9 +120,9 @@ def fewer_machines(
             predicted count's is over one device's prediction (`_one_device_alike`).
 
     Returns:
-        That candidate, every machine count's (machines, strategy, speed-up
-        over one device, machine scaling efficiency), and the sentence that
-        says so.
+        The answer (the fastest machine count's best candidate), every machine count's
+        (machines, strategy, speed-up over one device, machine scaling efficiency),
+        and the sentence that says so.
     """
     options = [
         (
@@ -130,9 +133,15 @@ def fewer_machines(
         )
         for k, p in best_on.items()
     ]
-    k = max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
     n = max(best_on)  # all of the machines, or the measured part of them that was chosen
-    chosen, full = best_on[k], best_on[n]
+    fastest = max(best_on, key=lambda m: (best_on[m].rank_examples_per_second, -m))
+    replaces = fastest != n
+    k = (
+        fastest
+        if replaces
+        else max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
+    )
+    fewer, full = best_on[k], best_on[n]
     on_n = topology if n == topology.machines else on_first_machines(topology, n)
     listing = "; ".join(
         f"{m} machine{'s' if m > 1 else ''} ({st}"
@@ -146,11 +155,24 @@ def fewer_machines(
         f"machines ({_gpus_said(on_n)}, {full.strategy}) are {_how_known(full)} at "
         f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} "
         f"machine scaling efficiency (throughput over what the {n} machines "
-        f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. Use {k} "
-        f"machine{'s' if k > 1 else ''} ({chosen.strategy}) and leave the rest free. "
+        f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. {_advice(fewer, full, replaces)} "
         f"Speed-up by machine count (predicted unless measured{over}): {listing}."
     )
-    return chosen, options, [sentence]
+    return (fewer if replaces else full), options, [sentence]
+
+
+def _advice(fewer: Prediction, full: Prediction, replaces: bool) -> str:
+    """What to do with the floor's `fewer` machines: use them, or (slower than all of
+    them, under the time objective) know them as the cheaper alternative."""
+    k = fewer.layout.workers
+    machines = f"{k} machine{'s' if k > 1 else ''} ({fewer.strategy})"
+    if replaces:
+        return f"Use {machines} and leave the rest free."
+    share = fewer.rank_examples_per_second / full.rank_examples_per_second
+    return (
+        f"All of them train, the fastest answer; {machines} would keep {share:.0%} of its "
+        "speed and leave the rest free (--objective cost weighs what each costs)."
+    )
 
 
 def _speed_up_basis(

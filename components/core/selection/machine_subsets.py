@@ -11,12 +11,10 @@ from typing import Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.history import apply_history
+from components.core.selection.machine_speeds import machine_gpus
+from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
-from components.core.selection.step_time import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.topology import (
     Topology,
     device,

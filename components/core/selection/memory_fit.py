@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
-from components.core.selection.prediction import Prediction, candidates
-from components.core.selection.step_time import (
+from components.core.selection.machine_speeds import machine_gpus
+from components.core.selection.memory import (
     OPTIMIZER_STATE_FACTOR,
     USABLE_MEMORY_FRACTION,
-    machine_gpus,
     max_batch_that_fits,
     memory_needed_bytes,
 )
+from components.core.selection.prediction import Prediction, candidates
 from components.core.selection.topology import (
     Topology,
     a_device,

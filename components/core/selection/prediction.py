@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.model_profile import ModelProfile
-from components.core.selection.step_time import (
-    OPTIMIZER_STATE_FACTOR,
+from components.core.selection.device_compute import (
     achievable_tflops,
-    mean_machine_speed,
-    predict_allreduce,
-    predict_parameter_server,
-    preemption_rate,
-    server_state_bytes,
     step_compute_share,
     step_compute_time,
+)
+from components.core.selection.machine_speeds import (
+    mean_machine_speed,
+    preemption_rate,
     worker_shares,
 )
+from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
+from components.core.selection.step_time import predict_allreduce, predict_parameter_server
 from components.core.selection.topology import RESTART_COST_S, Layout, Topology
 from components.core.strategy_spec import spec_for
 

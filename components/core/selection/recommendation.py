@@ -47,16 +47,16 @@ from components.core.selection.machine_floor import (
     measured_on_fewer_machines,
     measured_part_sentence,
 )
+from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.machine_subsets import on_first_machines
-from components.core.selection.memory_fit import candidates_that_fit
-from components.core.selection.prediction import Prediction
-from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
-from components.core.selection.step_time import (
+from components.core.selection.memory import (
     USABLE_MEMORY_FRACTION,
-    machine_gpus,
     max_batch_that_fits,
     memory_needed_bytes,
 )
+from components.core.selection.memory_fit import candidates_that_fit
+from components.core.selection.prediction import Prediction
+from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
 from components.core.selection.topology import (
     Layout,
     Topology,
@@ -90,6 +90,8 @@ class Recommendation:
             considered when the full cluster scales below `EFFICIENCY_FLOOR`.
         prices: what the candidates were priced at (`cost.prices_used`), or
             None when they were not priced.
+        deciding_inputs: the flags of estimated or assumed inputs whose value changes
+            the choice (`unknown_inputs`).
     """
 
     strategy: str
@@ -103,6 +105,7 @@ class Recommendation:
     batch_size: int = 64
     machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
     prices: dict[str, Any] | None = None
+    deciding_inputs: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
@@ -121,6 +124,7 @@ class Recommendation:
             "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
+            "depends_on": list(self.deciding_inputs),
             "machine_options": [
                 {
                     "machines": m,
@@ -152,9 +156,18 @@ class Recommendation:
             )
             mark = "> " if i == 0 and self.supported else ""
             cost = p.usd_per_million_examples
+            if not p.feasible:  # a candidate that cannot run has no speed to show
+                rows.append(
+                    [
+                        f"{mark}{p.label} (infeasible: {p.note})",
+                        f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
+                        *["-"] * (len(self.HEADER) - 2),
+                    ]  # fmt: skip
+                )
+                continue
             rows.append(
                 [
-                    mark + p.label + ("" if p.feasible else f" (infeasible: {p.note})"),
+                    mark + p.label,
                     f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
                     f"{p.step_time_s * 1e3:,.1f}",
                     f"{p.compute_s * 1e3:,.1f}",
@@ -338,7 +351,9 @@ def recommend(
         return recommend(on, variant, batch_size=batch_size, async_ok=async_ok,
                          history=history, prices=prices, objective=objective)  # fmt: skip
 
-    rec.reasons.extend(unknown_input_reasons(topology, model, batch_size, unstated, answer))
+    unknown = unknown_input_reasons(topology, model, batch_size, unstated, answer)
+    rec.reasons.extend(unknown.reasons)
+    rec.deciding_inputs = list(unknown.deciding)
     rec.reasons.extend(_unmeasured_choice_reasons(rec, preds))
     return rec
 
@@ -439,10 +454,15 @@ def _choose(
             EFFICIENCY_FLOOR
         ):
             full = chosen
-            chosen, options, fewer = fewer_machines(topology, best_on, measured_one_device(preds))
-            fewer += communication_sentences(full, on, model, measured_one_device(preds))
-            on = on_first_machines(topology, chosen.layout.workers)
-            _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
+            one = measured_one_device(preds)
+            answer, options, said = fewer_machines(topology, best_on, one)
+            if answer is not full:  # fewer machines are faster than all of them
+                chosen, fewer = answer, said
+                fewer += communication_sentences(full, on, model, one)
+                on = on_first_machines(topology, chosen.layout.workers)
+                _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
+            else:
+                fewer = said
     input_sentences: list[str] = []
     if chosen.input_bound:
         full_gpus = chosen

@@ -25,13 +25,10 @@ from __future__ import annotations
 
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
+from components.core.selection.device_compute import step_compute_share
 from components.core.selection.explanation import pct, pct_shown, slower_machines_phrase
+from components.core.selection.machine_speeds import preemption_rate, slowest_machine
 from components.core.selection.prediction import Prediction
-from components.core.selection.step_time import (
-    preemption_rate,
-    slowest_machine,
-    step_compute_share,
-)
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import spec_for
 
@@ -258,7 +255,7 @@ def _why_parameter_server(
     """The reasons that favour parameter_server, and how much slower they let it be;
     machines that differ in speed count only when `speeds_matter` (the synchronous
     alternative runs on several of them), and a mix's slowest by the `compute_share`
-    of a step its GPU's speed scales (`step_time.step_compute_share`)."""
+    of a step its GPU's speed scales (`device_compute.step_compute_share`)."""
     why = []
     tolerance = 0.0
     # a step that is mostly the fixed launch cost runs about as long on any GPU of a mix

@@ -39,24 +39,39 @@ the held-out error next to a constant guess.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-from components.core import storage
-from components.core.config import ConfigError
 from components.core.model_profile import ModelProfile
+from components.core.selection.device_compute import (
+    FITTED,
+    FittedConstants,
+    achievable_tflops,
+    devices_sharing_compute,
+    step_compute_share,
+    step_compute_time,
+)
+from components.core.selection.links import (
+    PCIE3_GBPS,
+    PCIE_GBPS,
+    network_hop_latency,
+    network_path_share,
+    ring_link,
+)
+from components.core.selection.machine_speeds import (
+    mean_machine_speed,
+    slowest_machine,
+)
+from components.core.selection.memory import (
+    GRADIENT_BYTES_FACTOR,
+    server_state_bytes,
+)
 from components.core.selection.ps_servers import server_network_gbps, servers_share_the_host
 from components.core.selection.topology import (
-    PRECISIONS,
-    PREEMPTIONS_PER_MACHINE_HOUR,
     Topology,
-    device,
 )
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
-FIT_PATH = Path(__file__).parents[1] / "data" / "step_time_fit.json"
 # tf_keras under multi_worker_mirrored all-reduces scalars across the workers every
 # step besides the gradients, each in a collective of its own: 3 for each `Mean` it
 # tracks, the loss and every compiled metric (its total and count read in cross-replica
@@ -66,7 +81,11 @@ FIT_PATH = Path(__file__).parents[1] / "data" / "step_time_fit.json"
 # gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
 # partial-batch check. Strategist's trainer compiles the loss and one metric.
 KERAS_LOSS_ALL_REDUCES = 3
+
+
 KERAS_METRIC_ALL_REDUCES = 3
+
+
 TRAINER_COMPILED_METRICS = 1
 
 
@@ -78,335 +97,6 @@ def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS
 
 
 KERAS_STEP_SCALAR_ALL_REDUCES = keras_step_scalar_all_reduces()
-
-
-@dataclass(frozen=True)
-class FittedConstants:
-    """The constants the fit chooses (defaults: the hand-set starting point).
-
-    Attributes:
-        achievable_fraction_cuda_cores: share of the FP32 CUDA-core peak a
-            TensorFlow CNN sustains.
-        achievable_fraction_tensor_cores: share of the FP16/BF16 tensor-core
-            peak it sustains under `mixed` precision.
-        achievable_fraction_tf32: share of the TF32 tensor-core peak (A100,
-            H100 in float32) it sustains. Apart from the FP16 share since the
-            third blind look: one share for both let TF32 and FP16 cases pull it
-            opposite ways.
-        nvlink_efficiency: share of the nominal NVLink bandwidth a ring reaches.
-        pcie_efficiency: share of the nominal PCIe bandwidth a ring reaches.
-        network_efficiency: share of the network rate a collective reaches.
-        ps_network_efficiency: share a parameter-server transfer reaches.
-        allreduce_overlap: fraction of all-reduce hidden behind back-propagation.
-        ps_overlap: fraction of parameter-server traffic hidden likewise.
-        sync_overhead: cost of a synchronous multi-replica step relative to
-            compute, per doubling of the replicas (barriers and stragglers
-            grow with the log of the replica count).
-        sync_latency_s: seconds per doubling of the replicas that every
-            multi-replica step waits, however short its compute: launching the
-            collectives or the parameter servers' round trips, waiting for the
-            slowest replica's kernels, the framework's per-step bucketing. A share of compute
-            (`sync_overhead`) alone charged a 3x faster mixed-precision step 3x
-            less, and the third blind look over-predicted all 9 AMP runs on one
-            NVLink machine by 7-11 points (NVIDIA's PyTorch ConvNets: 84-87 %
-            against 95-97 % for the same models in FP32/TF32). The fit sets it
-            to 0 since the fifth look: CSC's 30 ms AMP steps on 2 x 4 A100
-            keep 89 % (docs/selection.md, *After the fifth look*).
-        tensor_latency_s: cost per gradient tensor of a multi-replica step.
-        xla_overlap_kept: share of the overlap that survives XLA (`--jit-compile`).
-            XLA fuses the step into clusters whose gradients appear only when a
-            cluster ends, and its GPU collectives do not run beside compute, so
-            the all-reduce overlaps back-propagation less: NVIDIA measured "little
-            compute and communication overlap" for BERT with Horovod and XLA
-            (https://github.com/NVIDIA/DeepLearningExamples/issues/156), and XLA
-            on GPU does not overlap NCCL reductions with compute
-            (https://github.com/jax-ml/jax/issues/4666).
-        overlay_network_share: share of the network rate that reaches training
-            traffic through a container overlay network (`--network-path
-            overlay`). Kubernetes pods on kubenet or a VXLAN overlay send every
-            packet through a bridge, veth pairs and encapsulation on the host's
-            CPU: on p3.16xlarge at 25 Gbit/s, tf_cnn_benchmarks with Horovod on
-            kubenet reached about half of one machine per machine, and host
-            networking was 10 % faster (https://github.com/horovod/horovod/issues/396).
-            Not fitted: set to the share at which those runs are predicted 10 %
-            faster on the host network (`fit.overlay_share_from_source`).
-    """
-
-    achievable_fraction_cuda_cores: float = 0.55
-    achievable_fraction_tensor_cores: float = 0.20
-    achievable_fraction_tf32: float = 0.20
-    nvlink_efficiency: float = 0.8
-    pcie_efficiency: float = 0.8
-    network_efficiency: float = 0.80
-    ps_network_efficiency: float = 0.55
-    allreduce_overlap: float = 0.50
-    ps_overlap: float = 0.20
-    sync_overhead: float = 0.02
-    sync_latency_s: float = 0.0
-    tensor_latency_s: float = 10e-6
-    xla_overlap_kept: float = 0.0
-    overlay_network_share: float = 1.0
-
-
-def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
-    """The fitted constants from `path` (the defaults when it does not exist)."""
-    try:
-        data = json.loads(storage.read_text(path))
-    except OSError:
-        return FittedConstants()
-    except ValueError as err:
-        raise ConfigError(f"cannot read {path}: {err}") from None
-    known = {f.name for f in dataclasses.fields(FittedConstants)}
-    return FittedConstants(**{k: float(v) for k, v in data["constants"].items() if k in known})
-
-
-FITTED = load_fitted()
-
-# GPUs whose `peak_tflops_fp32` in hardware.py is the TF32 tensor-core figure.
-TF32_PEAK_GPUS = frozenset({"a100", "a100-80gb", "h100"})
-# Nominal one-direction bandwidth of one GPU's link, GB/s, by generation: NVLink
-# 1 (P100, 4 links x 20 GB/s), 2 (V100, 6 x 25), 3 (A100, 12 x 25), 4 (H100,
-# 18 x 25); PCIe x16 gen 3/4/5 (15.8/31.5/63). NVIDIA's P100/V100/A100/H100
-# data sheets and the PCI-SIG specifications.
-NVLINK_GBPS = {"p100": 80.0, "v100": 150.0, "a100": 300.0, "a100-80gb": 300.0, "h100": 450.0}
-PCIE_GBPS = {"a100": 31.5, "a100-80gb": 31.5, "l4": 31.5, "h100": 63.0}
-PCIE3_GBPS = 15.8
-# Link latency per ring hop, seconds.
-LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}
-# One ring hop of TensorFlow's collective all-reduce between CPU workers: a gRPC
-# call through TensorFlow's collective executor, not an NCCL send. Measured on
-# 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md
-# section 8: 0.73-0.79 ms with two workers, the step without the all-reduce
-# subtracted); a real network only adds to it.
-CPU_RING_HOP_S = 0.75e-3
-# Fixed cost of launching one training step (tf.function dispatch, kernel
-# launches, the optimizer update): small models never reach millions of steps/s.
-STEP_LAUNCH_S = 1e-3
-# Usable share of GPU memory (the CUDA context, cuDNN workspaces and
-# fragmentation take the rest).
-USABLE_MEMORY_FRACTION = 0.90
-# Adam keeps two values per parameter (first and second moment).
-OPTIMIZER_STATE_FACTOR = 2
-# Bytes of activations kept for back-propagation relative to float32: a mixed
-# policy computes (and keeps) layer outputs in 16 bits; weights, gradients and
-# Adam state stay float32 (Keras keeps float32 variables under a mixed policy).
-ACTIVATION_BYTES_FACTOR = {"fp32": 1.0, "mixed": 0.5}
-# Share of the summed layer outputs back-propagation really keeps: frameworks
-# recompute or share some (ReLU in place, fused batch norm). Calibrated on the
-# largest batches NVIDIA publishes for ResNet-50 v1.5 in TensorFlow (in
-# published_scaling.json): 128 FP32 and 256 AMP per 16 GB V100, 256 TF32 per
-# 40 GB A100, which fit only below 0.87 of the summed outputs; 256 FP32 on a 16 GB
-# V100 (not published) does not fit at 0.85.
-KEPT_ACTIVATION_FRACTION = 0.85
-# Gradient bytes per parameter on the wire: float32 (Keras all-reduces the
-# float32 gradients of its float32 variables, mixed policy or not).
-GRADIENT_BYTES_FACTOR = {"fp32": 1.0, "mixed": 1.0}
-
-
-def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:
-    """Where a machine of `gpu_name` stands in a mix, first first: the fastest at
-    `precision`, of equal speed the most memory (an A100 80GB before a 40GB), then by
-    name, so the order the mix was written in never decides.
-
-    Raises:
-        ConfigError: for an unknown device or precision.
-    """
-    return (-achievable_tflops(gpu_name, precision), -device(gpu_name).memory_gb, gpu_name)
-
-
-def machine_gpus(topology: Topology, machines: int) -> list[str]:
-    """The GPU type of each of the first `machines` machines: a mix's fastest first
-    (`machine_rank`)."""
-    if not topology.gpu_mix:
-        return [topology.gpu] * machines
-    ranked = _ranked_mix(topology)
-    return [name for name, count in ranked for _ in range(count)][:machines]
-
-
-def _gpu_types(topology: Topology, machines: int) -> list[str]:
-    """The GPU types of the first `machines` machines, fastest first, each once: what
-    `machine_gpus` holds without a list per machine."""
-    if not topology.gpu_mix:
-        return [topology.gpu]
-    types: list[str] = []
-    for name, count in _ranked_mix(topology):
-        types.append(name)
-        machines -= count
-        if machines <= 0:
-            break
-    return types
-
-
-def _ranked_mix(topology: Topology) -> list[tuple[str, int]]:
-    """`topology.gpu_mix` in `machine_rank` order."""
-    return sorted(topology.gpu_mix, key=lambda gc: machine_rank(gc[0], topology.precision))
-
-
-def machine_slowdowns(topology: Topology, machines: int, compute_share: float = 1.0) -> list[float]:
-    """How much longer than on `topology.gpu` a step takes on each of the first
-    `machines` machines.
-
-    With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
-    fastest type first), which only the `compute_share` of a step on `topology.gpu`
-    scales with (`step_compute_share`: the rest, the fixed launch cost, takes as long
-    on any GPU); with `heterogeneous` alone, half the machines run
-    `heterogeneity_slowdown` times slower; else all run at 1.
-    """
-    return [slowdown for slowdown, count in _slowdown_groups(topology, machines, compute_share)
-            for _ in range(count)]  # fmt: skip
-
-
-def slowest_machine(topology: Topology, machines: int, compute_share: float = 1.0) -> float:
-    """`max(machine_slowdowns(...))` without a list per machine: a synchronous step's pace."""
-    return max(slowdown for slowdown, _ in _slowdown_groups(topology, machines, compute_share))
-
-
-def step_compute_share(step_s: float) -> float:
-    """The share of a `step_compute_time` of `step_s` seconds that scales with the GPU's
-    speed: all but the fixed launch cost."""
-    return max(0.0, step_s - STEP_LAUNCH_S) / step_s
-
-
-def _slowdown_groups(
-    topology: Topology, machines: int, compute_share: float = 1.0
-) -> list[tuple[float, int]]:
-    """`machine_slowdowns` as (slowdown, machines) groups, fastest first: one per GPU
-    type, so a count in the thousands costs no list per machine."""
-    if topology.gpu_mix:
-        ref = achievable_tflops(topology.gpu, topology.precision)
-        ranked = _ranked_mix(topology)
-        counts = [
-            (compute_share * ref / achievable_tflops(name, topology.precision)
-             + 1.0 - compute_share, n)
-            for name, n in ranked
-        ]  # fmt: skip
-    elif topology.heterogeneous:  # the faster half first, as a mix's fastest type
-        slower = topology.machines // 2
-        counts = [(1.0, topology.machines - slower), (topology.heterogeneity_slowdown, slower)]
-    else:
-        counts = [(1.0, machines)]
-    groups, left = [], machines
-    for slowdown, n in counts:
-        if left > 0 and n > 0:
-            groups.append((slowdown, min(n, left)))
-            left -= min(n, left)
-    return groups
-
-
-def mean_machine_speed(topology: Topology, machines: int, compute_share: float = 1.0) -> float:
-    """The mean speed of the first `machines` machines, each alone, relative to one
-    machine of `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower
-    machines take part), for steps whose `compute_share` scales with the GPU
-    (`machine_slowdowns`)."""
-    groups = _slowdown_groups(topology, machines, compute_share)
-    return sum(n / slowdown for slowdown, n in groups) / sum(n for _, n in groups)
-
-
-def worker_shares(
-    topology: Topology, workers: int, compute_share: float, compute_s: float, exposed_s: float
-) -> tuple[tuple[float, int], ...]:
-    """The share of a parameter-server step's examples each of the first `workers`
-    machines computes, as (share of one machine, machines) groups, fastest first; empty
-    when they all run at one speed.
-
-    Each worker runs at its own speed: its own compute (`machine_slowdowns`) plus the
-    exposed communication every worker waits for. `compute_s` is the average worker's
-    compute (`predict_parameter_server`), `exposed_s` its exposed communication.
-    """
-    groups = _slowdown_groups(topology, workers, compute_share)
-    if len({slowdown for slowdown, _ in groups}) < 2:
-        return ()
-    one = compute_s * mean_machine_speed(topology, workers, compute_share)  # on topology.gpu
-    rates = [(1.0 / (one * slowdown + exposed_s), n) for slowdown, n in groups]
-    total = sum(rate * n for rate, n in rates)
-    return tuple((rate / total, n) for rate, n in rates)
-
-
-def preemption_rate(topology: Topology) -> float:
-    """Expected preemptions per machine-hour of `topology` (0 when not preemptible)."""
-    if not topology.preemptible:
-        return 0.0
-    rate = topology.preemptions_per_machine_hour
-    return PREEMPTIONS_PER_MACHINE_HOUR if rate is None else rate
-
-
-def network_hop_latency(topology: Topology) -> float:
-    """Seconds per ring hop between machines: a gRPC call between CPU workers, else NCCL's."""
-    return CPU_RING_HOP_S if topology.gpu == "cpu" else LATENCY_S["network"]
-
-
-def devices_sharing_compute(topology: Topology, devices: int) -> int:
-    """How many of a machine's `devices` share one device's compute.
-
-    A machine's logical CPU devices (`--gpu cpu`, Strategist's local runs) all
-    run on the same cores, through TensorFlow's one thread pool: each replica's
-    step takes as long as all of them on one device. GPUs compute each alone.
-    """
-    return devices if topology.gpu == "cpu" else 1
-
-
-def link_bandwidth_gbps(topology: Topology, gpu: str | None = None) -> float:
-    """Nominal one-direction bandwidth of one GPU's link in `topology`, GB/s: of
-    `topology.gpu`, or of `gpu`'s machines in a mix."""
-    gpu = gpu or topology.gpu
-    if topology.link_of(gpu) == "nvlink":
-        return NVLINK_GBPS.get(gpu, NVLINK_GBPS["v100"])
-    return PCIE_GBPS.get(gpu, PCIE3_GBPS)
-
-
-def _link_efficiency(link: str, constants: FittedConstants) -> float:
-    """The share of a `link`'s nominal bandwidth a ring reaches."""
-    return constants.nvlink_efficiency if link == "nvlink" else constants.pcie_efficiency
-
-
-def ring_link(
-    topology: Topology, machines: int, constants: FittedConstants | None = None
-) -> tuple[float, float, tuple[str, ...]]:
-    """The GPU links of the first `machines` machines as a ring through all of them
-    meets them: the bytes/s it reaches on the slowest (a mix's T4 machines' PCIe, not
-    its A100s' NVLink, sets the pace), the longest hop latency, and the links' names.
-    """
-    c = constants or FITTED
-    types = _gpu_types(topology, machines)
-    names = tuple(dict.fromkeys(topology.link_of(g) for g in types))
-    bps = min(
-        link_bandwidth_gbps(topology, g) * 1e9 * _link_efficiency(topology.link_of(g), c)
-        for g in types
-    )
-    latency = max(LATENCY_S.get(name, LATENCY_S["pcie"]) for name in names)
-    return bps, latency, names
-
-
-# ----------------------------------------------------------------------------- formulas
-def achievable_tflops(
-    gpu_name: str, precision: str = "fp32", constants: FittedConstants | None = None
-) -> float:
-    """Fitted sustained TFLOP/s of one device for CNN training.
-
-    Raises:
-        ConfigError: for an unknown device or precision.
-    """
-    c = constants or FITTED
-    gpu = device(gpu_name)
-    if precision not in PRECISIONS:
-        raise ConfigError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    if gpu.name == "cpu":
-        return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
-    if precision == "mixed" and gpu.has_tensor_cores:
-        return gpu.peak_tflops_fp16 * c.achievable_fraction_tensor_cores
-    if gpu.name in TF32_PEAK_GPUS:
-        return gpu.peak_tflops_fp32 * c.achievable_fraction_tf32
-    return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
-
-
-def compute_time(flops_per_example: float, batch: int, tflops: float) -> float:
-    """Seconds of forward + backward (3 x forward FLOPs) for `batch` examples."""
-    return 3.0 * flops_per_example * batch / (tflops * 1e12)
-
-
-def step_compute_time(model: ModelProfile, batch: int, tflops: float) -> float:
-    """`compute_time` plus the fixed per-step launch cost."""
-    return compute_time(model.flops_per_example, batch, tflops) + STEP_LAUNCH_S
 
 
 def ring_allreduce_time(
@@ -524,46 +214,6 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
     return max(0.0, comm_s - hidden)
 
 
-def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -> float:
-    """Activation bytes one example keeps for back-propagation at `precision`.
-
-    `KEPT_ACTIVATION_FRACTION` of Strategist's own figure, which sums every layer's
-    output (counted or estimated); a user's figure (`kept_activations_given`) already
-    is what back-propagation keeps, so it is taken whole.
-    """
-    kept = 1.0 if model.kept_activations_given else KEPT_ACTIVATION_FRACTION
-    return model.activation_bytes_per_example * kept * ACTIVATION_BYTES_FACTOR[precision]
-
-
-def memory_needed_bytes(
-    model: ModelProfile, per_replica_batch: int, replicated_embedding: bool, precision: str = "fp32"
-) -> float:
-    """Bytes one GPU needs: weights, gradients, Adam state and activations.
-
-    Sparse embedding tables count only when every replica holds them
-    (all-reduce strategies); parameter servers keep them off the GPU.
-    Activations take half the bytes under `mixed` precision.
-    """
-    params = model.params if replicated_embedding else model.dense_params
-    static = params * 4 * (1 + GRADIENT_BYTES_FACTOR[precision] + OPTIMIZER_STATE_FACTOR)
-    return static + activation_bytes_per_example(model, precision) * per_replica_batch
-
-
-def max_batch_that_fits(
-    model: ModelProfile, memory_gb: float, replicated_embedding: bool, precision: str = "fp32"
-) -> int:
-    """Largest per-replica batch that fits one GPU (0 when not even the weights fit)."""
-    usable = memory_gb * 1e9 * USABLE_MEMORY_FRACTION
-    static = memory_needed_bytes(model, 0, replicated_embedding, precision)
-    per_example = activation_bytes_per_example(model, precision)
-    if static + per_example > usable:
-        return 0
-    if per_example <= 0:
-        return 1 << 30
-    return int((usable - static) // per_example)
-
-
-# ----------------------------------------------------------------------------- per strategy
 @dataclass(frozen=True)
 class _Hw:
     """A topology's sustained rates as the step-time model uses them.
@@ -581,12 +231,6 @@ class _Hw:
     net_bps: float
     ps_bps: float
     intra_lat: float
-
-
-def network_path_share(topology: Topology, constants: FittedConstants | None = None) -> float:
-    """The share of the machines' network rate `topology`'s network path delivers."""
-    c = constants or FITTED
-    return c.overlay_network_share if topology.network_path == "overlay" else 1.0
 
 
 def _hw(topology: Topology, c: FittedConstants, machines: int = 1) -> _Hw:
@@ -682,6 +326,8 @@ def predict_allreduce(
 # a base, and per hop within a machine (x 1.8 when the tree spans machines) and across
 # (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, `baseLat` and `hwLat`).
 NCCL_TREE_LL_BASE_S = 4.4e-6
+
+
 NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
 
 
@@ -710,11 +356,6 @@ def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, 
         across = int(math.log2(machines)) * NCCL_TREE_LL_HOP_S["network"]
         one = NCCL_TREE_LL_BASE_S + 2 * (within + across)
     return scalars * one
-
-
-def server_state_bytes(model: ModelProfile) -> float:
-    """The variables and their Adam state all parameter servers hold, bytes."""
-    return model.params * 4.0 * (1 + OPTIMIZER_STATE_FACTOR)
 
 
 def server_bytes_per_s(

@@ -68,7 +68,7 @@ NETWORK_RANGE_GBPS = (1.0, 100.0)
 # metal, a VM's NIC, Kubernetes pods with hostNetwork); `overlay`, a container
 # overlay network (Kubernetes kubenet, flannel VXLAN, Calico IP-in-IP), whose
 # encapsulation and bridge hops deliver only a share of the NIC's rate
-# (step_time.FittedConstants.overlay_network_share).
+# (device_compute.FittedConstants.overlay_network_share).
 NETWORK_PATHS = ("host", "overlay")
 
 

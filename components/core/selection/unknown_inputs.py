@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from components.core import model_profile as mp
 from components.core.model_profile import ModelProfile
 from components.core.selection.explanation import slower_machines_phrase
+from components.core.selection.machine_speeds import machine_gpus
+from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.prediction import Prediction
-from components.core.selection.step_time import (
-    machine_gpus,
-    max_batch_that_fits,
-)
 from components.core.selection.topology import (
     HETEROGENEITY_RANGE,
     NETWORK_RANGE_GBPS,
@@ -39,13 +38,26 @@ def _choice(rec: Answer) -> tuple[str, int, str]:
     return rec.strategy, machines, gpu
 
 
+@dataclass(frozen=True)
+class UnknownInputs:
+    """What was estimated or assumed, said, and the flags whose value changes the choice.
+
+    Attributes:
+        reasons: a sentence per estimate or assumption, with the answer at its ends.
+        deciding: the flag that settles each estimate whose ends give different choices.
+    """
+
+    reasons: tuple[str, ...] = ()
+    deciding: tuple[str, ...] = ()
+
+
 def unknown_input_reasons(
     topology: Topology,
     model: ModelProfile,
     batch_size: int,
     unstated: Sequence[str],
     answer: Callable[[Topology, ModelProfile], Answer],
-) -> list[str]:
+) -> UnknownInputs:
     """What was estimated or assumed, and the answer at the ends of the estimate:
     `answer` recommends with every other setting as asked (objective, prices,
     history), on other hardware or for another model.
@@ -63,6 +75,14 @@ def unknown_input_reasons(
     `HETEROGENEITY_RANGE` is shown beside it.
     """
     reasons = []
+    deciding: list[str] = []
+
+    def weigh(answers: Sequence[tuple[str, tuple[str, int, str]]], flag: str) -> str:
+        """`_at_both_ends`, noting `flag` as deciding when the choices differ."""
+        if len({choice for _, choice in answers}) > 1:
+            deciding.append(flag)
+        return _at_both_ends(answers)
+
     if "flops" in model.estimated:
         answers = []
         for label, per_param in (("MLP-like", mp.FLOPS_PER_PARAM_LOW),
@@ -78,7 +98,7 @@ def unknown_input_reasons(
             "The FLOPs per example were not given (--gflops-per-example), so they are an "
             f"estimate: {model.flops_per_example / 1e9:,.3g} GFLOPs "
             f"({mp.FLOPS_PER_PARAM_ESTIMATE:.0f} per parameter, between an MLP and a CNN). "
-            f"{_at_both_ends(answers)} Give --gflops-per-example "
+            f"{weigh(answers, '--gflops-per-example')} Give --gflops-per-example "
             "for one answer."
         )
     if "network" in unstated and topology.machines > 1:
@@ -88,15 +108,18 @@ def unknown_input_reasons(
         ]
         reasons.append(
             f"The network was not given (--network-gbps): {topology.network_gbps:g} Gbit/s "
-            f"per NIC is assumed. {_at_both_ends(answers)} Give "
+            f"per NIC is assumed. {weigh(answers, '--network-gbps')} Give "
             "--network-gbps (iperf between two of the machines measures it) for one answer."
         )
     if "network_path" in unstated and topology.machines > 1:
         overlay = dataclasses.replace(topology, network_path="overlay")
+        through = answer(overlay, model)
+        if _choice(through) != _choice(answer(topology, model)):
+            deciding.append("--network-path")
         reasons.append(
             "The network path was not given (--network-path): the machines' own network "
             "(host) is assumed. Through a container overlay network (Kubernetes kubenet, "
-            f"flannel VXLAN) the answer would be {_on_machines(answer(overlay, model))}. Give "
+            f"flannel VXLAN) the answer would be {_on_machines(through)}. Give "
             "--network-path for one answer."
         )
     if "heterogeneity" in unstated and topology.machines > 1:
@@ -108,7 +131,7 @@ def unknown_input_reasons(
             "How much slower the slower machines are was not given (--heterogeneous "
             f"without FACTOR): {slower_machines_phrase(topology)} assumed "
             f"{topology.heterogeneity_slowdown:g}x slower. "
-            f"{_at_both_ends(answers)} Give --heterogeneous FACTOR "
+            f"{weigh(answers, '--heterogeneous FACTOR')} Give --heterogeneous FACTOR "
             "(one step's time on the slowest machine over the fastest's) or a --gpu mix for "
             "one answer."
         )
@@ -119,7 +142,7 @@ def unknown_input_reasons(
             f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of "
             f"the published CNNs).{_batch_cap_range(topology, model, batch_size)}"
         )
-    return reasons
+    return UnknownInputs(tuple(reasons), tuple(deciding))
 
 
 def _varied(topology: Topology, field: str, values: Sequence[Any]) -> list[tuple[Any, Topology]]:

@@ -1,9 +1,9 @@
-"""What the `select_strategy` component computes, without kfp.
+"""The strategy and cluster a pipeline trains with: the selector's recommendation, or the run's own.
 
-KFP builds the component from `select.select_strategy`'s source alone, so the
-component imports this module at run time. It turns the run config and the
-target hardware into a `Topology`, asks `selection.recommend`, and returns the
-cluster the train step runs with.
+The `select_strategy` component (`components/select.py`) calls `choose_for_pipeline`
+at run time (KFP builds a component from its function's source alone). It turns
+the run config and the target hardware into a `Topology`, asks
+`selection.recommend`, and returns the cluster the train step runs with.
 """
 
 from __future__ import annotations

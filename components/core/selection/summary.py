@@ -1,0 +1,133 @@
+"""The short answer `strategist select` prints: at most 12 lines of at most 100 columns.
+
+The choice and its layout, the predicted speed, the seed's rule that decided, the
+fastest or cheaper alternative, and the flag that settles an estimate the choice depends
+on; `--explain` prints every reason and the full table (`Recommendation.to_text`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from components.core.selection.prediction import Prediction
+from components.core.strategy_spec import spec_for
+
+WIDTH = 100
+MAX_LINES = 12
+
+
+def summary_lines(rec: Any) -> list[str]:
+    """The short answer of `rec` (a `recommendation.Recommendation`), line by line."""
+    topology = rec.topology
+    if not rec.supported or rec.chosen is None:
+        lines = [
+            f"recommended: {rec.strategy} (not supported by Strategist)",
+            f"why:         {rec.model.name} does not fit one {topology.gpu} GPU's memory, even "
+            "at batch 1",
+        ]
+        return _fit([*lines, "--explain prints every reason."])
+    chosen: Prediction = rec.chosen
+    layout = chosen.layout
+    on = f"{layout.workers} machine{'s' if layout.workers > 1 else ''}"
+    gpu = chosen.machines_gpu or topology.gpu
+    if topology.gpu_mix and not chosen.machines_gpu and layout.workers == topology.machines:
+        gpu = " + ".join(f"{n} {name}" for name, n in topology.gpu_mix) + " machines' GPUs"
+    lines = [
+        f"recommended: {rec.strategy} on {on} x {layout.gpus_per_machine} {gpu}"
+        + (f", {layout.ps} parameter servers" if layout.ps else ""),
+    ]
+    if rec.deciding_inputs:  # a guess never decides silently: in the first two lines
+        lines.append(
+            "depends on:  an estimate; the choice differs at its ends: give "
+            + ", ".join(rec.deciding_inputs)
+        )
+    lines += [_speed(chosen, rec.prices), f"why:         {decided_by(rec)}"]
+    lines += [f"alternative: {a}" for a in _alternatives(rec)]
+    if rec.machine_options and rec.layout.workers == topology.machines > 1:
+        above = max([m for m, _, _, e in rec.machine_options if e >= 0.5] or [1])
+        lines.append(
+            f"note:        all {topology.machines} machines scale at "
+            f"{rec.machine_options[-1][3]:.0%} machine efficiency; {above} would stay above 50%"
+        )
+    lines.append("--explain prints every reason and the full table.")
+    return _fit(lines)
+
+
+def decided_by(rec: Any) -> str:
+    """The seed's rule that decided, in a few words, from the answer's data."""
+    topology, chosen = rec.topology, rec.chosen
+    spec = spec_for(rec.strategy)
+    if chosen.measured_examples_per_second is not None:
+        return "a measurement (--history) ranks it first"
+    if spec.uses_ps:
+        causes = [
+            word
+            for word, on in (
+                ("preemptible machines", topology.preemptible),
+                ("machines of uneven speed", topology.heterogeneous),
+                ("a large sparse embedding table", bool(rec.model.sparse_embedding_params)),
+            )
+            if on
+        ]
+        if causes:
+            return " and ".join(causes) + ": parameter servers, not slower by prediction"
+        return "asynchronous updates allowed (--async-ok) and predicted fastest"
+    if spec.single_device:
+        if topology.total_gpus > 1:
+            return "one device is predicted faster than any more of them together"
+        return "one device"
+    if chosen.layout.workers == 1:
+        if topology.machines > 1:
+            return "one machine is predicted faster than more: the network costs more than it adds"
+        return "one machine with several GPUs: synchronous all-reduce within it"
+    return "several machines, synchronous: one all-reduce ring over every GPU"
+
+
+def _speed(p: Prediction, prices: Any) -> str:
+    """Examples/s (measured or predicted), scaling efficiency and the price when known."""
+    how = "measured:   " if p.measured_examples_per_second is not None else "predicted:  "
+    text = f"{how} {p.rank_examples_per_second:,.0f} examples/s, "
+    text += f"{p.scaling_efficiency:.0%} scaling efficiency"
+    if p.usd_per_million_examples is not None:
+        currency = (prices or {}).get("currency", "USD")
+        text += f", {p.usd_per_million_examples:,.3g} {currency} per 1M examples"
+    return text
+
+
+def _alternatives(rec: Any) -> list[str]:
+    """The fastest feasible alternative of another strategy or size, and a cheaper one."""
+    chosen = rec.chosen
+    feasible = [a for a in rec.alternatives if a.feasible]
+    out = []
+    if feasible:
+        fastest = max(feasible, key=lambda a: a.rank_examples_per_second)
+        ratio = fastest.rank_examples_per_second / chosen.rank_examples_per_second
+        out.append(f"{_named(fastest)}, {fastest.rank_examples_per_second:,.0f} examples/s "
+                   f"({ratio:.2f}x)")  # fmt: skip
+    priced = [a for a in feasible if a.usd_per_million_examples is not None]
+    if chosen.usd_per_million_examples is not None and priced:
+        cheapest = min(priced, key=lambda a: a.usd_per_million_examples)
+        if cheapest.usd_per_million_examples < chosen.usd_per_million_examples and (
+            not out or cheapest is not fastest
+        ):
+            out.append(f"{_named(cheapest)} is cheaper per example, "
+                       f"{cheapest.rank_examples_per_second:,.0f} examples/s")  # fmt: skip
+    return out
+
+
+def _named(p: Prediction) -> str:
+    """A candidate and its layout: `multi_worker_mirrored on 4 machines`."""
+    machines = f"{p.layout.workers} machine{'s' if p.layout.workers > 1 else ''}"
+    servers = f", {p.layout.ps} servers" if p.layout.ps else ""
+    return f"{p.label} on {machines}{servers}"
+
+
+def _fit(lines: list[str]) -> list[str]:
+    """`lines` wrapped to `WIDTH` columns, at most `MAX_LINES` of them."""
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, WIDTH, subsequent_indent=" " * 13) or [""]
+    if len(out) > MAX_LINES:
+        out = out[: MAX_LINES - 1] + [out[-1]]
+    return out
