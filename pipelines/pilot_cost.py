@@ -122,4 +122,3 @@ def describe(costs: list[PilotCost], max_steps: int, currency: str = "USD") -> l
     total = f"{sum(priced):.3f} {currency}" if len(priced) == len(costs) else "not all priced"
     lines.append(f"  total: {total}")
     return lines
-

@@ -55,7 +55,8 @@ def test_a_pilot_through_kfp_local_stops_each_strategy_at_n_steps(tmp_path, caps
     result, _ = run_locally(
         build_comparison_pipeline(), arguments, str(tmp_path / "root"), log_path=None
     )
-    report = json.loads(open(result.outputs["comparison"].path).read())
+    with open(result.outputs["comparison"].path) as handle:
+        report = json.load(handle)
     runs = {r["strategy"]: r for r in report["results"]}
     assert set(runs) == set(STRATEGIES)
     for name, run in runs.items():
@@ -74,7 +75,8 @@ def test_a_pilot_through_kfp_local_stops_each_strategy_at_n_steps(tmp_path, caps
     comparison.write_text(json.dumps(report))
     capsys.readouterr()
     argv = ["select", "--gpu", "cpu", "--machines", "1", "--gpus-per-machine", "2",
-            "--model", "mlp", "--batch-size", "32", "--json", "--history", str(comparison)]  # fmt: skip
+            "--model", "mlp", "--batch-size", "32", "--json",
+            "--history", str(comparison)]  # fmt: skip
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
     measured = doc["measured"] or next(
@@ -117,3 +119,51 @@ def test_the_dry_run_of_a_cloud_comparison_prices_its_pilot(monkeypatch, capsys)
         assert usd == pytest.approx(hourly[name] * minutes / 60, abs=6e-4), line
     assert main([*argv, "--param", "max_steps=7"]) == 2  # refused before anything is printed
     assert "multiple of 5" in capsys.readouterr().err
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_rehearsed_vertex_comparison_pilot_stops_its_cloud_job_at_n_steps(tmp_path, monkeypatch):
+    """The pipeline's max_steps reaches every replica of the CustomJob the train step builds."""
+    import dataclasses
+    import io
+
+    from components.core.config import ClusterConfig, DataConfig, RunConfig
+    from components.core.launch.rehearsal import GCS_ROOT_ENV
+    from pipelines.comparison import build_comparison_pipeline
+    from pipelines.local_run import run_locally
+
+    bucket = "gs://pilot-bucket"
+    monkeypatch.setenv(GCS_ROOT_ENV, str(tmp_path / "gcs"))
+    (tmp_path / "tfds").mkdir()
+    run_config = RunConfig(
+        data=DataConfig(data_dir=str(tmp_path / "tfds"), num_shards=2)
+    ).to_pipeline_parameter()
+    run_config.pop("cluster")
+    cloud = {
+        "image": "us-docker.pkg.dev/p/strategist/trainer:1.0",
+        "project": "p",
+        "region": "us-central1",
+        "base_output_dir": f"{bucket}/runs/pipeline",
+        "shards_dir": f"{bucket}/shards/digits",
+    }
+    result, _ = run_locally(
+        build_comparison_pipeline(),
+        {
+            "run_config": run_config,
+            "clusters": [dataclasses.asdict(ClusterConfig("multi_worker_mirrored", workers=2))],
+            "backend": "vertex",
+            "cloud_config": cloud,
+            "rehearse": True,
+            "max_steps": 5,
+        },
+        str(tmp_path / "root"),
+        log_path=str(tmp_path / "pipeline.log"),
+        console=io.StringIO(),
+    )
+    assert "rehearsal of vertex: 2 replica(s)" in (tmp_path / "pipeline.log").read_text()
+    with open(result.outputs["comparison"].path) as handle:
+        (run,) = json.load(handle)["results"]
+    assert run["hardware"]["platform"] == "rehearsal of vertex"
+    assert (run["max_steps"], run["warmup_steps"], run["optimizer_steps"]) == (5, 1, 6)
+    assert result.outputs["winner"] == "multi_worker_mirrored"  # the only one compared

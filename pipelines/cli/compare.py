@@ -214,7 +214,7 @@ def settings(args: argparse.Namespace) -> dict:
         data=dataclasses.replace(base.data, num_shards=max(args.num_shards, most_pipelines)),
     )
     for cluster in clusters:
-        # Each step trains with the pipeline's `max_steps` in its config (launch.train_to_artifacts).
+        # Each step trains with the pipeline's `max_steps` in its config (train_to_artifacts).
         pilot = dataclasses.replace(base.training, max_steps=args.max_steps)
         run = dataclasses.replace(base, cluster=cluster, training=pilot)
         validate_run(run)

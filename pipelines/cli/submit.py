@@ -152,7 +152,11 @@ def dry_run(sub, log: Callable[[str], None] = print) -> int:
 
         prices = load_prices()
         costs = pilot_costs(
-            values["run_config"], values["clusters"], values.get("cloud_config") or {}, steps, prices
+            values["run_config"],
+            values["clusters"],
+            values.get("cloud_config") or {},
+            steps,
+            prices,
         )
         for line in describe(costs, steps, prices.currency):
             log(line)
