@@ -264,6 +264,27 @@ def check_inputs(args: argparse.Namespace, arguments: dict) -> None:
         from components.core import model_module
 
         model_module.check_isolated_import(base.model.module)
+    else:
+        _build_here(base, spec)
+
+
+def _build_here(config: RunConfig, spec) -> None:
+    """Builds a built-in model on the data's examples here, as `train`'s pre-flight does,
+    so one that does not take the data exits 2 before any task starts.
+
+    Raises:
+        ConfigError: `build_model of cnn failed: ...`, naming what the model expected.
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from components.core import model_build, models
+
+    try:
+        with tf.device("/cpu:0"):
+            model_build.build_model(models.resolve(config.model), spec)
+    finally:
+        keras.backend.clear_session()
 
 
 def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
