@@ -335,13 +335,15 @@ def test_every_flag_of_every_command_is_documented():
 
 
 def test_every_help_ends_with_examples():
-    for command, parser in _subcommand_parsers().items():
+    parsers = {"strategist": build_parser(), **_subcommand_parsers()}
+    for command, parser in parsers.items():
         text = parser.format_help()
         assert "\nexamples:\n  strategist " in text, command
         examples = text.split("\nexamples:\n", 1)[1]
         # Each example is kept whole on its line (not re-wrapped) and parses.
         lines = [line for line in examples.splitlines() if line.startswith("  strategist ")]
-        assert lines and all(line.startswith(f"  strategist {command}") for line in lines)
+        prefix = "  strategist " if command == "strategist" else f"  strategist {command}"
+        assert lines and all(line.startswith(prefix) for line in lines)
         for line in lines:
             build_parser().parse_args(shlex.split(line)[1:])
 
