@@ -479,3 +479,18 @@ def test_all_reduce_pack_mb_reaches_the_cluster_config_and_only_multi_worker_mir
     from pipelines.cli.compare import _clusters
 
     assert [c.all_reduce_pack_mb for c in _clusters(args)] == [0.0, 4.0]
+
+
+def test_every_gpu_flag_lists_the_same_gpus():
+    """One list of GPU types in every command's --help: the hardware table's."""
+    from components.core.hardware import GPUS
+
+    listed = ", ".join(GPUS)
+    helps = {
+        command: action.help
+        for command, parser in _subcommand_parsers().items()
+        for action in parser._actions
+        if "--gpu" in action.option_strings
+    }
+    assert {"train", "compare", "select", "submit", "schedule", "compile"} <= set(helps)
+    assert all(listed in text for text in helps.values()), helps

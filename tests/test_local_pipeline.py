@@ -58,6 +58,15 @@ def test_compare_writes_the_report_files(comparison_run):
     assert report["recommendation"]["strategy"]  # what `select` would have chosen
 
 
+def test_status_reads_a_comparison_folder(comparison_run, capsys):
+    _, out, _ = comparison_run
+    capsys.readouterr()
+    assert cli.main(["status", str(out)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    report = json.loads((out / "comparison.json").read_text())
+    assert status == {"state": "succeeded", "winner": report["winner"]}
+
+
 def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
     """`compare` flags reach the trainer: each record holds the config the trainer ran."""
     _, out, _ = comparison_run
@@ -116,11 +125,15 @@ def test_every_train_step_keeps_its_tensorboard_logs_as_an_artifact(comparison_r
     _, out, _ = comparison_run
     log_dirs = sorted({p.parent for p in (out / "pipeline_root").rglob("events.out.tfevents.*")})
     assert len(log_dirs) == 4, log_dirs  # 2 strategies x --repeats 2
+    strategies = []
     for log_dir in log_dirs:
         assert "tensorboard_logs" in log_dir.parts, log_dir
+        # The run's folder names its strategy: <artifact>/<strategy>/train.
+        strategies.append(log_dir.relative_to(log_dir.parents[1]).parts[0])
         epochs = scalars(log_dir)
         assert [step for step, _ in epochs["epoch_loss"]] == [0, 1, 2, 3], log_dir
         assert all(value > 0 for _, value in epochs["epoch_examples_per_second"])
+    assert sorted(strategies) == ["mirrored"] * 2 + ["parameter_server"] * 2
 
 
 def test_task_timings_are_recorded(comparison_run):

@@ -22,12 +22,15 @@ from components.core.config import (
     per_replica_from_global,
     validate_run,
 )
+from components.core.hardware import GPUS
 from components.core.strategy_spec import spec_for
 
 # One default per setting, in every subcommand that takes it.
 DEFAULT_BATCH_SIZE = TrainingConfig().per_replica_batch_size
 # The GPU a recommendation is made for (select, compare, the pipelines' `gpu`).
 DEFAULT_TARGET_GPU = "t4"
+# The GPU types every command's --gpu takes, as its --help lists them (one list).
+GPU_NAMES = ", ".join(GPUS)
 
 
 def _number(text: str, kind: type, noun: str):

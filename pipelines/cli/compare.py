@@ -36,6 +36,7 @@ OUTPUT_ENTRIES = (
     "report.html",
     "summary.md",
     "timings.json",
+    run_folder.STATUS_NAME,
     LOG_NAME,
     *PLOT_FILES,
 )
@@ -110,7 +111,7 @@ def add_parser(subparsers) -> None:
     hardware.add_argument(
         "--gpu",
         default=common.DEFAULT_TARGET_GPU,
-        help=f"GPU type, as select takes it (default: {common.DEFAULT_TARGET_GPU})",
+        help=f"GPU type: {common.GPU_NAMES} (default: {common.DEFAULT_TARGET_GPU})",
     )
     hardware.add_argument(
         "--machines", type=common.positive_int, default=1, help="machines (default: 1)"
@@ -369,6 +370,8 @@ def run(args: argparse.Namespace) -> int:
         entries=OUTPUT_ENTRIES,
         stale=OUTPUT_ENTRIES,  # nothing of a comparison resumes
     ) as output:
+        # `strategist status OUTPUT` reads a comparison's state as it reads a run's.
+        run_folder.write_status(output, "running", pid=os.getpid())
         return _compare(args, arguments, output)
 
 
@@ -400,8 +403,10 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         )
     except RuntimeError as err:
         print(f"strategist compare: error: {err}; full log: {log_path}", file=sys.stderr)
+        run_folder.write_status(output, "failed", error=str(err).splitlines()[0], log=log_path)
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: the running task was stopped
+        run_folder.write_status(output, "interrupted", signal=signal_name(interrupt))
         print(
             f"strategist compare: interrupted ({signal_name(interrupt)}); every process "
             f"was stopped. Finished tasks' outputs are kept in {output}/pipeline_root",
@@ -420,6 +425,7 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         },
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
+    run_folder.write_status(output, "succeeded", winner=report.get("winner"))
     print()
     print(comparison.summary_table(report), end="")
     print(f"{len(timings)} tasks in {wall:.1f} s. Why, the rule, hardware, plots: report.html,")

@@ -29,7 +29,8 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"container image of every step (default: {DEFAULT_IMAGE})",
     )
     parser.add_argument(
-        "--gpu", help="GPU of the train step: t4, l4, a100, ... or none (default: t4 for kubeflow)"
+        "--gpu",
+        help=f"GPU of the train step: {common.GPU_NAMES}, or none (default: t4 for kubeflow)",
     )
     common.add_train_step_gpus_argument(parser)
     parser.add_argument(

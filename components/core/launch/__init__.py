@@ -115,7 +115,9 @@ def train_to_artifacts(
             storage.write_text(gcp_resources_path, remote.gcp_resources_json([]))
         _copy_model(storage.join(source, "model"), model_dir)
         if tensorboard_dir:
-            copy_tensorboard_logs(source, tensorboard_dir)
+            # TensorBoard names a run by its folder: the strategy's, where a comparison's
+            # runs were told apart only by their loop iteration (`for-loop-1-iteration-0`).
+            copy_tensorboard_logs(source, storage.join(tensorboard_dir, config.cluster.strategy))
         run_metrics.write(metrics_path, metrics)
         return metrics
     finally:
