@@ -146,6 +146,13 @@ class TaskProgress(logging.Filter):
                 for line in self.last_tail:
                     self._line(f"      {line}")
 
+    def failure(self, err: Exception) -> str:
+        """kfp.local's error, led by the failed task's own error line when its output has one."""
+        from components.core.launch.local import error_line
+
+        own = error_line(self.last_tail)
+        return f"{own}\n{err}" if own else str(err)
+
     def on_output(self, line: str) -> None:
         """Reads one line that kfp.local or a task printed (ANSI colours removed)."""
         with self.lock:
@@ -384,6 +391,8 @@ def run_locally(
             signals_forwarded_to_tasks(),
         ):
             result = pipeline_func(**arguments)
+    except RuntimeError as err:
+        raise RuntimeError(progress.failure(err)) from err
     finally:
         progress.stop_heartbeat()
         root.removeFilter(progress)

@@ -100,6 +100,12 @@ def test_a_failed_task_shows_the_end_of_its_output():
     assert "[1/9] train parameter_server ... failure after" in text
     assert "      trainer: error: out of memory" in text
     assert progress.last_tail[-1] == "trainer: error: out of memory"
+    # compare's error and status.json's `error` (its first line) lead with the task's own.
+    failure = progress.failure(RuntimeError("Task 'train' finished with status FAILURE"))
+    assert failure.splitlines() == [
+        "trainer: error: out of memory",
+        "Task 'train' finished with status FAILURE",
+    ]
 
 
 def test_the_log_stream_keeps_everything_and_feeds_whole_lines():

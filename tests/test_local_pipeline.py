@@ -74,7 +74,7 @@ def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
     for result in report["results"]:
         ran = RunConfig.from_dict(result["run_config"])
         assert ran.training == TrainingConfig(
-            epochs=4, seed=7, warmup_epochs=0, base_learning_rate=0.002
+            epochs=4, seed=7, warmup_epochs=0, base_learning_rate=0.002, learning_rate_given=True
         )
         assert ran.data.num_shards == 2 and ran.cluster.strategy == result["strategy"]
     shapes = {
@@ -155,6 +155,13 @@ def test_the_console_shows_tasks_epochs_and_the_table_and_the_log_holds_the_rest
     # and 4 epoch lines) and the spread table.
     assert len(lines) <= 60 + 2 * 6 + 5, console
     tasks = [line for line in lines if re.match(r"^\[\d+/12\] ", line)]
+    # Off a terminal each task has a start line and an end line.
+    assert [line for line in tasks if line.endswith(" ... started")] == [
+        re.sub(r" \.\.\. [\d.]+ s$", " ... started", line)
+        for line in tasks
+        if not line.endswith(" ... started")
+    ]
+    tasks = [line for line in tasks if not line.endswith(" ... started")]
     assert len(tasks) == 12  # shard, select, plan, compare + train and evaluate per run
     trains = [line for line in tasks if " train " in line]
     # --repeats 2 runs the strategies interleaved, so drift hits both alike.
