@@ -225,7 +225,8 @@ def _validate_cloud(cloud_config: dict[str, Any] | None) -> None:
     """Refuses a `cloud_config` the train step would refuse (an unknown field), before sending."""
     if not cloud_config:
         return
-    from components.core.launch.cloud import CloudConfig, validate_identifiers
+    from components.core.launch.cloud import CloudConfig
+    from components.core.launch.cloud_checks import validate_identifiers
 
     try:
         cloud = CloudConfig(**{**cloud_config, "target": "vertex"})

@@ -9,7 +9,8 @@ import pytest
 
 from components.core.config import ClusterConfig, ConfigError, DataConfig, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch.cloud import CloudConfig, validate_cloud
+from components.core.launch.cloud import CloudConfig
+from components.core.launch.cloud_checks import validate_cloud
 
 IMAGE = "us-docker.pkg.dev/proj/strategist/strategist-trainer:1"
 
@@ -60,7 +61,7 @@ def test_a_good_config_passes_for_both_targets():
         ),
         (make_run("one_device"), make_cloud(gpus_per_machine=2), "--gpus-per-machine 1"),
         (make_run(), make_cloud(gpu=None, gpus_per_machine=2), "needs a GPU type"),
-        (make_run(), make_cloud(gpu="k80"), "unknown GPU 'k80'"),
+        (make_run(), make_cloud(gpu="k40"), "unknown GPU 'k40'"),
         (make_run(), make_cloud(project=None), "--project"),
         (make_run(), make_cloud(region=None), "--region"),
         (make_run(), make_cloud(image=None), "--image"),

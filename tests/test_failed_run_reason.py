@@ -26,7 +26,7 @@ FAILS_IN_THE_CLUSTER = textwrap.dedent("""
 
 
 def test_the_error_line_is_the_tasks_own():
-    from components.core.launch.local import ClusterFailed
+    from components.core.launch.cluster_failure import ClusterFailed
 
     tail = [
         "Traceback (most recent call last):",

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
+from components.core.launch.cluster_failure import ClusterFailed
 from components.core.launch.liveness import Liveness
-from components.core.launch.local import ClusterFailed, LocalCluster, RestartPolicy
+from components.core.launch.local import LocalCluster, RestartPolicy
 from components.core.launch.local_tasks import HOST, plan_tasks
 from components.core.signals import sigterm_raises
 from components.core.trainer import RESTARTS_ENV

@@ -544,11 +544,11 @@ def exit_and_error(argv, capsys) -> tuple[int, str]:
 def test_too_few_shards_refused_as_locally_before_any_request(
     target, digits_shards, tmp_path, monkeypatch, capsys, no_requests
 ):
-    from components.core.launch import cloud as cloudlib
+    from components.core.launch import cloud_checks
 
     # The job's gs:// shards, readable from here (as on a pipeline step's gcsfuse mount).
     monkeypatch.setattr(
-        cloudlib, "readable_shards",
+        cloud_checks, "readable_shards",
         lambda uri: digits_shards if uri == "gs://bucket/shards/digits" else None,
     )  # fmt: skip
     shape = ("--strategy", "multi_worker_mirrored", "--workers", "5")  # 4 shard files

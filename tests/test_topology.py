@@ -18,7 +18,7 @@ from tests.selection_helpers import RESNET101
     [
         Topology(0, 8),
         Topology(1, 0),
-        Topology(1, 1, "k80"),
+        Topology(1, 1, "k40"),
         Topology(1, 2, "v100", "infiniband"),
         Topology(2, 2, "v100", network_gbps=-1),
         Topology(2, 2, "v100", precision="fp8"),
@@ -58,3 +58,37 @@ def test_preemptions_whose_restarts_fill_the_hour_train_nothing(capsys):
     rec = recommend(topology, PUBLISHED_PROFILES["resnet50"], batch_size=32)
     mwm = next(a for a in rec.alternatives if a.strategy == "multi_worker_mirrored")
     assert mwm.feasible and mwm.overhead_fraction == pytest.approx(4 * 1.4 * 600 / 3600)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "memory_gb", "fp32", "tf32", "fp16"),
+    [
+        ("k80", 12, 4.37, 0, 4.37),
+        ("p4", 8, 5.5, 0, 5.5),
+        ("p100", 16, 9.3, 0, 18.7),
+        ("v100", 16, 15.7, 0, 125),
+        ("v100-32gb", 32, 15.7, 0, 125),
+        ("a10g", 24, 31.2, 62.5, 125),
+        ("a100", 40, 19.5, 156, 312),
+        ("a100-80gb", 80, 19.5, 156, 312),
+        ("h100", 80, 67, 494, 989),
+        ("h200", 141, 67, 494, 989),
+    ],
+)
+def test_gpus_as_people_describe_them_are_taken_with_their_published_specs(
+    gpu, memory_gb, fp32, tf32, fp16, capsys
+):
+    """Issue 41: h200, K80, P4, A10G and V100 32 GB were refused as unknown GPUs; each has
+    its data sheet's memory and dense peaks, FP32 and TF32 apart, and a source."""
+    from components.core.hardware import get_gpu
+
+    spec = get_gpu(gpu)
+    assert (spec.memory_gb, spec.peak_tflops_fp32, spec.peak_tflops_tf32) == (memory_gb, fp32, tf32)
+    assert spec.peak_tflops_fp16 == fp16 and (spec.source or gpu in ("t4", "p100", "v100"))
+    most = 8 if gpu != "p4" else 4
+    assert main(["select", "--machines", "2", "--gpus-per-machine", str(min(most, 4)), "--gpu",
+                 gpu, "--model", "resnet50", "--network-gbps", "25", "--explain"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.startswith("recommended: ")
+    said = "fp32 on TF32 tensor cores" if tf32 else "sustained, fp32)"
+    assert said in out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from components.core import storage
+from components.core import storage, storage_trees
 from components.core.config import RunConfig
 
 MODEL_DIR_NAME = "model"
@@ -66,7 +66,7 @@ def raw_serving(model, preprocess, spec):
 def export_model(model, output_dir: str, config: RunConfig, serving=None) -> None:
     """Saves the model as a SavedModel, atomically, with the run config in `assets.extra/`.
 
-    Saved into a local folder first, then published by `storage.staged_tree`:
+    Saved into a local folder first, then published by `storage_trees.staged_tree`:
     renamed into place on a local disk, uploaded file by file with its marker
     last on Cloud Storage and gcsfuse (which refuses folder renames). The run
     config says which model module built it, so an evaluation elsewhere
@@ -81,7 +81,7 @@ def export_model(model, output_dir: str, config: RunConfig, serving=None) -> Non
             which takes what `preprocess` returns).
     """
     signatures = None if serving is None else {"serving_default": serving}
-    with storage.staged_tree(storage.join(output_dir, MODEL_DIR_NAME)) as staging:
+    with storage_trees.staged_tree(storage.join(output_dir, MODEL_DIR_NAME)) as staging:
         # The serving model needs no optimizer (nor its warm-up schedule class).
         model.save(staging, save_format="tf", include_optimizer=False, signatures=signatures)
         # assets.extra: the SavedModel folder's place for files its loaders ignore.

@@ -23,7 +23,8 @@ from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.launch.remote import RemoteCallFailed
 from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
-from pipelines.cli.common import GPU_NAMES, bounded_int, positive_int
+from pipelines.cli.arg_types import bounded_int, positive_int
+from pipelines.cli.common import GPU_NAMES
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -252,7 +253,8 @@ def _rehearse(job: Any, cloud: CloudConfig, run: RunConfig, restarts: int = 0) -
     Raises:
         ConfigError: a job this machine cannot rehearse, before any process starts.
     """
-    from components.core.launch.local import ClusterFailed, RestartPolicy
+    from components.core.launch.cluster_failure import ClusterFailed
+    from components.core.launch.local import RestartPolicy
     from components.core.launch.rehearsal import rehearse
     from components.core.signals import exit_code, signal_name, sigterm_raises
     from pipelines.cli.train_summary import print_summary

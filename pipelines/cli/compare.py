@@ -24,7 +24,7 @@ from components.core.config import (
 from components.core.input_spec import REGRESSION
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
-from pipelines.cli import common
+from pipelines.cli import arg_types, common
 
 DEFAULT_STRATEGIES = COMPARED_BY_DEFAULT
 # Everything kfp.local and the tasks print, in the output folder.
@@ -71,7 +71,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=common.bounded_int(1, MAX_REPEATS),
+        type=arg_types.bounded_int(1, MAX_REPEATS),
         default=1,
         help=f"train each strategy N times (1 to {MAX_REPEATS}), interleaved (s1,s2,s1,s2), "
         "and report the median "
@@ -114,11 +114,11 @@ def add_parser(subparsers) -> None:
         help=f"GPU type: {common.GPU_NAMES} (default: {common.DEFAULT_TARGET_GPU})",
     )
     hardware.add_argument(
-        "--machines", type=common.positive_int, default=1, help="machines (default: 1)"
+        "--machines", type=arg_types.positive_int, default=1, help="machines (default: 1)"
     )
     hardware.add_argument(
         "--network-gbps",
-        type=common.positive_float,
+        type=arg_types.positive_float,
         default=10.0,
         help="network between machines, Gbit/s (default: 10)",
     )

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from components.core import run_metrics, storage
+from components.core import run_metrics, storage, storage_trees
 from components.core.config import BACKENDS, ConfigError, RunConfig, validate_run
 from components.core.launch import remote
 from components.core.run_metrics import RunMetrics
@@ -223,9 +223,9 @@ def _copy_model(source: str, destination: str) -> None:
     Raises:
         RuntimeError: when a Cloud Storage export is incomplete (no marker).
     """
-    if storage.is_object_store(source) and not storage.is_complete(source):
+    if storage.is_object_store(source) and not storage_trees.is_complete(source):
         raise RuntimeError(f"the model export in {source} is incomplete: the run did not finish")
-    storage.download_tree(source, destination)
+    storage_trees.download_tree(source, destination)
 
 
 def copy_tensorboard_logs(run_dir: str, destination: str) -> bool:
@@ -244,7 +244,7 @@ def copy_tensorboard_logs(run_dir: str, destination: str) -> bool:
     if not storage.exists(logs):
         storage.makedirs(destination)
         return False
-    storage.download_tree(logs, destination)
+    storage_trees.download_tree(logs, destination)
     return True
 
 

@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 from components.core import preemption
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch import remote
+from components.core.launch import cloud_checks, remote
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
@@ -44,7 +44,7 @@ def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
     """
     if cloud.target != "kubeflow":
         raise ConfigError(f"build_tfjob needs --target kubeflow, got {cloud.target!r}")
-    cloudlib.validate_cloud(run, cloud)
+    cloud_checks.validate_cloud(run, cloud)
     args = cloudlib.trainer_args(run, cloud)
     replica_specs = {
         _REPLICA_TYPES[pool.role]: kf.KubeflowOrgV1ReplicaSpec(

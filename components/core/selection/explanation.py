@@ -178,9 +178,16 @@ def _compute_sentence(
         f"gradients per step), {model.flops_per_example / 1e9:,.3g} GFLOPs forward per example; "
         f"at batch {batch} one {gpu.name} computes a step "
         f"in {chosen.single_gpu_step_s * 1e3:,.1f} ms "
-        f"(3 x forward FLOPs at {tflops:,.1f} TFLOP/s sustained, {topology.precision})."
+        f"(3 x forward FLOPs at {tflops:,.1f} TFLOP/s sustained, {_precision_said(topology)})."
         + _no_tensor_cores_note(topology)
     )
+
+
+def _precision_said(topology: Topology) -> str:
+    """The precision the step computes at: float32 on TF32 tensor cores says so."""
+    if topology.precision == "fp32" and device(topology.gpu).peak_tflops_tf32:
+        return "fp32 on TF32 tensor cores"
+    return topology.precision
 
 
 def _no_tensor_cores_note(topology: Topology) -> str:

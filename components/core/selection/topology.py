@@ -44,12 +44,17 @@ MAX_GPUS_PER_MACHINE = {
     "a100": 16,
     "a100-80gb": 16,
     "h100": 8,
+    "h200": 8,
+    "k80": 8,
+    "p4": 4,
+    "v100-32gb": 16,
+    "a10g": 8,
 }
 # The most cores of one machine: two 192-core AMD EPYC 9965 sockets. With `--gpu cpu`
 # the devices are logical CPU devices, at most one per core.
 MAX_CPU_CORES_PER_MACHINE = 384
 # Devices without NVLink (T4 and L4 are PCIe-only cards; a CPU has none).
-NO_NVLINK = frozenset({"t4", "l4", "cpu"})
+NO_NVLINK = frozenset({"t4", "l4", "k80", "p4", "a10g", "cpu"})
 # The fastest NIC on sale is 800 Gbit/s; machines carry at most 16 of them.
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
