@@ -148,7 +148,7 @@ class TaskProgress(logging.Filter):
 
     def failure(self, err: Exception) -> str:
         """kfp.local's error, led by the failed task's own error line when its output has one."""
-        from components.core.launch.local import error_line
+        from components.core.launch.cluster_failure import error_line
 
         own = error_line(self.last_tail)
         return f"{own}\n{err}" if own else str(err)
