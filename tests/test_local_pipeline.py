@@ -168,7 +168,7 @@ def test_the_console_shows_tasks_epochs_and_the_table_and_the_log_holds_the_rest
     assert [line.split()[2] for line in trains] == ["mirrored", "parameter_server"] * 2
     assert all(re.search(r" \.\.\. \d+\.\d s$", line) for line in tasks)
     assert sum("parameter_server epoch " in line for line in lines) == 8
-    assert "Strategy" in console and "Eval accuracy" in console  # the closing table
+    assert "Strategy" in console and "Eval acc." in console  # the closing table
     log_path = out / "pipeline.log"
     assert f"full log: {log_path}" in console
     for noise in ("executor_input", "INFO", "non-Python base image", "have no effect", "E0000"):
