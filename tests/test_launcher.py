@@ -630,4 +630,4 @@ def test_a_failures_last_lines_leave_out_tensorflows_start_up_notices():
     failed = ClusterFailed("chief-0", 2, tail)
     assert failed.tail == tail[-1:]
     assert str(failed).splitlines()[1:] == [f"  [chief-0] {tail[-1]}"]
-    assert failed.reason.startswith("chief-0 exited 2: build_model of cnn failed: ")
+    assert str(failed).startswith("chief-0 exited 2: build_model of cnn failed: ")

@@ -106,6 +106,17 @@ def test_a_failed_task_shows_the_end_of_its_output():
         "trainer: error: out of memory",
         "Task 'train' finished with status FAILURE",
     ]
+    # A train task's traceback ends with the launcher's ClusterFailed: its line names the task.
+    progress = TaskProgress(io.StringIO(), total=9)
+    cluster_failed = (
+        "components.core.launch.cluster_failure.ClusterFailed: chief-0 exited 2: "
+        "build_model of cnn failed: expected min_ndim=4; its last log lines:"
+    )
+    tail = [cluster_failed, "  [chief-0] trainer: error: build_model of cnn failed: ..."]
+    _run_task(progress, "train", TRAIN_INPUTS, tail, "FAILURE")
+    assert progress.failure(RuntimeError("kfp")).splitlines()[0] == (
+        "chief-0 exited 2: build_model of cnn failed: expected min_ndim=4"
+    )
 
 
 def test_the_log_stream_keeps_everything_and_feeds_whole_lines():
