@@ -24,6 +24,7 @@ from components.core.launch.remote import RemoteCallFailed
 from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
 from pipelines.cli.arg_types import bounded_int, positive_int
+from pipelines.cli.common import GPU_NAMES
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -64,9 +65,7 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
         "$STRATEGIST_GCS_LOCAL_ROOT, default runs/gcs) and send nothing",
     )
     group.add_argument("--image", help="trainer image URI (containers/Dockerfile)")
-    group.add_argument(
-        "--gpu", help="GPU type: t4, l4, v100, p100, a100, a100-80gb, h100 (default: CPU)"
-    )
+    group.add_argument("--gpu", help=f"GPU type: {GPU_NAMES} (default: CPU)")
     group.add_argument(
         "--machine-type", help="Vertex AI machine type of the training machines (override)"
     )

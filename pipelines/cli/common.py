@@ -21,6 +21,7 @@ from components.core.config import (
     per_replica_from_global,
     validate_run,
 )
+from components.core.hardware import GPUS
 from components.core.strategy_spec import spec_for
 from pipelines.cli.arg_types import (
     bounded_int,
@@ -36,6 +37,8 @@ from pipelines.cli.arg_types import (
 DEFAULT_BATCH_SIZE = TrainingConfig().per_replica_batch_size
 # The GPU a recommendation is made for (select, compare, the pipelines' `gpu`).
 DEFAULT_TARGET_GPU = "t4"
+# The GPU types every command's --gpu takes, as its --help lists them (one list).
+GPU_NAMES = ", ".join(GPUS)
 
 
 def add_gpus_per_machine_argument(

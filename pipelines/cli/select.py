@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.hardware import GPUS, INTERCONNECT_GBPS
+from components.core.hardware import INTERCONNECT_GBPS
 from components.core.models import MODELS
 from components.core.selection import model_family
 from components.core.selection.step_time import TRAINER_COMPILED_METRICS
@@ -73,7 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw.add_argument(
         "--gpu",
         default=common.DEFAULT_TARGET_GPU,
-        help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
+        help=f"GPU type: {common.GPU_NAMES}, or cpu/none for machines without GPUs "
         "(then --gpus-per-machine counts CPU devices), or a mix of machines per type, "
         f"e.g. a100:2,t4:6 (default: {common.DEFAULT_TARGET_GPU}, as compare and the "
         "pipelines)",
