@@ -27,6 +27,7 @@ from components.core import (
     model_build,
     model_export,
     models,
+    module_callbacks,
     preemption,
     run_metrics,
     sidecar,
@@ -116,7 +117,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
-        model_build.module_callbacks(module, manifest.input_spec),
+        module_callbacks.module_callbacks(module, manifest.input_spec),
         role=role,
         attempt=restarts,
     )
@@ -241,7 +242,7 @@ def _fit(
 
     TensorBoard logs go to `log_dir` (`tensorboard_callback`); each example
     goes through the model module's `preprocess`; the module's own callbacks
-    (`model_build.module_callbacks`) run after Strategist's. The checkpoint is
+    (`module_callbacks`) run after Strategist's. The checkpoint is
     written as `--checkpoint-every` says and on the preemption notice (`preemption`).
 
     Returns:

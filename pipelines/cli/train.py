@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from components.core import batching, datasets, model_build, run_folder, storage, storage_access
+from components.core import batching, datasets, model_preflight, run_folder, storage, storage_access
 from components.core.config import STRATEGIES, ConfigError, RunConfig
 from pipelines.cli import arg_types, cloud_train, common
 from pipelines.cli.train_summary import print_summary
@@ -182,7 +182,7 @@ def _run_local(args: argparse.Namespace) -> int:
         model_module.check_isolated_import(config.model.module)
         seconds = user_code.check("model", config.model.module, config.to_json())["seconds"]
     else:
-        seconds = model_build.preflight(config, manifest)
+        seconds = model_preflight.preflight(config, manifest)
     model = config.model.module or config.model.name
     print(f"train: {model} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")

@@ -86,9 +86,9 @@ def train_to_artifacts(
             from components.core.launch.local import run_local
 
             if config.model.module:  # a bad module is refused before the cluster starts
-                from components.core import datasets, model_build
+                from components.core import datasets, model_preflight
 
-                model_build.preflight(config, datasets.load_manifest(shards_dir))
+                model_preflight.preflight(config, datasets.load_manifest(shards_dir))
             metrics = run_local(config)
             source = workdir
         elif rehearse:
