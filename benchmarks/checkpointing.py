@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from benchmarks import common, overhead
-from pipelines.cli.common import positive_int
+from pipelines.cli.arg_types import positive_int
 
 STRATEGIES = ("mirrored", "multi_worker_mirrored")
 EPOCH = "epoch"

@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks import common
 from components.core.config import ClusterConfig
-from pipelines.cli.common import positive_int
+from pipelines.cli.arg_types import positive_int
 
 WARMUP_STEPS = 20
 # Floats per tensor: small enough that latency, not bandwidth, is measured.

@@ -28,7 +28,7 @@ from typing import Any
 from benchmarks import common, overhead
 from components.core.config import ClusterConfig, RunConfig, TrainingConfig
 from components.core.errors import ConfigError
-from pipelines.cli.common import positive_int
+from pipelines.cli.arg_types import positive_int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,7 +41,7 @@ from components.core.config import (
     RunConfig,
     TrainingConfig,
 )
-from pipelines.cli.common import positive_int
+from pipelines.cli.arg_types import positive_int
 
 BARE_MODULE = "benchmarks.bare_tf"
 

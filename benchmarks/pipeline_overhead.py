@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from benchmarks import common
-from pipelines.cli.common import positive_int
+from pipelines.cli.arg_types import positive_int
 
 UNAVAILABLE = 3
 

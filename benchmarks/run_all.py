@@ -33,7 +33,7 @@ from benchmarks import (
     overhead,
     pipeline_overhead,
 )
-from pipelines.cli.common import positive_int
+from pipelines.cli.arg_types import positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

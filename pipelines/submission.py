@@ -225,7 +225,8 @@ def _validate_cloud(cloud_config: dict[str, Any] | None) -> None:
     """Refuses a `cloud_config` the train step would refuse (an unknown field), before sending."""
     if not cloud_config:
         return
-    from components.core.launch.cloud import CloudConfig, validate_identifiers
+    from components.core.launch.cloud import CloudConfig
+    from components.core.launch.cloud_checks import validate_identifiers
 
     try:
         cloud = CloudConfig(**{**cloud_config, "target": "vertex"})
@@ -291,6 +292,10 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
         raise ConfigError(
             f"--param target_value must be above 0 and at most 1 for accuracy, got {accuracy}"
         )
+    if typed.get("max_steps"):
+        from components.core.config import check_max_steps
+
+        check_max_steps(typed["max_steps"])
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))

@@ -1,16 +1,16 @@
 """One worker of a 2-worker cluster: Strategist's multi_worker_mirrored, one Keras step.
 
-Run by tests/test_selection.py on a localhost cluster (benchmarks.common.run_cluster,
+Run by tests/test_step_time.py on a localhost cluster (benchmarks.common.run_cluster,
 `TF_CONFIG` from Strategist's launcher). TensorFlow logs, at INFO, how the gradients
 of the step were packed for the all-reduce
 (tensorflow/python/distribute/cross_device_ops.py: "Collective all_reduce tensors:
 N all_reduces, ... num_packs = P"); the test reads that line from the log to show
 that the strategy Strategist builds sends every gradient in one pack, after
-back-propagation, which is what `select` costs (`Topology.overlaps_backward`),
+back-propagation, which is what `select` costs (`step_time.predict_allreduce`),
 and that `--all-reduce-pack-mb` (`ClusterConfig.all_reduce_pack_mb`) splits it.
 It also counts the all-reduces of the traced train step: the packs, plus the
 scalars Keras all-reduces every step for the loss and the metric
-(`Topology.step_scalar_all_reduces`), fed as the trainer feeds it.
+(`step_time.step_scalar_seconds`), fed as the trainer feeds it.
 
 Usage: TF_CONFIG=... python tests/allreduce_pack_probe.py [PACK_MB]
 """

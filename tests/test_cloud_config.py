@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
 from components.core.config import ClusterConfig, ConfigError, DataConfig, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch.cloud import CloudConfig, validate_cloud
+from components.core.launch.cloud import CloudConfig
+from components.core.launch.cloud_checks import validate_cloud
 
 IMAGE = "us-docker.pkg.dev/proj/strategist/strategist-trainer:1"
 
@@ -60,7 +62,7 @@ def test_a_good_config_passes_for_both_targets():
         ),
         (make_run("one_device"), make_cloud(gpus_per_machine=2), "--gpus-per-machine 1"),
         (make_run(), make_cloud(gpu=None, gpus_per_machine=2), "needs a GPU type"),
-        (make_run(), make_cloud(gpu="k80"), "unknown GPU 'k80'"),
+        (make_run(), make_cloud(gpu="k40"), "unknown GPU 'k40'"),
         (make_run(), make_cloud(project=None), "--project"),
         (make_run(), make_cloud(region=None), "--region"),
         (make_run(), make_cloud(image=None), "--image"),
@@ -194,10 +196,14 @@ def test_trainer_config_gets_gcsfuse_paths_on_vertex_and_gs_on_kubeflow():
 def test_job_names_are_dns_labels():
     import datetime
 
-    name = cloudlib.job_name(
-        make_run("parameter_server"), make_cloud(), datetime.datetime(2026, 11, 3, 14, 15, 16)
-    )
-    assert name == "strategist-parameter-server-20261103-141516"
+    same_second = datetime.datetime(2026, 11, 3, 14, 15, 16)
+    names = {
+        cloudlib.job_name(make_run("parameter_server"), make_cloud(), same_second)
+        for _ in range(20)
+    }
+    assert len(names) == 20  # two submissions in one second get two names
+    for name in names:
+        assert re.fullmatch(r"strategist-parameter-server-261103-141516-[a-z0-9]{4}", name)
     assert cloudlib.job_name(make_run(), make_cloud(job_name="mine")) == "mine"
 
 

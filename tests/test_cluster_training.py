@@ -10,7 +10,8 @@ import json
 import pytest
 
 from components.core.config import ClusterConfig, DataConfig, RunConfig, TrainingConfig
-from components.core.launch.local import ClusterFailed, LocalCluster, run_local
+from components.core.launch.cluster_failure import ClusterFailed
+from components.core.launch.local import LocalCluster, run_local
 from tests.conftest import trainer_pids
 
 pytestmark = pytest.mark.cluster

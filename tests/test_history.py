@@ -469,11 +469,18 @@ def test_a_local_multi_worker_run_is_no_measurement_of_two_machines(tmp_path):
     assert rec.strategy == "multi_worker_mirrored"  # two machines did measure it
 
 
+@pytest.mark.parametrize(("value", "word"), [(float("nan"), "NaN"), (float("inf"), "Infinity")])
+def test_a_non_finite_history_figure_exits_2_naming_the_file(tmp_path, capsys, value, word):
+    path = _one_record(tmp_path, examples_per_second=value)
+    assert main([*HISTORY_ARGV, "--history", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert f"--history {path} holds {word} is not a JSON number" in captured.err
+
+
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        ({"examples_per_second": float("nan")}, "'examples_per_second' must be a finite number"),
-        ({"examples_per_second": float("inf")}, "'examples_per_second' must be a finite number"),
         ({"examples_per_second": 0}, "'examples_per_second' is 0, no measured throughput"),
         ({"workers": "two"}, "'workers' must be a whole number of at least 1, got 'two'"),
         ({"workers": True}, "'workers' must be a whole number of at least 1, got True"),

@@ -82,6 +82,23 @@ BAD_MODULES = {
         "returned optimiser; it may set optimizer, loss, metrics",
         None,
     ),
+    "callback-monitors-validation": (
+        GOOD_MODEL + "\ndef callbacks(spec):\n"
+        "    return [keras.callbacks.EarlyStopping(monitor='val_loss')]\n",
+        "monitors 'val_loss', but fit has no validation data",
+        None,
+    ),
+    "callback-backup-and-restore": (
+        GOOD_MODEL + "\ndef callbacks(spec):\n"
+        "    return [keras.callbacks.BackupAndRestore('/tmp/backup')]\n",
+        "Strategist backs up every epoch itself",
+        None,
+    ),
+    "preprocess-scales-the-images-again": (
+        GOOD_MODEL + "\ndef preprocess(image, label):\n    return image / 255.0, label\n",
+        "scales the images to at most 1/255: Strategist gives images as float32 in [0, 1]",
+        None,
+    ),
     "preprocess-breaks-the-input": (
         GOOD_MODEL + "\ndef preprocess(image, label):\n    return image[..., :0], label\n",
         "the model does not take the data",
@@ -168,21 +185,23 @@ def test_the_pre_flight_check_is_cheap(digits_shards):
     """Building the module once on the launcher's CPU and running one batch costs little."""
     import dataclasses
 
-    from components.core import datasets, model_build
+    from components.core import datasets, model_preflight
     from components.core.config import ModelConfig, RunConfig
 
     config = dataclasses.replace(RunConfig(), model=ModelConfig("cnn", str(CNN_MODULE)))
-    model_build.preflight(config, datasets.load_manifest(digits_shards))  # warm: imports, tracing
+    model_preflight.preflight(
+        config, datasets.load_manifest(digits_shards)
+    )  # warm: imports, tracing
     # CPU time, not wall time: other work on a shared machine must not fail this test.
     started = time.process_time()
-    model_build.preflight(config, datasets.load_manifest(digits_shards))
+    model_preflight.preflight(config, datasets.load_manifest(digits_shards))
     assert time.process_time() - started < 3.0
 
 
 def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp_path):
     import dataclasses
 
-    from components.core import datasets, model_build
+    from components.core import datasets, model_preflight
     from components.core.config import ModelConfig, RunConfig
 
     # NO_INPUT_LAYER's model, with a first layer that writes down each batch it is called on.
@@ -201,7 +220,7 @@ def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp
     module = tmp_path / "no_input.py"
     module.write_text(textwrap.dedent(recording))
     config = dataclasses.replace(RunConfig(), model=ModelConfig("no_input", str(module)))
-    seconds = model_build.preflight(config, datasets.load_manifest(digits_shards))
+    seconds = model_preflight.preflight(config, datasets.load_manifest(digits_shards))
     assert seconds > 0
     # Built from the input spec (symbolic, any batch: nothing computed), then called on a real
     # batch of the data: 2 of the digits' 8x8 images.
@@ -652,3 +671,25 @@ def test_a_module_can_keep_its_rate_unscaled(tmp_path):
         RunConfig(), spec, model_module.load(str(module)), batch_per_update=64
     )
     assert built.compile["learning_rate"] == pytest.approx(0.01)
+
+
+EARLY_STOPPING = (
+    GOOD_MODEL
+    + """
+def callbacks(spec):
+    # No epoch improves the loss by 10: training stops after the second.
+    return [keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=1)]
+"""
+)
+
+
+@pytest.mark.cluster
+def test_the_modules_own_callbacks_run_in_every_task(digits_shards, tmp_path):
+    """EarlyStopping from the module's callbacks(spec) stops a 6-epoch multi-worker run after
+    its second epoch, on every task at once (the all-reduced loss they all see)."""
+    module = tmp_path / "early_stopping.py"
+    module.write_text(EARLY_STOPPING)
+    out = tmp_path / "run"
+    metrics = train(module, STRATEGY_FLAGS["multi_worker_mirrored"], digits_shards, out, 6)
+    assert len(metrics["history"]["loss"]) == 2, metrics["history"]
+    assert metrics["eval_examples"] == 359

@@ -220,8 +220,8 @@ def test_a_slower_half_of_an_odd_machine_count_is_said_as_it_is(capsys):
     assert "without FACTOR): 1 of the 3 machines is assumed 1.5x slower." in (
         capsys.readouterr().out
     )
-    assert main(["select", "--machines", "4", "--gpus-per-machine", "4", "--model",
-                 "resnet50", "--network-gbps", "25", "--heterogeneous", "2", "--explain"]) == 0  # fmt: skip
+    assert main(["select", "--machines", "4", "--gpus-per-machine", "4", "--model", "resnet50",
+                 "--network-gbps", "25", "--heterogeneous", "2", "--explain"]) == 0  # fmt: skip
     assert "(half the machines are 2x slower than the rest" in capsys.readouterr().out
 
 
@@ -315,4 +315,4 @@ def test_compiled_metrics_set_the_scalars_select_charges(capsys):
     with pytest.raises(SystemExit) as refused:
         main([*base, "--compiled-metrics", "-1"])
     assert refused.value.code == 2
-    assert "--compiled-metrics: must be 0 or more, got -1" in capsys.readouterr().err
+    assert "--compiled-metrics: must be 0 to 1,000, got -1" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from components.core import datasets, promotion, run_metrics, storage
+from components.core import datasets, promotion, run_metrics, storage, storage_trees
 from components.core.config import ConfigError, RunConfig
 from components.core.run_metrics import RunMetrics
 
@@ -258,17 +258,17 @@ def test_model_export_uploads_a_savedmodel_with_its_marker_last(gs, uploads, tmp
     model_export.export_model(model, run, RunConfig())
     exported = f"{run}/{model_export.MODEL_DIR_NAME}"
     puts = [target for name, target in uploads if name == "put_file"]
-    assert puts[-1] == f"{exported}/{storage.TREE_MARKER}"[len("gs://") :]
+    assert puts[-1] == f"{exported}/{storage_trees.TREE_MARKER}"[len("gs://") :]
     assert any(p.endswith("/saved_model.pb") for p in puts)
-    assert storage.is_complete(exported)
-    marker = storage.read_json(f"{exported}/{storage.TREE_MARKER}")
+    assert storage_trees.is_complete(exported)
+    marker = storage.read_json(f"{exported}/{storage_trees.TREE_MARKER}")
     assert "saved_model.pb" in marker["files"]
 
     # A second export first withdraws the marker, then replaces the tree.
     uploads.clear()
     model_export.export_model(model, run, RunConfig())
-    assert uploads[0] == ("rm_file", f"{exported}/{storage.TREE_MARKER}"[len("gs://") :])
-    assert uploads[-1][1].endswith(storage.TREE_MARKER)
+    assert uploads[0] == ("rm_file", f"{exported}/{storage_trees.TREE_MARKER}"[len("gs://") :])
+    assert uploads[-1][1].endswith(storage_trees.TREE_MARKER)
 
     # The pipeline's train step copies it down as the Model artifact; TF loads it.
     local = tmp_path / "model"
@@ -276,7 +276,7 @@ def test_model_export_uploads_a_savedmodel_with_its_marker_last(gs, uploads, tmp
     loaded = keras.models.load_model(str(local), compile=False)
     x = np.ones((2, 4), np.float32)
     np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=1e-6)
-    storage.remove_file(f"{exported}/{storage.TREE_MARKER}")
+    storage.remove_file(f"{exported}/{storage_trees.TREE_MARKER}")
     with pytest.raises(RuntimeError, match="incomplete"):
         launch._copy_model(exported, str(tmp_path / "again"))
 
@@ -293,11 +293,11 @@ def test_trees_tree_listing_and_removal(gs, tmp_path):
     (tmp_path / "tree" / "sub").mkdir(parents=True)
     (tmp_path / "tree" / "a.txt").write_text("a")
     (tmp_path / "tree" / "sub" / "b.txt").write_text("b")
-    storage.publish_tree(str(tmp_path / "tree"), f"{gs}/t", commit_file="a.txt")
+    storage_trees.publish_tree(str(tmp_path / "tree"), f"{gs}/t", commit_file="a.txt")
     assert storage.isdir(f"{gs}/t") and storage.isfile(f"{gs}/t/sub/b.txt")
     assert storage.listdir(f"{gs}/t") == ["a.txt", "sub"]
     assert storage.glob(f"{gs}/t/*.txt") == [f"{gs}/t/a.txt"]
-    storage.download_tree(f"{gs}/t", str(tmp_path / "down"))
+    storage_trees.download_tree(f"{gs}/t", str(tmp_path / "down"))
     assert (tmp_path / "down" / "sub" / "b.txt").read_text() == "b"
     storage.remove_tree(f"{gs}/t")
     assert not storage.exists(f"{gs}/t/a.txt") and not storage.isdir(f"{gs}/t")
@@ -376,12 +376,12 @@ def test_a_rehearsed_export_is_published_file_by_file_as_in_the_cloud(monkeypatc
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model_export.export_model(model, "gs://b/run", RunConfig())
     exported = tmp_path / "b" / "run" / model_export.MODEL_DIR_NAME
-    assert (exported / storage.TREE_MARKER).is_file()
+    assert (exported / storage_trees.TREE_MARKER).is_file()
     assert keras.models.load_model(str(exported), compile=False) is not None
     # Vertex AI's gcsfuse form of the same bucket: no folder rename either.
     model_export.export_model(model, "/gcs/b/vertex-run", RunConfig())
     assert (
-        tmp_path / "b" / "vertex-run" / model_export.MODEL_DIR_NAME / storage.TREE_MARKER
+        tmp_path / "b" / "vertex-run" / model_export.MODEL_DIR_NAME / storage_trees.TREE_MARKER
     ).is_file()
 
 
@@ -439,7 +439,7 @@ def test_a_trainer_given_gs_paths_trains_under_a_rehearsal(tmp_path, tfds_dir):
     run = root / "rehearsal" / "runs" / "one"
     metrics = run_metrics.read(str(run / "metrics.json"))
     assert metrics.eval_accuracy >= 0.85
-    assert (run / "model" / storage.TREE_MARKER).is_file()
+    assert (run / "model" / storage_trees.TREE_MARKER).is_file()
     assert (run / "model" / "saved_model.pb").is_file()
     assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
     assert not (run / "backup").exists()  # finished: the backup is removed
@@ -492,7 +492,7 @@ _PATH_METHODS = {
 # The storage layer itself and its local primitives.
 # run_folder.py: a local run's folder, its flock and ownership marker; callers hand it
 # `storage.local_view` paths and skip it for a bucket (launch/local.py).
-_STORAGE_MODULES = {"storage.py", "atomic.py", "run_folder.py"}
+_STORAGE_MODULES = {"storage.py", "storage_trees.py", "atomic.py", "run_folder.py"}
 # (module, call, first argument as written): machine facts, never a user's path.
 _ALLOWED = {
     # Process start time and machine facts from /proc (Linux), not user data.
@@ -514,7 +514,7 @@ _ALLOWED = {
     # Whether this process runs inside a Vertex AI task (its gcsfuse mount point).
     ("promotion.py", "os.path.isdir", "GCSFUSE_MOUNT"),
     ("model_profile.py", ".read_text", "BUNDLED_PATH"),
-    # Shard files, written into `storage.staged_tree`'s local staging folder (published by it).
+    # Shard files, written into `storage_trees.staged_tree`'s staging folder (published by it).
     ("tfrecord.py", "open", "path"),
 }
 

@@ -73,3 +73,22 @@ def test_an_unstated_network_path_is_assumed_out_loud_with_the_overlay_answer(ca
     host = json.loads(capsys.readouterr().out)
     assert host["predicted"] == unstated["predicted"]
     assert not any(r.startswith("The network path was not given") for r in host["reasons"])
+
+
+def test_a_model_family_replaces_the_one_size_flops_guess(capsys):
+    """Issue 41: a 1.3B GPT on 8 H100 with --params alone is an estimate the answer depends
+    on; --model-family transformer --sequence-length gives 2 x params x tokens, one answer."""
+    argv = ["select", "--machines", "1", "--gpus-per-machine", "8", "--gpu", "h100",
+            "--params", "1.3e9", "--batch-size", "4", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    guessed = json.loads(capsys.readouterr().out)
+    assert guessed["depends_on"] == ["--gflops-per-example"]
+    family = ["--model-family", "transformer", "--sequence-length", "2048"]
+    assert main([*argv, *family]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["inputs"]["model"]["flops_per_example"] == 2 * 2048 * 1.3e9
+    assert doc["depends_on"] == [] and doc["strategy"] == "mirrored"
+    assert main([*argv, "--model-family", "transformer"]) == 2
+    assert "give --sequence-length" in capsys.readouterr().err
+    assert main([*argv, "--model-family", "cnn", "--sequence-length", "8"]) == 2
+    assert "--sequence-length applies to transformers" in capsys.readouterr().err

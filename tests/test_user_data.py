@@ -81,6 +81,31 @@ def test_csv_columns_by_name_for_models_with_named_inputs(csv_dir, tmp_path):
     assert features["mean_radius"].shape == (manifest.split("test").num_examples,)
 
 
+def test_whole_number_csv_columns_stay_integers(tmp_path):
+    """A column of whole numbers (an age, a count) reaches a model with named inputs as int64,
+    beside float and string columns; in the one vector of a numeric table, as numbers."""
+    mixed = tmp_path / "pets.csv"
+    rows = [f"{kind},{age},{fee / 3:.3f},{age % 2}" for age, (kind, fee) in
+            enumerate([("Cat", 10), ("Dog", 25)] * 10)]  # fmt: skip
+    mixed.write_text("type,age,fee,adopted\n" + "\n".join(rows) + "\n")
+    manifest = datasets.shard_data(
+        DataConfig(files=str(mixed), label="adopted", num_shards=1), str(tmp_path / "m")
+    )
+    dtypes = {name: f.dtype for name, f in manifest.input_spec.features.items()}
+    assert dtypes == {"type": "string", "age": "int64", "fee": "float32"}
+    features, _ = _all(manifest)
+    assert features["age"].dtype.name == "int64"
+    assert features["age"].numpy().tolist() == [4, 9, 14, 19]  # every 5th row: the test split
+
+    numeric = tmp_path / "numbers.csv"
+    numeric.write_text("age,fee,adopted\n" + "\n".join(r.split(",", 1)[1] for r in rows) + "\n")
+    manifest = datasets.shard_data(
+        DataConfig(files=str(numeric), label="adopted", num_shards=1), str(tmp_path / "n")
+    )
+    vector, _ = _all(manifest)
+    assert vector.dtype.name == "float32" and vector.numpy()[0].tolist()[0] == 4.0
+
+
 def test_float_labels_make_a_regression(csv_dir, tmp_path):
     data = DataConfig(files=str(csv_dir / "diabetes.csv"), label="progression", num_shards=2)
     manifest = datasets.shard_data(data, str(tmp_path / "s"))
@@ -414,6 +439,15 @@ def test_bad_data_is_refused_by_compare_too(bad_files, capsys):
     code = main(["compare", "--data", str(bad_files / "words.csv"), "--label", "y"])
     assert code == 2
     assert "takes one numeric input" in capsys.readouterr().err
+
+
+def test_compare_pre_flights_a_built_in_model_before_any_task_starts(csv_dir, tmp_path, capsys):
+    out = tmp_path / "compare"
+    data = ["--data", str(csv_dir / "breast_cancer.csv"), "--label", "target", "--model", "cnn"]
+    assert main(["compare", *data, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert re.search("build_model of cnn failed: .*expected min_ndim=4, found ndim=2", err), err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
 
 
 def test_compare_refuses_to_judge_a_regression_on_accuracy(csv_dir, tmp_path, capsys):

@@ -27,12 +27,16 @@ class Gpu:
         name: the name users type (`t4`, `a100`, ...).
         vertex_accelerator: `aiplatform_v1.AcceleratorType` enum name.
         gke_accelerator: value of the `cloud.google.com/gke-accelerator` label.
-        peak_tflops_fp32: dense FP32 peak (TF32 tensor cores where the GPU has them).
-        peak_tflops_fp16: dense FP16/BF16 tensor-core peak.
+        peak_tflops_fp32: dense FP32 peak on the CUDA cores.
+        peak_tflops_fp16: dense FP16/BF16 peak (tensor cores where the GPU has them; the
+            FP32 figure where FP16 computes no faster).
         memory_gb: device memory.
         default_interconnect: the link between GPUs of one machine.
         machine_types: GPUs per machine -> the Vertex AI machine type that takes them.
         compute_capability: NVIDIA's CUDA compute capability (0 for a CPU).
+        peak_tflops_tf32: dense TF32 tensor-core peak, what float32 training runs at on
+            Ampere and later (TensorFlow enables TF32 by default); 0 without TF32.
+        source: where the figures come from.
     """
 
     name: str
@@ -44,6 +48,8 @@ class Gpu:
     default_interconnect: str
     machine_types: dict[int, str]
     compute_capability: float = 0.0
+    peak_tflops_tf32: float = 0.0
+    source: str = ""
 
     @property
     def has_tensor_cores(self) -> bool:
@@ -79,6 +85,14 @@ class Gpu:
             ) from None
 
 
+A100_SOURCE = (
+    "NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5, TF32 156 dense (312 sparse), FP16/BF16 "
+    "312 dense TFLOPS; 40 or 80 GB; NVLink 600 GB/s"
+)
+H100_SOURCE = (
+    "NVIDIA H100 Tensor Core GPU datasheet (SXM): FP32 67, TF32 494 dense (989 sparse), "
+    "FP16/BF16 989 dense TFLOPS; 80 GB; NVLink 900 GB/s"
+)
 # Peak figures from the vendors' data sheets; machine types from Google Cloud's
 # GPU machine-type tables; compute capabilities from developer.nvidia.com/cuda-gpus.
 GPUS: dict[str, Gpu] = {
@@ -132,7 +146,7 @@ GPUS: dict[str, Gpu] = {
             "a100",
             "NVIDIA_TESLA_A100",
             "nvidia-tesla-a100",
-            156.0,
+            19.5,
             312.0,
             40,
             "nvlink",
@@ -144,28 +158,103 @@ GPUS: dict[str, Gpu] = {
                 16: "a2-megagpu-16g",
             },
             compute_capability=8.0,
+            peak_tflops_tf32=156.0,
+            source=A100_SOURCE,
         ),
         Gpu(
             "a100-80gb",
             "NVIDIA_A100_80GB",
             "nvidia-a100-80gb",
-            156.0,
+            19.5,
             312.0,
             80,
             "nvlink",
             {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
             compute_capability=8.0,
+            peak_tflops_tf32=156.0,
+            source=A100_SOURCE,
         ),
         Gpu(
             "h100",
             "NVIDIA_H100_80GB",
             "nvidia-h100-80gb",
-            494.0,
+            67.0,
             989.0,
             80,
             "nvlink",
             {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"},
             compute_capability=9.0,
+            peak_tflops_tf32=494.0,
+            source=H100_SOURCE,
+        ),
+        Gpu(
+            "h200",
+            "NVIDIA_H200_141GB",
+            "nvidia-h200-141gb",
+            67.0,
+            989.0,
+            141,
+            "nvlink",
+            {8: "a3-ultragpu-8g"},
+            compute_capability=9.0,
+            peak_tflops_tf32=494.0,
+            source="NVIDIA H200 Tensor Core GPU datasheet (SXM: FP32 67, TF32 494 dense "
+            "(989 sparse), FP16/BF16 989 dense, 141 GB HBM3e, NVLink 900 GB/s); a3-ultragpu-8g "
+            "(cloud.google.com/compute/docs/gpus#h200-gpus)",
+        ),
+        Gpu(
+            "k80",
+            "NVIDIA_TESLA_K80",
+            "nvidia-tesla-k80",
+            4.37,
+            4.37,
+            12,
+            "pcie",
+            {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"},
+            compute_capability=3.7,
+            source="NVIDIA Tesla K80 datasheet: 8.73 FP32 TFLOPS at boost and 24 GB per board "
+            "of two GK210 GPUs; Compute Engine sells each GK210 as one GPU (half of each), "
+            "no FP16 speed-up; retired from Compute Engine in 2024",
+        ),
+        Gpu(
+            "p4",
+            "NVIDIA_TESLA_P4",
+            "nvidia-tesla-p4",
+            5.5,
+            5.5,
+            8,
+            "pcie",
+            {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+            compute_capability=6.1,
+            source="NVIDIA Tesla P4 datasheet: FP32 5.5 TFLOPS, 8 GB GDDR5, PCIe gen 3 (no fast "
+            "FP16: its 22 TOPS are INT8)",
+        ),
+        Gpu(
+            "v100-32gb",
+            "",
+            "",
+            15.7,
+            125.0,
+            32,
+            "nvlink",
+            {},
+            compute_capability=7.0,
+            source="NVIDIA V100 datasheet (SXM2 32 GB: FP32 15.7, tensor 125 TFLOPS, NVLink "
+            "300 GB/s); sold by AWS (p3dn.24xlarge) and in DGX systems, not by Vertex AI",
+        ),
+        Gpu(
+            "a10g",
+            "",
+            "",
+            31.2,
+            125.0,
+            24,
+            "pcie",
+            {},
+            compute_capability=8.6,
+            peak_tflops_tf32=62.5,
+            source="NVIDIA A10 datasheet (FP32 31.2, TF32 62.5 and FP16 125 TFLOPS dense, 24 GB, "
+            "PCIe gen 4); the A10G is AWS's variant in g5 instances, not sold by Vertex AI",
         ),
     )
 }

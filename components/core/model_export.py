@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from components.core import storage
+from components.core import storage, storage_trees
 from components.core.config import RunConfig
 
 MODEL_DIR_NAME = "model"
@@ -28,7 +28,7 @@ def raw_serving(model, preprocess, spec):
         spec: the data's `InputSpec` (the raw features by name).
 
     Returns:
-        A concrete function taking each raw feature by name (a batch of it) and
+        A `tf.function` taking each raw feature by name (a batch of it) and
         returning `{"outputs": ...}`; None without `preprocess`.
     """
     if preprocess is None:
@@ -44,7 +44,17 @@ def raw_serving(model, preprocess, spec):
     names = list(spec.features)
     label_dtype = tf.as_dtype(spec.label.dtype)
 
-    def serve(**features):
+    # A function with its input signature, not a concrete function: under a multi-worker
+    # strategy a concrete function over distributed variables cannot be saved
+    # (tf.saved_model.save says so and asks for this form).
+    signature = [
+        tf.TensorSpec((None, *f.shape), tf.as_dtype(f.dtype), name=name)
+        for name, f in spec.features.items()
+    ]
+
+    @tf.function(input_signature=signature)
+    def serve(*tensors):
+        features = dict(zip(names, tensors, strict=True))
         raw = features[names[0]] if len(names) == 1 else features
         examples = tf.shape(tf.nest.flatten(raw)[0])[0]
         labels = tf.zeros([examples], label_dtype)
@@ -55,18 +65,13 @@ def raw_serving(model, preprocess, spec):
         )
         return {"outputs": model(inputs, training=False)}
 
-    return tf.function(serve).get_concrete_function(
-        **{
-            name: tf.TensorSpec((None, *f.shape), tf.as_dtype(f.dtype), name=name)
-            for name, f in spec.features.items()
-        }
-    )
+    return serve
 
 
 def export_model(model, output_dir: str, config: RunConfig, serving=None) -> None:
     """Saves the model as a SavedModel, atomically, with the run config in `assets.extra/`.
 
-    Saved into a local folder first, then published by `storage.staged_tree`:
+    Saved into a local folder first, then published by `storage_trees.staged_tree`:
     renamed into place on a local disk, uploaded file by file with its marker
     last on Cloud Storage and gcsfuse (which refuses folder renames). The run
     config says which model module built it, so an evaluation elsewhere
@@ -81,7 +86,7 @@ def export_model(model, output_dir: str, config: RunConfig, serving=None) -> Non
             which takes what `preprocess` returns).
     """
     signatures = None if serving is None else {"serving_default": serving}
-    with storage.staged_tree(storage.join(output_dir, MODEL_DIR_NAME)) as staging:
+    with storage_trees.staged_tree(storage.join(output_dir, MODEL_DIR_NAME)) as staging:
         # The serving model needs no optimizer (nor its warm-up schedule class).
         model.save(staging, save_format="tf", include_optimizer=False, signatures=signatures)
         # assets.extra: the SavedModel folder's place for files its loaders ignore.

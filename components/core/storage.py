@@ -55,8 +55,6 @@ from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
 LOCAL_ROOT_ENV = "STRATEGIST_GCS_LOCAL_ROOT"
 # gcsfs reads this too (as google-cloud-storage does): a Cloud Storage emulator's address.
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
-# Written last into a published folder that has no commit file of its own.
-TREE_MARKER = "_STRATEGIST_COMPLETE.json"
 # What `open_bytes` fetches of a `gs://` object at a time.
 _READ_AHEAD_BYTES = 8 << 20
 
@@ -109,10 +107,10 @@ def join(base: str | os.PathLike, *parts: str) -> str:
 
 def is_remote(path: str | os.PathLike) -> bool:
     """True for a `gs://` URI served by Cloud Storage (not mapped by a rehearsal)."""
-    return _remote(os.fspath(path)) is not None
+    return object_key(os.fspath(path)) is not None
 
 
-def _remote(path: str) -> str | None:
+def object_key(path: str) -> str | None:
     """`bucket/key` of a `gs://` URI Cloud Storage serves, or None for a local file."""
     if not is_gs(path) or os.environ.get(LOCAL_ROOT_ENV):
         return None
@@ -135,20 +133,20 @@ def filesystem():
 
 def exists(path: str | os.PathLike) -> bool:
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     return os.path.exists(local_view(text)) if key is None else filesystem().exists(key)
 
 
 def isdir(path: str | os.PathLike) -> bool:
     """A folder, or on Cloud Storage a prefix that holds objects."""
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     return os.path.isdir(local_view(text)) if key is None else filesystem().isdir(key)
 
 
 def isfile(path: str | os.PathLike) -> bool:
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     return os.path.isfile(local_view(text)) if key is None else filesystem().isfile(key)
 
 
@@ -159,7 +157,7 @@ def size(path: str | os.PathLike) -> int:
         FileNotFoundError: when there is none.
     """
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         return os.path.getsize(local_view(text))
     info = filesystem().info(key)
@@ -175,7 +173,7 @@ def modified(path: str | os.PathLike) -> float:
         FileNotFoundError: when there is none.
     """
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         return os.path.getmtime(local_view(text))
     # gcsfs gives the object's `updated` time as `mtime` (a datetime).
@@ -189,7 +187,7 @@ def listdir(path: str | os.PathLike) -> list[str]:
         FileNotFoundError: when it does not exist.
     """
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         return sorted(os.listdir(local_view(text)))
     fs = filesystem()
@@ -200,7 +198,7 @@ def listdir(path: str | os.PathLike) -> list[str]:
 
 def glob(pattern: str) -> list[str]:
     """Paths matching a shell pattern, sorted, in the pattern's own form (`gs://` stays)."""
-    key = _remote(pattern)
+    key = object_key(pattern)
     if key is not None:
         return sorted(GS_PREFIX + match for match in filesystem().glob(key))
     import glob as globlib
@@ -218,7 +216,7 @@ def glob(pattern: str) -> list[str]:
 def find(folder: str | os.PathLike, name: str) -> list[str]:
     """Every file called `name` at any depth under `folder`, sorted, in the folder's form."""
     text = os.fspath(folder)
-    key = _remote(text)
+    key = object_key(text)
     if key is not None:
         # gcsfs `find` lists every object under the prefix, however deep.
         found = filesystem().find(key)
@@ -247,7 +245,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
         OSError: when it cannot be read, is not a regular file, or is over `limit`.
     """
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         local = local_view(text)
         if limit is not None:
@@ -301,7 +299,7 @@ def open_bytes(path: str | os.PathLike) -> BinaryIO:
         FileNotFoundError: when there is none.
     """
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         return open(local_view(text), "rb")  # noqa: SIM115  (the caller closes it)
     # Read ahead in large blocks: gcsfs's default ("adaptive") fetches exactly what each
@@ -324,7 +322,7 @@ def read_json(path: str | os.PathLike) -> Any:
 def makedirs(path: str | os.PathLike) -> None:
     """Creates a folder and its parents; nothing on Cloud Storage, which has no folders."""
     text = os.fspath(path)
-    if _remote(text) is None:
+    if object_key(text) is None:
         os.makedirs(local_view(text), exist_ok=True)
 
 
@@ -335,7 +333,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     Cloud Storage: one object upload, which becomes visible only when complete.
     """
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         atomic.write_bytes(local_view(text), data)
         return
@@ -370,7 +368,7 @@ def staged_file(final: str | os.PathLike) -> Iterator[str]:
     Cloud Storage: it is a local temporary file uploaded as one object.
     """
     text = os.fspath(final)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         with atomic.staged_file(local_view(text)) as tmp:
             yield tmp
@@ -385,7 +383,7 @@ def staged_file(final: str | os.PathLike) -> Iterator[str]:
 def remove_tree(path: str | os.PathLike) -> None:
     """Removes a folder (or a prefix of objects) and everything below; nothing if absent."""
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         shutil.rmtree(local_view(text), ignore_errors=True)
         return
@@ -398,120 +396,18 @@ def remove_tree(path: str | os.PathLike) -> None:
 def remove_empty_dir(path: str | os.PathLike) -> None:
     """Removes a local folder if it is empty; Cloud Storage has no empty folders to remove."""
     text = os.fspath(path)
-    if _remote(text) is None:
+    if object_key(text) is None:
         with contextlib.suppress(OSError):
             os.rmdir(local_view(text))
-
-
-# -- folders ---------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def staged_tree(final: str | os.PathLike, commit_file: str = TREE_MARKER) -> Iterator[str]:
-    """A local folder to write a whole tree into; on success it is published at `final`.
-
-    A reader that finds `final/commit_file` finds the whole tree:
-
-    - local: the folder is built beside `final` and renamed into its place
-      (`atomic.staged_dir`);
-    - `gs://` and `/gcs/` (gcsfuse refuses folder renames): it is built in a
-      local temporary folder, the old tree's commit file is removed first, then
-      the old tree, then every file is uploaded and `commit_file` goes last.
-
-    When the writer leaves no `commit_file` in the folder, a marker listing
-    every file and its size is written as it.
-
-    Args:
-        final: where the tree goes.
-        commit_file: the file, relative to the tree, whose presence means
-            complete (`manifest.json` for shards; the default marker otherwise).
-    """
-    text = os.fspath(final)
-    if not is_object_store(text):
-        with atomic.staged_dir(local_view(text)) as staging:
-            yield staging
-            _ensure_commit_file(staging, commit_file)
-        return
-    with tempfile.TemporaryDirectory(prefix="strategist-tree-") as staging:
-        yield staging
-        _ensure_commit_file(staging, commit_file)
-        publish_tree(staging, text, commit_file)
-
-
-def _ensure_commit_file(folder: str, commit_file: str) -> None:
-    marker = os.path.join(folder, commit_file)
-    if os.path.exists(marker):
-        return
-    files = {
-        relative: os.path.getsize(os.path.join(folder, relative)) for relative in _files(folder)
-    }
-    atomic.write_json(marker, {"files": files})
-
-
-def _files(folder: str) -> list[str]:
-    """Relative paths of every file below a local folder, sorted."""
-    found = []
-    for root, _, names in os.walk(folder):
-        for name in names:
-            found.append(os.path.relpath(os.path.join(root, name), folder))
-    return sorted(found)
-
-
-def publish_tree(local_dir: str, final: str, commit_file: str = TREE_MARKER) -> None:
-    """Uploads a local folder to `final` file by file, `commit_file` last; no folder rename.
-
-    The old tree's commit file is removed before anything else, so a reader
-    never takes a mix of old and new files for a complete tree.
-    """
-    files = [f for f in _files(local_dir) if f != commit_file]
-    if commit_file not in _files(local_dir):
-        raise FileNotFoundError(f"{local_dir} has no {commit_file} to publish last")
-    target = join(final, commit_file)
-    if exists(target):
-        remove_file(target)
-    remove_tree(final)
-    for relative in [*files, commit_file]:
-        source = os.path.join(local_dir, relative)
-        destination = join(final, *relative.split(os.sep))
-        key = _remote(destination)
-        if key is None:
-            local = local_view(destination)
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            # A file rename (not a folder's): gcsfuse allows it.
-            with atomic.staged_file(local) as tmp:
-                shutil.copyfile(source, tmp)
-        else:
-            filesystem().put_file(source, key)
 
 
 def remove_file(path: str | os.PathLike) -> None:
     """Removes one file or object; nothing if absent."""
     text = os.fspath(path)
-    key = _remote(text)
+    key = object_key(text)
     if key is None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(local_view(text))
         return
     with contextlib.suppress(FileNotFoundError):
         filesystem().rm_file(key)
-
-
-def is_complete(folder: str | os.PathLike, commit_file: str = TREE_MARKER) -> bool:
-    """True when a tree published by `staged_tree` is whole (its commit file exists)."""
-    return exists(join(folder, commit_file))
-
-
-def download_tree(source: str | os.PathLike, destination: str) -> None:
-    """Copies a folder (local, `/gcs/` or `gs://`) to a local folder, replacing it."""
-    text = os.fspath(source)
-    shutil.rmtree(destination, ignore_errors=True)
-    key = _remote(text)
-    if key is None:
-        shutil.copytree(local_view(text), destination)
-        return
-    fs = filesystem()
-    for remote in fs.find(key):
-        relative = posixpath.relpath(remote, key)
-        local = os.path.join(destination, *relative.split("/"))
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        fs.get_file(remote, local)

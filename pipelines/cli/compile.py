@@ -6,7 +6,7 @@ import argparse
 
 from components.core.targets import add_target_argument
 from components.image import DEFAULT_IMAGE
-from pipelines.cli import common
+from pipelines.cli import arg_types, common
 
 
 def add_parser(subparsers) -> None:
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--gpu",
-        help="GPU of the train step: t4, l4, v100, a100, ... or none "
+        help=f"GPU of the train step: {common.GPU_NAMES}, or none "
         "(default: t4 for kubeflow, none for vertex, where training runs as a custom job)",
     )
     common.add_train_step_gpus_argument(parser)
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.compile import compile_pipeline, placement_for
     from pipelines.scheduling import spec_defaults
 
-    common.output_file(args.output)
+    arg_types.output_file(args.output)
     gpu = args.gpu if args.gpu is not None else ("t4" if args.target == "kubeflow" else None)
     gpus = args.gpus_per_machine
     path = compile_pipeline(

@@ -11,17 +11,17 @@ from collections.abc import Sequence
 from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.hardware import GPUS, INTERCONNECT_GBPS
+from components.core.hardware import INTERCONNECT_GBPS
 from components.core.models import MODELS
+from components.core.selection import model_family
 from components.core.selection.step_time import TRAINER_COMPILED_METRICS
 from components.core.selection.topology import (
     CPU_NAMES,
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
     HETEROGENEITY_SLOWDOWN,
-    RESTART_COST_S,
 )
-from pipelines.cli import common
+from pipelines.cli import arg_types, common, preemption_flags
 
 # `--heterogeneous` without a factor: the slowdown is assumed, and the reasons say so
 # (not a string: argparse would pass a string const through `type`).
@@ -73,7 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw.add_argument(
         "--gpu",
         default=common.DEFAULT_TARGET_GPU,
-        help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
+        help=f"GPU type: {common.GPU_NAMES}, or cpu/none for machines without GPUs "
         "(then --gpus-per-machine counts CPU devices), or a mix of machines per type, "
         f"e.g. a100:2,t4:6 (default: {common.DEFAULT_TARGET_GPU}, as compare and the "
         "pipelines)",
@@ -119,15 +119,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="fp32",
         help="fp32 or mixed (FP16/BF16 tensor cores) (default: fp32)",
     )
-    hw.add_argument("--preemptible", action="store_true", help="Spot/preemptible machines")
-    hw.add_argument(
-        "--preemptions-per-machine-hour",
-        type=float,
-        help="expected preemptions of one preemptible machine per hour, below "
-        f"{3600 / RESTART_COST_S:g} (each restart costs about {RESTART_COST_S:.0f} s, so "
-        f"{3600 / RESTART_COST_S:g} an hour leave no time to train; default: 1/24, "
-        "Compute Engine ends preemptible VMs within 24 h)",
-    )
+    preemption_flags.add_preemption_arguments(hw)
     hw.add_argument(
         "--input-examples-per-second",
         type=float,
@@ -152,7 +144,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"benchmark model ({', '.join(PUBLISHED_ONLY)})",
     )
     which.add_argument(
-        "--params", type=common.whole_number, help="parameter count instead of a model, e.g. 2e9"
+        "--params", type=arg_types.whole_number, help="parameter count instead of a model, e.g. 2e9"
     )
     model.add_argument(
         "--gflops-per-example",
@@ -160,6 +152,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="forward GFLOPs per example with --params (default: estimated, and the "
         "answer is shown for an MLP-like and a CNN-like model)",
     )
+    model.add_argument("--model-family", choices=model_family.FAMILIES, help="with --params and no "
+                       "--gflops-per-example: FLOPs from the family (transformer: 2 x params "
+                       "x --sequence-length) instead of the MLP-to-CNN estimate")  # fmt: skip
+    model.add_argument("--sequence-length", type=int, help="tokens per example of a transformer")
     model.add_argument(
         "--activation-bytes-per-example",
         type=float,
@@ -169,12 +165,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     model.add_argument(
         "--classes",
-        type=common.positive_int,
+        type=arg_types.positive_int,
         help=f"classes of a registry model, up to {MAX_CLASSES:,} (default: 10)",
     )
     model.add_argument(
         "--sparse-embedding-params",
-        type=common.whole_number,
+        type=arg_types.whole_number,
         default=0,
         help="parameters in a sparse embedding table added to the model, up to "
         f"{model_profile.MAX_SPARSE_EMBEDDING_PARAMS:,}, ten times the largest published "
@@ -182,7 +178,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     model.add_argument(
         "--embedding-dim",
-        type=common.positive_int,
+        type=arg_types.positive_int,
         help="embedding row width, with --sparse-embedding-params (default: 64)",
     )
     model.add_argument(
@@ -206,7 +202,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     run.add_argument(
         "--all-reduce-pack-mb",
-        type=common.non_negative_float,
+        type=arg_types.non_negative_float,
         default=0.0,
         help="multi_worker_mirrored all-reduces in packs of this many MB (as `train "
         "--all-reduce-pack-mb`), which overlap back-propagation; 0: one pack after it, "
@@ -214,7 +210,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     run.add_argument(
         "--compiled-metrics",
-        type=common.bounded_int(0, 1000),
+        type=arg_types.bounded_int(0, 1000),
         default=TRAINER_COMPILED_METRICS,
         help="metrics the model is compiled with besides its loss, 0 to 1,000 (default: "
         f"{TRAINER_COMPILED_METRICS}, the trainer's accuracy for a classifier; a "
@@ -257,12 +253,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     output.add_argument(
         "--markdown", action="store_true", help="print the recommendation as Markdown"
     )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="print every reason and the full table of candidates (default: the short "
-        "answer, at most 12 lines)",
-    )
+    parser.add_argument("--explain", action="store_true", help="print every reason and the "
+                        "full table (default: the short answer, at most 12 lines)")  # fmt: skip
     parser.set_defaults(run=run_select)
     return parser
 
@@ -284,12 +276,19 @@ def build_profile(args: argparse.Namespace):
                     f"--gflops-per-example must be a positive number, got {args.gflops_per_example}"
                 )
             flops = args.gflops_per_example * 1e9
+        per_param = model_family.flops_per_param(args.model_family, args.sequence_length)
+        if per_param is not None:
+            if flops is not None:
+                raise ConfigError("--model-family estimates --gflops-per-example: give one")
+            flops = per_param * args.params
         activations = args.activation_bytes_per_example
         if activations is not None and not 0 <= activations < math.inf:
             raise ConfigError(
                 f"--activation-bytes-per-example must be 0 or a positive number, got {activations}"
             )
         profile = model_profile.from_params(args.params, flops, activations)
+        if args.model_family == "transformer" and activations is None:
+            profile = model_family.with_transformer_activations(profile)
     elif args.model in MODELS:
         classes = args.classes or model_profile.BUNDLED_CLASSES
         if classes > MAX_CLASSES:
@@ -320,6 +319,7 @@ def _check_model_flags_apply(args: argparse.Namespace, registry: Sequence[str]) 
         for flag, value in (
             ("--gflops-per-example", args.gflops_per_example),
             ("--activation-bytes-per-example", args.activation_bytes_per_example),
+            ("--model-family", args.model_family),
         ):
             if value is not None:
                 raise ConfigError(
@@ -450,6 +450,8 @@ def run_select(args: argparse.Namespace) -> int:
         network_gbps=(DEFAULT_NETWORK_GBPS if args.network_gbps is None else args.network_gbps),
         precision=args.precision,
         preemptible=args.preemptible,
+        checkpoint_every=args.checkpoint_every,
+        examples_per_epoch=args.examples_per_epoch,
         heterogeneous=factor is not None,
         heterogeneity_slowdown=factor if isinstance(factor, float) else HETEROGENEITY_SLOWDOWN,
         nics=1 if args.nics is None else args.nics,

@@ -7,9 +7,9 @@ import dataclasses
 import os
 import sys
 
-from components.core import batching, datasets, model_build, run_folder, storage, storage_access
+from components.core import batching, datasets, model_preflight, run_folder, storage, storage_access
 from components.core.config import STRATEGIES, ConfigError, RunConfig
-from pipelines.cli import cloud_train, common
+from pipelines.cli import arg_types, cloud_train, common
 from pipelines.cli.train_summary import print_summary
 
 # Whole-cluster restarts a run may take: each costs a start-up and a redone epoch.
@@ -59,14 +59,14 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--restarts",
-        type=common.bounded_int(0, MAX_RESTARTS),
+        type=arg_types.bounded_int(0, MAX_RESTARTS),
         default=0,
         help="whole-cluster restarts allowed after a task fails, 0 to "
         f"{MAX_RESTARTS}; training resumes from the last finished epoch (default: 0)",
     )
     parser.add_argument(
         "--stall-timeout",
-        type=common.bounded_int(0, 7 * 24 * 3600),
+        type=arg_types.bounded_int(0, 7 * 24 * 3600),
         default=3600,
         help="seconds a local run may go without progress before its first epoch ends; "
         "after it, 10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
@@ -153,8 +153,9 @@ def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
+    from components.core.launch.cluster_failure import ClusterFailed
     from components.core.launch.liveness import Liveness
-    from components.core.launch.local import ClusterFailed, RestartPolicy, run_local
+    from components.core.launch.local import RestartPolicy, run_local
     from components.core.launch.preflight import check_rehearsal
 
     output = common.default_output_dir("train") if args.output is None else args.output
@@ -187,7 +188,7 @@ def _run_local(args: argparse.Namespace) -> int:
         model_module.check_isolated_import(config.model.module)
         seconds = user_code.check("model", config.model.module, config.to_json())["seconds"]
     else:
-        seconds = model_build.preflight(config, manifest)
+        seconds = model_preflight.preflight(config, manifest)
     model = config.model.module or config.model.name
     print(f"train: {model} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")

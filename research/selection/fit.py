@@ -93,7 +93,9 @@ def _peak_tflops(case: Mapping[str, Any]) -> float:
     if spec:
         return spec["peak_tflops_fp32"]
     gpu = GPUS[case["gpu"]]
-    return gpu.peak_tflops_fp16 if _on_tensor_cores(case) else gpu.peak_tflops_fp32
+    if _on_tensor_cores(case):
+        return gpu.peak_tflops_fp16
+    return gpu.peak_tflops_tf32 or gpu.peak_tflops_fp32
 
 
 def _on_tensor_cores(case: Mapping[str, Any]) -> bool:

@@ -55,7 +55,8 @@ def published_run(case: Mapping[str, Any], xla: bool, network_path: str) -> Publ
     topology = Topology(
         machines=case["machines"],
         gpus_per_machine=case["gpus_per_machine"],
-        gpu=gpu if gpu in GPUS else "v100",
+        # a GPU with a `gpu_spec` of its own stays a V100 whose compute the spec rescales
+        gpu=gpu if gpu in GPUS and not case.get("gpu_spec") else "v100",
         interconnect=case["interconnect"],
         network_gbps=float(case.get("network_gbps") or 10.0),
         nics=int(case.get("nics", 1)),

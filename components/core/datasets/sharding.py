@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from components.core import data_sources, storage, tfds_source
+from components.core import data_sources, storage, storage_trees, tfds_source
 from components.core.config import ConfigError, DataConfig
 from components.core.data_sources import INT, StoredFeature
 from components.core.datasets.input_pipeline import record_decoder
@@ -129,7 +129,7 @@ def shard_data(
         log(f"shards: reusing {shards_dir} ({_describe(existing)})")
         return existing
     started = time.perf_counter()
-    with storage.staged_tree(shards_dir, commit_file=MANIFEST_NAME) as staging:
+    with storage_trees.staged_tree(shards_dir, commit_file=MANIFEST_NAME) as staging:
         if data.files:
             manifest = _shard_files(data, staging, log)
         else:
@@ -280,7 +280,7 @@ def import_shards(source_dir: str, shards_dir: str) -> Manifest:
     """
 
     manifest = load_manifest(source_dir, verify_records=True)
-    with storage.staged_tree(shards_dir, commit_file=MANIFEST_NAME) as staging:
+    with storage_trees.staged_tree(shards_dir, commit_file=MANIFEST_NAME) as staging:
         names = [f.path for split in manifest.splits.values() for f in split.files]
         if manifest.record_format == TFDS_RECORDS:
             names.append(TFDS_FEATURES_NAME)

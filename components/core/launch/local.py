@@ -38,6 +38,7 @@ from components.core import run_folder, run_metrics, sidecar, storage
 from components.core.config import ConfigError, RunConfig
 from components.core.divergence import DIVERGED_EXIT
 from components.core.launch import netns
+from components.core.launch.cluster_failure import ClusterFailed
 from components.core.launch.liveness import Liveness, StallWatch
 from components.core.launch.local_tasks import (
     HOST,
@@ -74,57 +75,8 @@ _NOISE = re.compile(
     r"|:UNKNOWN:Error received from peer"
     r"|This could happen if the remote target has been disconnected)"
 )
-# How a trainer's own error line starts (components/core/trainer.py).
-_TASK_ERROR = "trainer: error: "
 # Where a run's backup records which configuration it belongs to.
 _BACKUP_CONFIG_NAME = "run_config.json"
-
-
-class ClusterFailed(RuntimeError):
-    """A task of the local cluster failed and no restart was left.
-
-    Attributes:
-        task: the failing task's name (`worker-1`).
-        returncode: its exit code (negative: killed by that signal).
-        tail: its last log lines.
-    """
-
-    def __init__(self, task: str, returncode: int, tail: list[str], stalled_s: float = 0.0):
-        self.task, self.returncode, self.tail = task, returncode, tail
-        how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
-        if stalled_s:
-            how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
-        # The task's own error line leads (the status's `error` keeps the first line).
-        own = [line for line in tail if line.startswith(_TASK_ERROR)]
-        if own:
-            how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
-        lines = "\n".join(f"  [{task}] {line}" for line in tail)
-        super().__init__(f"{task} {how}; its last log lines:\n{lines}")
-        self.reason = f"{task} {how}" + (f": {error_line(tail)}" if error_line(tail) else "")
-
-
-# A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`,
-# `trainer: error: ...` (a refused module or config).
-_ERROR_LINE = re.compile(r"(^|[\s.])\w*(Error|Exception|Exit)\b.*:|\berror: ")
-
-
-def error_line(tail: list[str]) -> str:
-    """The task's own error from its last log lines: the last line that states one.
-
-    A Python traceback ends with the exception's line (TensorFlow's may follow it
-    with RPC detail that states no error). Empty when no line states an error
-    (a task killed by a signal).
-    """
-    for line in reversed(tail):
-        text = line.strip()
-        if text and _ERROR_LINE.search(text) and not text.startswith("File "):
-            return text if len(text) <= 500 else text[:497] + "..."
-    return ""
-
-    @property
-    def diverged(self) -> bool:
-        """The task stopped because training diverged (`divergence`)."""
-        return self.returncode == DIVERGED_EXIT
 
 
 @dataclass(frozen=True)
@@ -243,9 +195,10 @@ class LocalCluster(StallWatch):
             raise
         except BaseException as err:
             self.stop(grace_s=0)
-            # The failing task's own error line, not the heading of its log lines.
-            reason = getattr(err, "reason", None) or str(err).splitlines()[0]
-            self._status("failed", error=reason)
+            # The failing task's own error line (`ClusterFailed` puts it first), without the
+            # heading of the log lines that follow it.
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            self._status("failed", error=first.removesuffix("; its last log lines:"))
             raise
         finally:
             self.stop()

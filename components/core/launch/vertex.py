@@ -20,7 +20,7 @@ from google.cloud import aiplatform_v1
 from components.core import cloud_ids
 from components.core.config import ConfigError, RunConfig
 from components.core.launch import cloud as cloudlib
-from components.core.launch import remote, staging
+from components.core.launch import cloud_checks, remote, staging
 from components.core.launch.cloud import CloudConfig, JobFailed
 from components.core.signals import sigterm_raises
 
@@ -55,7 +55,7 @@ def build_custom_job(run: RunConfig, cloud: CloudConfig) -> aiplatform_v1.Custom
     """
     if cloud.target != "vertex":
         raise ConfigError(f"build_custom_job needs --target vertex, got {cloud.target!r}")
-    cloudlib.validate_cloud(run, cloud)
+    cloud_checks.validate_cloud(run, cloud)
     args = cloudlib.trainer_args(run, cloud)
     env = [
         aiplatform_v1.EnvVar(name=k, value=v) for k, v in cloudlib.trainer_env(run, cloud).items()

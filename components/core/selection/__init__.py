@@ -16,6 +16,7 @@ Modules:
 * `machine_speeds`: machines of different speeds (a GPU mix, `--heterogeneous`);
 * `links`: the GPU links and the network a step's communication crosses;
 * `memory`: the bytes a replica needs on one device;
+* `model_family`: FLOPs per parameter of a model family (`--model-family`);
 * `step_time`: the per-step compute and communication time of each strategy;
 * `ps_servers`: the CPU machines parameter servers run on;
 * `prediction`: the candidate strategies of a topology, each a `Prediction`;
@@ -27,7 +28,7 @@ Modules:
 * `rules`: practitioner rules over the ranked candidates;
 * `cost`, `cost_objective`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;
-* `explanation`: the reasons, as sentences with numbers;
+* `explanation`, `percent`: the reasons, as sentences with numbers;
 * `summary`: the short answer `select` prints (`--explain` prints every reason);
 * `recommendation`: `recommend` and its answer, `Recommendation`.
 """

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from components.core import storage
 from components.core.config import ConfigError
+from components.core.hardware import GPUS
 from components.core.model_profile import ModelProfile
 from components.core.selection.topology import (
     PRECISIONS,
@@ -107,8 +108,8 @@ def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
 FITTED = load_fitted()
 
 
-# GPUs whose `peak_tflops_fp32` in hardware.py is the TF32 tensor-core figure.
-TF32_PEAK_GPUS = frozenset({"a100", "a100-80gb", "h100"})
+# GPUs whose float32 training runs on TF32 tensor cores (`Gpu.peak_tflops_tf32`).
+TF32_PEAK_GPUS = frozenset(name for name, gpu in GPUS.items() if gpu.peak_tflops_tf32)
 
 
 # Fixed cost of launching one training step (tf.function dispatch, kernel
@@ -148,8 +149,8 @@ def achievable_tflops(
         return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
     if precision == "mixed" and gpu.has_tensor_cores:
         return gpu.peak_tflops_fp16 * c.achievable_fraction_tensor_cores
-    if gpu.name in TF32_PEAK_GPUS:
-        return gpu.peak_tflops_fp32 * c.achievable_fraction_tf32
+    if gpu.peak_tflops_tf32:
+        return gpu.peak_tflops_tf32 * c.achievable_fraction_tf32
     return gpu.peak_tflops_fp32 * c.achievable_fraction_cuda_cores
 
 

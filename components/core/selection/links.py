@@ -18,10 +18,25 @@ from components.core.selection.topology import (
 # 1 (P100, 4 links x 20 GB/s), 2 (V100, 6 x 25), 3 (A100, 12 x 25), 4 (H100,
 # 18 x 25); PCIe x16 gen 3/4/5 (15.8/31.5/63). NVIDIA's P100/V100/A100/H100
 # data sheets and the PCI-SIG specifications.
-NVLINK_GBPS = {"p100": 80.0, "v100": 150.0, "a100": 300.0, "a100-80gb": 300.0, "h100": 450.0}
+NVLINK_GBPS = {
+    "p100": 80.0,
+    "v100": 150.0,
+    "v100-32gb": 150.0,
+    "a100": 300.0,
+    "a100-80gb": 300.0,
+    "h100": 450.0,
+    "h200": 450.0,
+}
 
 
-PCIE_GBPS = {"a100": 31.5, "a100-80gb": 31.5, "l4": 31.5, "h100": 63.0}
+PCIE_GBPS = {
+    "a100": 31.5,
+    "a100-80gb": 31.5,
+    "l4": 31.5,
+    "a10g": 31.5,
+    "h100": 63.0,
+    "h200": 63.0,
+}
 
 
 PCIE3_GBPS = 15.8

@@ -12,7 +12,6 @@ from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost import (
     price_basis_reasons,
-    price_shown,
     prices_used,
 )
 from components.core.selection.cost_objective import (
@@ -57,6 +56,7 @@ from components.core.selection.memory import (
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
+from components.core.selection.summary import candidate_rows
 from components.core.selection.topology import (
     Layout,
     Topology,
@@ -146,40 +146,6 @@ class Recommendation:
         gpu = self.chosen.machines_gpu if self.chosen else ""
         return f", on the {gpu} machines" if gpu else ""
 
-    def _rows(self) -> list[list[str]]:
-        """One table row per candidate, the chosen one first and marked `> `."""
-        rows = []
-        preds = ([self.chosen] if self.chosen else []) + self.alternatives
-        for i, p in enumerate(preds):
-            measured = (
-                f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
-            )
-            mark = "> " if i == 0 and self.supported else ""
-            cost = p.usd_per_million_examples
-            if not p.feasible:  # a candidate that cannot run has no speed to show
-                rows.append(
-                    [
-                        f"{mark}{p.label} (infeasible: {p.note})",
-                        f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
-                        *["-"] * (len(self.HEADER) - 2),
-                    ]  # fmt: skip
-                )
-                continue
-            rows.append(
-                [
-                    mark + p.label,
-                    f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
-                    f"{p.step_time_s * 1e3:,.1f}",
-                    f"{p.compute_s * 1e3:,.1f}",
-                    f"{p.communication_s * 1e3:,.1f}",
-                    f"{p.examples_per_second:,.0f}" + (" (input)" if p.input_capped else ""),
-                    f"{p.scaling_efficiency:.0%}",
-                    measured,
-                    "-" if cost is None else price_shown(cost),
-                ]
-            )
-        return rows
-
     HEADER = [
         "strategy",
         "workers/ps/gpus",
@@ -211,7 +177,7 @@ class Recommendation:
                 f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}."
             )
         lines.append("")
-        rows = self._rows()
+        rows = candidate_rows(self)
         if rows:
             lines.append("| " + " | ".join(self._header()) + " |")
             lines.append("|" + "---|" * len(self.HEADER))
@@ -232,7 +198,7 @@ class Recommendation:
                 f"layout:      workers {self.layout.workers}, ps {self.layout.ps}, "
                 f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}"
             )
-        rows = self._rows()
+        rows = candidate_rows(self)
         if rows:
             header = self._header()
             widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]

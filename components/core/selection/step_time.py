@@ -31,7 +31,7 @@ gradient bytes B in T tensors):
   step (weak scaling, fixed per-replica batch).
 
 The fitted constants (`FittedConstants`) come from `data/step_time_fit.json`,
-written by `python -m components.core.selection.fit` from the training part of
+written by `python -m research.selection.fit` from the training part of
 the published cases (`data/published_scaling.json`); `docs/selection.md` shows
 the held-out error next to a constant guess.
 """

@@ -1,4 +1,5 @@
-"""The short answer `strategist select` prints: at most 12 lines of at most 100 columns.
+"""How `strategist select` prints an answer: the short answer (at most 12 lines of at most
+100 columns) and the rows of the full table.
 
 The choice and its layout, the predicted speed, the seed's rule that decided, the
 fastest or cheaper alternative, and the flag that settles an estimate the choice depends
@@ -10,6 +11,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from components.core.selection.cost import price_shown
 from components.core.selection.prediction import Prediction
 from components.core.strategy_spec import spec_for
 
@@ -30,11 +32,12 @@ def summary_lines(rec: Any) -> list[str]:
     chosen: Prediction = rec.chosen
     layout = chosen.layout
     on = f"{layout.workers} machine{'s' if layout.workers > 1 else ''}"
-    gpu = chosen.machines_gpu or topology.gpu
+    machines = f"{on} x {layout.gpus_per_machine} {chosen.machines_gpu or topology.gpu}"
     if topology.gpu_mix and not chosen.machines_gpu and layout.workers == topology.machines:
-        gpu = " + ".join(f"{n} {name}" for name, n in topology.gpu_mix) + " machines' GPUs"
+        mix = " + ".join(f"{n} {name}" for name, n in topology.gpu_mix)
+        machines = f"{on} ({mix}, {layout.gpus_per_machine} GPUs each)"
     lines = [
-        f"recommended: {rec.strategy} on {on} x {layout.gpus_per_machine} {gpu}"
+        f"recommended: {rec.strategy} on {machines}"
         + (f", {layout.ps} parameter servers" if layout.ps else ""),
     ]
     if rec.deciding_inputs:  # a guess never decides silently: in the first two lines
@@ -52,6 +55,42 @@ def summary_lines(rec: Any) -> list[str]:
         )
     lines.append("--explain prints every reason and the full table.")
     return _fit(lines)
+
+
+def candidate_rows(rec: Any) -> list[list[str]]:
+    """One row of the full table per candidate of `rec`, the chosen one first and marked
+    `> `; a candidate that cannot run shows no number."""
+    rows = []
+    preds = ([rec.chosen] if rec.chosen else []) + rec.alternatives
+    for i, p in enumerate(preds):
+        measured = (
+            f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
+        )
+        mark = "> " if i == 0 and rec.supported else ""
+        cost = p.usd_per_million_examples
+        if not p.feasible:  # a candidate that cannot run has no speed to show
+            rows.append(
+                [
+                    f"{mark}{p.label} (infeasible: {p.note})",
+                    f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
+                    *["-"] * (len(rec.HEADER) - 2),
+                ]  # fmt: skip
+            )
+            continue
+        rows.append(
+            [
+                mark + p.label,
+                f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
+                f"{p.step_time_s * 1e3:,.1f}",
+                f"{p.compute_s * 1e3:,.1f}",
+                f"{p.communication_s * 1e3:,.1f}",
+                f"{p.examples_per_second:,.0f}" + (" (input)" if p.input_capped else ""),
+                f"{p.scaling_efficiency:.0%}",
+                measured,
+                "-" if cost is None else price_shown(cost),
+            ]
+        )
+    return rows
 
 
 def decided_by(rec: Any) -> str:

@@ -1,0 +1,48 @@
+"""Forward FLOPs per parameter of a model family, for a `--params` model without FLOPs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from components.core.config import ConfigError
+from components.core.model_profile import ACTIVATION_BYTES_PER_FLOP_LOW, ModelProfile
+
+# Forward FLOPs per example and parameter, by family (`select --model-family`): an MLP and
+# an embedding model's dense part do one multiply-add per weight per example (2); a CNN
+# reuses its weights across the image (ResNet-50: 8.2 GFLOPs over 25.6M parameters, about
+# 320); a transformer does about 2 per parameter per token (Kaplan et al. 2020, "Scaling
+# Laws for Neural Language Models", C_forward ~ 2N), so 2 x the sequence length per example.
+FAMILY_FLOPS_PER_PARAM = {"mlp": 2.0, "embedding": 2.0, "cnn": 320.0}
+FAMILIES = ("transformer", *FAMILY_FLOPS_PER_PARAM)
+
+
+def flops_per_param(family: str | None, sequence_length: int | None) -> float | None:
+    """Forward FLOPs per parameter and example of `family` (None without a family).
+
+    Raises:
+        ConfigError: a transformer without its sequence length, or a sequence length
+            for a family that has none.
+    """
+    if family is None:
+        if sequence_length is not None:
+            raise ConfigError("--sequence-length describes a transformer: add --model-family")
+        return None
+    if family == "transformer":
+        if not sequence_length or sequence_length < 1:
+            raise ConfigError(
+                "--model-family transformer: give --sequence-length (tokens per example)"
+            )
+        return 2.0 * sequence_length
+    if sequence_length is not None:
+        raise ConfigError(f"--sequence-length applies to transformers, not --model-family {family}")
+    return FAMILY_FLOPS_PER_PARAM[family]
+
+
+def with_transformer_activations(profile: ModelProfile) -> ModelProfile:
+    """`profile` with a transformer's estimated activations: `ACTIVATION_BYTES_PER_FLOP_LOW`
+    of its forward FLOPs, not the CNNs' high end. A 1.3B GPT (24 layers, hidden 2048, 16
+    heads, 2,048 tokens) keeps s h L (34 + 5 a s / h) = 11.5 GB per sequence without
+    recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+    Transformer Models") over 5.3e12 forward FLOPs: 0.0022 bytes per FLOP."""
+    activations = ACTIVATION_BYTES_PER_FLOP_LOW * profile.flops_per_example
+    return dataclasses.replace(profile, activation_bytes_per_example=activations)
