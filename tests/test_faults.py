@@ -1001,6 +1001,53 @@ def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shard
 
 
 @pytest.mark.cluster
+def test_a_first_checkpoint_killed_while_written_starts_over_at_epoch_1(digits_shards, tmp_path):
+    """The chief killed while TensorFlow writes its first checkpoint leaves only
+    `chief/ckpt-1_temp/` (a half-written data file; no `ckpt-1.index`, no `checkpoint`
+    file): the files here are that state, made from a real run's checkpoint (a timed
+    SIGKILL lands in the write 3 times in 10). The same command says the backup held no
+    finished checkpoint, sets the files aside and trains from epoch 1; before, it exited 2
+    with "the backup ... is corrupted: remove OUT/backup"."""
+    out = tmp_path / "run"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+
+    def interrupted_at(pattern: str) -> Events:
+        proc, events, reader = start_streaming(command)
+        try:
+            events.wait_for(pattern)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 143
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        reader.join(timeout=10)
+        return events
+
+    interrupted_at(r"\] epoch 2/30")
+    chief = out / "backup" / "chief"
+    data = sorted(chief.glob("ckpt-*.data-*"))
+    assert data, sorted(p.name for p in chief.iterdir())
+    half = data[0].read_bytes()[: data[0].stat().st_size // 2]
+    for path in chief.iterdir():
+        path.unlink()
+    (chief / "ckpt-1_temp").mkdir()
+    (chief / "ckpt-1_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(half)
+
+    events = interrupted_at(r"\] epoch 1/30")
+    text = events.text()
+    assert "is corrupted" not in text and "resuming the interrupted run" not in text, text[-2000:]
+    line = [x for x in text.splitlines() if "holds no finished checkpoint" in x]
+    assert len(line) == 1 and "starting at epoch 1" in line[0], text[-2000:]
+    assert (out / "backup" / "chief.unfinished" / "ckpt-1_temp").is_dir()
+    epochs = re.findall(r"\] epoch (\d+)/30", text)
+    assert epochs[0] == "1", epochs
+
+
+@pytest.mark.cluster
 def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digits_shards, tmp_path):
     """Worker 1 is stopped (SIGSTOP) for 2.5 s in epoch 2 and let go (SIGCONT): the run
     goes on, and the stall is in its record (`stalls`), so a benchmark cannot call it

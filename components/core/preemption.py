@@ -56,6 +56,7 @@ from typing import Any
 
 from components.core import storage
 from components.core.checkpoint_interval import CheckpointInterval
+from components.core.errors import ConfigError
 
 # The exit code of a task that saved on the preemption notice: 128 + SIGTERM, what
 # TensorFlow's Google Cloud handler exits with (failure_handling_util._RESTARTABLE_EXIT_CODE)
@@ -292,6 +293,59 @@ def backup_callback(
             os._exit(PREEMPTED_EXIT_CODE)  # no teardown: the checkpoint is written
 
     return Backup()
+
+
+def check_backup_readable(backup_dir: str) -> str | None:
+    """Reads every tensor of the backup's latest finished checkpoint back (CRC-checked).
+
+    `BackupAndRestore` keeps it in `backup_dir/chief` (tf_keras
+    distribute/worker_training_state.py). TensorFlow writes a checkpoint's
+    data under `ckpt-N_temp/`, merges it into `ckpt-N.index` and `.data`, and
+    only then names it in the `checkpoint` file, which it writes atomically
+    (tensorflow/python/checkpoint/checkpoint_management.py): a kill during a
+    write leaves the previous checkpoint named and whole. A folder where no
+    checkpoint is named whole (only `ckpt-1_temp/`, or a `checkpoint` file
+    naming missing files) holds no finished checkpoint: it is set aside
+    (`chief.unfinished` beside it; removed from Cloud Storage) so the run starts
+    at epoch 1, as it would have with no backup. Only a run that resumes pays
+    for this (TensorFlow's import, a read of the weights).
+
+    Returns:
+        A line saying the run starts at epoch 1 and why, when the backup held no
+        finished checkpoint; None otherwise.
+
+    Raises:
+        ConfigError: a finished checkpoint cannot be read, saying to remove the backup.
+    """
+    folder = storage.local_view(storage.join(backup_dir, "chief"))
+    if not storage.isdir(folder) or not storage.listdir(folder):
+        return None
+    import tensorflow as tf
+
+    if tf.train.latest_checkpoint(folder) is None:
+        aside = folder.rstrip("/") + ".unfinished"
+        storage.remove_tree(aside)
+        if storage.is_remote(folder):
+            storage.remove_tree(folder)
+            where = "removed"
+        else:
+            os.replace(folder, aside)
+            where = f"moved to {aside}"
+        return (
+            f"the backup in {backup_dir} holds no finished checkpoint (its first write was "
+            f"interrupted; the unfinished files are {where}): starting at epoch 1"
+        )
+    try:
+        reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(folder))
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as err:  # any failure to read it back means it cannot be resumed
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise ConfigError(
+            f"the backup in {backup_dir} is corrupted ({reason}): remove {backup_dir} to "
+            "start the run over, or pass another --output"
+        ) from None
+    return None
 
 
 def _progress_every(backup_dir: str) -> float:

@@ -48,7 +48,7 @@ from components.core.launch.local_tasks import (
     task_environment,
 )
 from components.core.launch.preflight import check_rehearsal
-from components.core.preemption import PREEMPTED_EXIT_CODE
+from components.core.preemption import PREEMPTED_EXIT_CODE, check_backup_readable
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
 from components.core.trainer import CONFIG_ERROR_EXIT
@@ -383,7 +383,7 @@ class LocalCluster(StallWatch):
 
         Raises:
             ConfigError: the backup folder holds another run's backup, or a
-                checkpoint that cannot be read back (before any task starts, so
+                finished checkpoint that cannot be read back (before any task starts, so
                 `--restarts` cannot repeat the failure).
         """
         marker = storage.join(self.backup_dir, _BACKUP_CONFIG_NAME)
@@ -398,8 +398,11 @@ class LocalCluster(StallWatch):
                     f"{self.backup_dir} holds the backup of another run: remove it, or "
                     "pass another --output"
                 )
-            _check_checkpoint_readable(self.backup_dir)
-            self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
+            unfinished = check_backup_readable(self.backup_dir)
+            if unfinished:
+                self.log(f"[launcher] {unfinished}")
+            else:
+                self.log(f"[launcher] resuming the interrupted run backed up in {self.backup_dir}")
         storage.write_json(marker, current)
 
     def _start(self, task: Task) -> None:
@@ -448,36 +451,6 @@ class LocalCluster(StallWatch):
         run_folder.write_status(
             self.config.output_dir, state, restarts=self.cluster_restarts, **extra
         )
-
-
-def _check_checkpoint_readable(backup_dir: str) -> None:
-    """Reads every tensor of the backup's latest checkpoint back (CRC-checked).
-
-    `BackupAndRestore` keeps it in `backup_dir/chief` (tf_keras
-    distribute/worker_training_state.py). Only a run that resumes pays for
-    this (TensorFlow's import, a read of the weights).
-
-    Raises:
-        ConfigError: the checkpoint cannot be read, saying to remove the backup.
-    """
-    folder = storage.local_view(storage.join(backup_dir, "chief"))
-    if not storage.isdir(folder) or not storage.listdir(folder):
-        return
-    import tensorflow as tf
-
-    try:
-        latest = tf.train.latest_checkpoint(folder)
-        if latest is None:
-            raise ValueError("no checkpoint is listed in it")
-        reader = tf.train.load_checkpoint(latest)
-        for name in reader.get_variable_to_shape_map():
-            reader.get_tensor(name)
-    except Exception as err:  # any failure to read it back means it cannot be resumed
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        raise ConfigError(
-            f"the backup in {backup_dir} is corrupted ({reason}): remove {backup_dir} to "
-            "start the run over, or pass another --output"
-        ) from None
 
 
 def run_local(config: RunConfig, **kwargs: Any) -> RunMetrics:
