@@ -1047,6 +1047,68 @@ def test_a_first_checkpoint_killed_while_written_starts_over_at_epoch_1(digits_s
     assert epochs[0] == "1", epochs
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 40 MiB tmpfs (a real file system that fills up), mounted for the test."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.cluster
+def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards, small_disk):
+    """The output's file system (a real tmpfs) is filled in epoch 2: the command exits 1
+    with one line of its own ('No space left on device', no traceback of its own; before,
+    a chained OSError traceback), `strategist status` does not say 'running', and once space
+    is freed the same command resumes from the backup (not 'corrupted')."""
+    out = small_disk / "run"
+    command = [
+        str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(r"\] epoch 2/30")
+        with open(small_disk / "filler", "wb") as filler:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    filler.write(b"\0" * (1 << 20))
+                    filler.flush()
+        assert proc.wait(timeout=120) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    text = events.text()
+    own = [line for line in text.splitlines() if line.startswith("strategist")]
+    assert len(own) == 1 and "No space left on device" in own[0], text[-3000:]
+    assert not re.search(r"^Traceback", text, re.M), text[-3000:]
+    status = subprocess.run(
+        [str(STRATEGIST), "status", str(out)], capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(status.stdout)["state"] in ("failed", "interrupted"), status.stdout
+
+    (small_disk / "filler").unlink()
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(r"\] resuming at epoch \d+/30 from the backup")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    assert "is corrupted" not in events.text()
+
+
 @pytest.mark.cluster
 def test_a_frozen_parameter_server_worker_is_replaced_and_the_run_finishes(digits_shards, tmp_path):
     """Worker 1 is stopped (SIGSTOP) for 2.5 s in epoch 2 and let go (SIGCONT): the run

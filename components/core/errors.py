@@ -25,3 +25,14 @@ def first_line(err: BaseException) -> str:
     if "Exception encountered when calling layer" in line and line in lines[:-1]:
         line = f"{line} {lines[lines.index(line) + 1]}"  # what the layer said comes next
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+def printable(text: str) -> str:
+    r"""`text` with every control character escaped (`\x1b`, `\r`), so echoing a name a
+    user gave cannot move the cursor or clear the screen (ECMA-48 sequences start with
+    ESC or a C1 character). A line break stays one: messages may span lines."""
+    return "".join(
+        char if char == "\n" or (char.isprintable() and not 0x80 <= ord(char) < 0xA0)
+        else repr(char)[1:-1] if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+        for char in text
+    )

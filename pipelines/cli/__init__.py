@@ -9,6 +9,7 @@ exits 2 with a one-line message before anything is launched.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import importlib
 import os
@@ -16,6 +17,7 @@ import signal
 import sys
 
 from components.core.config import ConfigError
+from components.core.errors import printable
 from components.core.signals import exit_code, signal_name
 from pipelines.cli.quiet_tensorflow import tensorflow_imported_quietly
 
@@ -36,7 +38,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (no usage block), exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
 
 
 class ExamplesFormatter(argparse.HelpFormatter):
@@ -111,8 +113,18 @@ def _run(argv: list[str] | None) -> int:
         with tensorflow_imported_quietly():
             return int(args.run(args) or 0)
     except ConfigError as err:
-        print(f"strategist {args.command}: error: {err}", file=sys.stderr)
+        print(f"strategist {args.command}: error: {printable(str(err))}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {printable(str(err.filename))}" if err.filename else ""
+        print(
+            f"strategist {args.command}: error: no space left on the device{where}: free some, "
+            "then run the same command again",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under `sigterm_raises`
         print(f"strategist {args.command}: interrupted ({signal_name(interrupt)})", file=sys.stderr)
         return exit_code(interrupt)

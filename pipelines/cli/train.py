@@ -9,6 +9,7 @@ import sys
 
 from components.core import batching, datasets, model_preflight, run_folder, storage, storage_access
 from components.core.config import STRATEGIES, ConfigError, RunConfig
+from components.core.errors import printable
 from pipelines.cli import arg_types, cloud_train, common
 from pipelines.cli.train_summary import print_summary
 
@@ -200,7 +201,7 @@ def _run_local(args: argparse.Namespace) -> int:
             liveness=Liveness(startup_s=args.stall_timeout),
         )
     except ClusterFailed as err:
-        print(f"strategist train: error: {err}", file=sys.stderr)
+        print(f"strategist train: error: {printable(str(err))}", file=sys.stderr)
         return 1
     print_summary(metrics, config.output_dir)
     return 0

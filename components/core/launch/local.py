@@ -22,6 +22,7 @@ What each fault does (docs/faults.md has the measured recovery times):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -198,7 +199,10 @@ class LocalCluster(StallWatch):
             # The failing task's own error line (`ClusterFailed` puts it first), without the
             # heading of the log lines that follow it.
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            self._status("failed", error=first.removesuffix("; its last log lines:"))
+            # A full disk that stopped the run refuses this write too: the failure is what
+            # to report, and `strategist status` reads the unclaimed "running" as interrupted.
+            with contextlib.suppress(OSError):
+                self._status("failed", error=first.removesuffix("; its last log lines:"))
             raise
         finally:
             self.stop()
