@@ -25,6 +25,7 @@ import yaml
 
 from components.core import cloud_ids, json_input
 from components.core.config import ConfigError
+from components.core.errors import masked_url
 from components.core.targets import TARGETS, canonical
 from components.image import DEFAULT_IMAGE
 
@@ -174,7 +175,7 @@ def check_target(sub: Submission) -> None:
             "kubeflow svc/ml-pipeline-ui 8080:80`, --host http://localhost:8080"
         )
     if not sub.host.startswith(("http://", "https://")):
-        raise ConfigError(f"--host {sub.host!r}: give a URL, http://HOST[:PORT] or https://...")
+        raise ConfigError(f"--host {masked_url(sub.host)!r}: give a URL, http://HOST[:PORT] or https://...")
 
 
 def typed_params(spec: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
@@ -428,7 +429,7 @@ def kfp_client(sub: Submission):
     except (urllib3.exceptions.HTTPError, kfp_server_api.ApiException, OSError) as err:
         reason = str(err).splitlines()[0][:200]
         raise ConfigError(
-            f"the KFP host {sub.host} did not answer as a KFP API ({reason}): check --host"
+            f"the KFP host {masked_url(sub.host)} did not answer as a KFP API ({reason}): check --host"
         ) from None
 
 
@@ -443,7 +444,7 @@ def _check_reachable(url: str, timeout_s: float = 5.0) -> None:
     except urllib3.exceptions.HTTPError as err:
         reason = getattr(err, "reason", None) or err
         raise ConfigError(
-            f"cannot reach the KFP host {url} ({str(reason).splitlines()[0][-120:]}): check "
+            f"cannot reach the KFP host {masked_url(url)} ({str(reason).splitlines()[0][-120:]}): check "
             "--host, and that the KFP API is up (e.g. kubectl port-forward -n kubeflow "
             "svc/ml-pipeline-ui 8080:80)"
         ) from None

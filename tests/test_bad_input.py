@@ -241,6 +241,16 @@ CASES = {
         "--dataset", "imdb_reviews", "--data-dir", "{tmp}",
         message="--model mlp takes one numeric input, the data has text (string)",
     ),
+    # a TFDS name that is a path (tfds.builder's 87-line traceback), a cloud flag run locally
+    "dataset-a-relative-path": train(
+        "--dataset", "../../../../etc", message="is a path but no prepared dataset folder"
+    ),
+    "dataset-a-file": train(
+        "--dataset", "/etc/passwd", message="is a path but no prepared dataset folder"
+    ),
+    "ps-machine-type-on-a-local-run": train(
+        "--ps-machine-type", "n1-standard-4", message="--ps-machine-type apply to cloud runs"
+    ),
     # existing shards: missing, damaged, or not matching their manifest
     "shards-dir-missing": train(
         "--shards-dir", "{tmp}/nowhere", message="does not exist: shard the dataset first"
@@ -844,3 +854,21 @@ def test_a_folder_of_another_run_is_refused_before_the_data_is_sharded(tmp_path,
     assert "holds a run of another configuration" in captured.err, captured.err
     assert captured.out == "", captured.out
     assert not (data_dir / "strategist_shards").exists()
+
+
+def test_echoed_user_text_is_escaped_and_a_urls_password_masked(capsys):
+    """An argument carrying terminal escapes (clear screen, reset) is echoed escaped, and
+    `submit --host http://user:pass@...` never prints the password; before, the escapes
+    reached the terminal raw and the refusal named the host with its password."""
+    code = run_cli(["train", "--local", "--strategy", "mirrored\x1b[2J\x1bc\r"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "\x1b" not in err and "\r" not in err, repr(err)
+    assert "mirrored\\x1b[2J\\x1bc\\r" in err, err
+
+    host = "http://alice:s3cretPW@127.0.0.1:9"  # port 9 (discard): refused at once
+    code = run_cli(["submit", "--pipeline", "training", "--target", "kubeflow", "--host", host])
+    out = capsys.readouterr()
+    assert code == 2, out.err
+    assert "s3cretPW" not in out.out + out.err, out.err
+    assert "http://alice:***@127.0.0.1:9" in out.err, out.err

@@ -36,3 +36,11 @@ def printable(text: str) -> str:
         else repr(char)[1:-1] if ord(char) < 0x100 else f"\\u{ord(char):04x}"
         for char in text
     )
+
+
+_URL_PASSWORD = re.compile(r"(^|//)([^/@:\s]*):[^/@\s]*@")
+
+
+def masked_url(url: str) -> str:
+    """`url` with the password of its `user:password@` part replaced by `***`."""
+    return _URL_PASSWORD.sub(r"\1\2:***@", url)

@@ -120,6 +120,12 @@ def tfds_builder(name: str, data_dir: str | None = None, module: str | None = No
         raise ConfigError(f"--data-dir {data_dir} does not exist: create it or pass another folder")
     if storage.isfile(storage.join(name, "dataset_info.json")):
         return tfds.builder_from_directory(name)
+    if name.startswith(("/", ".", "~")) or ".." in name.split("/") or storage.is_uri(name):
+        raise ConfigError(
+            f"--dataset {name!r} is a path but no prepared dataset folder (it holds no "
+            "dataset_info.json): pass a TFDS name (mnist, glue/sst2), a prepared dataset "
+            "folder, or files with --data"
+        )
     try:
         return tfds.builder(name, data_dir=data_dir)
     except registered.DatasetNotFoundError:

@@ -136,6 +136,24 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         help="pod restarts before the TFJob fails, 0 to 100 (default: 3)",
     )
+    # Every flag above but --target: what a local run would ignore (`cloud_flags_given`).
+    parser.set_defaults(
+        cloud_defaults={
+            action.dest: action.default
+            for grouped in (group, vertex, kube)
+            for action in grouped._group_actions  # noqa: SLF001  (argparse lists no others)
+            if action.dest != "target"
+        }
+    )
+
+
+def cloud_flags_given(args: argparse.Namespace) -> list[str]:
+    """The cloud flags given a value other than their default, as `--flag`."""
+    return [
+        "--" + dest.replace("_", "-")
+        for dest, default in args.cloud_defaults.items()
+        if getattr(args, dest) != default
+    ]
 
 
 def cloud_config(args: argparse.Namespace) -> CloudConfig:

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--local and --target exclude each other: pass one of them")
         config = common.build_run_config(args, args.strategy, args.output or "")
         return cloud_train.run_cloud_training(args, config)
-    cloud_only = [flag for flag, given in _cloud_flags_given(args) if given]
+    cloud_only = cloud_train.cloud_flags_given(args)
     if cloud_only:
         raise ConfigError(
             f"{', '.join(cloud_only)} apply to cloud runs: add --target vertex or "
@@ -139,18 +139,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return exit_code(interrupt)
-
-
-def _cloud_flags_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
-    return [
-        ("--dry-run", args.dry_run),
-        ("--rehearse", args.rehearse),
-        ("--image", args.image is not None),
-        ("--gpu", args.gpu is not None),
-        ("--project", args.project is not None),
-        ("--region", args.region is not None),
-        ("--spot", args.spot),
-    ]
 
 
 def _run_local(args: argparse.Namespace) -> int:
