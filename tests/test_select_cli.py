@@ -59,8 +59,19 @@ def test_cli_json(capsys):
         "communication_s",
         "examples_per_second",
         "scaling_efficiency",
+        "scaling_efficiency_range",
+        "examples_per_second_range",
     }
     assert doc["alternatives"] and doc["reasons"]
+    # every prediction, the choice's and each alternative's, sits inside its own range;
+    # a single GPU's efficiency is 1 by definition, the others' ranges are not points
+    for predicted in [doc["predicted"], *(a["predicted"] for a in doc["alternatives"])]:
+        low, high = predicted["scaling_efficiency_range"]
+        assert 0 < low <= predicted["scaling_efficiency"] <= high <= 1
+        low, high = predicted["examples_per_second_range"]
+        assert 0 < low < predicted["examples_per_second"] < high
+    mirrored = doc["predicted"]["scaling_efficiency_range"]
+    assert mirrored[0] < mirrored[1]
 
 
 def test_cli_json_prices_the_chosen_candidate_as_the_alternatives(capsys):
@@ -71,6 +82,11 @@ def test_cli_json_prices_the_chosen_candidate_as_the_alternatives(capsys):
     assert doc["usd_per_million_examples"] > 0
     feasible = [a for a in doc["alternatives"] if a.get("feasible", True)]
     assert feasible and all(a["usd_per_million_examples"] > 0 for a in feasible)
+    for candidate in feasible:  # prices follow the range: the fastest end is the cheapest
+        cheap, dear = candidate["usd_per_million_examples_range"]
+        fast, slow = reversed(candidate["predicted"]["examples_per_second_range"])
+        assert cheap < candidate["usd_per_million_examples"] < dear
+        assert cheap * fast == pytest.approx(dear * slow, rel=1e-4)  # six digits each
 
 
 @pytest.mark.parametrize("command", ["select", "status"])
