@@ -418,7 +418,8 @@ def test_a_measured_machine_is_no_baseline_for_predicted_machine_counts(tmp_path
     floor divide multi_worker_mirrored's predicted 226 by 4 x 90 (63%); a predicted count
     is over one machine's prediction, as if every count fell short alike."""
     argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
-            "resnet50", "--network-gbps", "3", "--network-path", "host", "--json"]  # fmt: skip
+            "resnet50", "--classes", "10", "--network-gbps", "3", "--network-path", "host",
+            "--json"]  # fmt: skip
     assert main(argv) == 0
     predicted = json.loads(capsys.readouterr().out)
     path = _review_history(tmp_path, "Tesla T4", [("one_device", 90.0, 1, 0, 1)])

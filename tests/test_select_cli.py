@@ -332,3 +332,18 @@ def test_compiled_metrics_set_the_scalars_select_charges(capsys):
         main([*base, "--compiled-metrics", "-1"])
     assert refused.value.code == 2
     assert "--compiled-metrics: must be 0 to 1,000, got -1" in capsys.readouterr().err
+
+
+def test_a_registry_model_is_sized_for_its_own_dataset_by_default(capsys):
+    """resnet50 and mobilenet_v2 are ImageNet models: 1,000 classes unless --classes says
+    otherwise (25,636,712 parameters: Keras' ResNet50 with its ImageNet head)."""
+    argv = ["select", "--machines", "1", "--gpus-per-machine", "4", "--model", "resnet50",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)["inputs"]["model"]
+    assert default["params"] == 25_636_712 and "1000 classes" in default["source"]
+    assert main([*argv, "--classes", "10"]) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"]["model"]["params"] < 24_000_000
+    assert main(["select", "--machines", "1", "--gpus-per-machine", "1", "--model", "mlp",
+                 "--json"]) == 0  # fmt: skip
+    assert "10 classes" in json.loads(capsys.readouterr().out)["inputs"]["model"]["source"]
