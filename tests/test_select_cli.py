@@ -80,6 +80,8 @@ def test_cli_json_prices_the_chosen_candidate_as_the_alternatives(capsys):
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["usd_per_million_examples"] > 0
+    cheap, dear = doc["usd_per_million_examples_range"]
+    assert cheap < doc["usd_per_million_examples"] < dear
     feasible = [a for a in doc["alternatives"] if a.get("feasible", True)]
     assert feasible and all(a["usd_per_million_examples"] > 0 for a in feasible)
     for candidate in feasible:  # prices follow the range: the fastest end is the cheapest
