@@ -42,7 +42,7 @@ def test_a_bad_pipeline_parameter_exits_2_before_sending(
     argv = ["submit", *VERTEX, "--pipeline", pipeline, "--param", param]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
-            "components.core.launch.cloud.google_credentials", lambda: AnonymousCredentials()
+            "components.core.launch.credentials.google_credentials", lambda: AnonymousCredentials()
         )
         assert cli.main(argv) == 2
     err = capsys.readouterr().err

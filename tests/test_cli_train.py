@@ -68,7 +68,7 @@ BAD_INPUT = [
     (["--precision", "float8"], "invalid choice"),
     (["--profile-steps", "5,2"], "1 <= A <= B"),
     (["--profile-steps", "ten"], "two step numbers A,B"),
-    (["--steps-per-execution", "0"], "--steps-per-execution: must be at least 1"),
+    (["--steps-per-execution", "0"], "--steps-per-execution: must be 1 to 100,000"),
     (["--checkpoint-every", "0"], "--checkpoint-every takes 1 to 1,000,000,000 steps"),
     (["--checkpoint-every", "10x"], "--checkpoint-every takes 'epoch', a number of steps"),
     (["--checkpoint-every", "-5"], "--checkpoint-every takes 'epoch', a number of steps"),

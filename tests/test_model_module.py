@@ -82,6 +82,23 @@ BAD_MODULES = {
         "returned optimiser; it may set optimizer, loss, metrics",
         None,
     ),
+    "callback-monitors-validation": (
+        GOOD_MODEL + "\ndef callbacks(spec):\n"
+        "    return [keras.callbacks.EarlyStopping(monitor='val_loss')]\n",
+        "monitors 'val_loss', but fit has no validation data",
+        None,
+    ),
+    "callback-backup-and-restore": (
+        GOOD_MODEL + "\ndef callbacks(spec):\n"
+        "    return [keras.callbacks.BackupAndRestore('/tmp/backup')]\n",
+        "Strategist backs up every epoch itself",
+        None,
+    ),
+    "preprocess-scales-the-images-again": (
+        GOOD_MODEL + "\ndef preprocess(image, label):\n    return image / 255.0, label\n",
+        "scales the images to at most 1/255: Strategist gives images as float32 in [0, 1]",
+        None,
+    ),
     "preprocess-breaks-the-input": (
         GOOD_MODEL + "\ndef preprocess(image, label):\n    return image[..., :0], label\n",
         "the model does not take the data",
@@ -652,3 +669,25 @@ def test_a_module_can_keep_its_rate_unscaled(tmp_path):
         RunConfig(), spec, model_module.load(str(module)), batch_per_update=64
     )
     assert built.compile["learning_rate"] == pytest.approx(0.01)
+
+
+EARLY_STOPPING = (
+    GOOD_MODEL
+    + """
+def callbacks(spec):
+    # No epoch improves the loss by 10: training stops after the second.
+    return [keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=1)]
+"""
+)
+
+
+@pytest.mark.cluster
+def test_the_modules_own_callbacks_run_in_every_task(digits_shards, tmp_path):
+    """EarlyStopping from the module's callbacks(spec) stops a 6-epoch multi-worker run after
+    its second epoch, on every task at once (the all-reduced loss they all see)."""
+    module = tmp_path / "early_stopping.py"
+    module.write_text(EARLY_STOPPING)
+    out = tmp_path / "run"
+    metrics = train(module, STRATEGY_FLAGS["multi_worker_mirrored"], digits_shards, out, 6)
+    assert len(metrics["history"]["loss"]) == 2, metrics["history"]
+    assert metrics["eval_examples"] == 359

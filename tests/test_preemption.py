@@ -85,6 +85,29 @@ def test_tfjob_pods_restart_on_the_preempted_exit_code_with_time_to_save():
     assert preemption.PREEMPTED_EXIT_CODE == 143
 
 
+def test_the_dry_runs_show_the_spot_settings(capsys):
+    import yaml
+
+    from pipelines.cli.cloud_train import run_cloud_training
+    from tests.test_cloud_config import IMAGE, VERTEX_FLAGS, cli
+
+    args, run = cli([*VERTEX_FLAGS, "--strategy", "multi_worker_mirrored", "--spot", "--dry-run"])
+    assert run_cloud_training(args, run) == 0
+    scheduling = json.loads(capsys.readouterr().out)["jobSpec"]["scheduling"]
+    assert scheduling == {"restartJobOnWorkerRestart": True, "strategy": "SPOT"}
+    args, run = cli(
+        ["--target", "kubeflow", "--image", IMAGE, "--output", "gs://bucket/runs/k",
+         "--shards-dir", "gs://bucket/shards/digits", "--strategy", "multi_worker_mirrored",
+         "--spot", "--dry-run"]
+    )  # fmt: skip
+    assert run_cloud_training(args, run) == 0
+    job = yaml.safe_load(capsys.readouterr().out)
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        assert spec["restartPolicy"] == "ExitCode"
+        assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+    assert job["spec"]["runPolicy"]["backoffLimit"] == 3
+
+
 def test_a_rehearsal_restarts_a_preempted_replica_as_its_platform_would():
     from pipelines.cli.cloud_train import VERTEX_SPOT_RESTARTS, preempted_restarts
 
@@ -284,3 +307,56 @@ def test_a_parameter_server_coordinator_killed_mid_epoch_resumes_from_its_step_c
         f"resumed at step {step}",
         kill_to_resumed_s=seen["kill_to_resumed_s"],
     )
+
+
+@pytest.mark.cluster
+def test_a_rehearsed_vertex_spot_job_saves_on_sigterm_and_restarts_as_vertex_would(
+    tmp_path, monkeypatch, capsys
+):
+    """The exact Vertex AI Spot request's replicas on 127.0.0.1; no --restarts: the restart
+    after the preempted save is the platform's."""
+    import threading
+
+    from components.core.launch.rehearsal import GCS_ROOT_ENV
+    from pipelines import cli
+    from tests.conftest import trainer_pids
+    from tests.test_cloud_config import IMAGE
+    from tests.test_faults import environ_of
+    from tests.test_rehearsal import BUCKET, cloud_argv
+
+    monkeypatch.setenv(GCS_ROOT_ENV, str(tmp_path / "gcs"))
+    output = f"{BUCKET}/runs/spot"
+    local = tmp_path / "gcs" / "rehearsal-bucket" / "runs" / "spot"
+    signalled: list[int] = []
+
+    def preempt_a_worker() -> None:
+        reached = _after_step(local, 89 + 10, timeout=600)  # early in epoch 2
+        for pid in trainer_pids(str(local)) + trainer_pids("/gcs/rehearsal-bucket/runs/spot"):
+            task = json.loads(environ_of(pid).get("TF_CONFIG", "{}")).get("task", {})
+            if task.get("type") == "worker":
+                os.kill(pid, signal.SIGTERM)
+                signalled.append(reached)
+                return
+
+    thread = threading.Thread(target=preempt_a_worker, daemon=True)
+    thread.start()
+    argv = cloud_argv(
+        "vertex", "--strategy", "multi_worker_mirrored", "--workers", "2", "--spot",
+        "--epochs", str(EPOCHS), "--batch-size", "8", "--checkpoint-every", "20",
+        output=output,
+    )  # fmt: skip
+    argv[argv.index("IMAGE")] = IMAGE  # a reference the image check takes
+    code = cli.main([*argv, "--rehearse"])
+    out, err = capsys.readouterr()
+    thread.join(timeout=10)
+    assert code == 0, f"{out[-3000:]}\n{err[-3000:]}"
+    assert signalled, "no worker was signalled"
+    metrics = json.loads((local / "metrics.json").read_text())
+    (resume,) = metrics["resumes"]
+    assert resume["how"] == "preempted" and metrics["steps_trained_twice"] == 0
+    assert signalled[0] <= resume["resumed_at_step"] < 2 * 89
+    assert metrics["optimizer_steps"] == EPOCHS * 89
+    assert [f["action"] for f in metrics["failures"]] == ["preempted restart"]
+    assert metrics["eval_accuracy"] >= 0.85
+    assert metrics["hardware"]["platform"] == "rehearsal of vertex"
+    assert "saved on the preemption notice (exit 143)" in out

@@ -48,7 +48,7 @@ def run_and_cloud(target: str, cluster: ClusterConfig, output: str = f"{BUCKET}/
     )
     cloud = CloudConfig(
         target=target,
-        image="IMAGE",
+        image="example.com/strategist/trainer:test",
         project="p" if target == "vertex" else None,
         region="us-central1" if target == "vertex" else None,
         job_name="rehearsed" if target == "kubeflow" else None,
@@ -136,7 +136,7 @@ def test_reduction_server_cannot_be_rehearsed(capsys):
             "a100",
             "--reduction-server",
             "--image",
-            "IMAGE",
+            "example.com/strategist/trainer:test",
             "--project",
             "p",
             "--region",
@@ -243,7 +243,7 @@ def cloud_argv(target: str, *flags: str, output: str = f"{BUCKET}/runs/x") -> li
         "--target",
         target,
         "--image",
-        "IMAGE",
+        "example.com/strategist/trainer:test",
         *where,
         "--output",
         output,
@@ -457,7 +457,7 @@ def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp
         training=TrainingConfig(epochs=EPOCHS),
     ).to_pipeline_parameter()
     cloud = {
-        "image": "IMAGE",
+        "image": "example.com/strategist/trainer:test",
         "project": "p",
         "region": "us-central1",
         "base_output_dir": f"{BUCKET}/runs/pipeline",

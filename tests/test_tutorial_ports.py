@@ -162,9 +162,10 @@ def train(argv: list[str], out: Path) -> dict:
     "port, strategy",
     [
         ("timeseries_fcn", "multi_worker_mirrored"),  # BatchNorm after the workers leave
-        ("mnist_convnet_one_hot", "parameter_server"),
-        ("quickstart_subclassed", "mirrored"),
-        ("custom_train_step", "multi_worker_mirrored"),
+        # The rest run in `make test-heavy`: the in-process test above covers their contract.
+        pytest.param("mnist_convnet_one_hot", "parameter_server", marks=pytest.mark.heavy),
+        pytest.param("quickstart_subclassed", "mirrored", marks=pytest.mark.heavy),
+        pytest.param("custom_train_step", "multi_worker_mirrored", marks=pytest.mark.heavy),
     ],
 )
 def test_tutorial_ports_train_evaluate_and_export_on_real_clusters(
@@ -175,7 +176,7 @@ def test_tutorial_ports_train_evaluate_and_export_on_real_clusters(
             *STRATEGY_FLAGS[strategy],
             "--model-module", str(TUTORIALS / f"{port}.py"),
             "--shards-dir", digits_shards,
-            "--epochs", "3",
+            "--epochs", "8",
         ],
         tmp_path / port,
     )  # fmt: skip
@@ -215,11 +216,14 @@ def served_accuracy(model_dir: Path, manifest) -> float:
     from components.core import datasets
 
     serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
-    names = list(manifest.input_spec.features)
+    # Named as the data names its features; a model without preprocess serves under its
+    # own input's name.
+    names = list(serve.structured_input_signature[1])
     hits = total = 0
     for features, labels in datasets.eval_dataset(manifest):
         raw = {names[0]: features} if len(names) == 1 else features
-        outputs = serve(**raw)["outputs"].numpy().reshape(-1)
+        (outputs,) = serve(**raw).values()  # `outputs`, or the model's own output name
+        outputs = outputs.numpy().reshape(-1)
         threshold = 0.5 if outputs.min() >= 0 and outputs.max() <= 1 else 0.0
         hits += int(np.sum((outputs > threshold).astype(np.int64) == labels.numpy()))
         total += len(outputs)
@@ -227,7 +231,13 @@ def served_accuracy(model_dir: Path, manifest) -> float:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("port", list(CSV_PORTS))
+@pytest.mark.parametrize(
+    "port",
+    [
+        "structured_data_preprocessing",
+        pytest.param("text_vectorization_end_to_end", marks=pytest.mark.heavy),
+    ],
+)
 def test_adapted_preprocessing_trains_on_a_cluster_and_the_export_serves_raw_rows(
     port, tutorial_csvs, tmp_path
 ):

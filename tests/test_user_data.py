@@ -81,6 +81,31 @@ def test_csv_columns_by_name_for_models_with_named_inputs(csv_dir, tmp_path):
     assert features["mean_radius"].shape == (manifest.split("test").num_examples,)
 
 
+def test_whole_number_csv_columns_stay_integers(tmp_path):
+    """A column of whole numbers (an age, a count) reaches a model with named inputs as int64,
+    beside float and string columns; in the one vector of a numeric table, as numbers."""
+    mixed = tmp_path / "pets.csv"
+    rows = [f"{kind},{age},{fee / 3:.3f},{age % 2}" for age, (kind, fee) in
+            enumerate([("Cat", 10), ("Dog", 25)] * 10)]  # fmt: skip
+    mixed.write_text("type,age,fee,adopted\n" + "\n".join(rows) + "\n")
+    manifest = datasets.shard_data(
+        DataConfig(files=str(mixed), label="adopted", num_shards=1), str(tmp_path / "m")
+    )
+    dtypes = {name: f.dtype for name, f in manifest.input_spec.features.items()}
+    assert dtypes == {"type": "string", "age": "int64", "fee": "float32"}
+    features, _ = _all(manifest)
+    assert features["age"].dtype.name == "int64"
+    assert features["age"].numpy().tolist() == [4, 9, 14, 19]  # every 5th row: the test split
+
+    numeric = tmp_path / "numbers.csv"
+    numeric.write_text("age,fee,adopted\n" + "\n".join(r.split(",", 1)[1] for r in rows) + "\n")
+    manifest = datasets.shard_data(
+        DataConfig(files=str(numeric), label="adopted", num_shards=1), str(tmp_path / "n")
+    )
+    vector, _ = _all(manifest)
+    assert vector.dtype.name == "float32" and vector.numpy()[0].tolist()[0] == 4.0
+
+
 def test_float_labels_make_a_regression(csv_dir, tmp_path):
     data = DataConfig(files=str(csv_dir / "diabetes.csv"), label="progression", num_shards=2)
     manifest = datasets.shard_data(data, str(tmp_path / "s"))

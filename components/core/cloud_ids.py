@@ -48,8 +48,11 @@ _DNS_SUBDOMAIN = re.compile(
     r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$"
 )
 # registry/path[:tag][@digest], as the docker reference grammar allows (lower-case path).
+# Docker's reference grammar (distribution/reference): an optional registry host, then
+# lower-case path components (a Docker Hub name such as `img:1` has no host), a tag, a digest.
 _IMAGE = re.compile(
-    r"^[a-z0-9.\-]+(:[0-9]+)?(/[a-z0-9._\-]+)+(:[\w][\w.\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+    r"^(?:[a-z0-9][a-z0-9.\-]*(?::[0-9]+)?/)?[a-z0-9][a-z0-9._\-]*(?:/[a-z0-9][a-z0-9._\-]*)*"
+    r"(?::[\w][\w.\-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
 )
 
 
@@ -115,11 +118,11 @@ def check_machine_type(machine_type: str, flag: str = "--machine-type") -> str:
 
 
 def check_image(image: str, flag: str = "--image") -> str:
-    """Returns `image` when it is a container image reference (`REGISTRY/PATH[:TAG][@DIGEST]`)."""
+    """Returns `image` when it is a container image reference (`[REGISTRY/]PATH[:TAG][@DIGEST]`)."""
     if len(image) > 512 or not _IMAGE.match(image):
         raise ConfigError(
             f"{flag} {_shown(image)} is not a container image reference; "
-            "references are lower case (REGISTRY/PATH[:TAG]), "
+            "references are lower case ([REGISTRY/]PATH[:TAG]), "
             "e.g. us-docker.pkg.dev/my-project/strategist/trainer:1.0"
         )
     return image

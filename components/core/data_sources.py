@@ -152,8 +152,9 @@ class ArraySource:
 def read_csv(paths: list[str], label: str | None) -> ArraySource:
     """CSV files with a header row; every column but `label` is a feature.
 
-    A column whose every cell is a number is numeric (float32); others are
-    strings. Labels: names (any non-numeric cell) are classes in sorted order;
+    A column whose every cell is a whole number is an integer column (int64),
+    one whose every cell is a number is float32; others are strings. Labels:
+    names (any non-numeric cell) are classes in sorted order;
     whole numbers (`3`) are class ids 0..K-1; other numbers (`3.5`, `151.0`)
     make a regression.
 
@@ -200,6 +201,10 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
         if numbers is None:
             arrays[name] = np.array(cells[name], dtype=object)
             features.append(StoredFeature(name, name, (), BYTES))
+        elif _whole_numbers(cells[name]):
+            # Counts, ages, codes stay integers (int64), as pandas reads them.
+            arrays[name] = np.array([int(c) for c in cells[name]], dtype=np.int64)
+            features.append(StoredFeature(name, name, (), INT))
         else:
             with np.errstate(over="ignore"):  # beyond float32 becomes inf, refused next
                 arrays[name] = np.array(numbers, dtype=np.float32)
@@ -207,9 +212,15 @@ def read_csv(paths: list[str], label: str | None) -> ArraySource:
             features.append(StoredFeature(name, name, (), FLOAT))
     label_feature, num_classes, classes, values = _csv_label(paths[0], label, cells[label])
     arrays[label] = values
-    numeric = all(f.encoding == FLOAT for f in features)
+    numeric = all(f.encoding in (FLOAT, INT) for f in features)
     columns = tuple(f.name for f in features) if numeric else ()
     return ArraySource(features, label_feature, num_classes, arrays, columns, classes, positions)
+
+
+def _whole_numbers(cells: list[str]) -> bool:
+    """Every cell is written as a whole number (`3`, `-12`; not `3.0`, `1e3`)."""
+    # At most 18 digits: every such number fits an int64.
+    return all(c.strip().lstrip("+-").isdigit() and len(c.strip()) <= 18 for c in cells)
 
 
 def _check_finite(

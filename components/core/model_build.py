@@ -370,6 +370,44 @@ def compiled_metric_count(module: ModelModule, model: Any, spec: InputSpec) -> i
     return len(settings["metrics"])
 
 
+def module_callbacks(module: ModelModule, spec: InputSpec) -> list[Any]:
+    """The module's own `fit` callbacks (`callbacks(spec)`), checked; [] without the hook.
+
+    Raises:
+        ConfigError: not a list of tf_keras callbacks; a `BackupAndRestore` (Strategist
+            keeps its own, which resumes a restarted cluster: two would fight over the
+            epoch to resume); a callback that monitors a `val_` quantity (a run
+            validates on nothing during `fit`: the test split is scored after it).
+    """
+    import tf_keras as keras
+
+    if module.callbacks is None:
+        return []
+    given = model_module.call(module, "callbacks", spec)
+    where = f"callbacks of {module.where()}"
+    if not isinstance(given, (list, tuple)):
+        raise ConfigError(f"{where} returned {type(given).__name__}: return a list of callbacks")
+    for callback in given:
+        if not isinstance(callback, keras.callbacks.Callback):
+            raise ConfigError(
+                f"{where} returned {type(callback).__module__}.{type(callback).__name__}, not "
+                "a tf_keras callback: use tf_keras.callbacks (Keras 2)"
+            )
+        if isinstance(callback, keras.callbacks.BackupAndRestore):
+            raise ConfigError(
+                f"{where} returned a BackupAndRestore: Strategist backs up every epoch itself "
+                "and resumes from it after a restart (--restarts); remove yours"
+            )
+        monitor = getattr(callback, "monitor", None)
+        if isinstance(monitor, str) and monitor.startswith("val_"):
+            raise ConfigError(
+                f"{where}: {type(callback).__name__} monitors {monitor!r}, but fit has no "
+                f"validation data (the test split is scored after training): monitor "
+                f"{monitor.removeprefix('val_')!r}"
+            )
+    return list(given)
+
+
 def preflight(config: RunConfig, manifest) -> float:
     """Builds the run's model once here (CPU, no strategy) and runs one batch of real data.
 
@@ -403,12 +441,14 @@ def preflight(config: RunConfig, manifest) -> float:
                 ),
             )
             built = build_compiled(config, spec, module)
+            module_callbacks(module, spec)
             adapt_once.write(config.output_dir, built.adapted)
             by_name = datasets.inputs_by_name(manifest, built.model)
             batch = datasets.eval_dataset(
                 manifest, "train", 2, preprocess=module.preprocess, by_name=by_name
             )
             features, labels = _first(batch, module)
+            _check_not_scaled_twice(manifest, module, features)
             try:
                 # Called first: a model built only now (no Input layer) shows its outputs,
                 # whose width is said plainly rather than as the loss's shape error.
@@ -427,6 +467,50 @@ def preflight(config: RunConfig, manifest) -> float:
         keras.mixed_precision.set_global_policy("float32")
         keras.backend.clear_session()
     return time.perf_counter() - started
+
+
+def _check_not_scaled_twice(manifest, module: ModelModule, inputs) -> None:
+    """Refuses a `preprocess` that divides images Strategist gives in [0, 1] by 255 again.
+
+    Strategist's image features are float32 in [0, 1]; a tutorial's own
+    `x / 255` kept in `preprocess` leaves the model inputs of at most 1/255,
+    on which it trains to a fraction of its accuracy.
+
+    Raises:
+        ConfigError: the images reach the model at most 1/255 where the data has
+            brighter pixels.
+    """
+    import numpy as np
+
+    from components.core.data_sources import IMAGE, RAW_UINT8
+
+    if module.preprocess is None or not any(
+        f.encoding in (IMAGE, RAW_UINT8) for f in manifest.features
+    ):
+        return
+    values = [np.asarray(t) for t in _flat_tensors(inputs) if t.dtype.is_floating]
+    peak = max((float(v.max()) for v in values if v.size), default=0.0)
+    if not 0.0 < peak <= 1.0 / 255 + 1e-6:
+        return
+    raw, _ = next(iter(_raw_examples(manifest)))
+    if max(float(np.asarray(t).max(initial=0.0)) for t in _flat_tensors(raw)) > 0.5:
+        raise ConfigError(
+            f"preprocess of {module.where()} scales the images to at most 1/255: Strategist "
+            "gives images as float32 in [0, 1] already (pixel / 255); drop your own / 255"
+        )
+
+
+def _flat_tensors(structure) -> list[Any]:
+    import tensorflow as tf
+
+    return tf.nest.flatten(structure)
+
+
+def _raw_examples(manifest):
+    """Two raw training examples (no `preprocess`)."""
+    from components.core import datasets
+
+    return datasets.eval_dataset(manifest, "train", 2)
 
 
 def _first(batch, module: ModelModule):

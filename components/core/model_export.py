@@ -28,7 +28,7 @@ def raw_serving(model, preprocess, spec):
         spec: the data's `InputSpec` (the raw features by name).
 
     Returns:
-        A concrete function taking each raw feature by name (a batch of it) and
+        A `tf.function` taking each raw feature by name (a batch of it) and
         returning `{"outputs": ...}`; None without `preprocess`.
     """
     if preprocess is None:
@@ -44,7 +44,17 @@ def raw_serving(model, preprocess, spec):
     names = list(spec.features)
     label_dtype = tf.as_dtype(spec.label.dtype)
 
-    def serve(**features):
+    # A function with its input signature, not a concrete function: under a multi-worker
+    # strategy a concrete function over distributed variables cannot be saved
+    # (tf.saved_model.save says so and asks for this form).
+    signature = [
+        tf.TensorSpec((None, *f.shape), tf.as_dtype(f.dtype), name=name)
+        for name, f in spec.features.items()
+    ]
+
+    @tf.function(input_signature=signature)
+    def serve(*tensors):
+        features = dict(zip(names, tensors, strict=True))
         raw = features[names[0]] if len(names) == 1 else features
         examples = tf.shape(tf.nest.flatten(raw)[0])[0]
         labels = tf.zeros([examples], label_dtype)
@@ -55,12 +65,7 @@ def raw_serving(model, preprocess, spec):
         )
         return {"outputs": model(inputs, training=False)}
 
-    return tf.function(serve).get_concrete_function(
-        **{
-            name: tf.TensorSpec((None, *f.shape), tf.as_dtype(f.dtype), name=name)
-            for name, f in spec.features.items()
-        }
-    )
+    return serve
 
 
 def export_model(model, output_dir: str, config: RunConfig, serving=None) -> None:

@@ -10,6 +10,9 @@ A model module (`--model-module PATH_OR_MODULE`, `RunConfig.model.module`) defin
 - `preprocess(features, label) -> (inputs, label)` (optional): mapped over
   each example in `tf.data`, for training and evaluation;
 - `TASK` (optional): `classification` or `regression`, checked against the data;
+- `callbacks(spec) -> list` (optional): tf_keras callbacks added to `fit` in
+  every task (early stopping, learning-rate schedules, checkpoints of the
+  user's choosing);
 - `SCALE_LEARNING_RATE` (optional): False trains at the optimizer's rate as
   given, at any batch (as `--no-scale-learning-rate`).
 
@@ -55,6 +58,7 @@ class ModelModule:
         compile_settings: `compile_settings(spec) -> dict`, or None.
         preprocess: `preprocess(features, label) -> (inputs, label)`, or None.
         task: the task it declares (`TASK`), or None.
+        callbacks: `callbacks(spec) -> list of tf_keras callbacks`, or None.
         scale_learning_rate: False when it asks for its rate unscaled
             (`SCALE_LEARNING_RATE = False`).
     """
@@ -66,6 +70,7 @@ class ModelModule:
     compile_settings: Callable[[InputSpec], dict[str, Any]] | None = None
     preprocess: Callable[[Any, Any], tuple[Any, Any]] | None = None
     task: str | None = None
+    callbacks: Callable[[InputSpec], list[Any]] | None = None
     scale_learning_rate: bool = True
 
     def where(self) -> str:
@@ -115,7 +120,7 @@ def from_namespace(
             f"{where} defines no build_model(spec): add a function that returns a tf_keras "
             "model for the InputSpec (see docs/your-model.md)"
         )
-    for optional in ("compile_settings", "preprocess"):
+    for optional in ("compile_settings", "preprocess", "callbacks"):
         if optional in namespace and not callable(namespace[optional]):
             raise ConfigError(f"{where}: {optional} is not a function")
     task = namespace.get("TASK")
@@ -132,6 +137,7 @@ def from_namespace(
         compile_settings=namespace.get("compile_settings"),
         preprocess=namespace.get("preprocess"),
         task=task,
+        callbacks=namespace.get("callbacks"),
         scale_learning_rate=scale,
     )
 

@@ -196,6 +196,8 @@ def backup_callback(
                 self._handler = _tensorflow_handler(
                     strategy, state, self._notice, self._exit, on_gcp
                 )
+                if self._handler is None:  # one worker cannot save alone: a collective save
+                    self._notice.uninstall()
             if is_chief:
                 _note_resume(
                     backup_dir, attempt, token, self.resumed_at_step, steps_per_epoch, verbose
@@ -216,7 +218,7 @@ def backup_callback(
                     self._set_position(self.step)  # the handler may save at this step
                 self._handler._run_counter += 1  # noqa: SLF001  (Keras's backup_if_preempted)
                 self._handler._check_preemption_and_maybe_checkpoint()  # noqa: SLF001
-            elif self._notice.given():
+            elif self._notice.given() and not multi_worker:
                 self._save(self.step)
                 self._exit()
             at_epoch_end = self.step % steps_per_epoch == 0

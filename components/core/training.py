@@ -116,6 +116,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
+        model_build.module_callbacks(module, manifest.input_spec),
         role=role,
         attempt=restarts,
     )
@@ -231,6 +232,7 @@ def _fit(
     backup_dir: str,
     log_dir: str,
     preprocess=None,
+    module_callbacks=(),
     *,
     role: Role,
     attempt: int = 0,
@@ -238,8 +240,9 @@ def _fit(
     """`model.fit` over the shards, resuming from and checkpointing to `backup_dir`.
 
     TensorBoard logs go to `log_dir` (`tensorboard_callback`); each example
-    goes through the model module's `preprocess`. The checkpoint is written as
-    `--checkpoint-every` says and on the preemption notice (`preemption`).
+    goes through the model module's `preprocess`; the module's own callbacks
+    (`model_build.module_callbacks`) run after Strategist's. The checkpoint is
+    written as `--checkpoint-every` says and on the preemption notice (`preemption`).
 
     Returns:
         The checkpoint callback (`checkpoint_steps`: the step interval that ran).
@@ -284,6 +287,7 @@ def _fit(
     callbacks.append(
         tensorboard_callback(storage.local_view(log_dir), recorder, config.training.profile_batches)
     )
+    callbacks.extend(module_callbacks)
     model.fit(
         dataset,
         epochs=config.training.epochs,

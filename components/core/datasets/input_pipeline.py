@@ -19,7 +19,8 @@ def parse_fn(manifest: Manifest, *, by_name: bool = False):
     Features are a single tensor when there is one feature (or a CSV's numeric
     columns, stacked into one float32 vector in column order), else a dict
     keyed by feature name; `by_name` always gives the dict (a CSV's columns by
-    column name), for models with named inputs. Images are float32 in [0, 1];
+    column name: whole-number columns as int64, the others float32), for models
+    with named inputs. Images are float32 in [0, 1];
     labels are int64 class ids, or float32 values for a regression.
     """
     import tensorflow as tf
@@ -35,7 +36,9 @@ def parse_fn(manifest: Manifest, *, by_name: bool = False):
         features = {f.name: values[f.key] for f in manifest.features}
         label = tf.cast(values[manifest.label.key], label_dtype)
         if stack:
-            return tf.stack([features[c] for c in manifest.columns], axis=-1), label
+            # Integer columns join the one float32 vector as numbers.
+            columns = [tf.cast(features[c], tf.float32) for c in manifest.columns]
+            return tf.stack(columns, axis=-1), label
         if len(features) == 1 and not by_name:
             return next(iter(features.values())), label
         return features, label

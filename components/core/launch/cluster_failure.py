@@ -24,18 +24,24 @@ class ClusterFailed(RuntimeError):
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         if stalled_s:
             how = f"stalled the run (no progress for {stalled_s:.0f} s) and was killed"
-        # The task's own error line leads (the status's `error` keeps the first line).
+        # The task's own error line leads (the status's `error` keeps the first line): a
+        # refusal the trainer states, else the last line of its output that states an error.
         own = [line for line in tail if line.startswith(_TASK_ERROR)]
         if own:
             how = f"{how}: {own[-1].removeprefix(_TASK_ERROR)}"
+        elif returncode > 0 and not stalled_s and error_line(tail):
+            how = f"{how}: {error_line(tail)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
         super().__init__(f"{task} {how}; its last log lines:\n{lines}")
-        self.reason = f"{task} {how}" + (f": {error_line(tail)}" if error_line(tail) else "")
+
+    @property
+    def diverged(self) -> bool:
+        """The task stopped because training diverged (`divergence`)."""
+        return self.returncode == DIVERGED_EXIT
 
 
-# A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`,
-# `trainer: error: ...` (a refused module or config).
-_ERROR_LINE = re.compile(r"(^|[\s.])\w*(Error|Exception|Exit)\b.*:|\berror: ")
+# A line that states an error: `ValueError: ...`, `tensorflow...UnavailableError: ...`.
+_ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b[^:]*:")
 
 
 def error_line(tail: list[str]) -> str:
@@ -50,8 +56,3 @@ def error_line(tail: list[str]) -> str:
         if text and _ERROR_LINE.search(text) and not text.startswith("File "):
             return text if len(text) <= 500 else text[:497] + "..."
     return ""
-
-    @property
-    def diverged(self) -> bool:
-        """The task stopped because training diverged (`divergence`)."""
-        return self.returncode == DIVERGED_EXIT

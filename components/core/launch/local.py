@@ -195,9 +195,10 @@ class LocalCluster(StallWatch):
             raise
         except BaseException as err:
             self.stop(grace_s=0)
-            # The failing task's own error line, not the heading of its log lines.
-            reason = getattr(err, "reason", None) or str(err).splitlines()[0]
-            self._status("failed", error=reason)
+            # The failing task's own error line (`ClusterFailed` puts it first), without the
+            # heading of the log lines that follow it.
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            self._status("failed", error=first.removesuffix("; its last log lines:"))
             raise
         finally:
             self.stop()
