@@ -34,7 +34,6 @@ from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.device_compute import (
     FIT_PATH,
     FITTED,
-    TF32_PEAK_GPUS,
     FittedConstants,
     step_compute_time,
 )
@@ -98,7 +97,7 @@ def _compute_unit(case: Mapping[str, Any]) -> str:
     """The constant the case's compute fits: FP16 tensor cores (mixed), TF32 ones, or CUDA cores."""
     if _on_tensor_cores(case):
         return "achievable_fraction_tensor_cores"
-    if case["gpu"] in TF32_PEAK_GPUS:
+    if getattr(GPUS.get(case["gpu"]), "peak_tflops_tf32", None):  # float32 on TF32 cores
         return "achievable_fraction_tf32"
     return "achievable_fraction_cuda_cores"
 
