@@ -185,21 +185,23 @@ def test_the_pre_flight_check_is_cheap(digits_shards):
     """Building the module once on the launcher's CPU and running one batch costs little."""
     import dataclasses
 
-    from components.core import datasets, model_build
+    from components.core import datasets, model_preflight
     from components.core.config import ModelConfig, RunConfig
 
     config = dataclasses.replace(RunConfig(), model=ModelConfig("cnn", str(CNN_MODULE)))
-    model_build.preflight(config, datasets.load_manifest(digits_shards))  # warm: imports, tracing
+    model_preflight.preflight(
+        config, datasets.load_manifest(digits_shards)
+    )  # warm: imports, tracing
     # CPU time, not wall time: other work on a shared machine must not fail this test.
     started = time.process_time()
-    model_build.preflight(config, datasets.load_manifest(digits_shards))
+    model_preflight.preflight(config, datasets.load_manifest(digits_shards))
     assert time.process_time() - started < 3.0
 
 
 def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp_path):
     import dataclasses
 
-    from components.core import datasets, model_build
+    from components.core import datasets, model_preflight
     from components.core.config import ModelConfig, RunConfig
 
     # NO_INPUT_LAYER's model, with a first layer that writes down each batch it is called on.
@@ -218,7 +220,7 @@ def test_a_model_without_an_input_layer_passes_the_pre_flight(digits_shards, tmp
     module = tmp_path / "no_input.py"
     module.write_text(textwrap.dedent(recording))
     config = dataclasses.replace(RunConfig(), model=ModelConfig("no_input", str(module)))
-    seconds = model_build.preflight(config, datasets.load_manifest(digits_shards))
+    seconds = model_preflight.preflight(config, datasets.load_manifest(digits_shards))
     assert seconds > 0
     # Built from the input spec (symbolic, any batch: nothing computed), then called on a real
     # batch of the data: 2 of the digits' 8x8 images.

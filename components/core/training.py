@@ -27,6 +27,7 @@ from components.core import (
     model_build,
     model_export,
     models,
+    module_callbacks,
     preemption,
     run_metrics,
     sidecar,
@@ -87,13 +88,13 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         strategy=strategy,
         xla_scope=xla,
         batch_per_update=batching.batch_per_step,
-        steps_per_epoch=batching.steps_per_epoch,
+        steps_per_epoch=batching.steps_per_data_epoch,
     )
     model = built.model
     recorder = EpochRecorder(
         storage.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
         batching.examples_per_epoch,
-        config.training.epochs,
+        batching.epochs,
         verbose=role.is_chief,
         attempt=restarts,
     )
@@ -101,7 +102,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         print(
             f"training {module.name} ({model.count_params():,} parameters) on "
             f"{manifest.dataset} with {config.cluster.strategy}: {replicas} replica(s) in sync, "
-            f"global batch {batching.global_batch_size}, {batching.steps_per_epoch} steps/epoch",
+            f"global batch {batching.global_batch_size}, {_steps_plan(batching)}",
             flush=True,
         )
         for change in built.adjustments:
@@ -116,7 +117,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
-        model_build.module_callbacks(module, manifest.input_spec),
+        module_callbacks.module_callbacks(module, manifest.input_spec),
         role=role,
         attempt=restarts,
     )
@@ -150,7 +151,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         ),
         manifest.input_spec,
     )
-    divergence.check_evaluation({**result.metrics, "loss": result.loss}, config.training.epochs)
+    divergence.check_evaluation({**result.metrics, "loss": result.loss}, batching.epochs)
     phases = {
         "startup": startup_s,
         "setup": fit_started - started,
@@ -241,7 +242,7 @@ def _fit(
 
     TensorBoard logs go to `log_dir` (`tensorboard_callback`); each example
     goes through the model module's `preprocess`; the module's own callbacks
-    (`model_build.module_callbacks`) run after Strategist's. The checkpoint is
+    (`module_callbacks`) run after Strategist's. The checkpoint is
     written as `--checkpoint-every` says and on the preemption notice (`preemption`).
 
     Returns:
@@ -290,7 +291,7 @@ def _fit(
     callbacks.extend(module_callbacks)
     model.fit(
         dataset,
-        epochs=config.training.epochs,
+        epochs=batching.epochs,  # a pilot's windows: the stop is `fit`'s own
         steps_per_epoch=batching.steps_per_epoch,
         callbacks=callbacks,
         verbose=0,
@@ -311,7 +312,7 @@ def _metrics(
     """The run's record from its plan, its epochs and its evaluation."""
     seconds = [r["seconds"] for r in records]
     throughput = [r["examples_per_second"] for r in records]
-    steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
+    steady = throughput[1:] or throughput  # epoch 1 (a pilot's warm-up window) holds tracing
     history = {"loss": [r["loss"] for r in records]}
     for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
         history[name] = [r.get("metrics", r).get(name) for r in records]
@@ -328,9 +329,11 @@ def _metrics(
         devices_per_worker=config.cluster.devices_per_worker,
         per_replica_batch_size=config.training.per_replica_batch_size,
         global_batch_size=batching.global_batch_size,
-        epochs=config.training.epochs,
+        epochs=batching.epochs,
         steps_per_epoch=batching.steps_per_epoch,
         examples_per_epoch=batching.examples_per_epoch,
+        max_steps=batching.max_steps,
+        warmup_steps=batching.warmup_steps,
         epoch_seconds=seconds,
         epoch_examples_per_second=throughput,
         examples_per_second=statistics.median(steady),
@@ -351,6 +354,16 @@ def _metrics(
         jit_compile=config.training.jit_compile,
         steps_per_execution=config.training.steps_per_execution,
         run_config=config.to_dict(),
+    )
+
+
+def _steps_plan(batching: Batching) -> str:
+    """`25 steps/epoch`, or a pilot's `pilot: 20 warm-up steps, then 100 in 5 windows of 20`."""
+    if not batching.max_steps:
+        return f"{batching.steps_per_epoch} steps/epoch"
+    return (
+        f"pilot: {batching.warmup_steps} warm-up steps, then {batching.max_steps} in "
+        f"{batching.epochs - 1} windows of {batching.steps_per_epoch}"
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from components.core import model_build, speed_options
+from components.core import compile_choices, speed_options
 from components.core.run_metrics import RunMetrics
 
 
@@ -12,9 +12,9 @@ def _compiled_from(compiled: dict) -> str:
     """Where each compile setting came from: the module's, or Strategist's defaults."""
     source = compiled.get("from")
     defaulted = compiled.get("defaults") or []
-    if source == model_build.DEFAULTS or not defaulted:
+    if source == compile_choices.DEFAULTS or not defaulted:
         return f"from {source}"
-    return f"from {source}; {', '.join(defaulted)}: {model_build.STRATEGISTS} defaults"
+    return f"from {source}; {', '.join(defaulted)}: {compile_choices.STRATEGISTS} defaults"
 
 
 def print_summary(metrics: RunMetrics, output_dir: str) -> None:
