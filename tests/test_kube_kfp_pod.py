@@ -1,4 +1,4 @@
-"""The compiled KFP train step's pod against a real Kubernetes API server (tests/kube/cluster.py)."""
+"""The compiled KFP train step's pod against a real API server (tests/kube/cluster.py)."""
 
 from __future__ import annotations
 
