@@ -51,7 +51,7 @@ def test_mirrored_is_one_machine_with_all_its_gpus():
     assert chief.machine_spec.accelerator_type == aiplatform_v1.AcceleratorType.NVIDIA_TESLA_A100
     assert chief.machine_spec.accelerator_count == 8
     sent = RunConfig.from_json(chief.container_spec.args[1])
-    assert sent.cluster.devices_per_worker == 8
+    assert sent.cluster.gpus_per_machine == 8
 
 
 def test_multi_worker_mirrored_is_a_chief_and_n_minus_one_workers_with_reduction_server():
