@@ -297,7 +297,7 @@ def test_a_cluster_spec_defaults_to_where_it_runs(
         if pipeline == "comparison":
             mirrored = params["clusters"]["defaultValue"][0]
             assert mirrored["strategy"] == "mirrored"
-            assert mirrored["devices_per_worker"] == devices
+            assert mirrored["gpus_per_machine"] == devices
 
 
 def test_compiled_files_are_readable_by_the_group(tmp_path):

@@ -223,7 +223,7 @@ def _t4_history(tmp_path, runs: list[tuple]) -> str:
     results = [
         {
             "schema_version": 2, "strategy": strategy, "examples_per_second": eps,
-            "workers": workers, "ps": ps, "devices_per_worker": 1,
+            "workers": workers, "ps": ps, "gpus_per_machine": 1,
             "per_replica_batch_size": 32, "num_replicas": workers, "eval_accuracy": 0.7,
             "model": "resnet50", "precision": "float32",
             "hardware": {"platform": "vertex", "gpu": "t4", "gpus_per_machine": 1,

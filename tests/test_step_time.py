@@ -250,7 +250,7 @@ def test_a_parameter_server_record_decides_the_server_count_it_ran(tmp_path):
 def test_the_network_caveat_follows_only_a_record_that_crossed_the_network(tmp_path):
     path = _comparison(tmp_path, "c.json", [("one_device", 9e6)])
     doc = json.loads(Path(path).read_text())
-    doc["results"][0].update(workers=1, devices_per_worker=1, num_replicas=1)
+    doc["results"][0].update(workers=1, gpus_per_machine=1, num_replicas=1)
     doc["results"][0]["hardware"].update(machines=1, gpus_per_machine=1)
     Path(path).write_text(json.dumps(doc))
     topology = Topology(4, 8, "v100", network_gbps=100)

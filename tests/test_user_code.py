@@ -6,8 +6,10 @@ and no process of theirs left behind."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -127,3 +129,30 @@ def test_a_dataset_module_that_ends_its_process_is_refused_in_one_line(tmp_path,
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(module) in lines[0] and says in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_during_the_module_check_stops_it_and_says_nothing_started(tmp_path, sig):
+    """Ctrl-C or SIGTERM while the child checks a hanging module: exit 130/143 in seconds, the
+    child and its group gone, and no claim of kept epochs (on main: "Finished epochs are kept
+    in OUT/backup" for a run that never started)."""
+    module = tmp_path / "hang.py"
+    module.write_text(with_line("import time; time.sleep(3600)"))
+    command = subprocess.Popen(
+        [STRATEGIST, "train", "--local", "--dataset", "digits", "--strategy", "one_device",
+         "--model-module", str(module), "--output", str(tmp_path / "run")],
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    # The check's child names this code root on its command line (other checkouts' do not).
+    child = "user_code.child_main()\0" + str(Path(__file__).resolve().parents[1])
+    while not _processes_with(child) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # the child is importing the module, which sleeps
+    command.send_signal(sig)
+    _, err = command.communicate(timeout=60)
+    assert command.returncode == 128 + sig, err[-2000:]
+    assert "No training had started" in err and "Finished epochs" not in err, err
+    time.sleep(1)
+    assert _processes_with(child) == []

@@ -190,7 +190,7 @@ class ClusterConfig:
             the first is the chief; for `parameter_server` a separate chief
             (the coordinator) dispatches steps to them.
         ps: parameter-server tasks (`parameter_server` only).
-        devices_per_worker: devices (GPUs) of each machine that computes
+        gpus_per_machine: devices (GPUs) of each machine that computes
             gradients; on a machine without GPUs, logical CPU devices stand in
             for them where the strategy can use them.
         evaluator: one more task that never trains: it evaluates each epoch's
@@ -209,7 +209,7 @@ class ClusterConfig:
     strategy: str = "mirrored"
     workers: int = 1
     ps: int = 0
-    devices_per_worker: int = 1
+    gpus_per_machine: int = 1
     evaluator: bool = False
     all_reduce: str = AUTO
     all_reduce_pack_mb: float = 0.0
@@ -316,9 +316,15 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# Keys renamed in a section, read under their old name from configs written before
+# (CHANGELOG.md); never written.
+RENAMED_KEYS: dict[str, dict[str, str]] = {"cluster": {"devices_per_worker": "gpus_per_machine"}}
+
+
 def _build(section: type, raw: dict[str, Any], name: str) -> Any:
     if not isinstance(raw, dict):
         raise ConfigError(f"the {name!r} section of a run config is an object, got {raw!r}")
+    raw = _renamed(raw, RENAMED_KEYS.get(name, {}))
     fields = {f.name: f for f in dataclasses.fields(section)}
     unknown = set(raw) - set(fields)
     if unknown:
@@ -333,6 +339,17 @@ def _build(section: type, raw: dict[str, Any], name: str) -> Any:
             raise ConfigError(f"run config {name}.{key} must be {expected}, got {value!r}")
         values[key] = value
     return section(**values)
+
+
+def _renamed(raw: dict[str, Any], renames: dict[str, str]) -> dict[str, Any]:
+    """`raw` with old key names read as their new ones (the new name wins when both are given)."""
+    if not renames.keys() & raw.keys():
+        return raw
+    out = {key: value for key, value in raw.items() if key not in renames}
+    for old, new in renames.items():
+        if old in raw:
+            out.setdefault(new, raw[old])
+    return out
 
 
 def cluster_for(

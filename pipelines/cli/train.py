@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from components.core import batching, datasets, model_preflight, run_folder, storage, storage_access
@@ -125,10 +126,15 @@ def run(args: argparse.Namespace) -> int:
             return _run_local(args)
     except KeyboardInterrupt as interrupt:
         output = args.output or "the output folder"
+        # Said only of a run that has a backup: an interruption before training started has none.
+        kept = (
+            f" Finished epochs are kept in {output}/backup: run the same command again to resume"
+            if args.output and os.path.isdir(os.path.join(args.output, "backup"))
+            else " No training had started."
+        )
         print(
             f"strategist train: interrupted ({signal_name(interrupt)}); every process was "
-            f"stopped. Finished epochs are kept in {output}/backup: run the same command again "
-            "to resume",
+            f"stopped.{kept}",
             file=sys.stderr,
         )
         return exit_code(interrupt)
