@@ -175,7 +175,9 @@ def check_target(sub: Submission) -> None:
             "kubeflow svc/ml-pipeline-ui 8080:80`, --host http://localhost:8080"
         )
     if not sub.host.startswith(("http://", "https://")):
-        raise ConfigError(f"--host {masked_url(sub.host)!r}: give a URL, http://HOST[:PORT] or https://...")
+        raise ConfigError(
+            f"--host {masked_url(sub.host)!r}: give a URL, http://HOST[:PORT] or https://..."
+        )
 
 
 def typed_params(spec: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
@@ -429,7 +431,8 @@ def kfp_client(sub: Submission):
     except (urllib3.exceptions.HTTPError, kfp_server_api.ApiException, OSError) as err:
         reason = str(err).splitlines()[0][:200]
         raise ConfigError(
-            f"the KFP host {masked_url(sub.host)} did not answer as a KFP API ({reason}): check --host"
+            f"the KFP host {masked_url(sub.host)} did not answer as a KFP API ({reason}): "
+            "check --host"
         ) from None
 
 
@@ -444,9 +447,9 @@ def _check_reachable(url: str, timeout_s: float = 5.0) -> None:
     except urllib3.exceptions.HTTPError as err:
         reason = getattr(err, "reason", None) or err
         raise ConfigError(
-            f"cannot reach the KFP host {masked_url(url)} ({str(reason).splitlines()[0][-120:]}): check "
-            "--host, and that the KFP API is up (e.g. kubectl port-forward -n kubeflow "
-            "svc/ml-pipeline-ui 8080:80)"
+            f"cannot reach the KFP host {masked_url(url)} "
+            f"({str(reason).splitlines()[0][-120:]}): check --host, and that the KFP API is up "
+            "(e.g. kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80)"
         ) from None
 
 

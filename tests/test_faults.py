@@ -432,6 +432,21 @@ def start_streaming(
     return proc, events, reader
 
 
+def interrupted_at(command: list[str], pattern: str) -> Events:
+    """Runs `command` until it prints `pattern`, then SIGTERM: it must end 143."""
+    proc, events, reader = start_streaming(command)
+    try:
+        events.wait_for(pattern)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    return events
+
+
 SECRET = "ya29.fake-token-do-not-print-7f3a9c"
 
 
@@ -974,16 +989,7 @@ def test_a_corrupted_backup_is_reported_in_one_line_and_not_retried(digits_shard
         str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
         "--shards-dir", digits_shards, "--output", str(out),
     ]  # fmt: skip
-    proc, events, reader = start_streaming(command)
-    try:
-        events.wait_for(r"\] epoch 3/30")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 143
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(timeout=10)
+    interrupted_at(command, r"\] epoch 3/30")
     data = sorted((out / "backup" / "chief").glob("*.data-*"))
     assert data, sorted(p.name for p in (out / "backup").rglob("*"))
     for path in data:
@@ -1014,20 +1020,7 @@ def test_a_first_checkpoint_killed_while_written_starts_over_at_epoch_1(digits_s
         "--shards-dir", digits_shards, "--output", str(out),
     ]  # fmt: skip
 
-    def interrupted_at(pattern: str) -> Events:
-        proc, events, reader = start_streaming(command)
-        try:
-            events.wait_for(pattern)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 143
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        reader.join(timeout=10)
-        return events
-
-    interrupted_at(r"\] epoch 2/30")
+    interrupted_at(command, r"\] epoch 2/30")
     chief = out / "backup" / "chief"
     data = sorted(chief.glob("ckpt-*.data-*"))
     assert data, sorted(p.name for p in chief.iterdir())
@@ -1037,7 +1030,7 @@ def test_a_first_checkpoint_killed_while_written_starts_over_at_epoch_1(digits_s
     (chief / "ckpt-1_temp").mkdir()
     (chief / "ckpt-1_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(half)
 
-    events = interrupted_at(r"\] epoch 1/30")
+    events = interrupted_at(command, r"\] epoch 1/30")
     text = events.text()
     assert "is corrupted" not in text and "resuming the interrupted run" not in text, text[-2000:]
     line = [x for x in text.splitlines() if "holds no finished checkpoint" in x]
@@ -1075,11 +1068,10 @@ def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards,
     proc, events, reader = start_streaming(command)
     try:
         events.wait_for(r"\] epoch 2/30")
-        with open(small_disk / "filler", "wb") as filler:
-            with pytest.raises(OSError, match="No space left"):
-                while True:
-                    filler.write(b"\0" * (1 << 20))
-                    filler.flush()
+        with open(small_disk / "filler", "wb") as filler, pytest.raises(OSError, match="No space"):
+            while True:
+                filler.write(b"\0" * (1 << 20))
+                filler.flush()
         assert proc.wait(timeout=120) == 1
     finally:
         if proc.poll() is None:
@@ -1096,16 +1088,7 @@ def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards,
     assert json.loads(status.stdout)["state"] in ("failed", "interrupted"), status.stdout
 
     (small_disk / "filler").unlink()
-    proc, events, reader = start_streaming(command)
-    try:
-        events.wait_for(r"\] resuming at epoch \d+/30 from the backup")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 143
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(timeout=10)
+    events = interrupted_at(command, r"\] resuming at epoch \d+/30 from the backup")
     assert "is corrupted" not in events.text()
 
 

@@ -31,11 +31,15 @@ def printable(text: str) -> str:
     r"""`text` with every control character escaped (`\x1b`, `\r`), so echoing a name a
     user gave cannot move the cursor or clear the screen (ECMA-48 sequences start with
     ESC or a C1 character). A line break stays one: messages may span lines."""
-    return "".join(
-        char if char == "\n" or (char.isprintable() and not 0x80 <= ord(char) < 0xA0)
-        else repr(char)[1:-1] if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-        for char in text
-    )
+    return "".join(char if _shown(char) else _escape(char) for char in text)
+
+
+def _shown(char: str) -> bool:
+    return char == "\n" or (char.isprintable() and not 0x80 <= ord(char) < 0xA0)
+
+
+def _escape(char: str) -> str:
+    return repr(char)[1:-1] if ord(char) < 0x100 else f"\\u{ord(char):04x}"
 
 
 _URL_PASSWORD = re.compile(r"(^|//)([^/@:\s]*):[^/@\s]*@")
