@@ -321,4 +321,5 @@ def test_the_run_form_shows_whole_numbers_as_integers(tmp_path, pipeline, target
     assert "int [Default: 1.0]" not in header and "'epochs': 5.0" not in header
     # The values are unchanged: the spec parses and the run config is the default one.
     assert RunConfig.from_dict(root["run_config"]["defaultValue"]) is not None
-    assert spec.root.input_definitions.parameters["gpus_per_machine"].default_value.number_value == 1
+    gpus = spec.root.input_definitions.parameters["gpus_per_machine"]
+    assert gpus.default_value.number_value == 1
