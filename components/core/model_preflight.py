@@ -52,7 +52,7 @@ def preflight(config: RunConfig, manifest) -> float:
                 ),
             )
             built = build_compiled(config, spec, module)
-            module_callbacks(module, spec)
+            module_callbacks(module, spec, validates=bool(config.training.validation_fraction))
             adapt_once.write(config.output_dir, built.adapted)
             by_name = datasets.inputs_by_name(manifest, built.model)
             batch = datasets.eval_dataset(

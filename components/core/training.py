@@ -74,7 +74,11 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     module = models.resolve(config.model)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
-    batching = plan_batching(config, replicas, manifest.split("train").num_examples)
+    batching = plan_batching(
+        config,
+        replicas,
+        datasets.training_examples(manifest, config.training.validation_fraction),
+    )
     output_dir = config.output_dir if role.is_chief else _scratch_dir(config.output_dir, role)
     backup_dir = config.backup_dir or storage.join(config.output_dir, "backup")
     storage.makedirs(output_dir)
@@ -117,7 +121,9 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
-        module_callbacks.module_callbacks(module, manifest.input_spec),
+        module_callbacks.module_callbacks(
+            module, manifest.input_spec, validates=bool(config.training.validation_fraction)
+        ),
         role=role,
         attempt=restarts,
     )
@@ -250,6 +256,8 @@ def _fit(
     """
     import tf_keras as keras
 
+    fraction = config.training.validation_fraction
+    by_name = datasets.inputs_by_name(manifest, model)
     dataset = keras.utils.experimental.DatasetCreator(
         datasets.make_dataset_fn(
             manifest,
@@ -258,9 +266,33 @@ def _fit(
             seed=config.training.seed,
             per_worker_order=config.cluster.spec.uses_ps,
             preprocess=preprocess,
-            by_name=datasets.inputs_by_name(manifest, model),
+            by_name=by_name,
+            validation_fraction=fraction,
         )
     )
+    validation = {}
+    if fraction:
+        # The held-out records, repeated: `validation_steps` bounds each evaluation, the same
+        # number of steps on every task (a DatasetCreator needs it; tf_keras `Model.fit`).
+        validation = {
+            "validation_data": keras.utils.experimental.DatasetCreator(
+                datasets.make_dataset_fn(
+                    manifest,
+                    "train",
+                    batching.batch_per_step,
+                    training=False,
+                    seed=config.training.seed,
+                    per_worker_order=config.cluster.spec.uses_ps,
+                    preprocess=preprocess,
+                    by_name=by_name,
+                    validation_fraction=fraction,
+                    held_out=True,
+                )
+            ),
+            "validation_steps": datasets.validation_steps(
+                manifest, fraction, batching.batch_per_step
+            ),
+        }
     storage.makedirs(backup_dir)
     keep_input_iterators(model)
     # The record first, then the checkpoint (see EpochRecorder). TensorFlow writes the
@@ -295,6 +327,7 @@ def _fit(
         steps_per_epoch=batching.steps_per_epoch,
         callbacks=callbacks,
         verbose=0,
+        **validation,
     )
     return backup
 
