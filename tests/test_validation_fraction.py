@@ -49,6 +49,9 @@ def test_the_held_out_records_are_the_first_of_each_file_and_training_never_read
     assert len(held_images) > held * 0.9  # digits may repeat a few images
     assert held_images.isdisjoint(trained_images)
     assert len(trained_images) + len(held_images) >= manifest.split("train").num_examples * 0.95
+    # What a module adapts its preprocessing on (spec.training_data()): the rest only.
+    adapted_on = datasets.eval_dataset(manifest, "train", validation_fraction=0.1)
+    assert sum(len(y) for _, y in adapted_on) == datasets.training_examples(manifest, 0.1)
     # Repeated: a fixed number of validation steps never runs dry.
     assert sum(1 for _ in validation.take(3)) == 3
 

@@ -47,8 +47,12 @@ def preflight(config: RunConfig, manifest) -> float:
         with tf.device("/cpu:0"):
             spec = dataclasses.replace(
                 spec,
+                # What training reads: the validation share is not adapted on.
                 training_data_fn=lambda: datasets.eval_dataset(
-                    manifest, "train", preprocess=module.preprocess
+                    manifest,
+                    "train",
+                    preprocess=module.preprocess,
+                    validation_fraction=config.training.validation_fraction,
                 ),
             )
             built = build_compiled(config, spec, module)

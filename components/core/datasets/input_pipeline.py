@@ -240,10 +240,20 @@ def eval_dataset(
     preprocess=None,
     *,
     by_name: bool = False,
+    validation_fraction: float = 0.0,
 ):
-    """The whole `split`, in order, for evaluation in one process (through `preprocess`)."""
+    """The whole `split`, in order, in one process (through `preprocess`).
+
+    With a `validation_fraction`, the training split without its held-out share.
+    """
     return make_dataset_fn(
-        manifest, split, batch_size, training=False, preprocess=preprocess, by_name=by_name
+        manifest,
+        split,
+        batch_size,
+        training=False,
+        preprocess=preprocess,
+        by_name=by_name,
+        validation_fraction=validation_fraction,
     )(None)
 
 
