@@ -15,6 +15,7 @@ def train(
     backend: str = "local",
     cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
     rehearse: bool = False,
+    max_steps: int = 0,
 ):
     """Trains a Keras model with a tf.distribute strategy and exports it.
 
@@ -38,6 +39,9 @@ def train(
             step would submit on the step's machine instead (nothing is sent;
             gs:// paths are served from $STRATEGIST_GCS_LOCAL_ROOT, default
             runs/gcs; see docs/cloud.md).
+        max_steps: N > 0 trains a pilot instead of whole epochs: N steps
+            after a warm-up of N / 5, measured in 5 windows (a multiple of 5;
+            it replaces run_config.training.max_steps); 0 keeps the run config's.
 
     Returns:
         model: the exported SavedModel.
@@ -65,6 +69,7 @@ def train(
         gcp_resources_path=gcp_resources,
         rehearse=rehearse,
         tensorboard_dir=tensorboard_logs.path,
+        max_steps=max_steps,
     )
     for name, value in launch.headline_metrics(result).items():
         metrics.log_metric(name, value)

@@ -93,6 +93,7 @@ def build_comparison_pipeline(
         cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
         rehearse: bool = False,
         repeats: int = 1,
+        max_steps: int = 0,
     ) -> NamedTuple(
         "Outputs",
         comparison=Artifact,
@@ -127,6 +128,10 @@ def build_comparison_pipeline(
                 of its cloud job on its own machine instead (docs/cloud.md).
             repeats: how many times each strategy trains, interleaved (s1, s2,
                 s1, s2); the report shows the median and spread of each.
+            max_steps: 0 trains whole epochs; N > 0 is a pilot: each strategy
+                trains N steps (a multiple of 5) after a warm-up of N / 5, on
+                whichever backend, and its steady throughput is the median of
+                5 windows after the warm-up, with their spread.
 
         Returns:
             comparison: comparison.json, every run and the verdict.
@@ -161,6 +166,7 @@ def build_comparison_pipeline(
                 backend=backend,
                 cloud_config=cloud_config,
                 rehearse=rehearse,
+                max_steps=max_steps,
             )
             trained.set_display_name("train")
             place_training(trained, placement)

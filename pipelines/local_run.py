@@ -146,6 +146,24 @@ class TaskProgress(logging.Filter):
                 for line in self.last_tail:
                     self._line(f"      {line}")
 
+    def failure(self, err: Exception) -> str:
+        """kfp.local's error, led by the failed task's own error line when its output has one:
+        the launcher's `ClusterFailed` line (the task and its error), a trainer's refusal, or
+        the last line that states an error."""
+        from components.core.launch.cluster_failure import error_line
+
+        own = next(
+            (
+                line.strip().split(": ", 1)[1] if "ClusterFailed: " in line else line.strip()
+                for marker in ("ClusterFailed: ", "trainer: error: ")
+                for line in reversed(self.last_tail)
+                if marker in line
+            ),
+            None,
+        ) or error_line(self.last_tail)
+        own = own.removesuffix("; its last log lines:")  # they follow on the console
+        return f"{own}\n{err}" if own else str(err)
+
     def on_output(self, line: str) -> None:
         """Reads one line that kfp.local or a task printed (ANSI colours removed)."""
         with self.lock:
@@ -384,6 +402,8 @@ def run_locally(
             signals_forwarded_to_tasks(),
         ):
             result = pipeline_func(**arguments)
+    except RuntimeError as err:
+        raise RuntimeError(progress.failure(err)) from err
     finally:
         progress.stop_heartbeat()
         root.removeFilter(progress)

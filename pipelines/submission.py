@@ -146,7 +146,7 @@ def check_target(sub: Submission) -> None:
         raise ConfigError(
             f"unknown target {sub.target!r}: use --target vertex or --target kubeflow"
         )
-    if sub.name is not None and not _NAME.match(sub.name):
+    if sub.name is not None and not _NAME.fullmatch(sub.name):
         raise ConfigError(
             f"--name {sub.name!r}: use lowercase letters, digits and '-' (at most 128)"
         )
@@ -292,6 +292,10 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
         raise ConfigError(
             f"--param target_value must be above 0 and at most 1 for accuracy, got {accuracy}"
         )
+    if typed.get("max_steps"):
+        from components.core.config import check_max_steps
+
+        check_max_steps(typed["max_steps"])
     if "run_config" not in declared:
         return
     run_config = typed.get("run_config", declared["run_config"].get("defaultValue", {}))

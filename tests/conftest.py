@@ -61,3 +61,23 @@ def pids_with_environ(entry: str) -> list[int]:
         if wanted in environ and state != b"Z":  # a zombie is dead, only not yet reaped
             pids.append(int(proc.name))
     return pids
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory):
+    """A real kube-apiserver 1.20 with etcd on loopback, the TFJob CRD and docs/cloud.md's Role.
+
+    The first run builds the API server (tests/kube/build_apiserver.sh, 8-20 min).
+    Where it cannot be built (no root or sudo to install Debian's packages) the tests
+    that need it are skipped, except under CI, where that is a failure.
+    """
+    from tests.kube.cluster import ClusterUnavailable, KubeCluster
+
+    try:
+        cluster = KubeCluster.start(tmp_path_factory.mktemp("kube"))
+    except ClusterUnavailable as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"no Kubernetes API server under CI: {err}")
+        pytest.skip(f"no Kubernetes API server: {err}")
+    yield cluster
+    cluster.stop()

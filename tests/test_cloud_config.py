@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -195,10 +196,14 @@ def test_trainer_config_gets_gcsfuse_paths_on_vertex_and_gs_on_kubeflow():
 def test_job_names_are_dns_labels():
     import datetime
 
-    name = cloudlib.job_name(
-        make_run("parameter_server"), make_cloud(), datetime.datetime(2026, 11, 3, 14, 15, 16)
-    )
-    assert name == "strategist-parameter-server-20261103-141516"
+    same_second = datetime.datetime(2026, 11, 3, 14, 15, 16)
+    names = {
+        cloudlib.job_name(make_run("parameter_server"), make_cloud(), same_second)
+        for _ in range(20)
+    }
+    assert len(names) == 20  # two submissions in one second get two names
+    for name in names:
+        assert re.fullmatch(r"strategist-parameter-server-261103-141516-[a-z0-9]{4}", name)
     assert cloudlib.job_name(make_run(), make_cloud(job_name="mine")) == "mine"
 
 

@@ -44,6 +44,8 @@ BAD = [
     (vertex(**{"--region": "us-central1/../../x"}), "--region"),
     (vertex(**{"--region": "evil.example.com#"}), "--region"),
     (vertex(**{"--region": "us-central1\x1b[2J"}), "--region"),
+    (vertex(**{"--region": "us-central1\n"}), "--region"),  # `$` matches before a newline
+    (kubeflow(**{"--namespace": "ns\n"}), "--namespace"),
     (vertex(**{"--project": "p;$(id)"}), "--project"),
     (vertex(**{"--project": "My-Project"}), "--project"),
     (vertex(**{"--project": "a" * 31}), "--project"),

@@ -224,7 +224,7 @@ GOLDEN = {
             "network_gbps": "NUMBER_DOUBLE", "network_path": "STRING",
             "preemptible": "BOOLEAN", "async_ok": "BOOLEAN", "target_value": "NUMBER_DOUBLE",
             "target_metric": "STRING", "backend": "STRING", "cloud_config": "STRUCT",
-            "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER",
+            "rehearse": "BOOLEAN", "repeats": "NUMBER_INTEGER", "max_steps": "NUMBER_INTEGER",
         },
         "outputs": {"winner": "STRING", "speedup_over_runner_up": "NUMBER_DOUBLE"},
     },

@@ -27,6 +27,7 @@ from components.core.launch.cluster_failure import ClusterFailed
 from components.core.launch.liveness import Liveness
 from components.core.launch.local import LocalCluster, RestartPolicy
 from components.core.launch.local_tasks import HOST, plan_tasks
+from components.core.run_folder import LOCK_NAME
 from components.core.signals import sigterm_raises
 from components.core.trainer import RESTARTS_ENV
 from tests.conftest import pids_with_environ, trainer_pids
@@ -189,7 +190,8 @@ def assert_complete(metrics: dict, out: Path, epochs: int = EPOCHS) -> None:
     assert status == {"state": "succeeded", "restarts": metrics["restarts"]}
     assert (out / "model" / "saved_model.pb").exists()
     assert not (out / "backup").exists()  # finished: nothing to resume
-    assert not [p for p in out.rglob(".*")]  # no partial (atomic temporary) file
+    # No partial (atomic temporary) file; the run's lock file stays, by design.
+    assert not [p for p in out.rglob(".*") if p.name != LOCK_NAME]
     assert not trainer_pids(str(out))
 
 
@@ -483,7 +485,7 @@ def test_strategist_train_interrupted_stops_everything_and_resumes(
     assert not (out / "metrics.json").exists() and not (out / "model").exists()
     records = json.loads((out / "backup" / "epochs.json").read_text())  # whole, valid JSON
     assert [r["epoch"] for r in records][:2] == [1, 2]
-    assert not [p for p in out.rglob(".*")]  # no half-written file
+    assert not [p for p in out.rglob(".*") if p.name != LOCK_NAME]  # no half-written file
     logs = events.text()
     report(f"{signal.Signals(sig).name} to strategist train ({strategy})", stop=stopped_s)
 

@@ -98,6 +98,8 @@ COMPARE_FLAGS = {
     "--verbose": "shows OUTPUT/pipeline.log live (tests/test_local_console.py)",
     "--repeats": "the pipeline's repeats: each strategy trains N times "
     "(tests/test_local_pipeline.py)",
+    "--max-steps": "the pipeline's max_steps: each strategy's pilot stops at N steps "
+    "(tests/test_pilot.py)",
 }
 
 
@@ -334,13 +336,15 @@ def test_every_flag_of_every_command_is_documented():
 
 
 def test_every_help_ends_with_examples():
-    for command, parser in _subcommand_parsers().items():
+    parsers = {"strategist": build_parser(), **_subcommand_parsers()}
+    for command, parser in parsers.items():
         text = parser.format_help()
         assert "\nexamples:\n  strategist " in text, command
         examples = text.split("\nexamples:\n", 1)[1]
         # Each example is kept whole on its line (not re-wrapped) and parses.
         lines = [line for line in examples.splitlines() if line.startswith("  strategist ")]
-        assert lines and all(line.startswith(f"  strategist {command}") for line in lines)
+        prefix = "  strategist " if command == "strategist" else f"  strategist {command}"
+        assert lines and all(line.startswith(prefix) for line in lines)
         for line in lines:
             build_parser().parse_args(shlex.split(line)[1:])
 
@@ -476,3 +480,18 @@ def test_all_reduce_pack_mb_reaches_the_cluster_config_and_only_multi_worker_mir
     from pipelines.cli.compare import _clusters
 
     assert [c.all_reduce_pack_mb for c in _clusters(args)] == [0.0, 4.0]
+
+
+def test_every_gpu_flag_lists_the_same_gpus():
+    """One list of GPU types in every command's --help: the hardware table's."""
+    from components.core.hardware import GPUS
+
+    listed = ", ".join(GPUS)
+    helps = {
+        command: action.help
+        for command, parser in _subcommand_parsers().items()
+        for action in parser._actions
+        if "--gpu" in action.option_strings
+    }
+    assert {"train", "compare", "select", "submit", "schedule", "compile"} <= set(helps)
+    assert all(listed in text for text in helps.values()), helps

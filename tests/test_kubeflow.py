@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 
 from components.core import signals
 from components.core.config import ConfigError, RunConfig
-from components.core.launch import kubeflow
+from components.core.launch import kubeflow, tfjob_client, tfjob_submit
 from components.core.launch.cloud import JobFailed
 from tests.test_cloud_config import IMAGE, make_cloud, make_run
 
@@ -203,7 +203,7 @@ def test_default_restart_policy_is_exit_code():
 
 def test_manifest_round_trips_through_the_sdk_model_and_yaml():
     job = kubeflow.build_tfjob(make_run("parameter_server"), kube_cloud())
-    model = kubeflow.from_dict(job)
+    model = tfjob_client.from_dict(job)
     assert model.spec.tf_replica_specs["PS"].replicas == 1
     assert k8s.ApiClient().sanitize_for_serialization(model) == job
     assert yaml.safe_load(kubeflow.to_yaml(job)) == job
@@ -261,7 +261,7 @@ class FakeTrainingClient:
 def wait(fake):
     lines = []
     job = kubeflow.build_tfjob(make_run(), kube_cloud(job_name="run-1", namespace="ml"))
-    result = kubeflow.submit_and_wait(
+    result = tfjob_submit.submit_and_wait(
         job,
         kube_cloud(namespace="ml"),
         client=fake,
@@ -361,113 +361,4 @@ def test_missing_kube_config_is_a_config_error(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="get-credentials"):
-        kubeflow.load_credentials(kube_cloud())
-
-
-class FakeApiServer:
-    """The Kubernetes API server at the HTTP layer: the real TrainingClient talks to it."""
-
-    def __init__(self, conditions, chief_log=""):
-        self.conditions = list(conditions)
-        self.chief_log = chief_log
-        self.requests = []
-        self.created = None
-
-    def request(self, method, url, query_params=None, headers=None, body=None, **kwargs):
-        path = url.split("://", 1)[-1].split("/", 1)[-1]
-        self.requests.append((method, "/" + path, dict(query_params or [])))
-        tfjobs = "apis/kubeflow.org/v1/namespaces/ml/tfjobs"
-        if method == "POST" and path == tfjobs:
-            self.created = body
-            return self._reply(201, body)
-        if method == "GET" and path == f"{tfjobs}/run-1":
-            job = copy.deepcopy(self.created)
-            now = self.conditions.pop(0) if len(self.conditions) > 1 else self.conditions[0]
-            job["status"] = {
-                "conditions": [
-                    {"type": t, "status": "True", "reason": f"TFJob{t}", "message": f"is {t}"}
-                    for t in now
-                ]
-            }
-            return self._reply(200, job)
-        if method == "DELETE" and path == f"{tfjobs}/run-1":
-            return self._reply(200, {"kind": "Status", "status": "Success"})
-        if method == "GET" and path == "api/v1/namespaces/ml/pods":
-            pod = {
-                "metadata": {"name": "run-1-chief-0", "namespace": "ml"},
-                "status": {"phase": "Failed"},
-            }
-            return self._reply(200, {"kind": "PodList", "items": [pod]})
-        if method == "GET" and path == "api/v1/namespaces/ml/pods/run-1-chief-0/log":
-            return self._reply(200, self.chief_log, raw=True)
-        raise AssertionError(f"unexpected request {method} {url}")
-
-    @staticmethod
-    def _reply(status, body, raw=False):
-        import json
-
-        from kubernetes.client import rest
-
-        # RESTClientObject.request hands back decoded text, as the real one does.
-        data = body if raw else json.dumps(body)
-        return rest.RESTResponse(
-            SimpleNamespace(
-                status=status,
-                reason="OK",
-                data=data,
-                getheaders=lambda: {},
-                getheader=lambda name, default=None: default,
-            )
-        )
-
-
-@pytest.fixture
-def api_server(monkeypatch):
-    from kubernetes.client import rest
-
-    servers = []
-
-    def install(server):
-        servers.append(server)
-        monkeypatch.setattr(
-            rest.RESTClientObject, "request", lambda self, *a, **kw: server.request(*a, **kw)
-        )
-        configuration = k8s.Configuration()
-        configuration.host = "https://kubernetes.invalid"
-        return kubeflow.make_client(kube_cloud(namespace="ml"), configuration)
-
-    return install
-
-
-def test_real_training_client_creates_a_schema_valid_tfjob_and_waits(api_server, tfjob_schema):
-    server = FakeApiServer([["Created"], ["Created", "Running"], ["Running", "Succeeded"]])
-    client = api_server(server)
-    assert wait(client)[0] == "Succeeded"
-    assert server.requests[0][:2] == ("POST", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs")
-    validate(server.created, tfjob_schema)
-    assert replicas(server.created) == {"Chief": 1, "Worker": 2}
-
-
-def test_real_training_client_fetches_chief_logs_on_failure(api_server):
-    server = FakeApiServer([["Running"], ["Failed"]], chief_log="step 1\nOOM: out of memory\n")
-    client = api_server(server)
-    with pytest.raises(JobFailed, match=r"\[run-1-chief-0\] OOM: out of memory"):
-        wait(client)
-    (pods,) = [query for method, path, query in server.requests if path.endswith("/pods")]
-    assert "training.kubeflow.org/job-role=master" in pods["labelSelector"]
-
-
-def test_real_training_client_deletes_the_job_on_ctrl_c(api_server):
-    server = FakeApiServer([["Running"]])
-    client = api_server(server)
-    lines = []
-
-    def interrupt(seconds):
-        raise KeyboardInterrupt
-
-    job = kubeflow.build_tfjob(make_run(), kube_cloud(job_name="run-1", namespace="ml"))
-    with pytest.raises(KeyboardInterrupt):
-        kubeflow.submit_and_wait(
-            job, kube_cloud(namespace="ml"), client=client, log=lines.append, sleep=interrupt
-        )
-    assert ("DELETE", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs/run-1", {}) in server.requests
+        tfjob_client.load_credentials(kube_cloud())

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from components.core import signals
 from components.core.config import ConfigError
-from components.core.launch import kubeflow, remote, vertex
+from components.core.launch import kubeflow, remote, tfjob_client, tfjob_submit, vertex
 from components.core.launch.cloud import JobFailed
 from tests.test_cloud_config import make_cloud, make_run
 
@@ -382,7 +382,7 @@ def training_client(api: FakeCustomObjectsApi):
 def run_tfjob(api, gcp_resources, clock=None, lines=None):
     cloud = make_cloud(target="kubeflow", project=None, region=None, namespace="ml")
     job = kubeflow.build_tfjob(make_run(), make_cloud(**{**cloud.__dict__, "job_name": "run-1"}))
-    return kubeflow.submit_and_wait(
+    return tfjob_submit.submit_and_wait(
         job,
         cloud,
         client=training_client(api),
@@ -519,8 +519,7 @@ def no_requests(monkeypatch):
     vertex_fake, api = FakeJobService(), FakeCustomObjectsApi()
     monkeypatch.setattr(credentials, "google_credentials", lambda: None)
     monkeypatch.setattr(vertex, "make_client", lambda cloud, credentials=None: vertex_fake)
-    monkeypatch.setattr(kubeflow, "load_credentials", lambda cloud: k8s.Configuration())
-    monkeypatch.setattr(kubeflow, "make_client", lambda cloud, conf=None: training_client(api))
+    monkeypatch.setattr(tfjob_client, "make_client", lambda cloud, conf=None: training_client(api))
     yield
     assert vertex_fake.calls == [] and api.calls == []
 
@@ -609,3 +608,25 @@ def test_a_recorded_job_that_no_longer_exists_is_replaced(tmp_path):
     assert run_tfjob(api, path.with_name("tfjob"), lines=lines) == "Succeeded"
     assert api.calls.count("create") == 2
     assert "kubeflow: the recorded TFJob ml/run-1 no longer exists; creating a new one" in lines
+
+
+def test_a_failures_last_lines_leave_out_tensorflows_start_up_notices():
+    """The lines of the issue's failing `--model cnn` task: its own error, not the notices."""
+    from components.core.launch.local import ClusterFailed
+
+    tail = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1764 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use "
+        "available CPU instructions in performance-critical operations.",
+        "To enable the following instructions: AVX2 FMA, in other operations, rebuild "
+        "TensorFlow with the appropriate compiler flags.",
+        "I0000 00:00:1764 port.cc:153] oneDNN custom operations are on. You may see slightly "
+        "different numerical results.",
+        "E0000 00:00:1764 cuda_executor.cc:1309] failed call to cuInit: INTERNAL: CUDA error",
+        "trainer: error: build_model of cnn failed: Input 0 of layer conv2d is incompatible "
+        "with the layer: expected min_ndim=4, found ndim=2",
+    ]
+    failed = ClusterFailed("chief-0", 2, tail)
+    assert failed.tail == tail[-1:]
+    assert str(failed).splitlines()[1:] == [f"  [chief-0] {tail[-1]}"]
+    assert str(failed).startswith("chief-0 exited 2: build_model of cnn failed: ")

@@ -100,6 +100,23 @@ def test_a_failed_task_shows_the_end_of_its_output():
     assert "[1/9] train parameter_server ... failure after" in text
     assert "      trainer: error: out of memory" in text
     assert progress.last_tail[-1] == "trainer: error: out of memory"
+    # compare's error and status.json's `error` (its first line) lead with the task's own.
+    failure = progress.failure(RuntimeError("Task 'train' finished with status FAILURE"))
+    assert failure.splitlines() == [
+        "trainer: error: out of memory",
+        "Task 'train' finished with status FAILURE",
+    ]
+    # A train task's traceback ends with the launcher's ClusterFailed: its line names the task.
+    progress = TaskProgress(io.StringIO(), total=9)
+    cluster_failed = (
+        "components.core.launch.cluster_failure.ClusterFailed: chief-0 exited 2: "
+        "build_model of cnn failed: expected min_ndim=4; its last log lines:"
+    )
+    tail = [cluster_failed, "  [chief-0] trainer: error: build_model of cnn failed: ..."]
+    _run_task(progress, "train", TRAIN_INPUTS, tail, "FAILURE")
+    assert progress.failure(RuntimeError("kfp")).splitlines()[0] == (
+        "chief-0 exited 2: build_model of cnn failed: expected min_ndim=4"
+    )
 
 
 def test_the_log_stream_keeps_everything_and_feeds_whole_lines():

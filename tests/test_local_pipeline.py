@@ -58,6 +58,15 @@ def test_compare_writes_the_report_files(comparison_run):
     assert report["recommendation"]["strategy"]  # what `select` would have chosen
 
 
+def test_status_reads_a_comparison_folder(comparison_run, capsys):
+    _, out, _ = comparison_run
+    capsys.readouterr()
+    assert cli.main(["status", str(out)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    report = json.loads((out / "comparison.json").read_text())
+    assert status == {"state": "succeeded", "winner": report["winner"]}
+
+
 def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
     """`compare` flags reach the trainer: each record holds the config the trainer ran."""
     _, out, _ = comparison_run
@@ -65,7 +74,7 @@ def test_every_train_step_ran_the_run_config_it_was_given(comparison_run):
     for result in report["results"]:
         ran = RunConfig.from_dict(result["run_config"])
         assert ran.training == TrainingConfig(
-            epochs=4, seed=7, warmup_epochs=0, base_learning_rate=0.002
+            epochs=4, seed=7, warmup_epochs=0, base_learning_rate=0.002, learning_rate_given=True
         )
         assert ran.data.num_shards == 2 and ran.cluster.strategy == result["strategy"]
     shapes = {
@@ -116,11 +125,15 @@ def test_every_train_step_keeps_its_tensorboard_logs_as_an_artifact(comparison_r
     _, out, _ = comparison_run
     log_dirs = sorted({p.parent for p in (out / "pipeline_root").rglob("events.out.tfevents.*")})
     assert len(log_dirs) == 4, log_dirs  # 2 strategies x --repeats 2
+    strategies = []
     for log_dir in log_dirs:
         assert "tensorboard_logs" in log_dir.parts, log_dir
+        # The run's folder names its strategy: <artifact>/<strategy>/train.
+        strategies.append(log_dir.relative_to(log_dir.parents[1]).parts[0])
         epochs = scalars(log_dir)
         assert [step for step, _ in epochs["epoch_loss"]] == [0, 1, 2, 3], log_dir
         assert all(value > 0 for _, value in epochs["epoch_examples_per_second"])
+    assert sorted(strategies) == ["mirrored"] * 2 + ["parameter_server"] * 2
 
 
 def test_task_timings_are_recorded(comparison_run):
@@ -142,13 +155,20 @@ def test_the_console_shows_tasks_epochs_and_the_table_and_the_log_holds_the_rest
     # and 4 epoch lines) and the spread table.
     assert len(lines) <= 60 + 2 * 6 + 5, console
     tasks = [line for line in lines if re.match(r"^\[\d+/12\] ", line)]
+    # Off a terminal each task has a start line and an end line.
+    assert [line for line in tasks if line.endswith(" ... started")] == [
+        re.sub(r" \.\.\. [\d.]+ s$", " ... started", line)
+        for line in tasks
+        if not line.endswith(" ... started")
+    ]
+    tasks = [line for line in tasks if not line.endswith(" ... started")]
     assert len(tasks) == 12  # shard, select, plan, compare + train and evaluate per run
     trains = [line for line in tasks if " train " in line]
     # --repeats 2 runs the strategies interleaved, so drift hits both alike.
     assert [line.split()[2] for line in trains] == ["mirrored", "parameter_server"] * 2
     assert all(re.search(r" \.\.\. \d+\.\d s$", line) for line in tasks)
     assert sum("parameter_server epoch " in line for line in lines) == 8
-    assert "Strategy" in console and "Eval accuracy" in console  # the closing table
+    assert "Strategy" in console and "Eval acc." in console  # the closing table
     log_path = out / "pipeline.log"
     assert f"full log: {log_path}" in console
     for noise in ("executor_input", "INFO", "non-Python base image", "have no effect", "E0000"):

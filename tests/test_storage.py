@@ -503,6 +503,9 @@ _ALLOWED = {
     ("launch/preflight.py", "os.listdir", '"/proc/driver/nvidia/gpus"'),
     ("launch/liveness.py", "open", 'f"/proc/{pid}/stat"'),
     ("launch/preflight.py", "open", '"/proc/meminfo"'),
+    # The processes a check or command marked (/proc/PID/environ), to kill them: not user files.
+    ("launch/reaper.py", "os.listdir", '"/proc"'),
+    ("launch/reaper.py", "open", 'f"/proc/{name}/environ"'),
     # Programs on PATH (dpkg-query; unshare, nsenter), not files of the user's.
     ("reduction_server.py", "shutil.which", '"dpkg-query"'),
     ("launch/netns.py", "shutil.which", "tool"),

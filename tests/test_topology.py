@@ -30,7 +30,7 @@ def test_invalid_hardware_raises_config_error(topology):
 
 
 def test_preemptions_whose_restarts_fill_the_hour_train_nothing(capsys):
-    """60 preemptions an hour x 600 s a restart is 36,000 s of restarts an hour: it said
+    """60 preemptions an hour x 300 s a restart is 18,000 s of restarts an hour: it said
     'take 90% off' and predicted 18 examples/s; now it is refused. A rate one machine
     survives but a synchronous run over 4 does not leaves that run infeasible, and a
     share below the whole is said as it is, not capped at 90%."""
@@ -40,8 +40,8 @@ def test_preemptions_whose_restarts_fill_the_hour_train_nothing(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert (
-        "--preemptions-per-machine-hour 60: each preemption costs a restart of about 600 s, "
-        "so 6 or more an hour leave a machine no time to train (60 x 600 s = 36,000 s of "
+        "--preemptions-per-machine-hour 60: each preemption costs a restart of about 300 s, "
+        "so 12 or more an hour leave a machine no time to train (60 x 300 s = 18,000 s of "
         "restarts an hour); give the rate the machines see"
     ) in err
     assert main([*argv, "6"]) == 2
@@ -50,7 +50,7 @@ def test_preemptions_whose_restarts_fill_the_hour_train_nothing(capsys):
     assert doc["strategy"] == "parameter_server"
     mwm = next(a for a in doc["alternatives"] if a["strategy"] == "multi_worker_mirrored")
     assert mwm["feasible"] is False
-    assert mwm["note"] == "its 4 machines' preemption restarts fill every hour"
+    assert mwm["note"] == "its 4 machines' preemption losses fill every hour"
     assert mwm["predicted"]["examples_per_second"] == 0
     assert not any("90%" in r for r in doc["reasons"])
     topology = Topology(4, 1, "v100", network_gbps=25, preemptible=True,

@@ -441,6 +441,15 @@ def test_bad_data_is_refused_by_compare_too(bad_files, capsys):
     assert "takes one numeric input" in capsys.readouterr().err
 
 
+def test_compare_pre_flights_a_built_in_model_before_any_task_starts(csv_dir, tmp_path, capsys):
+    out = tmp_path / "compare"
+    data = ["--data", str(csv_dir / "breast_cancer.csv"), "--label", "target", "--model", "cnn"]
+    assert main(["compare", *data, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert re.search("build_model of cnn failed: .*expected min_ndim=4, found ndim=2", err), err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_compare_refuses_to_judge_a_regression_on_accuracy(csv_dir, tmp_path, capsys):
     """A float label has no accuracy: compare says which --target-metric to pass, and starts
     nothing (no output folder)."""

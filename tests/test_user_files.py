@@ -188,3 +188,45 @@ def test_another_user_cannot_hold_the_run_lock(request):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_compare_publishes_each_file_whole_or_not_at_all(tmp_path, monkeypatch):
+    """`collect_outputs` writes each file under a temporary name and renames it: a copy that
+    fails half-way (here: the rename) leaves the previous comparison.json whole, no 0-byte
+    file and no temporary (on main `shutil.copyfile` truncated it first)."""
+    from types import SimpleNamespace
+
+    from pipelines.cli.compare import collect_outputs
+
+    task = tmp_path / "task"
+    (task / "plots").mkdir(parents=True)
+    for name in ("comparison.json", "report.html", "summary.md"):
+        (task / name).write_text("new " + name)
+    (task / "plots" / "throughput.png").write_bytes(b"png")
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "comparison.json").write_text('{"old": true}')
+    outputs = {
+        "comparison": task / "comparison.json",
+        "report": task / "report.html",
+        "summary": task / "summary.md",
+        "plots": task / "plots",
+    }
+    result = SimpleNamespace(outputs={k: SimpleNamespace(path=str(v)) for k, v in outputs.items()})
+
+    def killed(*args):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", killed)
+        with pytest.raises(OSError):
+            collect_outputs(result, str(output))
+    assert (output / "comparison.json").read_text() == '{"old": true}'
+    assert sorted(p.name for p in output.iterdir()) == ["comparison.json"]
+    assert collect_outputs(result, str(output)) == [
+        "comparison.json",
+        "report.html",
+        "summary.md",
+        "throughput.png",
+    ]
+    assert (output / "comparison.json").read_text() == "new comparison.json"

@@ -150,3 +150,20 @@ def test_a_callback_may_monitor_val_metrics_only_when_a_share_is_held_out(digits
     assert callback.monitor == "val_loss"
     with pytest.raises(ConfigError, match="hold out a share with --validation-fraction"):
         module_callbacks(module, spec, validates=False)
+
+
+def test_an_epochs_seconds_are_its_trainings_the_validation_is_timed_apart():
+    import time
+
+    from components.core.epoch_records import EpochRecorder
+
+    recorder = EpochRecorder(None, examples_per_epoch=100, epochs=1, verbose=False)
+    recorder.callback.on_epoch_begin(0)
+    recorder.callback.on_test_begin()
+    time.sleep(0.3)
+    recorder.callback.on_test_end()
+    recorder.callback.on_epoch_end(0, {"loss": 1.0, "val_loss": 1.1})
+    (record,) = recorder.records
+    assert record["validation_seconds"] >= 0.3
+    assert record["seconds"] < 0.3
+    assert record["metrics"]["val_loss"] == 1.1

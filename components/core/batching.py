@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.core import datasets
-from components.core.config import ConfigError, RunConfig
+from components.core.config import PILOT_WINDOWS, ConfigError, RunConfig
 
 
 @dataclass(frozen=True)
@@ -17,18 +17,36 @@ class Batching:
             (for parameter_server: across all workers' concurrent steps).
         batch_per_step: examples one `fit` step consumes (one worker's step for
             parameter_server).
-        steps_per_epoch: `fit` steps in one epoch.
-        examples_per_epoch: the same for every strategy of a comparison.
+        steps_per_epoch: `fit` steps in one epoch (of a pilot: in one window).
+        examples_per_epoch: the same for every strategy of a comparison (of a
+            pilot: in one window).
+        epochs: `fit` epochs: the run's, or a pilot's windows (its warm-up first).
+        warmup_steps: a pilot's steps before it measures (its first window);
+            0 for a run of whole epochs, whose first epoch is its warm-up.
+        steps_per_data_epoch: steps of one pass over the training split (the
+            learning-rate warm-up counts epochs in them, pilot or not).
     """
 
     global_batch_size: int
     batch_per_step: int
     steps_per_epoch: int
     examples_per_epoch: int
+    epochs: int
+    warmup_steps: int = 0
+    steps_per_data_epoch: int = 0
+
+    @property
+    def max_steps(self) -> int:
+        """A pilot's measured steps (after its warm-up); 0 for a run of whole epochs."""
+        return (self.epochs - 1) * self.steps_per_epoch if self.warmup_steps else 0
 
 
 def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: int) -> Batching:
     """Global batch = per-replica batch x replicas; epochs drop the ragged tail.
+
+    A pilot (`training.max_steps` N) runs `PILOT_WINDOWS` + 1 `fit` epochs of
+    N / `PILOT_WINDOWS` steps each: the first is its warm-up, the others its
+    measured windows. Its input repeats, so N may exceed an epoch of data.
 
     Raises:
         ConfigError: when the global batch is larger than the training split.
@@ -47,7 +65,22 @@ def plan_batching(config: RunConfig, replicas_in_sync: int, num_train_examples: 
             "examples: lower --batch-size"
         )
     examples = steps_of_global * global_batch
-    return Batching(global_batch, batch_per_step, examples // batch_per_step, examples)
+    data_steps = examples // batch_per_step
+    max_steps = config.training.max_steps
+    if max_steps:
+        window = max_steps // PILOT_WINDOWS
+        return Batching(
+            global_batch,
+            batch_per_step,
+            steps_per_epoch=window,
+            examples_per_epoch=window * batch_per_step,
+            epochs=PILOT_WINDOWS + 1,
+            warmup_steps=window,
+            steps_per_data_epoch=data_steps,
+        )
+    return Batching(
+        global_batch, batch_per_step, data_steps, examples, config.training.epochs, 0, data_steps
+    )
 
 
 def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:

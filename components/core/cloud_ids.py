@@ -47,7 +47,6 @@ _MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]{0,15}(?:-[a-z0-9]{1,16}){1,5}$")
 _DNS_SUBDOMAIN = re.compile(
     r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$"
 )
-# registry/path[:tag][@digest], as the docker reference grammar allows (lower-case path).
 # Docker's reference grammar (distribution/reference): an optional registry host, then
 # lower-case path components (a Docker Hub name such as `img:1` has no host), a tag, a digest.
 _IMAGE = re.compile(
@@ -63,7 +62,7 @@ def _shown(value: str) -> str:
 
 def check_project(project: str, flag: str = "--project") -> str:
     """Returns `project` when it is a Google Cloud project ID or number."""
-    if not _PROJECT.match(project):
+    if not _PROJECT.fullmatch(project):
         raise ConfigError(
             f"{flag} {_shown(project)} is not a Google Cloud project ID: lowercase letters, "
             "digits and '-', starting with a letter, at most 30 (e.g. my-project-123), or "
@@ -74,7 +73,7 @@ def check_project(project: str, flag: str = "--project") -> str:
 
 def check_region(region: str, flag: str = "--region") -> str:
     """Returns `region` when it has the form of a Google Cloud region (`us-central1`)."""
-    if not _REGION.match(region):
+    if not _REGION.fullmatch(region):
         raise ConfigError(
             f"{flag} {_shown(region)} is not a Google Cloud region: pass one such as "
             "us-central1 or europe-west4"
@@ -89,7 +88,7 @@ def vertex_endpoint(region: str) -> str:
 
 def check_service_account(email: str, flag: str = "--service-account") -> str:
     """Returns `email` when it is a Google Cloud service account's address."""
-    if len(email) > 254 or not _SERVICE_ACCOUNT.match(email):
+    if len(email) > 254 or not _SERVICE_ACCOUNT.fullmatch(email):
         raise ConfigError(
             f"{flag} {_shown(email)} is not an email of a service account: pass "
             "NAME@PROJECT.iam.gserviceaccount.com"
@@ -99,7 +98,7 @@ def check_service_account(email: str, flag: str = "--service-account") -> str:
 
 def check_network(network: str, flag: str = "--network") -> str:
     """Returns `network` when it is `projects/NUMBER/global/networks/NAME`."""
-    if not _NETWORK.match(network):
+    if not _NETWORK.fullmatch(network):
         raise ConfigError(
             f"{flag} {_shown(network)}: pass projects/PROJECT_NUMBER/global/networks/NAME "
             "(NAME: lowercase letters, digits and '-', at most 63)"
@@ -109,7 +108,7 @@ def check_network(network: str, flag: str = "--network") -> str:
 
 def check_machine_type(machine_type: str, flag: str = "--machine-type") -> str:
     """Returns `machine_type` when it is shaped as a Compute Engine machine type."""
-    if not _MACHINE_TYPE.match(machine_type):
+    if not _MACHINE_TYPE.fullmatch(machine_type):
         raise ConfigError(
             f"{flag} {_shown(machine_type)} is not a machine type: lowercase letters, digits "
             "and '-', e.g. n1-standard-8 or a2-highgpu-1g"
@@ -119,7 +118,7 @@ def check_machine_type(machine_type: str, flag: str = "--machine-type") -> str:
 
 def check_image(image: str, flag: str = "--image") -> str:
     """Returns `image` when it is a container image reference (`[REGISTRY/]PATH[:TAG][@DIGEST]`)."""
-    if len(image) > 512 or not _IMAGE.match(image):
+    if len(image) > 512 or not _IMAGE.fullmatch(image):
         raise ConfigError(
             f"{flag} {_shown(image)} is not a container image reference; "
             "references are lower case ([REGISTRY/]PATH[:TAG]), "
@@ -130,7 +129,7 @@ def check_image(image: str, flag: str = "--image") -> str:
 
 def check_kube_service_account(name: str, flag: str = "--kube-service-account") -> str:
     """Returns `name` when it is a Kubernetes service account name (a DNS subdomain)."""
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         raise ConfigError(
             f"{flag} {_shown(name)} is not a Kubernetes service account name: lowercase "
             "letters, digits, '-' and '.', at most 253"

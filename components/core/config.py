@@ -34,6 +34,10 @@ MAX_SEED = 2**32 - 1
 # More epochs than any run needs: a larger number is a typo (and overflows the int64
 # a KFP pipeline parameter holds).
 MAX_EPOCHS = 1_000_000
+# A pilot (`training.max_steps`) measures its steps in this many windows of equal steps, after
+# one more window of warm-up: each window's throughput is a sample, so the steady state has a
+# median and a spread, as the epochs after the first give a whole run.
+PILOT_WINDOWS = 5
 # Steps in one tf.function call: Keras truncates an execution at the epoch's end, so more
 # than an epoch's steps only names a number no run has.
 MAX_STEPS_PER_EXECUTION = 100_000
@@ -124,6 +128,10 @@ class TrainingConfig:
         profile_steps: `"A,B"` takes a TensorFlow profiler trace of training
             steps A to B of the first epoch (1-based) into the TensorBoard
             logs; empty: no trace (a trace slows those steps).
+        max_steps: 0 trains `epochs` whole epochs. N > 0 is a pilot: N
+            measured steps after a warm-up of N / `PILOT_WINDOWS` steps,
+            instead of `epochs` (`batching.plan_batching` lays them out as
+            windows; a multiple of `PILOT_WINDOWS`).
     """
 
     epochs: int = 5
@@ -139,6 +147,7 @@ class TrainingConfig:
     precision: str = FLOAT32
     jit_compile: bool = False
     profile_steps: str = ""
+    max_steps: int = 0
     checkpoint_every: str = "epoch"
 
     @property
@@ -439,6 +448,7 @@ def validate_run(config: RunConfig) -> None:
         raise ConfigError(
             f"--validation-fraction must be 0 or more and below 1, got {t.validation_fraction}"
         )
+    check_max_steps(t.max_steps)
     if t.precision not in PRECISIONS:
         raise ConfigError(
             f"unknown precision {t.precision!r}; choose one of {', '.join(PRECISIONS)}"
@@ -453,6 +463,23 @@ def validate_run(config: RunConfig) -> None:
         )
     if config.data.feature_spec and not (config.data.files or "").endswith(".tfrecord"):
         raise ConfigError("--feature-spec describes .tfrecord files: pass them with --data")
+
+
+def check_max_steps(max_steps: int) -> None:
+    """Refuses a pilot's step count that cannot be split into `PILOT_WINDOWS` equal windows.
+
+    Raises:
+        ConfigError: saying which counts work.
+    """
+    if max_steps < 0 or max_steps > MAX_EPOCHS:
+        raise ConfigError(f"--max-steps must be between 0 and {MAX_EPOCHS:,}, got {max_steps}")
+    if max_steps % PILOT_WINDOWS:
+        below = max_steps - max_steps % PILOT_WINDOWS
+        raise ConfigError(
+            f"--max-steps {max_steps}: a pilot measures {PILOT_WINDOWS} windows of equal steps; "
+            f"pass a multiple of {PILOT_WINDOWS}, e.g. {below or PILOT_WINDOWS} or "
+            f"{below + PILOT_WINDOWS}"
+        )
 
 
 def validate_for_machine(config: RunConfig, gpus: int) -> None:

@@ -109,7 +109,10 @@ class RunMetrics:
     `epoch_examples_per_second`, `elapsed_at_epoch_end`, `epoch_attempts`,
     `history`) hold one entry per epoch; `examples_per_second` is the median
     after the first epoch (which includes tracing); `wall_seconds` is time in
-    epochs; `phase_seconds` says where the chief's whole time went (`startup`,
+    epochs. A pilot (`max_steps` > 0: that many measured steps after
+    `warmup_steps`) records windows of `steps_per_epoch` steps as its epochs,
+    its warm-up first, so `epochs` counts its windows and its throughput
+    excludes the warm-up alike; `phase_seconds` says where the chief's whole time went (`startup`,
     `setup`, `fit`, `epochs`, `export`, `evaluate`); `precision`,
     `jit_compile` and `steps_per_execution` repeat the run config's training
     options for readers (records older than them ran float32, without XLA,
@@ -171,6 +174,8 @@ class RunMetrics:
     epochs: int | None = None
     steps_per_epoch: int | None = None
     examples_per_epoch: int | None = None
+    max_steps: int = 0
+    warmup_steps: int = 0
     epoch_seconds: list[float] = field(default_factory=list)
     epoch_examples_per_second: list[float] = field(default_factory=list)
     wall_seconds: float | None = None
@@ -319,6 +324,8 @@ _COUNTS = {
     "devices_per_worker": 1,
     "per_replica_batch_size": 1,
     "parameters": 1,
+    "max_steps": 0,
+    "warmup_steps": 0,
 }
 _HARDWARE_COUNTS = {"machines": 1, "processes": 1, "gpus_per_machine": 0}
 # The selector's name of full precision, written by hand in records: the policy it means.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from components.core.checkpoint_interval import EPOCH
 from components.core.config import (
     ClusterConfig,
     ConfigError,
@@ -73,6 +74,8 @@ def choose_for_pipeline(
         precision=precision_of_policy(config.training.precision),
         jit_compile=config.training.jit_compile,
         preemptible=preemptible,
+        # what a preemption loses is priced only on preemptible machines
+        checkpoint_every=config.training.checkpoint_every if preemptible else EPOCH,
         all_reduce_pack_mb=config.cluster.all_reduce_pack_mb,
     )
     model_name = config.model.name

@@ -42,6 +42,7 @@ from components.core.epoch_records import (
     tensorboard_callback,
     tensorboard_log_dir,
 )
+from components.core.fit_inputs import fit_inputs
 from components.core.strategies import Role
 
 METRICS_NAME = "metrics.json"
@@ -92,13 +93,13 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         strategy=strategy,
         xla_scope=xla,
         batch_per_update=batching.batch_per_step,
-        steps_per_epoch=batching.steps_per_epoch,
+        steps_per_epoch=batching.steps_per_data_epoch,
     )
     model = built.model
     recorder = EpochRecorder(
         storage.join(backup_dir, EPOCH_LOG_NAME) if role.is_chief else None,
         batching.examples_per_epoch,
-        config.training.epochs,
+        batching.epochs,
         verbose=role.is_chief,
         attempt=restarts,
     )
@@ -106,7 +107,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         print(
             f"training {module.name} ({model.count_params():,} parameters) on "
             f"{manifest.dataset} with {config.cluster.strategy}: {replicas} replica(s) in sync, "
-            f"global batch {batching.global_batch_size}, {batching.steps_per_epoch} steps/epoch",
+            f"global batch {batching.global_batch_size}, {_steps_plan(batching)}",
             flush=True,
         )
         for change in built.adjustments:
@@ -157,7 +158,7 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         ),
         manifest.input_spec,
     )
-    divergence.check_evaluation({**result.metrics, "loss": result.loss}, config.training.epochs)
+    divergence.check_evaluation({**result.metrics, "loss": result.loss}, batching.epochs)
     phases = {
         "startup": startup_s,
         "setup": fit_started - started,
@@ -254,45 +255,6 @@ def _fit(
     Returns:
         The checkpoint callback (`checkpoint_steps`: the step interval that ran).
     """
-    import tf_keras as keras
-
-    fraction = config.training.validation_fraction
-    by_name = datasets.inputs_by_name(manifest, model)
-    dataset = keras.utils.experimental.DatasetCreator(
-        datasets.make_dataset_fn(
-            manifest,
-            "train",
-            batching.batch_per_step,
-            seed=config.training.seed,
-            per_worker_order=config.cluster.spec.uses_ps,
-            preprocess=preprocess,
-            by_name=by_name,
-            validation_fraction=fraction,
-        )
-    )
-    validation = {}
-    if fraction:
-        # The held-out records, repeated: `validation_steps` bounds each evaluation, the same
-        # number of steps on every task (a DatasetCreator needs it; tf_keras `Model.fit`).
-        validation = {
-            "validation_data": keras.utils.experimental.DatasetCreator(
-                datasets.make_dataset_fn(
-                    manifest,
-                    "train",
-                    batching.batch_per_step,
-                    training=False,
-                    seed=config.training.seed,
-                    per_worker_order=config.cluster.spec.uses_ps,
-                    preprocess=preprocess,
-                    by_name=by_name,
-                    validation_fraction=fraction,
-                    held_out=True,
-                )
-            ),
-            "validation_steps": datasets.validation_steps(
-                manifest, fraction, batching.batch_per_step
-            ),
-        }
     storage.makedirs(backup_dir)
     keep_input_iterators(model)
     # The record first, then the checkpoint (see EpochRecorder). TensorFlow writes the
@@ -322,12 +284,11 @@ def _fit(
     )
     callbacks.extend(module_callbacks)
     model.fit(
-        dataset,
-        epochs=config.training.epochs,
+        **fit_inputs(model, config, manifest, batching, preprocess),
+        epochs=batching.epochs,  # a pilot's windows: the stop is `fit`'s own
         steps_per_epoch=batching.steps_per_epoch,
         callbacks=callbacks,
         verbose=0,
-        **validation,
     )
     return backup
 
@@ -345,7 +306,7 @@ def _metrics(
     """The run's record from its plan, its epochs and its evaluation."""
     seconds = [r["seconds"] for r in records]
     throughput = [r["examples_per_second"] for r in records]
-    steady = throughput[1:] or throughput  # epoch 1 includes tracing and warm-up
+    steady = throughput[1:] or throughput  # epoch 1 (a pilot's warm-up window) holds tracing
     history = {"loss": [r["loss"] for r in records]}
     for name in records[-1].get("metrics", {"accuracy": None}) if records else []:
         history[name] = [r.get("metrics", r).get(name) for r in records]
@@ -362,9 +323,11 @@ def _metrics(
         devices_per_worker=config.cluster.devices_per_worker,
         per_replica_batch_size=config.training.per_replica_batch_size,
         global_batch_size=batching.global_batch_size,
-        epochs=config.training.epochs,
+        epochs=batching.epochs,
         steps_per_epoch=batching.steps_per_epoch,
         examples_per_epoch=batching.examples_per_epoch,
+        max_steps=batching.max_steps,
+        warmup_steps=batching.warmup_steps,
         epoch_seconds=seconds,
         epoch_examples_per_second=throughput,
         examples_per_second=statistics.median(steady),
@@ -385,6 +348,16 @@ def _metrics(
         jit_compile=config.training.jit_compile,
         steps_per_execution=config.training.steps_per_execution,
         run_config=config.to_dict(),
+    )
+
+
+def _steps_plan(batching: Batching) -> str:
+    """`25 steps/epoch`, or a pilot's `pilot: 20 warm-up steps, then 100 in 5 windows of 20`."""
+    if not batching.max_steps:
+        return f"{batching.steps_per_epoch} steps/epoch"
+    return (
+        f"pilot: {batching.warmup_steps} warm-up steps, then {batching.max_steps} in "
+        f"{batching.epochs - 1} windows of {batching.steps_per_epoch}"
     )
 
 

@@ -53,7 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strategist",
         description=(
             "Shard a TFDS dataset, pick a tf.distribute strategy, train, evaluate and compare "
-            "strategies: locally on a localhost cluster, on Vertex AI, or on Kubeflow."
+            "strategies: locally on a localhost cluster, on Vertex AI, or on Kubeflow. "
+            "`strategist COMMAND --help` shows a command's flags and examples."
+        ),
+        formatter_class=ExamplesFormatter,
+        epilog=(
+            "examples:\n"
+            "  strategist compare\n"
+            "  strategist train --strategy multi_worker_mirrored --workers 2 --epochs 3\n"
+            "  strategist select --machines 2 --gpus-per-machine 4 --gpu a100 --model resnet50\n"
+            "  strategist compare --max-steps 200 --output runs/pilot\n"
+            "  strategist status runs/pilot"
         ),
     )
     # No abbreviations: `--gpus` must not silently mean `--gpus-per-machine`.

@@ -24,6 +24,7 @@ from components.core.launch.remote import RemoteCallFailed
 from components.core.launch.staging import files_to_stage, module_origin
 from components.core.targets import add_target_argument
 from pipelines.cli.arg_types import bounded_int, positive_int
+from pipelines.cli.common import GPU_NAMES
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -64,9 +65,7 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
         "$STRATEGIST_GCS_LOCAL_ROOT, default runs/gcs) and send nothing",
     )
     group.add_argument("--image", help="trainer image URI (containers/Dockerfile)")
-    group.add_argument(
-        "--gpu", help="GPU type: t4, l4, v100, p100, a100, a100-80gb, h100 (default: CPU)"
-    )
+    group.add_argument("--gpu", help=f"GPU type: {GPU_NAMES} (default: CPU)")
     group.add_argument(
         "--machine-type", help="Vertex AI machine type of the training machines (override)"
     )
@@ -86,6 +85,12 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=duration_seconds, help="job time limit: seconds, or 90m, 2h, 1d"
     )
     group.add_argument("--job-name", help="job display name / TFJob name (default: generated)")
+    group.add_argument(
+        "--attach",
+        metavar="JOB",
+        help="follow the running TFJob JOB (in --namespace) until it ends, as if this command "
+        "had submitted it, instead of submitting one (--target kubeflow)",
+    )
     vertex = parser.add_argument_group("Vertex AI")
     vertex.add_argument("--project", help="Google Cloud project ID")
     vertex.add_argument("--region", help="Vertex AI region, e.g. us-central1")
@@ -197,6 +202,8 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
     if args.dry_run and args.rehearse:
         raise ConfigError("--dry-run prints the request, --rehearse runs it: pass one of them")
     cloud = cloud_config(args)
+    if args.attach:
+        return _attach(args, cloud, client)
     job = build_cloud_job(run, cloud)  # validates, once
     if args.dry_run:
         _print_dry_run(job, cloud)
@@ -208,16 +215,47 @@ def run_cloud_training(args: argparse.Namespace, run: RunConfig, *, client: Any 
         return _rehearse(job, cloud, run, restarts=getattr(args, "restarts", 0))
     from components.core.launch import submit_cloud
 
-    what = "Vertex AI" if cloud.target == "vertex" else "TFJob"
     try:
         outputs = submit_cloud(run, cloud, job=job, client=client)
-    except JobFailed as err:
-        print(f"strategist train: error: {what} {err}", file=sys.stderr)
-        return 1
-    except RemoteCallFailed as err:
-        print(f"strategist train: error: {err}", file=sys.stderr)
-        return 1
+    except (JobFailed, RemoteCallFailed) as err:
+        return _job_error(cloud, err)
     print(f"train: done; outputs in {outputs}")
+    return 0
+
+
+def _job_error(cloud: CloudConfig, err: Exception) -> int:
+    """Prints why the job (or the API) failed; returns 1."""
+    what = "Vertex AI " if cloud.target == "vertex" else "Kubeflow "
+    prefix = what if isinstance(err, JobFailed) else ""
+    print(f"strategist train: error: {prefix}{err}", file=sys.stderr)
+    return 1
+
+
+def _attach(args: argparse.Namespace, cloud: CloudConfig, client: Any) -> int:
+    """Follows the running TFJob `--attach` names until it ends (nothing is submitted).
+
+    Raises:
+        ConfigError: not --target kubeflow, flags that would change a submission,
+            no credentials, or no such job.
+    """
+    if cloud.target != "kubeflow":
+        raise ConfigError(
+            f"--attach follows a TFJob: use it with --target kubeflow, not {cloud.target}"
+        )
+    if args.dry_run or args.rehearse or args.job_name:
+        raise ConfigError(
+            "--attach follows a job that exists: drop --dry-run, --rehearse and --job-name"
+        )
+    from components.core.launch import tfjob_client, tfjob_submit
+    from components.core.launch.cloud_checks import validate_namespace
+
+    validate_namespace(cloud.namespace)
+    client = client or tfjob_client.make_client(cloud)
+    try:
+        tfjob_submit.submit_and_wait(None, cloud, client=client, attach=args.attach)
+    except (JobFailed, RemoteCallFailed) as err:
+        return _job_error(cloud, err)
+    print(f"train: TFJob {cloud.namespace}/{args.attach} succeeded")
     return 0
 
 

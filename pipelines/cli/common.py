@@ -21,6 +21,7 @@ from components.core.config import (
     per_replica_from_global,
     validate_run,
 )
+from components.core.hardware import GPUS
 from components.core.strategy_spec import spec_for
 from pipelines.cli.arg_types import (
     bounded_int,
@@ -37,6 +38,8 @@ from pipelines.cli.arg_types import (
 DEFAULT_BATCH_SIZE = TrainingConfig().per_replica_batch_size
 # The GPU a recommendation is made for (select, compare, the pipelines' `gpu`).
 DEFAULT_TARGET_GPU = "t4"
+# The GPU types every command's --gpu takes, as its --help lists them (one list).
+GPU_NAMES = ", ".join(GPUS)
 
 
 def add_gpus_per_machine_argument(
@@ -402,6 +405,10 @@ def check_data(config: RunConfig):
     from components.core import datasets
     from components.core.data_sources import listing
 
+    if config.data.dataset_module:  # first in a child process: its import may end one
+        from components.core import user_code
+
+        user_code.check("dataset", config.data.dataset_module)
     # Built once for both checks: building it can import TensorFlow and read metadata.
     builder = datasets.tfds_builder_of(config.data)
     spec = datasets.describe(config.data, builder)
@@ -436,8 +443,10 @@ def model_config(args: argparse.Namespace) -> ModelConfig:
 
     if model_module.is_file_source(module_source) and "://" not in module_source:
         module_source = os.path.abspath(module_source)
-    module = model_module.load(module_source)
-    return ModelConfig(name=module.name, module=module_source)
+    from components.core import user_code
+
+    name = user_code.check("model", module_source)["name"]  # imported in a child process
+    return ModelConfig(name=name, module=module_source)
 
 
 def default_output_dir(kind: str) -> str:

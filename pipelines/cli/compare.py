@@ -6,14 +6,20 @@ import argparse
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import time
 
 from components.core import run_folder
 from components.core.comparison.planning import MAX_REPEATS
 from components.core.comparison.plots import PLOT_FILES
-from components.core.config import STRATEGIES, ConfigError, RunConfig, cluster_for, validate_run
+from components.core.config import (
+    PILOT_WINDOWS,
+    STRATEGIES,
+    ConfigError,
+    RunConfig,
+    cluster_for,
+    validate_run,
+)
 from components.core.input_spec import REGRESSION
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
@@ -29,6 +35,7 @@ OUTPUT_ENTRIES = (
     "report.html",
     "summary.md",
     "timings.json",
+    run_folder.STATUS_NAME,
     LOG_NAME,
     *PLOT_FILES,
 )
@@ -70,6 +77,15 @@ def add_parser(subparsers) -> None:
         "and min-max spread; a winner is called only when the ranges do not overlap "
         "(default: 1)",
     )
+    parser.add_argument(
+        "--max-steps",
+        type=common.non_negative_int,
+        default=0,
+        help=f"a pilot: train each strategy N steps (a multiple of {PILOT_WINDOWS}) after a "
+        f"warm-up of N/{PILOT_WINDOWS} instead of --epochs; its steady examples/s is the median "
+        f"of {PILOT_WINDOWS} windows after the warm-up, with their spread; quality is not judged "
+        "(default: 0, whole epochs)",
+    )
     common.add_data_model_arguments(parser)
     common.add_cluster_arguments(
         parser, gpus_elsewhere="Also the GPUs per machine of the recorded recommendation."
@@ -94,7 +110,7 @@ def add_parser(subparsers) -> None:
     hardware.add_argument(
         "--gpu",
         default=common.DEFAULT_TARGET_GPU,
-        help=f"GPU type, as select takes it (default: {common.DEFAULT_TARGET_GPU})",
+        help=f"GPU type: {common.GPU_NAMES} (default: {common.DEFAULT_TARGET_GPU})",
     )
     hardware.add_argument(
         "--machines", type=arg_types.positive_int, default=1, help="machines (default: 1)"
@@ -198,7 +214,9 @@ def settings(args: argparse.Namespace) -> dict:
         data=dataclasses.replace(base.data, num_shards=max(args.num_shards, most_pipelines)),
     )
     for cluster in clusters:
-        run = dataclasses.replace(base, cluster=cluster)
+        # Each step trains with the pipeline's `max_steps` in its config (train_to_artifacts).
+        pilot = dataclasses.replace(base.training, max_steps=args.max_steps)
+        run = dataclasses.replace(base, cluster=cluster, training=pilot)
         validate_run(run)
         check_rehearsal(run)
         common.check_machine_size(args, run)
@@ -217,6 +235,7 @@ def settings(args: argparse.Namespace) -> dict:
         "target_metric": args.target_metric,
         "backend": "local",
         "repeats": args.repeats,
+        "max_steps": args.max_steps,
     }
 
 
@@ -245,6 +264,27 @@ def check_inputs(args: argparse.Namespace, arguments: dict) -> None:
         from components.core import model_module
 
         model_module.check_isolated_import(base.model.module)
+    else:
+        _build_here(base, spec)
+
+
+def _build_here(config: RunConfig, spec) -> None:
+    """Builds a built-in model on the data's examples here, as `train`'s pre-flight does,
+    so one that does not take the data exits 2 before any task starts.
+
+    Raises:
+        ConfigError: `build_model of cnn failed: ...`, naming what the model expected.
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from components.core import model_build, models
+
+    try:
+        with tf.device("/cpu:0"):
+            model_build.build_model(models.resolve(config.model), spec)
+    finally:
+        keras.backend.clear_session()
 
 
 def _on_shards(base: RunConfig, args: argparse.Namespace) -> RunConfig:
@@ -329,6 +369,8 @@ def run(args: argparse.Namespace) -> int:
         entries=OUTPUT_ENTRIES,
         stale=OUTPUT_ENTRIES,  # nothing of a comparison resumes
     ) as output:
+        # `strategist status OUTPUT` reads a comparison's state as it reads a run's.
+        run_folder.write_status(output, "running", pid=os.getpid())
         return _compare(args, arguments, output)
 
 
@@ -341,10 +383,13 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
     names = ", ".join(c["strategy"] for c in arguments["clusters"])
     log_path = os.path.join(output, LOG_NAME)
     times = f", each {arguments['repeats']} times interleaved" if arguments["repeats"] > 1 else ""
-    print(
-        f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, "
-        f"{config.training.epochs} epochs"
+    steps = arguments["max_steps"]
+    length = (
+        f"pilot of {steps} steps after {steps // PILOT_WINDOWS} warm-up"
+        if steps
+        else f"{config.training.epochs} epochs"
     )
+    print(f"compare: {names}{times}; {config.data.dataset}, {config.model.name}, {length}")
     print(f"full log: {log_path}", flush=True)
     started = time.perf_counter()
     try:
@@ -357,8 +402,10 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         )
     except RuntimeError as err:
         print(f"strategist compare: error: {err}; full log: {log_path}", file=sys.stderr)
+        run_folder.write_status(output, "failed", error=str(err).splitlines()[0], log=log_path)
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: the running task was stopped
+        run_folder.write_status(output, "interrupted", signal=signal_name(interrupt))
         print(
             f"strategist compare: interrupted ({signal_name(interrupt)}); every process "
             f"was stopped. Finished tasks' outputs are kept in {output}/pipeline_root",
@@ -377,6 +424,7 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         },
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
+    run_folder.write_status(output, "succeeded", winner=report.get("winner"))
     print()
     print(comparison.summary_table(report), end="")
     print(f"{len(timings)} tasks in {wall:.1f} s. Why, the rule, hardware, plots: report.html,")
@@ -385,15 +433,19 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
 
 
 def collect_outputs(result, output: str) -> list[str]:
-    """Copies the compare task's files into `output`; returns their names."""
+    """Copies the compare task's files into `output`, each written to a temporary name and
+    renamed (`storage.copy_file`): a kill leaves the old file or the new, never a part;
+    returns their names."""
+    from components.core import storage
+
     copied = []
     for key in ("comparison", "report", "summary"):
         source = result.outputs[key].path
         name = {"comparison": "comparison.json", "report": "report.html", "summary": "summary.md"}
-        shutil.copyfile(source, os.path.join(output, name[key]))
+        storage.copy_file(source, os.path.join(output, name[key]))
         copied.append(name[key])
     plots = result.outputs["plots"].path
     for name in sorted(os.listdir(plots)):
-        shutil.copyfile(os.path.join(plots, name), os.path.join(output, name))
+        storage.copy_file(os.path.join(plots, name), os.path.join(output, name))
         copied.append(name)
     return copied

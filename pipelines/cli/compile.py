@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--gpu",
-        help="GPU of the train step: t4, l4, v100, a100, ... or none "
+        help=f"GPU of the train step: {common.GPU_NAMES}, or none "
         "(default: t4 for kubeflow, none for vertex, where training runs as a custom job)",
     )
     common.add_train_step_gpus_argument(parser)

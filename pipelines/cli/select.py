@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
-from components.core.hardware import GPUS, INTERCONNECT_GBPS
+from components.core.hardware import INTERCONNECT_GBPS
 from components.core.models import MODELS
 from components.core.selection import model_family
 from components.core.selection.step_time import TRAINER_COMPILED_METRICS
@@ -20,9 +20,8 @@ from components.core.selection.topology import (
     DEFAULT_NETWORK_GBPS,
     HETEROGENEITY_RANGE,
     HETEROGENEITY_SLOWDOWN,
-    RESTART_COST_S,
 )
-from pipelines.cli import arg_types, common
+from pipelines.cli import arg_types, common, preemption_flags
 
 # `--heterogeneous` without a factor: the slowdown is assumed, and the reasons say so
 # (not a string: argparse would pass a string const through `type`).
@@ -74,7 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     hw.add_argument(
         "--gpu",
         default=common.DEFAULT_TARGET_GPU,
-        help=f"GPU type: {', '.join(GPUS)}, or cpu/none for machines without GPUs "
+        help=f"GPU type: {common.GPU_NAMES}, or cpu/none for machines without GPUs "
         "(then --gpus-per-machine counts CPU devices), or a mix of machines per type, "
         f"e.g. a100:2,t4:6 (default: {common.DEFAULT_TARGET_GPU}, as compare and the "
         "pipelines)",
@@ -120,15 +119,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="fp32",
         help="fp32 or mixed (FP16/BF16 tensor cores) (default: fp32)",
     )
-    hw.add_argument("--preemptible", action="store_true", help="Spot/preemptible machines")
-    hw.add_argument(
-        "--preemptions-per-machine-hour",
-        type=float,
-        help="expected preemptions of one preemptible machine per hour, below "
-        f"{3600 / RESTART_COST_S:g} (each restart costs about {RESTART_COST_S:.0f} s, so "
-        f"{3600 / RESTART_COST_S:g} an hour leave no time to train; default: 1/24, "
-        "Compute Engine ends preemptible VMs within 24 h)",
-    )
+    preemption_flags.add_preemption_arguments(hw)
     hw.add_argument(
         "--input-examples-per-second",
         type=float,
@@ -459,6 +450,8 @@ def run_select(args: argparse.Namespace) -> int:
         network_gbps=(DEFAULT_NETWORK_GBPS if args.network_gbps is None else args.network_gbps),
         precision=args.precision,
         preemptible=args.preemptible,
+        checkpoint_every=args.checkpoint_every,
+        examples_per_epoch=args.examples_per_epoch,
         heterogeneous=factor is not None,
         heterogeneity_slowdown=factor if isinstance(factor, float) else HETEROGENEITY_SLOWDOWN,
         nics=1 if args.nics is None else args.nics,

@@ -12,12 +12,12 @@ from components.core.config import ConfigError
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="show the state of a local run's output folder",
+        help="show the state of a local run's or comparison's output folder",
         description=(
-            "Print OUTPUT/status.json as JSON. A run killed without a chance to say so "
-            "(SIGKILL) left 'running' behind; as nobody holds the folder's lock any more, it "
-            "is shown as 'interrupted' (with owner_died: true): the same train command resumes "
-            "it. Exits 2 when OUTPUT holds no run."
+            "Print OUTPUT/status.json of a `train` or `compare` as JSON. A run killed without "
+            "a chance to say so (SIGKILL) left 'running' behind; as nobody holds the folder's "
+            "lock any more, it is shown as 'interrupted' (with owner_died: true): the same "
+            "command resumes a train run. Exits 2 when OUTPUT holds no run."
         ),
         epilog="examples:\n  strategist status runs/20261124-031500-train",
     )
@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     status = run_folder.read_status(args.output)
     if status is None:
         what = "does not exist" if not os.path.isdir(args.output) else "holds no status.json"
-        raise ConfigError(f"{args.output} {what}: pass the --output folder of a local run")
+        raise ConfigError(
+            f"{args.output} {what}: pass the --output folder of a local train or compare"
+        )
     print(json.dumps(status, indent=2, sort_keys=True))
     return 0

@@ -29,7 +29,8 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"container image of every step (default: {DEFAULT_IMAGE})",
     )
     parser.add_argument(
-        "--gpu", help="GPU of the train step: t4, l4, a100, ... or none (default: t4 for kubeflow)"
+        "--gpu",
+        help=f"GPU of the train step: {common.GPU_NAMES}, or none (default: t4 for kubeflow)",
     )
     common.add_train_step_gpus_argument(parser)
     parser.add_argument(
@@ -107,11 +108,60 @@ def add_parser(subparsers) -> None:
     )
     add_target_arguments(parser)
     parser.add_argument("--wait", action="store_true", help="wait for the run to finish")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check and compile, print the run's parameters and, for a comparison pilot "
+        "(--param max_steps=N) on a cloud backend, its estimated cost; send nothing",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        if args.wait:
+            raise common.ConfigError("--dry-run sends nothing to wait for: pass one of them")
+        return dry_run(submission_from_args(args))
     return submit(submission_from_args(args), wait=args.wait)
+
+
+def dry_run(sub, log: Callable[[str], None] = print) -> int:
+    """Checks and compiles `sub` as `submit` does, prints what it would send; sends nothing.
+
+    A comparison with `max_steps` on a cloud backend also gets its pilot's
+    estimated cost (`pipelines.pilot_cost`): machines x minutes x price.
+
+    Raises:
+        ConfigError: bad settings or parameters, as `submit` refuses them.
+    """
+    import json
+
+    from pipelines import submission
+
+    submission.check_target(sub)
+    with submission.compiled(sub) as (_, spec):
+        params = submission.typed_params(spec, sub.params)
+        declared = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    values = {name: p.get("defaultValue") for name, p in declared.items()}
+    values.update(params)
+    log(f"dry run: would start the {sub.pipeline} pipeline on {sub.target}; nothing was sent")
+    log(json.dumps(values, indent=2, sort_keys=True))
+    steps = int(values.get("max_steps") or 0)
+    if sub.pipeline == "comparison" and steps and values.get("backend") not in (None, "local"):
+        from components.core.prices import load_prices
+        from pipelines.pilot_cost import describe, pilot_costs
+
+        prices = load_prices()
+        costs = pilot_costs(
+            values["run_config"],
+            values["clusters"],
+            values.get("cloud_config") or {},
+            steps,
+            prices,
+        )
+        for line in describe(costs, steps, prices.currency):
+            log(line)
+    return 0
 
 
 def submit(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from components.core import batching, datasets, model_preflight, run_folder, storage, storage_access
@@ -117,15 +118,23 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(cloud_only)} apply to cloud runs: add --target vertex or "
             "--target kubeflow, or drop them"
         )
+    from components.core.launch import reaper
+
     try:
-        with sigterm_raises():
+        # Every process started below (a module's detached child too) is gone at the end.
+        with sigterm_raises(), reaper.descendants_die_with_this_process():
             return _run_local(args)
     except KeyboardInterrupt as interrupt:
         output = args.output or "the output folder"
+        # Said only of a run that has a backup: an interruption before training started has none.
+        kept = (
+            f" Finished epochs are kept in {output}/backup: run the same command again to resume"
+            if args.output and os.path.isdir(os.path.join(args.output, "backup"))
+            else " No training had started."
+        )
         print(
             f"strategist train: interrupted ({signal_name(interrupt)}); every process was "
-            f"stopped. Finished epochs are kept in {output}/backup: run the same command again "
-            "to resume",
+            f"stopped.{kept}",
             file=sys.stderr,
         )
         return exit_code(interrupt)
@@ -170,13 +179,16 @@ def _run_local(args: argparse.Namespace) -> int:
     else:
         manifest = datasets.shard_data(config.data, config.data.shards_dir, log=print)
     batching.check_fits(config, manifest)
-    from components.core import model_module
+    from components.core import model_module, user_code
 
+    # Every model, built-in ones too: one that does not take the data exits 2 here, before
+    # a cluster starts to say the same. The user's code runs in a child process
+    # (`user_code`), Strategist's own here.
     if config.model.module:
         model_module.check_isolated_import(config.model.module)
-    # Every model, built-in ones too: one that does not take the data exits 2 here, before
-    # a cluster starts to say the same.
-    seconds = model_preflight.preflight(config, manifest)
+        seconds = user_code.check("model", config.model.module, config.to_json())["seconds"]
+    else:
+        seconds = model_preflight.preflight(config, manifest)
     model = config.model.module or config.model.name
     print(f"train: {model} builds and takes the data ({seconds:.1f}s check)")
     print(f"train: {config.cluster.strategy} on a localhost cluster, output {config.output_dir}")

@@ -24,7 +24,7 @@ from components.core.selection.links import NVLINK_GBPS, PCIE3_GBPS, PCIE_GBPS
 from components.core.selection.memory import KEPT_ACTIVATION_FRACTION
 from components.core.selection.prediction import candidates
 from components.core.selection.ps_servers import SERVER_MEMORY_HEADROOM
-from components.core.selection.topology import RESTART_COST_S, Topology
+from components.core.selection.topology import RESTART_S, Topology
 from research.selection.evidence import (
     BLIND_RECORD_PATHS,
     EVIDENCE_PATH,
@@ -1213,10 +1213,11 @@ def _answer_lines() -> list[str]:
         f"own speed. `--heterogeneous FACTOR` makes half the machines FACTOR times slower; "
         f"alone it assumes {HETEROGENEITY_SLOWDOWN:g}x and gives the answer at "
         f"{HETEROGENEITY_RANGE[0]:g}x and {HETEROGENEITY_RANGE[1]:g}x too. "
-        "`--preemptions-per-machine-hour` (default one a day) sets the expected restart losses, "
-        f"{RESTART_COST_S:.0f} s per restart: a rate whose restarts fill a machine's hour "
-        f"({3600 / RESTART_COST_S:g} or more) is refused, and a synchronous candidate whose "
-        "machines' restarts together fill it is infeasible (it trains nothing).",
+        "`--preemptions-per-machine-hour` (default one a day) sets the expected preemption "
+        f"losses, each a {RESTART_S:.0f} s restart plus half the `--checkpoint-every` interval "
+        "trained again: a rate whose restarts alone fill a machine's hour "
+        f"({3600 / RESTART_S:g} or more) is refused, and a synchronous candidate whose "
+        "machines' losses together fill it is infeasible (it trains nothing).",
         "- **History.** `--history comparison.json` records (a folder means every "
         "comparison.json under it; Strategist's own, CPU runs "
         "included with `--gpu cpu`) decide a candidate when device, model (its name, and its "

@@ -19,6 +19,9 @@ Rules, in order:
 3. Time to target decides only when throughput did not and each strategy
    ran more than once: the first to target wins when its slowest run
    reached it before the runner-up's fastest.
+   A pilot (runs of `max_steps` steps) is judged on throughput alone: its
+   few steps train no model whose quality or time to target could compare,
+   so rule 1 lets every run compete and rule 3 does not apply.
 4. Otherwise there is no clear winner. Cost never decides: a local CPU
    rehearsal's cost is what the same run would cost on cloud machines, and
    on real hardware the cost follows from the same time.
@@ -237,8 +240,14 @@ def decide(results: list[Mapping[str, Any]], target: str, metric: str = ACCURACY
     if not results:
         return {**verdict, "reason": "No runs to compare.", "line": "No runs to compare."}
     quality = Quality(results, metric)
-    equal = [r for r in results if quality.equal(r)]
+    pilot = is_pilot(results)
+    equal = results if pilot else [r for r in results if quality.equal(r)]
     dropped = quality.dropped([r for r in results if r not in equal])
+    if pilot:
+        dropped += (
+            f" A pilot of {pilot} steps per strategy judges speed alone: its test values and "
+            "times to target compare no training."
+        )
     ordered = sorted(equal, key=lambda r: -r["examples_per_second"])
     lead = ordered[0]
     second = ordered[1] if len(ordered) > 1 else None
@@ -279,7 +288,7 @@ def decide(results: list[Mapping[str, Any]], target: str, metric: str = ACCURACY
             f"Winner: {lead['name']}, {ratio:.2f}× {second['name']}'s steady examples/s ({beyond})."
         )
         return {**verdict, "reason": reason + _time_beside(equal) + dropped, "line": line}
-    by_time = _by_time_to_target(equal, target) if repeated else None
+    by_time = _by_time_to_target(equal, target) if repeated and not pilot else None
     if by_time is not None:
         first, runner, because = by_time
         verdict.update(winner=first["name"], decided_by="time_to_target")
@@ -310,6 +319,12 @@ def decide(results: list[Mapping[str, Any]], target: str, metric: str = ACCURACY
         f"({speeds}), but {why}."
     )
     return {**verdict, "reason": reason + _time_beside(equal) + dropped, "line": line}
+
+
+def is_pilot(results: list[Mapping[str, Any]]) -> int:
+    """The steps of a pilot when every run is one (`max_steps` > 0, their largest); else 0."""
+    steps = [r.get("max_steps") or 0 for r in results]
+    return max(steps) if steps and min(steps) > 0 else 0
 
 
 def _time_beside(equal: list[Mapping[str, Any]]) -> str:

@@ -31,6 +31,7 @@ def train_to_artifacts(
     gcp_resources_path: str | None = None,
     rehearse: bool = False,
     tensorboard_dir: str | None = None,
+    max_steps: int = 0,
 ) -> RunMetrics:
     """Trains on `backend` and places the SavedModel and metrics.json at the given paths.
 
@@ -50,6 +51,8 @@ def train_to_artifacts(
             submit on this machine instead (`launch.rehearsal`); nothing is sent.
         tensorboard_dir: where the run's TensorBoard logs go (the step's
             artifact); None: they are not kept.
+        max_steps: N > 0 makes the run a pilot of N steps after a warm-up
+            (`training.max_steps`, replacing the run config's); 0 keeps it.
 
     Returns:
         The run's record.
@@ -68,6 +71,10 @@ def train_to_artifacts(
     workdir = tempfile.mkdtemp(prefix="strategist-train-")
     try:
         config = RunConfig.from_dict({**run_config, "cluster": cluster})
+        if max_steps:
+            config = dataclasses.replace(
+                config, training=dataclasses.replace(config.training, max_steps=max_steps)
+            )
         config = dataclasses.replace(
             config,
             data=dataclasses.replace(config.data, shards_dir=shards_dir),
@@ -108,7 +115,9 @@ def train_to_artifacts(
             storage.write_text(gcp_resources_path, remote.gcp_resources_json([]))
         _copy_model(storage.join(source, "model"), model_dir)
         if tensorboard_dir:
-            copy_tensorboard_logs(source, tensorboard_dir)
+            # TensorBoard names a run by its folder: the strategy's, where a comparison's
+            # runs were told apart only by their loop iteration (`for-loop-1-iteration-0`).
+            copy_tensorboard_logs(source, storage.join(tensorboard_dir, config.cluster.strategy))
         run_metrics.write(metrics_path, metrics)
         return metrics
     finally:
@@ -197,11 +206,13 @@ def submit_cloud(
             client = vertex.make_client(cloud, credentials=credentials.google_credentials())
         vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
-        from components.core.launch import kubeflow
+        from components.core.launch import tfjob_client, tfjob_submit
 
         if client is None:
-            client = kubeflow.make_client(cloud, kubeflow.load_credentials(cloud))
-        kubeflow.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
+            client = tfjob_client.make_client(cloud)
+        tfjob_submit.submit_and_wait(
+            job, cloud, client=client, log=log, gcp_resources=gcp_resources
+        )
     return staging.output_uri(run, cloud)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import secrets
+import string
 from dataclasses import dataclass
 
 from components.core import reduction_server
@@ -232,24 +234,26 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     )
 
 
-def trainer_env(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
-    """The environment of every training process of the job.
+def trainer_env(run: RunConfig, cloud: CloudConfig, pool: Pool | None = None) -> dict[str, str]:
+    """The environment of the training processes of `pool` (default: of the machines
+    that compute gradients).
 
-    `TRAINER_ENV`, plus the job's platform and the machine spec of the machines
-    that compute gradients, so the run's record states the hardware it ran on
-    (`run_metrics.detect_hardware`).
+    `TRAINER_ENV`, plus the job's platform and the pool's machine spec, so the run's
+    record states the hardware it ran on (`run_metrics.detect_hardware`): a CPU
+    pool's processes carry no accelerator.
     """
     from components.core import run_metrics
 
-    gradient_pool = next(p for p in layout(run, cloud) if p.role in run.cluster.spec.gradient_roles)
+    if pool is None:
+        pool = next(p for p in layout(run, cloud) if p.role in run.cluster.spec.gradient_roles)
     env = {
         **TRAINER_ENV,
         run_metrics.PLATFORM_ENV: cloud.target,
-        run_metrics.MACHINE_TYPE_ENV: gradient_pool.machine_type,
+        run_metrics.MACHINE_TYPE_ENV: pool.machine_type,
     }
-    if gradient_pool.gpus:
+    if pool.gpus:
         env[run_metrics.ACCELERATOR_ENV] = cloud.accelerator.name
-        env[run_metrics.ACCELERATORS_ENV] = str(gradient_pool.gpus)
+        env[run_metrics.ACCELERATORS_ENV] = str(pool.gpus)
     if cloud.reduction_server:
         env[reduction_server.JOB_ENV] = "1"
     return env
@@ -263,8 +267,13 @@ def trainer_args(run: RunConfig, cloud: CloudConfig) -> list[str]:
 
 
 def job_name(run: RunConfig, cloud: CloudConfig, now: datetime.datetime | None = None) -> str:
-    """`--job-name`, else `strategist-<strategy>-<YYYYmmdd-HHMMSS>` (a valid DNS label)."""
+    """`--job-name`, else `strategist-<strategy>-<yymmdd-HHMMSS>-<4 random characters>`.
+
+    The random part keeps two submissions of the same second apart; the whole is a
+    DNS-1035 label short enough for the TFJob's longest replica Service name.
+    """
     if cloud.job_name:
         return cloud.job_name
-    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
-    return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}"
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%y%m%d-%H%M%S")
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+    return f"strategist-{run.cluster.strategy.replace('_', '-')}-{stamp}-{suffix}"

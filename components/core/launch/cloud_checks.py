@@ -197,7 +197,7 @@ def validate_identifiers(cloud: CloudConfig) -> None:
 
 def _validate_vertex(cloud: CloudConfig) -> None:
     if cloud.tensorboard:
-        match = _TENSORBOARD.match(cloud.tensorboard)
+        match = _TENSORBOARD.fullmatch(cloud.tensorboard)
         if not match:
             raise ConfigError(
                 f"--tensorboard {cloud.tensorboard!r}: pass "
@@ -214,13 +214,18 @@ def _validate_vertex(cloud: CloudConfig) -> None:
             )
 
 
-def _validate_kubeflow(cloud: CloudConfig) -> None:
-    if not _DNS_LABEL.match(cloud.namespace) or len(cloud.namespace) > 63:
+def validate_namespace(namespace: str) -> None:
+    """Refuses a name that cannot be a Kubernetes namespace (a DNS label)."""
+    if not _DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
         raise ConfigError(
-            f"--namespace {cloud.namespace!r} is not a Kubernetes namespace name "
+            f"--namespace {namespace!r} is not a Kubernetes namespace name "
             "(lowercase letters, digits and '-')"
         )
-    if cloud.job_name and (not _DNS_LABEL.match(cloud.job_name) or len(cloud.job_name) > 63):
+
+
+def _validate_kubeflow(cloud: CloudConfig) -> None:
+    validate_namespace(cloud.namespace)
+    if cloud.job_name and (not _DNS_LABEL.fullmatch(cloud.job_name) or len(cloud.job_name) > 63):
         raise ConfigError(
             f"--job-name {cloud.job_name!r}: a TFJob name is at most 63 lowercase "
             "letters, digits and '-'"

@@ -6,6 +6,15 @@ import re
 
 from components.core.divergence import DIVERGED_EXIT
 
+# TensorFlow's start-up notices, which every task prints before it does anything (absl's
+# banner, the CPU-instructions and oneDNN notices, the CUDA probe and factory lines on a
+# machine without GPUs): a failure's last lines leave them out, so its own lines show.
+_STARTUP_NOTICE = re.compile(
+    r"All log messages before absl::InitializeLog|cpu_feature_guard|"
+    r"To enable the following instructions|oneDNN custom operations|"
+    r"Could not find cuda drivers|cuInit|Unable to register cu(DNN|FFT|BLAS) factory|"
+    r"computation placer already registered"
+)
 # How a trainer's own error line starts (components/core/trainer.py).
 _TASK_ERROR = "trainer: error: "
 
@@ -16,10 +25,11 @@ class ClusterFailed(RuntimeError):
     Attributes:
         task: the failing task's name (`worker-1`).
         returncode: its exit code (negative: killed by that signal).
-        tail: its last log lines.
+        tail: its last log lines, without TensorFlow's start-up notices.
     """
 
     def __init__(self, task: str, returncode: int, tail: list[str], stalled_s: float = 0.0):
+        tail = [line for line in tail if not _STARTUP_NOTICE.search(line)]
         self.task, self.returncode, self.tail = task, returncode, tail
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
         if stalled_s:

@@ -9,11 +9,7 @@ taint; CPU pods (parameter servers, the parameter-server coordinator) do neither
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 from kubeflow.training import models as kf
@@ -21,10 +17,10 @@ from kubernetes import client as k8s
 
 from components.core import preemption
 from components.core.config import ConfigError, RunConfig
+from components.core.cpu_machine import cpu_machine
 from components.core.launch import cloud as cloudlib
-from components.core.launch import cloud_checks, remote
-from components.core.launch.cloud import CloudConfig, JobFailed
-from components.core.signals import sigterm_raises
+from components.core.launch import cloud_checks
+from components.core.launch.cloud import CloudConfig
 
 GROUP_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -34,6 +30,13 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 _REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
 _TAIL_LINES = 40
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL_MAX = 63
+# Requests of a GPU pod, per GPU: every GPU machine type of `hardware` has at least
+# 8 vCPUs and 30 GB per GPU, of which GKE keeps some for itself.
+CPUS_PER_GPU, MEMORY_GIB_PER_GPU = 4, 12
+# A CPU pod asks for this share of its machine type, leaving GKE's reserve.
+CPU_MACHINE_SHARE = 0.75
 
 
 def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
@@ -46,19 +49,22 @@ def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
         raise ConfigError(f"build_tfjob needs --target kubeflow, got {cloud.target!r}")
     cloud_checks.validate_cloud(run, cloud)
     args = cloudlib.trainer_args(run, cloud)
+    pools = cloudlib.layout(run, cloud)
+    name = cloudlib.job_name(run, cloud)
+    check_job_name(name, pools)
     replica_specs = {
         _REPLICA_TYPES[pool.role]: kf.KubeflowOrgV1ReplicaSpec(
             replicas=pool.replicas,
             restart_policy=cloud.restart_policy,
             template=_pod_template(run, cloud, pool, args),
         )
-        for pool in cloudlib.layout(run, cloud)
+        for pool in pools
     }
     return kf.KubeflowOrgV1TFJob(
         api_version=GROUP_VERSION,
         kind=KIND,
         metadata=k8s.V1ObjectMeta(
-            name=cloudlib.job_name(run, cloud),
+            name=name,
             namespace=cloud.namespace,
             labels=_labels(run, cloud),
         ),
@@ -72,6 +78,31 @@ def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
             ),
         ),
     )
+
+
+def check_job_name(name: str, pools: list[cloudlib.Pool]) -> None:
+    """Refuses a TFJob name the cluster would refuse, before anything is sent.
+
+    The training operator v1.9's webhook takes DNS-1035 names only (a letter first),
+    and the operator makes one headless Service `<job>-<replica type>-<index>` per
+    replica, whose name is a DNS-1035 label of at most 63 characters
+    (pkg/webhooks/tensorflow/tfjob_webhook.go; pkg/controller.v1/common/service.go).
+
+    Raises:
+        ConfigError: saying what the name must be.
+    """
+    if not _DNS_1035.match(name):
+        raise ConfigError(
+            f"--job-name {name!r}: a TFJob name starts with a lowercase letter, then lowercase "
+            "letters, digits and '-', ending with a letter or digit"
+        )
+    longest = max((f"{name}-{pool.role}-{pool.replicas - 1}" for pool in pools), key=len)
+    if len(longest) > DNS_LABEL_MAX:
+        room = DNS_LABEL_MAX - (len(longest) - len(name))
+        raise ConfigError(
+            f"--job-name {name!r} is too long: the operator names a Service {longest!r} "
+            f"({len(longest)} characters, at most {DNS_LABEL_MAX}): give at most {room} characters"
+        )
 
 
 def build_tfjob(run: RunConfig, cloud: CloudConfig) -> dict[str, Any]:
@@ -97,233 +128,21 @@ def to_yaml(job: dict[str, Any]) -> str:
     return yaml.safe_dump(job, sort_keys=False, width=100)
 
 
-def from_dict(job: dict[str, Any]) -> kf.KubeflowOrgV1TFJob:
-    """A TFJob manifest back as the SDK model (what `TrainingClient.create_job` takes)."""
-    from kubeflow.training import ApiClient
-
-    class _Response:
-        data = json.dumps(job)
-
-    return ApiClient().deserialize(_Response(), "KubeflowOrgV1TFJob")
-
-
-def load_credentials(cloud: CloudConfig) -> k8s.Configuration:
-    """Kubernetes credentials: in-cluster when running in a pod, else the kube-config.
-
-    Raises:
-        ConfigError: no usable kube-config, saying how to get one.
-    """
-    from kubernetes import config as kube_config
-
-    configuration = k8s.Configuration()
-    try:
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not cloud.kubeconfig:
-            kube_config.load_incluster_config(client_configuration=configuration)
-        else:
-            kube_config.load_kube_config(
-                config_file=cloud.kubeconfig,
-                context=cloud.kube_context,
-                client_configuration=configuration,
-            )
-    except (kube_config.ConfigException, OSError) as err:
-        raise ConfigError(
-            f"no Kubernetes credentials ({err}): run `gcloud container clusters get-credentials "
-            "CLUSTER --region REGION`, or pass --kubeconfig FILE / set KUBECONFIG"
-        ) from None
-    return configuration
-
-
-def make_client(cloud: CloudConfig, configuration: k8s.Configuration | None = None) -> Any:
-    """A `TrainingClient` for TFJobs in the run's namespace."""
-    from kubeflow.training import TrainingClient
-
-    return TrainingClient(
-        client_configuration=configuration or load_credentials(cloud),
-        namespace=cloud.namespace,
-        job_kind=KIND,
-    )
-
-
-def resource_uri(client: Any, namespace: str, name: str) -> str:
-    """The TFJob's REST URI on the cluster's API server, for `gcp_resources`."""
-    configuration = getattr(
-        getattr(getattr(client, "custom_api", None), "api_client", None), "configuration", None
-    )
-    host = getattr(configuration, "host", None) or "https://kubernetes.default.svc"
-    return f"{host.rstrip('/')}/apis/{GROUP_VERSION}/namespaces/{namespace}/tfjobs/{name}"
-
-
-_RESOURCE_PATH = re.compile(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs/([^/]+)$")
-
-
-def submit_and_wait(
-    job: dict[str, Any] | kf.KubeflowOrgV1TFJob,
-    cloud: CloudConfig,
-    client: Any = None,
-    poll_seconds: float = 15.0,
-    log: Callable[[str], None] = print,
-    sleep: Callable[[float], None] = time.sleep,
-    gcp_resources: str | None = None,
-    backoff: remote.Backoff = remote.DEFAULT_BACKOFF,
-) -> str:
-    """Creates the TFJob (or re-attaches to it), prints its status changes, waits.
-
-    With `gcp_resources`, the created TFJob is recorded there (as GCPC records
-    a CustomJob); when the file already names a TFJob that is still running (or
-    succeeded), that one is followed instead of creating another. Transient API
-    errors (429, 5xx, dropped connections) are retried with `backoff`. Ctrl-C or
-    SIGTERM (a cancelled pipeline run) deletes the job, and with it its pods,
-    before re-raising.
-
-    Args:
-        job: from `build_tfjob` (or `tfjob_model`).
-        cloud: gives namespace and credentials.
-        client: a `TrainingClient` (or a fake with `create_job`, `get_job`,
-            `get_job_logs`, `delete_job`); default: one from the kube-config.
-        poll_seconds: seconds between status polls.
-        log: where progress lines go.
-        sleep: how to wait between polls and retries (tests pass a no-op).
-        gcp_resources: the step's `gcp_resources` output file, or None.
-        backoff: waits between retries of a call that failed transiently.
-
-    Returns:
-        `Succeeded`.
-
-    Raises:
-        JobFailed: the job failed; carries the chief's last log lines.
-        RemoteCallFailed: an API call failed for good.
-        KeyboardInterrupt: on Ctrl-C or SIGTERM, after deleting the job.
-    """
-    model = from_dict(job) if isinstance(job, dict) else job
-    client = client or make_client(cloud)
-
-    def retrying(call, what):
-        return remote.call_with_retries(
-            call, f"kubeflow: {what}", backoff=backoff, sleep=sleep, log=log
-        )
-
-    def get(namespace, name):
-        return retrying(
-            lambda: client.get_job(name=name, namespace=namespace, job_kind=KIND), "get TFJob"
-        )
-
-    created = False
-    with sigterm_raises():
-        try:
-            found = _reattach(gcp_resources, get, log)
-            if found:
-                namespace, name = found
-            else:
-                namespace, name = model.metadata.namespace or cloud.namespace, model.metadata.name
-                _create(client, model, namespace, retrying, log)
-                remote.write_gcp_resources(
-                    gcp_resources, remote.JobRecord(KIND, resource_uri(client, namespace, name))
-                )
-            created = True
-            log(
-                f"kubeflow: kubectl -n {namespace} get tfjob {name}; logs: kubectl -n {namespace} "
-                f"logs -l training.kubeflow.org/job-name={name},"
-                "training.kubeflow.org/replica-type=chief -f"
-            )
-            last = None
-            while True:
-                state, reason, message, replicas = _status(get(namespace, name))
-                line = f"{state}" + (f" ({reason})" if reason else "") + replicas
-                if line != last:
-                    log(f"kubeflow: {line}")
-                    last = line
-                if state == "Succeeded":
-                    return state
-                if state == "Failed":
-                    tail = _chief_log_tail(client, name, namespace)
-                    detail = message or reason or ""
-                    if tail:
-                        detail = f"{detail}\nchief's last log lines:\n{tail}".strip()
-                    raise JobFailed(f"{namespace}/{name}", state, detail)
-                sleep(poll_seconds)
-        except KeyboardInterrupt:
-            if created:
-                log(f"kubeflow: interrupted, deleting TFJob {namespace}/{name}")
-                remote.cancel(
-                    lambda: client.delete_job(name=name, namespace=namespace, job_kind=KIND),
-                    retrying,
-                    log,
-                )
-            raise
-
-
-def _reattach(gcp_resources: str | None, get, log) -> tuple[str, str] | None:
-    """(namespace, name) of the TFJob an earlier run of the step recorded, when it
-    is still worth following (running, or succeeded)."""
-    record = remote.read_gcp_resources(gcp_resources, KIND)
-    if record is None:
-        return None
-    match = _RESOURCE_PATH.search(record.resource_uri)
-    if not match:
-        raise ConfigError(
-            f"gcp_resources {gcp_resources} names {record.resource_uri}, not a TFJob: "
-            "delete it to launch a new job"
-        )
-    namespace, name = match.groups()
-    try:
-        state = _status(get(namespace, name))[0]
-    except remote.RemoteCallFailed as err:
-        if remote.api_status(err) != 404:
-            raise
-        log(f"kubeflow: the recorded TFJob {namespace}/{name} no longer exists; creating a new one")
-        return None
-    if state == "Failed":
-        log(f"kubeflow: the recorded TFJob {namespace}/{name} failed; creating a new one")
-        return None
-    log(f"kubeflow: re-attached to TFJob {namespace}/{name}, recorded in {gcp_resources}")
-    return namespace, name
-
-
-def _create(client: Any, model: kf.KubeflowOrgV1TFJob, namespace: str, retrying, log) -> None:
-    """Creates the TFJob; a conflict after a transient error is the job an earlier
-    attempt created (its reply lost), since the name identifies it.
-
-    Raises:
-        RemoteCallFailed: the name is taken by another job (a conflict on the
-            first attempt), or another permanent error.
-    """
-    name = model.metadata.name
-    attempts = 0
-
-    def create() -> None:
-        nonlocal attempts
-        attempts += 1
-        try:
-            client.create_job(job=model, namespace=namespace)
-        except Exception as err:
-            if attempts > 1 and remote.api_status(err) == 409:
-                log(f"kubeflow: TFJob {namespace}/{name} exists: created by an earlier attempt")
-                return
-            if remote.api_status(err) == 409:
-                raise ConfigError(
-                    f"TFJob {namespace}/{name} already exists: pass another --job-name, or "
-                    f"delete it (kubectl -n {namespace} delete tfjob {name})"
-                ) from None
-            raise
-
-    retrying(create, "create TFJob")
-    log(f"kubeflow: created TFJob {namespace}/{name}")
-
-
 def _pod_template(
     run: RunConfig, cloud: CloudConfig, pool: cloudlib.Pool, args: list[str]
 ) -> k8s.V1PodTemplateSpec:
+    env = cloudlib.trainer_env(run, cloud, pool)
     container = k8s.V1Container(
         name=CONTAINER,
         image=cloud.image,
         command=list(cloudlib.TRAINER_COMMAND),
         args=args,
-        env=[k8s.V1EnvVar(name=k, value=v) for k, v in cloudlib.trainer_env(run, cloud).items()],
+        env=[k8s.V1EnvVar(name=k, value=v) for k, v in env.items()],
+        resources=pod_resources(pool),
     )
     node_selector: dict[str, str] = {}
     tolerations: list[k8s.V1Toleration] = []
     if pool.gpus:
-        container.resources = k8s.V1ResourceRequirements(limits={GPU_RESOURCE: str(pool.gpus)})
         node_selector[ACCELERATOR_LABEL] = cloud.accelerator.gke_accelerator
         tolerations.append(
             k8s.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")
@@ -346,44 +165,35 @@ def _pod_template(
     )
 
 
+def pod_resources(pool: cloudlib.Pool) -> k8s.V1ResourceRequirements:
+    """CPU and memory requests of one replica's pod (and its GPUs), from its role's machine.
+
+    Without requests a pod is BestEffort, the first evicted under memory pressure.
+    GPU pods ask `CPUS_PER_GPU` and `MEMORY_GIB_PER_GPU` per GPU; CPU pods (parameter
+    servers, a parameter-server coordinator, CPU training machines) `CPU_MACHINE_SHARE`
+    of their machine type's vCPUs and memory, so one pod fills one node of that type.
+    """
+    if pool.gpus:
+        return k8s.V1ResourceRequirements(
+            requests={
+                "cpu": str(CPUS_PER_GPU * pool.gpus),
+                "memory": f"{MEMORY_GIB_PER_GPU * pool.gpus}Gi",
+            },
+            limits={GPU_RESOURCE: str(pool.gpus)},
+        )
+    try:
+        machine = cpu_machine(pool.machine_type)
+        cpus, memory_gb = machine.vcpus, machine.memory_gb
+    except ConfigError:  # a type outside N1/N2 (--machine-type): the smallest of them
+        cpus, memory_gb = 1, 3.75
+    millicpus = max(500, int(cpus * CPU_MACHINE_SHARE * 1000))
+    mebibytes = max(1024, int(memory_gb * CPU_MACHINE_SHARE * 1e9 / 2**20))
+    return k8s.V1ResourceRequirements(requests={"cpu": f"{millicpus}m", "memory": f"{mebibytes}Mi"})
+
+
 def _labels(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "strategist",
         "strategist/strategy": run.cluster.strategy.replace("_", "-"),
         "strategist/gpu": cloud.gpu or "cpu",
     }
-
-
-def _status(job: Any) -> tuple[str, str, str, str]:
-    """(state, reason, message, replica summary) of a TFJob model."""
-    status = getattr(job, "status", None)
-    conditions = [c for c in (getattr(status, "conditions", None) or []) if c.status == "True"]
-    if not conditions:
-        return "Submitted", "", "", ""
-    latest = conditions[-1]
-    counts = []
-    for replica_type, replica in sorted((getattr(status, "replica_statuses", None) or {}).items()):
-        parts = [
-            f"{value} {label}"
-            for label, value in (
-                ("active", replica.active),
-                ("succeeded", replica.succeeded),
-                ("failed", replica.failed),
-            )
-            if value
-        ]
-        if parts:
-            counts.append(f"{replica_type}: {', '.join(parts)}")
-    replicas = f" [{'; '.join(counts)}]" if counts else ""
-    return latest.type, latest.reason or "", latest.message or "", replicas
-
-
-def _chief_log_tail(client: Any, name: str, namespace: str) -> str:
-    try:
-        logs, _ = client.get_job_logs(name=name, namespace=namespace, job_kind=KIND, is_master=True)
-    except Exception as err:  # logs are a courtesy: the failure itself is reported
-        return f"(chief logs unavailable: {err})"
-    lines = []
-    for pod, text in sorted(logs.items()):
-        lines += [f"  [{pod}] {line}" for line in text.splitlines()[-_TAIL_LINES:]]
-    return "\n".join(lines)

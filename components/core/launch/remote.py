@@ -16,6 +16,8 @@ retried step launches a new one.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -122,21 +124,37 @@ def call_with_retries(
     backoff: Backoff,
     sleep: Callable[[float], None],
     log: Callable[[str], None],
+    budget_s: float | None = None,
+    notice_after_s: float | None = None,
 ) -> T:
     """`call()`, retried after transient errors with `backoff`.
+
+    Args:
+        call: the API call.
+        what: names the call in every line.
+        backoff: waits between retries.
+        sleep: how to wait.
+        log: where retry lines go.
+        budget_s: no retry starts later than this many seconds (calls included, not
+            only waits) after the first attempt, e.g. to fit a grace period.
+        notice_after_s: print a line when one attempt has had no reply for this long.
 
     Raises:
         RemoteCallFailed: a permanent error, or transient ones until the deadline.
         ConfigError: raised by `call` itself (input to fix), passed through.
     """
     delays = backoff.delays()
+    started = time.monotonic()
     while True:
         try:
-            return call()
+            return _attempt(call, what, log, notice_after_s)
         except ConfigError:  # input to fix, not the API's failure
             raise
         except Exception as err:  # sorted below: transient ones are retried
             delay = next(delays, None) if is_transient(err) else None
+            late = budget_s is not None and time.monotonic() - started + (delay or 0) > budget_s
+            if delay is not None and late:
+                delay = None
             if delay is None:
                 kind = "transient errors past the retry deadline" if is_transient(err) else "error"
                 raise RemoteCallFailed(f"{what} failed ({kind}): {describe(err)}") from err
@@ -144,11 +162,33 @@ def call_with_retries(
             sleep(delay)
 
 
+def _attempt(
+    call: Callable[[], T], what: str, log: Callable[[str], None], notice_after_s: float | None
+) -> T:
+    """One call; a line when it has had no reply for `notice_after_s` (the call's own
+    timeout ends it)."""
+    if not notice_after_s:
+        return call()
+    timer = threading.Timer(
+        notice_after_s, lambda: log(f"{what}: no reply after {notice_after_s:g}s; still waiting")
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        return call()
+    finally:
+        timer.cancel()
+
+
 def cancel(
     call: Callable[[], Any], retrying: Callable[..., Any], log: Callable[[str], None]
-) -> None:
+) -> bool:
     """Cancels (or deletes) a job on an interrupt: retried, and not cut short by a
-    second signal; a failure is logged, so the interrupt itself still ends the step."""
+    second signal; a failure is logged, so the interrupt itself still ends the step.
+
+    Returns:
+        Whether the call went through.
+    """
     from components.core.signals import signals_ignored
 
     with signals_ignored():
@@ -156,14 +196,22 @@ def cancel(
             retrying(call, "cancel")
         except RemoteCallFailed as err:
             log(f"{err}: the job may still run; stop it in the console")
+            return False
+    return True
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
-    """`error` and what caused it (the kubeflow SDK wraps ApiException in RuntimeError)."""
+    """`error` and what caused it (the kubeflow SDK wraps ApiException in RuntimeError;
+    urllib3's MaxRetryError keeps its cause in `reason`). An interrupt the error was
+    raised while handling (a cancel after Ctrl-C) is not its cause, and ends the chain."""
     seen = set()
-    while error is not None and id(error) not in seen:
+    while error is not None and id(error) not in seen and isinstance(error, Exception):
         seen.add(id(error))
         yield error
+        reason = getattr(error, "reason", None)
+        if isinstance(reason, Exception):
+            error = reason
+            continue
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
 
 
@@ -206,15 +254,45 @@ def api_status(error: BaseException) -> int | None:
 
 def is_transient(error: BaseException) -> bool:
     """True for errors a later identical call may not get: unavailable, deadline,
-    429 and 5xx (Kubernetes too), dropped connections; False for the rest."""
-    if any(isinstance(err, _transient_types()) for err in _chain(error)):
-        return True
+    429 and 5xx (Kubernetes too), dropped connections; False for the rest, and for
+    a server certificate that does not verify (retrying cannot change it)."""
+    import ssl
+
+    chain = list(_chain(error))
+    # urllib3 keeps the ssl module's error as an argument of its own SSLError.
+    causes = chain + [arg for err in chain for arg in err.args if isinstance(arg, Exception)]
+    if any(isinstance(err, ssl.SSLCertVerificationError) for err in causes):
+        return False
     status = api_status(error)
-    return status is not None and (status == 429 or status >= 500)
+    if status is not None:
+        return status == 429 or status >= 500
+    return any(isinstance(err, _transient_types()) for err in chain)
 
 
 def describe(error: BaseException) -> str:
-    """One line: the error's type and message (the root cause's when wrapped)."""
-    root = list(_chain(error))[-1]
+    """One line: the error's type and message (the root cause's when wrapped); for a
+    Kubernetes API error, its HTTP status, reason and the server's own `message`."""
+    from kubernetes.client.exceptions import ApiException
+
+    chain = list(_chain(error)) or [error]
+    for err in chain:
+        if isinstance(err, ApiException):
+            return _describe_api_error(err)
+    root = chain[-1]
     text = " ".join(str(root).split())[:300]
     return f"{type(root).__name__}: {text}" if text else type(root).__name__
+
+
+def _describe_api_error(error: Any) -> str:
+    """`HTTP 403 Forbidden: <the server's message>` from a Kubernetes ApiException,
+    whose string form starts with the reply's headers."""
+    message = ""
+    try:
+        body = json.loads(error.body or "")
+        message = body.get("message", "") if isinstance(body, dict) else ""
+    except (TypeError, ValueError):
+        message = " ".join(str(error.body or "").split())[:300]
+    # Status 0: the client's own error before any reply (its reason holds the cause).
+    reason = " ".join(str(error.reason).split())
+    status = f"HTTP {error.status} {reason}" if error.status else reason
+    return f"{status}: {message}" if message else status

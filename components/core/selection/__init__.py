@@ -28,7 +28,7 @@ Modules:
 * `rules`: practitioner rules over the ranked candidates;
 * `cost`, `cost_objective`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;
-* `explanation`: the reasons, as sentences with numbers;
+* `explanation`, `percent`: the reasons, as sentences with numbers;
 * `summary`: the short answer `select` prints (`--explain` prints every reason);
 * `recommendation`: `recommend` and its answer, `Recommendation`.
 """

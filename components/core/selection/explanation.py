@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 
+from components.core.checkpoint_interval import MIN_SECONDS, CheckpointInterval
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import achievable_tflops
 from components.core.selection.links import link_bandwidth_gbps, network_path_share, ring_link
 from components.core.selection.machine_speeds import machine_slowdowns, preemption_rate
+from components.core.selection.percent import pct, pct_shown
 from components.core.selection.prediction import (
     PS_HOST_MEMORY_GB,
     Prediction,
+    preemption_share,
     ps_needed_for_memory,
 )
 from components.core.selection.ps_servers import (
@@ -27,30 +30,8 @@ from components.core.selection.step_time import (
     keras_step_scalar_all_reduces,
     step_scalar_seconds,
 )
-from components.core.selection.topology import RESTART_COST_S, Topology, device
+from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Topology, device
 from components.core.strategy_spec import spec_for
-
-
-def pct(x: float) -> str:
-    """`x` as a whole percentage, e.g. `42%`."""
-    return f"{x:.0%}"
-
-
-def pct_shown(x: float) -> str:
-    """`x` as a percentage that shows it is not 0: whole from 1% on, else two
-    significant digits (`0.31%`)."""
-    if x == 0 or abs(x) >= 0.01:
-        return pct(x)
-    return f"{x * 100:.2g}%"
-
-
-def pct_against(x: float, threshold: float) -> str:
-    """`x` as a percentage with the fewest decimals that keep it on its side of
-    `threshold`: 0.4978 against 0.5 is `49.8%`, never `50%`."""
-    decimals = 0
-    while decimals < 6 and (round(x * 100, decimals) < threshold * 100) != (x < threshold):
-        decimals += 1
-    return f"{x:.{decimals}%}"
 
 
 def slower_machines_phrase(topology: Topology) -> str:
@@ -423,14 +404,38 @@ def _overlay_sentence(topology: Topology) -> str:
 
 
 def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
-    """The share of throughput expected preemptions take off the chosen strategy."""
+    """The share of throughput expected preemptions take off the chosen strategy, what
+    one preemption costs with the run's checkpoint interval, and what a tenth of that
+    interval would save."""
     rate = preemption_rate(topology)
     given = "given" if topology.preemptions_per_machine_hour is not None else "default: one a day"
+    interval = topology.checkpoint_interval()
+    redone_s = chosen.preemption_loss_s - RESTART_S
+    epoch = (
+        f", an epoch assumed to take {ASSUMED_EPOCH_S:.0f} s (give --examples-per-epoch)"
+        if interval.per_epoch and topology.examples_per_epoch is None
+        else ""
+    )
+    sentence = (
+        f"Expected preemption losses take {pct_shown(chosen.overhead_fraction)} off "
+        f"{chosen.strategy}: {rate:.3f} ({given}) preemptions per machine-hour, each costing "
+        f"about {chosen.preemption_loss_s:,.0f} s ({RESTART_S:.0f} s to restart and "
+        f"{redone_s:,.0f} s trained again, half the interval between checkpoints, written "
+        f"{interval.describe()}{epoch}; --checkpoint-every)."
+    )
+    shorter_s = round(2 * redone_s / 10)
+    if redone_s < RESTART_S / 10 or shorter_s < MIN_SECONDS:
+        return (
+            f"{sentence} A shorter interval would save at most {redone_s:,.0f} s a "
+            "preemption: the restart is most of it."
+        )
+    shorter = CheckpointInterval(seconds=float(shorter_s))
+    loss_s, share = preemption_share(chosen, topology, shorter)
     return (
-        f"Expected preemption losses ({rate:.3f} ({given}) "
-        "preemptions per machine-hour x "
-        f"{RESTART_COST_S:.0f} s per restart) take "
-        f"{pct_shown(chosen.overhead_fraction)} off {chosen.strategy}."
+        f"{sentence} Checkpointing every {shorter_s:,} s (--checkpoint-every {shorter_s}s) "
+        f"would cut that to {loss_s:,.0f} s a preemption and the losses to "
+        f"{pct_shown(share)}, at the cost of the checkpoints themselves "
+        "(benchmarks/checkpointing.py measures it)."
     )
 
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from components.core.checkpoint_interval import CheckpointInterval, work_lost_seconds
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import (
     achievable_tflops,
@@ -19,7 +20,7 @@ from components.core.selection.machine_speeds import (
 )
 from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
 from components.core.selection.step_time import predict_allreduce, predict_parameter_server
-from components.core.selection.topology import RESTART_COST_S, Layout, Topology
+from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Layout, Topology
 from components.core.strategy_spec import spec_for
 
 # Parameter-server host memory available for variables and optimizer state, GB.
@@ -40,6 +41,9 @@ class Prediction:
         raw_communication_s: predicted communication seconds before overlap.
         single_gpu_step_s: predicted step seconds of one GPU alone.
         overhead_fraction: share of throughput lost to expected preemptions.
+        preemption_loss_s: expected seconds one preemption costs it: the restart
+            and the steps trained again since the last checkpoint (0 when the
+            machines are not preemptible).
         feasible: False when the candidate cannot run (e.g. out of GPU memory).
         note: why it cannot run, when it cannot.
         measured_examples_per_second: measured throughput on matching hardware.
@@ -69,6 +73,7 @@ class Prediction:
     raw_communication_s: float
     single_gpu_step_s: float
     overhead_fraction: float = 0.0
+    preemption_loss_s: float = 0.0
     feasible: bool = True
     note: str = ""
     measured_examples_per_second: float | None = None
@@ -267,22 +272,55 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
         for c in out:  # every machine's CPUs feed only its own GPUs
             c.input_limit = c.layout.workers * topology.input_examples_per_second
     if topology.preemptible:
-        _charge_preemptions(out, preemption_rate(topology))
+        _charge_preemptions(out, topology)
     return out
 
 
-def _charge_preemptions(preds: list[Prediction], rate: float) -> None:
-    """Sets each candidate's expected share of time lost to preemption restarts.
+def preemption_loss_seconds(
+    c: Prediction, topology: Topology, interval: CheckpointInterval
+) -> float:
+    """Expected seconds one preemption costs candidate `c` checkpointing at `interval`.
+
+    The restart (`RESTART_S`) plus, on average, half the interval trained again
+    (`work_lost_seconds`), in seconds from its predicted step time, or half an
+    epoch (of `topology.examples_per_epoch`, else `ASSUMED_EPOCH_S`) for `epoch`.
+    A parameter_server run counts the coordinator's steps, one per worker step.
+    """
+    step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
+    examples = topology.examples_per_epoch
+    epoch_s = (
+        ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
+    )
+    return RESTART_S + work_lost_seconds(interval, epoch_s, step_s)
+
+
+def _charge_preemptions(preds: list[Prediction], topology: Topology) -> None:
+    """Sets each candidate's expected share of time lost to preemptions.
 
     A synchronous strategy restarts when any of its machines is preempted;
     parameter_server counts as one machine, since its other workers keep
-    training when one is lost. A candidate whose restarts fill every hour
+    training when one is lost. A candidate whose losses fill every hour
     trains nothing: it is infeasible, not given a share of some made-up rest.
     """
+    interval = topology.checkpoint_interval()
     for c in preds:
-        machines = 1 if spec_for(c.strategy).uses_ps else c.layout.workers
-        restarts_s = machines * rate * RESTART_COST_S
-        c.overhead_fraction = min(1.0, restarts_s / 3600)
+        c.preemption_loss_s, c.overhead_fraction = preemption_share(c, topology, interval)
         if c.overhead_fraction == 1.0 and c.feasible:
             c.feasible = False
-            c.note = f"its {machines} machines' preemption restarts fill every hour"
+            c.note = f"its {preempted_machines(c)} machines' preemption losses fill every hour"
+
+
+def preempted_machines(c: Prediction) -> int:
+    """Machines whose preemption stops candidate `c`: all its workers when synchronous;
+    one for parameter_server, whose other workers keep training when one is lost."""
+    return 1 if spec_for(c.strategy).uses_ps else c.layout.workers
+
+
+def preemption_share(
+    c: Prediction, topology: Topology, interval: CheckpointInterval
+) -> tuple[float, float]:
+    """Seconds one preemption costs `c` at `interval`, and the share of each hour
+    expected preemptions take (at most 1)."""
+    loss_s = preemption_loss_seconds(c, topology, interval)
+    hourly_s = preempted_machines(c) * preemption_rate(topology) * loss_s
+    return loss_s, min(1.0, hourly_s / 3600)

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from components.core.checkpoint_interval import EPOCH, CheckpointInterval
 from components.core.config import (
     FLOAT32,
     MIXED_BFLOAT16,
@@ -61,10 +62,16 @@ MAX_NICS = 16
 MIN_NETWORK_GBPS = 0.01
 # Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
 # most 24 h, so each machine is preempted at least once a day (the default of
-# `--preemptions-per-machine-hour`); a restart of a synchronous cluster (relaunch,
-# restore the last checkpoint, redo lost steps) costs about this long.
+# `--preemptions-per-machine-hour`). Relaunching a synchronous cluster and
+# restoring its checkpoint takes about RESTART_S (a replacement Spot VM is
+# provisioned and the job's image pulled; the local rehearsal, which provisions
+# nothing, takes 16-34 s, docs/faults.md); the steps since the last checkpoint
+# are trained again on top (`checkpoint_interval.work_lost_seconds`). Without
+# `examples_per_epoch`, a per-epoch checkpoint is priced as one every
+# ASSUMED_EPOCH_S.
 PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
-RESTART_COST_S = 600.0
+RESTART_S = 300.0
+ASSUMED_EPOCH_S = 600.0
 # The network assumed when none is given (`select` says so, with the answer at
 # `NETWORK_RANGE_GBPS`, a commodity and a datacenter NIC).
 DEFAULT_NETWORK_GBPS = 10.0
@@ -149,6 +156,11 @@ class Topology:
             run on (`strategist train --ps-machine-type`): its egress rate bounds the
             servers' transfers (`ps_servers`).
         preemptible: machines may be taken away (Spot/preemptible VMs).
+        checkpoint_every: the run's `--checkpoint-every` (`epoch`, steps or a
+            duration, `checkpoint_interval`): with `preemptible`, what each
+            preemption throws away.
+        examples_per_epoch: examples in one epoch of the run, which price a
+            per-epoch checkpoint (None: an epoch of `ASSUMED_EPOCH_S`).
         heterogeneous: machines differ in speed.
         heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
             many times slower than `gpu` the slower half of the machines
@@ -172,6 +184,8 @@ class Topology:
     all_reduce_pack_mb: float = 0.0
     heterogeneity_slowdown: float = HETEROGENEITY_SLOWDOWN
     ps_machine_type: str = DEFAULT_PS_MACHINE_TYPE
+    checkpoint_every: str = EPOCH
+    examples_per_epoch: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
@@ -258,6 +272,7 @@ class Topology:
                 "--preemptible, or drop the rate"
             )
         self._check_time_left_to_train()
+        self._check_checkpointing()
         feed = self.input_examples_per_second
         if feed is not None and not (
             isinstance(feed, (int, float)) and math.isfinite(feed) and feed > 0
@@ -267,6 +282,40 @@ class Topology:
             )
         self._check_plausible()
 
+    def checkpoint_interval(self) -> CheckpointInterval:
+        """`checkpoint_every`, parsed (`validate` has refused a bad one)."""
+        return CheckpointInterval.parse(self.checkpoint_every)
+
+    def _check_checkpointing(self) -> None:
+        """Refuses a bad `--checkpoint-every` or `--examples-per-epoch`, and either one
+        without `--preemptible`, where nothing is lost to price.
+
+        Raises:
+            ConfigError: naming the flag and what to give.
+        """
+        self.checkpoint_interval()
+        examples = self.examples_per_epoch
+        if examples is not None and not (
+            isinstance(examples, int) and not isinstance(examples, bool) and examples >= 1
+        ):
+            raise ConfigError(
+                f"--examples-per-epoch must be a whole number from 1, got {examples!r}"
+            )
+        given = [
+            flag
+            for flag, value in (
+                ("--checkpoint-every", self.checkpoint_every != EPOCH),
+                ("--examples-per-epoch", examples is not None),
+            )
+            if value
+        ]
+        if given and not self.preemptible:
+            raise ConfigError(
+                f"{' and '.join(given)} {'price' if len(given) > 1 else 'prices'} the work a "
+                "preemption loses: add --preemptible, or drop "
+                f"{'them' if len(given) > 1 else 'it'}"
+            )
+
     def _check_time_left_to_train(self) -> None:
         """Refuses a preemption rate whose restarts fill every hour of one machine: no
         strategy trains at all there, and a prediction would be a made-up number.
@@ -275,13 +324,13 @@ class Topology:
             ConfigError: saying what the rate costs and what to give instead.
         """
         rate = self.preemptions_per_machine_hour
-        if rate is None or rate * RESTART_COST_S < 3600:
+        if rate is None or rate * RESTART_S < 3600:
             return
         raise ConfigError(
             f"--preemptions-per-machine-hour {rate:g}: each preemption costs a restart of "
-            f"about {RESTART_COST_S:.0f} s, so {3600 / RESTART_COST_S:g} or more an hour leave "
-            f"a machine no time to train ({rate:g} x {RESTART_COST_S:.0f} s = "
-            f"{rate * RESTART_COST_S:,.0f} s of restarts an hour); give the rate the machines "
+            f"about {RESTART_S:.0f} s, so {3600 / RESTART_S:g} or more an hour leave "
+            f"a machine no time to train ({rate:g} x {RESTART_S:.0f} s = "
+            f"{rate * RESTART_S:,.0f} s of restarts an hour); give the rate the machines "
             "see (without it, one a day: Compute Engine stops a preemptible VM within 24 h), "
             "or train on machines that are not preemptible"
         )
