@@ -27,7 +27,7 @@ from components.core.config import ClusterConfig, ConfigError
 
 # The cluster shapes compared, as in tests/test_cluster_training.py and `make run`.
 SHAPES: dict[str, ClusterConfig] = {
-    "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
+    "mirrored": ClusterConfig("mirrored", gpus_per_machine=2),
     "multi_worker_mirrored": ClusterConfig("multi_worker_mirrored", workers=2),
     "parameter_server": ClusterConfig("parameter_server", workers=2, ps=1),
 }

@@ -31,7 +31,7 @@ def train(
             RunConfig JSON; see docs/design.md.
         cluster: the strategy and cluster shape to train with, e.g.
             {"strategy": "multi_worker_mirrored", "workers": 2, "ps": 0,
-            "devices_per_worker": 1}; replaces the run config's.
+            "gpus_per_machine": 1}; replaces the run config's.
         backend: local, vertex or kubeflow (kfp is another name for kubeflow).
         cloud_config: the CloudConfig of the vertex and kubeflow backends
             (project, region, bucket, ...; docs/cloud.md).

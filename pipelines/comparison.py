@@ -109,7 +109,7 @@ def build_comparison_pipeline(
             run_config: the run's settings as RunConfig JSON (data, model,
                 training); every train step receives it whole. See docs/design.md.
             clusters: the strategies to compare, each a cluster: {"strategy",
-                "workers", "ps", "devices_per_worker"}.
+                "workers", "ps", "gpus_per_machine"}.
             machines: target machines, for the recorded recommendation.
             gpus_per_machine: target GPUs per machine, for the recommendation.
             gpu: target GPU type, for the recommendation.

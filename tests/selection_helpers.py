@@ -26,7 +26,7 @@ def _comparison(tmp_path: Path, name: str, results: list[tuple[str, float]], gpu
                 "examples_per_second": eps,
                 "workers": 4,
                 "ps": 4 if s == "parameter_server" else 0,
-                "devices_per_worker": 8,
+                "gpus_per_machine": 8,
                 "per_replica_batch_size": 64,
                 "num_replicas": 32,
                 "eval_accuracy": 0.76,
@@ -49,7 +49,7 @@ def _review_history(tmp_path: Path, gpu: str, runs: list[tuple]) -> str:
     results = [
         {
             "schema_version": 2, "strategy": strategy, "examples_per_second": eps,
-            "workers": workers, "ps": ps, "devices_per_worker": devices,
+            "workers": workers, "ps": ps, "gpus_per_machine": devices,
             "per_replica_batch_size": 32, "num_replicas": workers * devices,
             "eval_accuracy": 0.7, "model": "resnet50", "precision": "float32",
             "hardware": {"platform": "vertex", "gpu": gpu, "gpus_per_machine": devices,
@@ -135,7 +135,7 @@ def _mlp_on_four_t4(tmp_path: Path, parameters: int | None) -> str:
     """A comparison.json of multi_worker_mirrored measured on 4 x 1 T4 at a million
     examples/s for the registry mlp (as the review's mlp_fast.json), with `parameters`."""
     record = {"strategy": "multi_worker_mirrored", "examples_per_second": 1e6, "workers": 4,
-              "ps": 0, "devices_per_worker": 1, "per_replica_batch_size": 32,
+              "ps": 0, "gpus_per_machine": 1, "per_replica_batch_size": 32,
               "num_replicas": 4, "eval_accuracy": 0.9, "model": "mlp",
               "parameters": parameters,
               "hardware": {"platform": "vertex", "gpu": "Tesla T4", "gpus_per_machine": 1,

@@ -18,8 +18,8 @@ IMAGE = "us-docker.pkg.dev/proj/strategist/strategist-trainer:1"
 
 def make_run(strategy: str = "multi_worker_mirrored", **cluster) -> RunConfig:
     defaults = {
-        "one_device": {"workers": 1, "devices_per_worker": 1},
-        "mirrored": {"workers": 1, "devices_per_worker": 4},
+        "one_device": {"workers": 1, "gpus_per_machine": 1},
+        "mirrored": {"workers": 1, "gpus_per_machine": 4},
         "multi_worker_mirrored": {"workers": 3},
         "parameter_server": {"workers": 2, "ps": 1},
     }[strategy]
@@ -182,7 +182,7 @@ def test_trainer_config_gets_gcsfuse_paths_on_vertex_and_gs_on_kubeflow():
     sent = RunConfig.from_json(vertex_args[1])
     assert sent.output_dir == "/gcs/bucket/runs/x"
     assert sent.data.shards_dir == "/gcs/bucket/shards/digits"
-    assert sent.cluster.devices_per_worker == 2  # the GPU count wins under mirrored
+    assert sent.cluster.gpus_per_machine == 2  # the GPU count wins under mirrored
     assert sent.backup_dir is None
     kube = RunConfig.from_json(
         cloudlib.trainer_args(run, make_cloud(target="kubeflow", project=None))[1]

@@ -17,7 +17,7 @@ from tests.conftest import trainer_pids
 pytestmark = pytest.mark.cluster
 
 SHAPES = {
-    "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
+    "mirrored": ClusterConfig("mirrored", gpus_per_machine=2),
     "multi_worker_mirrored": ClusterConfig("multi_worker_mirrored", workers=2),
     "parameter_server": ClusterConfig("parameter_server", workers=2, ps=1),
 }

@@ -61,7 +61,7 @@ def record(
         "num_replicas": replicas,
         "workers": workers,
         "ps": ps,
-        "devices_per_worker": replicas if strategy == "mirrored" else 1,
+        "gpus_per_machine": replicas if strategy == "mirrored" else 1,
         "per_replica_batch_size": 32,
         "global_batch_size": 32 * replicas,
         "epochs": len(epoch_seconds),

@@ -297,10 +297,28 @@ def test_a_cluster_spec_defaults_to_where_it_runs(
         if pipeline == "comparison":
             mirrored = params["clusters"]["defaultValue"][0]
             assert mirrored["strategy"] == "mirrored"
-            assert mirrored["devices_per_worker"] == devices
+            assert mirrored["gpus_per_machine"] == devices
 
 
 def test_compiled_files_are_readable_by_the_group(tmp_path):
     _compile(tmp_path, "training", "vertex")
     mode = (tmp_path / "training-vertex.yaml").stat().st_mode
     assert mode & 0o040, oct(mode)  # group may read (the process umask permitting, 022 here)
+
+
+@pytest.mark.parametrize("target", ["vertex", "kfp"])
+@pytest.mark.parametrize("pipeline", ["training", "comparison"])
+def test_the_run_form_shows_whole_numbers_as_integers(tmp_path, pipeline, target):
+    """KFP stores numbers as doubles; the form must not show `epochs: 5.0` or `[Default: 1.0]`."""
+    docs, spec, _ = _compile(tmp_path, pipeline, target)
+    root = docs[0]["root"]["inputDefinitions"]["parameters"]
+    integers = {n: p for n, p in root.items() if p["parameterType"] == "NUMBER_INTEGER"}
+    assert integers and all(type(p["defaultValue"]) is int for p in integers.values())
+    training = root["run_config"]["defaultValue"]["training"]
+    assert type(training["epochs"]) is int and type(training["base_learning_rate"]) is float
+    header = (tmp_path / f"{pipeline}-{target}.yaml").read_text().split("\ncomponents:")[0]
+    assert "#    gpus_per_machine: int [Default: 1]" in header
+    assert "int [Default: 1.0]" not in header and "'epochs': 5.0" not in header
+    # The values are unchanged: the spec parses and the run config is the default one.
+    assert RunConfig.from_dict(root["run_config"]["defaultValue"]) is not None
+    assert spec.root.input_definitions.parameters["gpus_per_machine"].default_value.number_value == 1

@@ -37,12 +37,12 @@ def test_unknown_keys_are_refused():
     ("cluster", "replicas", "processes"),
     [
         (ClusterConfig("one_device"), 1, 1),
-        (ClusterConfig("mirrored", devices_per_worker=4), 4, 1),
+        (ClusterConfig("mirrored", gpus_per_machine=4), 4, 1),
         (ClusterConfig("multi_worker_mirrored", workers=3), 3, 3),
         # 2 machines x 4 GPUs: 8 replicas, not 2.
-        (ClusterConfig("multi_worker_mirrored", workers=2, devices_per_worker=4), 8, 2),
+        (ClusterConfig("multi_worker_mirrored", workers=2, gpus_per_machine=4), 8, 2),
         (ClusterConfig("parameter_server", workers=3, ps=2), 3, 6),
-        (ClusterConfig("parameter_server", workers=3, ps=2, devices_per_worker=2), 6, 6),
+        (ClusterConfig("parameter_server", workers=3, ps=2, gpus_per_machine=2), 6, 6),
     ],
 )
 def test_replicas_and_processes(cluster, replicas, processes):
@@ -61,8 +61,8 @@ def test_replicas_and_processes(cluster, replicas, processes):
         (ClusterConfig("parameter_server", workers=2, ps=0), "at least one parameter server"),
         (ClusterConfig("multi_worker_mirrored", workers=0), "--workers must be at least 1"),
         (ClusterConfig("parameter_server", workers=2, ps=-1), "--ps must be 0 or more"),
-        (ClusterConfig("mirrored", devices_per_worker=0), "--gpus-per-machine must be at least 1"),
-        (ClusterConfig("one_device", devices_per_worker=2), "one_device trains on one device"),
+        (ClusterConfig("mirrored", gpus_per_machine=0), "--gpus-per-machine must be at least 1"),
+        (ClusterConfig("one_device", gpus_per_machine=2), "one_device trains on one device"),
         (
             ClusterConfig("multi_worker_mirrored", all_reduce="hierarchical_copy"),
             "--all-reduce hierarchical_copy does not apply to multi_worker_mirrored: "

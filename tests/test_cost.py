@@ -261,7 +261,7 @@ def test_objective_cost_weighs_a_slower_gpu_of_a_mix_alone(tmp_path):
     assert "1 x 1 a100 + 4 x 1 t4, 25 Gbps network" in rec.to_markdown()
     # a record of a t4 alone is matched on the t4 machines, and the tally says so
     record = {"strategy": "one_device", "examples_per_second": 400.0, "workers": 1, "ps": 0,
-              "devices_per_worker": 1, "per_replica_batch_size": 32, "num_replicas": 1,
+              "gpus_per_machine": 1, "per_replica_batch_size": 32, "num_replicas": 1,
               "eval_accuracy": 0.7,
               "model": "resnet50", "hardware": {"platform": "vertex", "gpu": "t4",
                                                "gpus_per_machine": 1, "machines": 1}}  # fmt: skip

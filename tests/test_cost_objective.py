@@ -195,7 +195,8 @@ def test_a_candidate_priced_on_smaller_machines_than_those_given_names_them(caps
     """one_device on 2 x 4 V100 is priced on an n1-standard-8 with 1 V100 (2.29 a million
     examples); on one of the n1-standard-32 machines given it costs 9.18."""
     argv = ["select", "--machines", "2", "--gpus-per-machine", "4", "--gpu", "v100",
-            "--model", "resnet50", "--network-gbps", "10", "--network-path", "host"]  # fmt: skip
+            "--model", "resnet50", "--classes", "10", "--network-gbps", "10",
+            "--network-path", "host"]  # fmt: skip
     assert main([*argv, "--objective", "cost", "--explain"]) == 0
     out = capsys.readouterr().out
     assert (
@@ -222,7 +223,7 @@ def _t4_history(tmp_path, runs: list[tuple]) -> str:
     results = [
         {
             "schema_version": 2, "strategy": strategy, "examples_per_second": eps,
-            "workers": workers, "ps": ps, "devices_per_worker": 1,
+            "workers": workers, "ps": ps, "gpus_per_machine": 1,
             "per_replica_batch_size": 32, "num_replicas": workers, "eval_accuracy": 0.7,
             "model": "resnet50", "precision": "float32",
             "hardware": {"platform": "vertex", "gpu": "t4", "gpus_per_machine": 1,
@@ -239,7 +240,7 @@ def test_objective_cost_warns_of_a_measured_asynchronous_choice(tmp_path, capsys
     """parameter_server measured at 1,100 examples/s on 4 x t4 costs 1.03 a million examples
     against one_device's 1.13: chosen, as under the time objective, with its warning."""
     path = _t4_history(tmp_path, [("parameter_server", 1100.0, 4, 2)])
-    argv = ["select", *T4X4, "--model", "resnet50", "--history", path, "--json"]
+    argv = ["select", *T4X4, "--model", "resnet50", "--classes", "10", "--history", path, "--json"]
     assert main([*argv, "--objective", "cost"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["strategy"] == "parameter_server" and doc["layout"]["workers"] == 4
@@ -262,7 +263,7 @@ def test_objective_cost_keeps_a_dense_model_synchronous_without_a_reason(tmp_pat
         ("one_device", 40.0, 1, 0), ("multi_worker_mirrored", 80.0, 2, 0),
         ("multi_worker_mirrored", 150.0, 4, 0),
     ])  # fmt: skip
-    argv = ["select", *T4X4, "--model", "resnet50", "--history", path]
+    argv = ["select", *T4X4, "--model", "resnet50", "--classes", "10", "--history", path]
     assert main([*argv, "--objective", "cost", "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["strategy"], doc["layout"]["workers"]) == ("multi_worker_mirrored", 2)

@@ -39,7 +39,7 @@ EPOCHS = 4
 EPOCH_SECONDS = re.compile(r"^\[chief-0\] epoch \d+/\d+: .*?(\d+(?:\.\d+)?)s ")
 
 SHAPES = {
-    "mirrored": ClusterConfig("mirrored", devices_per_worker=2),
+    "mirrored": ClusterConfig("mirrored", gpus_per_machine=2),
     "multi_worker_mirrored": ClusterConfig("multi_worker_mirrored", workers=2),
     "parameter_server": ClusterConfig("parameter_server", workers=2, ps=1),
 }

@@ -31,7 +31,7 @@ RUN_FLAGS = {
 # worker: (value, path, expected value in the config).
 MIRRORED_FLAGS = {
     "--strategy": ("mirrored", "cluster.strategy", "mirrored"),
-    "--gpus-per-machine": ("3", "cluster.devices_per_worker", 3),
+    "--gpus-per-machine": ("3", "cluster.gpus_per_machine", 3),
     # 3 devices = 3 replicas: a global batch of 48 is 16 per replica.
     "--global-batch-size": ("48", "training.per_replica_batch_size", 16),
     # Reduction over logical CPU devices (nccl and hierarchical_copy need GPUs).
@@ -235,7 +235,7 @@ def test_every_compare_flag_reaches_the_pipelines_run_config(tmp_path):
     ]
     assert [(c.workers, c.ps) for c in clusters] == [(1, 0), (2, 0), (2, 2)]
     # No --gpus-per-machine: 2 under mirrored, else 1; the recommendation's, mirrored's.
-    assert [c.devices_per_worker for c in clusters] == [2, 1, 1]
+    assert [c.gpus_per_machine for c in clusters] == [2, 1, 1]
     assert arguments["gpus_per_machine"] == 2
     # Each strategy's cluster travels in `clusters`, none in the shared run config; the
     # train step joins them (launch.train_to_artifacts) and gets back exactly what was sent.
@@ -408,7 +408,7 @@ def test_one_name_one_meaning_one_default_across_commands():
 
     for strategy, devices in [("mirrored", 2), ("one_device", 1), ("parameter_server", 1)]:
         args = build_parser().parse_args(["train", "--strategy", strategy])
-        assert common.build_run_config(args, strategy, "out").cluster.devices_per_worker == devices
+        assert common.build_run_config(args, strategy, "out").cluster.gpus_per_machine == devices
     for command in ("compile", "submit", "schedule"):
         assert _action(command, "--gpus-per-machine").default == 1
     # --target: the same choices everywhere, `kfp` accepted as `kubeflow`.
@@ -440,7 +440,7 @@ def _requested_gpus(target: str, request: str) -> tuple[int, int]:
         (container,) = pod["containers"]
         args = container["args"]
         gpus = int(container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
-    return gpus, json.loads(args[1])["cluster"]["devices_per_worker"]
+    return gpus, json.loads(args[1])["cluster"]["gpus_per_machine"]
 
 
 @pytest.mark.parametrize("target", ["vertex", "kubeflow"])
@@ -450,7 +450,7 @@ def test_train_gpus_per_machine_sets_the_local_cluster_and_the_cloud_job_alike(t
 
     args = build_parser().parse_args(["train", "--strategy", "mirrored", "--gpus-per-machine", "3"])
     cluster = common.build_run_config(args, args.strategy, "out").cluster
-    assert (cluster.devices_per_worker, cluster.num_replicas) == (3, 3)  # a real run: above
+    assert (cluster.gpus_per_machine, cluster.num_replicas) == (3, 3)  # a real run: above
     # The same flag in the request (T4 machines take 1, 2 or 4 GPUs, so 4 here).
     cloud = ["train", "--target", target, *CLOUD, "--gpu", "t4"]
     requests = {}

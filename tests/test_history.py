@@ -194,7 +194,7 @@ def test_a_measured_part_of_the_cluster_outranks_one_machine(tmp_path):
 def test_a_measurement_above_perfect_scaling_is_questioned(tmp_path):
     path = Path(_comparison(tmp_path, "c.json", [("multi_worker_mirrored", 6000.0)]))
     doc = json.loads(path.read_text())
-    one = {**doc["results"][0], "strategy": "one_device", "workers": 1, "devices_per_worker": 1,
+    one = {**doc["results"][0], "strategy": "one_device", "workers": 1, "gpus_per_machine": 1,
            "num_replicas": 1, "examples_per_second": 150.0}  # fmt: skip
     one["hardware"] = {**one["hardware"], "gpus_per_machine": 1, "machines": 1}
     doc["results"].append(one)
@@ -377,7 +377,7 @@ def test_the_floor_weighs_a_measured_machine_count_by_what_it_ran_at(tmp_path):
     ).examples_per_second
     hardware = {"platform": "vertex", "gpu": "v100", "gpus_per_machine": 8, "machines": 2}
     record = {"strategy": "multi_worker_mirrored", "examples_per_second": 2.5 * one_machine,
-              "workers": 2, "ps": 0, "devices_per_worker": 8, "per_replica_batch_size": 64,
+              "workers": 2, "ps": 0, "gpus_per_machine": 8, "per_replica_batch_size": 64,
               "num_replicas": 16, "eval_accuracy": 0.76, "model": "resnet101",
               "hardware": hardware}  # fmt: skip
     path = tmp_path / "comparison.json"
@@ -398,7 +398,7 @@ def test_a_record_the_floor_weighed_is_counted_though_another_count_is_chosen(tm
     claims nothing matched."""
     hardware = {"platform": "vertex", "gpu": "t4", "gpus_per_machine": 1, "machines": 2}
     record = {"strategy": "multi_worker_mirrored", "examples_per_second": 150.0, "workers": 2,
-              "ps": 0, "devices_per_worker": 1, "per_replica_batch_size": 32,
+              "ps": 0, "gpus_per_machine": 1, "per_replica_batch_size": 32,
               "num_replicas": 2, "eval_accuracy": 0.7, "model": "resnet50",
               "hardware": hardware}  # fmt: skip
     path = tmp_path / "comparison.json"
@@ -418,7 +418,8 @@ def test_a_measured_machine_is_no_baseline_for_predicted_machine_counts(tmp_path
     floor divide multi_worker_mirrored's predicted 226 by 4 x 90 (63%); a predicted count
     is over one machine's prediction, as if every count fell short alike."""
     argv = ["select", "--machines", "4", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
-            "resnet50", "--network-gbps", "3", "--network-path", "host", "--json"]  # fmt: skip
+            "resnet50", "--classes", "10", "--network-gbps", "3", "--network-path", "host",
+            "--json"]  # fmt: skip
     assert main(argv) == 0
     predicted = json.loads(capsys.readouterr().out)
     path = _review_history(tmp_path, "Tesla T4", [("one_device", 90.0, 1, 0, 1)])
@@ -485,7 +486,7 @@ def test_a_non_finite_history_figure_exits_2_naming_the_file(tmp_path, capsys, v
         ({"workers": "two"}, "'workers' must be a whole number of at least 1, got 'two'"),
         ({"workers": True}, "'workers' must be a whole number of at least 1, got True"),
         ({"hardware": {"machines": "two"}}, "'hardware.machines' must be a whole number"),
-        ({"devices_per_worker": "x"}, "'devices_per_worker' must be a whole number"),
+        ({"gpus_per_machine": "x"}, "'gpus_per_machine' must be a whole number"),
         ({"per_replica_batch_size": "32"}, "'per_replica_batch_size' must be a whole number"),
         ({"precision": "fp16"}, "unknown 'precision' 'fp16'"),
         ({"parameters": "17k"}, "'parameters' must be a whole number of at least 1"),

@@ -142,6 +142,41 @@ def test_every_tfjob_and_its_replicas_are_accepted_whole(
         cleanup(operator, name)
 
 
+def test_parameter_servers_ask_for_memory_by_the_models_variables(kube_cluster, operator):
+    """A TFJob for ResNet-50 (23.6 M parameters) gives its parameter servers a larger memory
+    request than one for the MLP (17 k), less with more servers to share it; the server's
+    dry run accepts both jobs, and each PS pod as the operator makes it."""
+    import dataclasses
+
+    from kubernetes.utils import parse_quantity
+
+    from components.core.config import ModelConfig
+
+    core = operator.core
+    requests = {}
+    for model, ps in (("mlp", 1), ("resnet50", 1), ("resnet50", 2)):
+        name = f"ps-memory-{model}-{ps}"
+        run = dataclasses.replace(make_run("parameter_server", ps=ps), model=ModelConfig(model))
+        job = kubeflow.build_tfjob(run, cloud_for(kube_cluster, "admin", job_name=name))
+        stored = operator.custom.create_namespaced_custom_object(
+            "kubeflow.org", "v1", NAMESPACE, "tfjobs", job, dry_run="All"
+        )
+        assert _kept(job["spec"], stored["spec"]), "the server pruned a field"
+        template = stored["spec"]["tfReplicaSpecs"]["PS"]["template"]
+        pod = core.create_namespaced_pod(
+            NAMESPACE,
+            {"metadata": {"name": f"{name}-ps-0"}, "spec": template["spec"]},
+            dry_run="All",
+        )
+        assert pod.status.qos_class == "Burstable"
+        requests[model, ps] = float(
+            parse_quantity(pod.spec.containers[0].resources.requests["memory"])
+        )
+    assert requests["mlp", 1] < requests["resnet50", 2] < requests["resnet50", 1]
+    # ResNet-50's 23.6 M parameters with Adam take 354 MB on one server, with headroom.
+    assert requests["resnet50", 1] - requests["mlp", 1] == pytest.approx(354e6, rel=0.01)
+
+
 def test_job_names_the_operator_cannot_use_are_refused_before_anything_is_sent(
     kube_cluster, operator, capsys
 ):

@@ -161,6 +161,24 @@ def test_parameter_server_cpu_pods_stay_off_gpu_nodes(tfjob_schema):
         assert "tolerations" not in pod_spec(job, kind)
 
 
+def test_a_parameter_server_too_big_for_its_machine_type_is_refused():
+    """Sized from the model: each of 2 servers of a 4-billion-parameter model needs 30.5 GB
+    (half of 12 bytes a parameter with Adam, 1.25 headroom, 0.5 GB base), more than an
+    n1-standard-8 pod gets (22.5 GB): refused naming the shape that holds it; the
+    16-vCPU shape is taken. A model whose largest variable fits no server (one server
+    holds it whole) is not told to add servers."""
+    import dataclasses
+
+    from components.core.model_profile import from_params
+
+    profile = dataclasses.replace(from_params(4 * 10**9), largest_variable_params=10**8)
+    with pytest.raises(ConfigError, match=r"--ps-machine-type n1-standard-16 or more --ps$"):
+        kubeflow.parameter_server_memory_gb(profile, 2, "n1-standard-8")
+    assert kubeflow.parameter_server_memory_gb(profile, 2, "n1-standard-16") == pytest.approx(30.5)
+    with pytest.raises(ConfigError, match=r"pass a larger --ps-machine-type$"):
+        kubeflow.parameter_server_memory_gb(from_params(10**11), 100, "n1-standard-8")
+
+
 def test_run_policy_restart_policy_spot_and_service_account(tfjob_schema):
     cloud = kube_cloud(
         timeout_s=3600,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from components.core import model_profile, selection
+from components.core import model_profile
 from components.core.model_profile import from_params
 from components.core.selection import (
     Topology,
     machine_speeds,
     recommend,
 )
+from components.core.selection.percent import pct_against
 from pipelines.cli import main
 from tests.selection_helpers import RESNET101
 
@@ -77,8 +78,8 @@ def test_an_efficiency_just_below_the_floor_is_not_rounded_onto_it(capsys):
     assert "below the 50% floor. All of them train, the fastest answer; 4 machines" in out
     assert "8 machines (multi_worker_mirrored): 4.0x one v100, 49.8% machine efficiency." in out
     assert "4 machines (multi_worker_mirrored): 2.2x one v100, 54% machine efficiency" in out
-    assert selection.explanation.pct_against(0.5, 0.5) == "50%"
-    assert selection.explanation.pct_against(0.499996, 0.5) == "49.9996%"
+    assert pct_against(0.5, 0.5) == "50%"
+    assert pct_against(0.499996, 0.5) == "49.9996%"
 
 
 def test_fewer_machines_lists_each_candidate_once_and_explains_the_one_chosen():

@@ -115,7 +115,7 @@ def test_vertex_replicas_get_cluster_spec_and_tf_config_as_documented():
 
 
 def test_a_single_replica_vertex_job_gets_no_tf_config():
-    _, replicas, _, _ = replicas_for("vertex", ClusterConfig("mirrored", devices_per_worker=2))
+    _, replicas, _, _ = replicas_for("vertex", ClusterConfig("mirrored", gpus_per_machine=2))
     (chief,) = replicas
     assert "TF_CONFIG" not in chief.env  # "not set for single-replica training jobs"
     assert env_json(chief, "CLUSTER_SPEC")["task"]["type"] == "workerpool0"
@@ -179,7 +179,7 @@ def test_tfjob_replicas_get_the_operators_tf_config():
 
 
 def test_a_single_replica_tfjob_gets_no_tf_config():
-    _, replicas, _, _ = replicas_for("kubeflow", ClusterConfig("mirrored", devices_per_worker=2))
+    _, replicas, _, _ = replicas_for("kubeflow", ClusterConfig("mirrored", gpus_per_machine=2))
     (chief,) = replicas
     assert "TF_CONFIG" not in chief.env  # isDistributed: one replica in all
 
@@ -467,7 +467,7 @@ def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp
         build_comparison_pipeline(),
         {
             "run_config": run_config,
-            "clusters": [dataclasses.asdict(ClusterConfig("mirrored", devices_per_worker=2))],
+            "clusters": [dataclasses.asdict(ClusterConfig("mirrored", gpus_per_machine=2))],
             "backend": "vertex",
             "cloud_config": cloud,
             "rehearse": True,

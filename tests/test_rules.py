@@ -46,7 +46,7 @@ def test_preemption_grants_no_slack_the_prediction_already_took_off(capsys):
     machine taken off (parameter_server's, one machine's): parameter_server, predicted 4%
     slower, is not chosen for the same preemptions again (it was, within a 25% slack)."""
     argv = ["select", "--machines", "2", "--gpus-per-machine", "1", "--gpu", "t4", "--model",
-            "resnet50", "--network-gbps", "10", "--network-path", "host",
+            "resnet50", "--classes", "10", "--network-gbps", "10", "--network-path", "host",
             "--preemptible"]  # fmt: skip
     assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out

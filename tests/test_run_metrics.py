@@ -68,7 +68,7 @@ def test_a_newer_version_is_refused_with_what_to_do():
         ({"examples_per_second": float("inf")}, "'examples_per_second' must be a finite number"),
         ({"workers": 1.5}, "'workers' must be a whole number of at least 1, got 1.5"),
         ({"ps": -1}, "'ps' must be a whole number of at least 0"),
-        ({"devices_per_worker": True}, "'devices_per_worker' must be a whole number"),
+        ({"gpus_per_machine": True}, "'gpus_per_machine' must be a whole number"),
         ({"per_replica_batch_size": "32"}, "'per_replica_batch_size' must be a whole number"),
         ({"hardware": {"machines": "two"}}, "'hardware.machines' must be a whole number"),
         ({"hardware": {"gpus_per_machine": -8}}, "'hardware.gpus_per_machine' must be a whole"),
@@ -97,7 +97,7 @@ def test_read_refuses_a_file_that_is_not_json(tmp_path):
 def test_local_hardware_is_this_machine(monkeypatch):
     for name in (run_metrics.PLATFORM_ENV, run_metrics.ACCELERATOR_ENV):
         monkeypatch.delenv(name, raising=False)
-    hardware = run_metrics.detect_hardware(ClusterConfig("mirrored", devices_per_worker=2), [])
+    hardware = run_metrics.detect_hardware(ClusterConfig("mirrored", gpus_per_machine=2), [])
     assert hardware.platform == "local" and hardware.detected
     with open("/proc/cpuinfo") as handle:
         assert hardware.cpu_model and hardware.cpu_model in handle.read()
@@ -121,7 +121,7 @@ def vertex_record(monkeypatch, run, cloud) -> RunMetrics:
 
 
 def test_a_cloud_record_states_the_jobs_machines(monkeypatch):
-    run = make_run("multi_worker_mirrored", workers=4, devices_per_worker=8)
+    run = make_run("multi_worker_mirrored", workers=4, gpus_per_machine=8)
     record = vertex_record(monkeypatch, run, make_cloud(gpu="v100"))
     hardware = record.hardware
     assert hardware.platform == "vertex"
@@ -138,7 +138,7 @@ def test_select_history_matches_records_strategist_wrote(monkeypatch, tmp_path):
         ("parameter_server", 4, 6000.0),
         ("multi_worker_mirrored", 0, 3000.0),
     ):
-        run = make_run(strategy, workers=4, ps=ps, devices_per_worker=8)
+        run = make_run(strategy, workers=4, ps=ps, gpus_per_machine=8)
         record = vertex_record(monkeypatch, run, make_cloud(gpu="v100"))
         # the trainer states the batch it ran (select's default, 64 per replica)
         records.append({**record.to_dict(), "examples_per_second": examples_per_second,

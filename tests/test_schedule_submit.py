@@ -280,7 +280,7 @@ def test_kfp_schedule_sends_a_recurring_run_with_six_field_cron(kfp_server, caps
     assert "recurringrun/details/rr-7" in capsys.readouterr().out
 
 
-MIRRORED = {"strategy": "mirrored", "workers": 1, "ps": 0, "devices_per_worker": 2}
+MIRRORED = {"strategy": "mirrored", "workers": 1, "ps": 0, "gpus_per_machine": 2}
 CLUSTERS = "clusters=" + json.dumps([MIRRORED])
 
 

@@ -59,8 +59,19 @@ def test_cli_json(capsys):
         "communication_s",
         "examples_per_second",
         "scaling_efficiency",
+        "scaling_efficiency_range",
+        "examples_per_second_range",
     }
     assert doc["alternatives"] and doc["reasons"]
+    # every prediction, the choice's and each alternative's, sits inside its own range;
+    # a single GPU's efficiency is 1 by definition, the others' ranges are not points
+    for predicted in [doc["predicted"], *(a["predicted"] for a in doc["alternatives"])]:
+        low, high = predicted["scaling_efficiency_range"]
+        assert 0 < low <= predicted["scaling_efficiency"] <= high <= 1
+        low, high = predicted["examples_per_second_range"]
+        assert 0 < low < predicted["examples_per_second"] < high
+    mirrored = doc["predicted"]["scaling_efficiency_range"]
+    assert mirrored[0] < mirrored[1]
 
 
 def test_cli_json_prices_the_chosen_candidate_as_the_alternatives(capsys):
@@ -69,8 +80,15 @@ def test_cli_json_prices_the_chosen_candidate_as_the_alternatives(capsys):
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["usd_per_million_examples"] > 0
+    cheap, dear = doc["usd_per_million_examples_range"]
+    assert cheap < doc["usd_per_million_examples"] < dear
     feasible = [a for a in doc["alternatives"] if a.get("feasible", True)]
     assert feasible and all(a["usd_per_million_examples"] > 0 for a in feasible)
+    for candidate in feasible:  # prices follow the range: the fastest end is the cheapest
+        cheap, dear = candidate["usd_per_million_examples_range"]
+        fast, slow = reversed(candidate["predicted"]["examples_per_second_range"])
+        assert cheap < candidate["usd_per_million_examples"] < dear
+        assert cheap * fast == pytest.approx(dear * slow, rel=1e-4)  # six digits each
 
 
 @pytest.mark.parametrize("command", ["select", "status"])
@@ -316,3 +334,18 @@ def test_compiled_metrics_set_the_scalars_select_charges(capsys):
         main([*base, "--compiled-metrics", "-1"])
     assert refused.value.code == 2
     assert "--compiled-metrics: must be 0 to 1,000, got -1" in capsys.readouterr().err
+
+
+def test_a_registry_model_is_sized_for_its_own_dataset_by_default(capsys):
+    """resnet50 and mobilenet_v2 are ImageNet models: 1,000 classes unless --classes says
+    otherwise (25,636,712 parameters: Keras' ResNet50 with its ImageNet head)."""
+    argv = ["select", "--machines", "1", "--gpus-per-machine", "4", "--model", "resnet50",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)["inputs"]["model"]
+    assert default["params"] == 25_636_712 and "1000 classes" in default["source"]
+    assert main([*argv, "--classes", "10"]) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"]["model"]["params"] < 24_000_000
+    assert main(["select", "--machines", "1", "--gpus-per-machine", "1", "--model", "mlp",
+                 "--json"]) == 0  # fmt: skip
+    assert "10 classes" in json.loads(capsys.readouterr().out)["inputs"]["model"]["source"]

@@ -22,7 +22,6 @@ from components.core.selection import (
     recommend,
     step_time,
 )
-from components.core.selection.step_time import KERAS_STEP_SCALAR_ALL_REDUCES
 from pipelines.cli import main
 from tests.selection_helpers import RESNET101, ROOT, _comparison, _recsys
 
@@ -251,7 +250,7 @@ def test_a_parameter_server_record_decides_the_server_count_it_ran(tmp_path):
 def test_the_network_caveat_follows_only_a_record_that_crossed_the_network(tmp_path):
     path = _comparison(tmp_path, "c.json", [("one_device", 9e6)])
     doc = json.loads(Path(path).read_text())
-    doc["results"][0].update(workers=1, devices_per_worker=1, num_replicas=1)
+    doc["results"][0].update(workers=1, gpus_per_machine=1, num_replicas=1)
     doc["results"][0]["hardware"].update(machines=1, gpus_per_machine=1)
     Path(path).write_text(json.dumps(doc))
     topology = Topology(4, 8, "v100", network_gbps=100)
@@ -361,7 +360,7 @@ def test_cpu_workers_pay_a_grpc_call_per_ring_hop():
     # two workers, one ring for the gradients and one for each of Keras's per-step scalars:
     # 2 (N-1) = 2 hops each, every one across the network
     latency = mlp.tensors * device_compute.FITTED.tensor_latency_s
-    rings = 1 + KERAS_STEP_SCALAR_ALL_REDUCES
+    rings = 1 + step_time.keras_step_scalar_all_reduces()
     assert cpu_comm - latency == pytest.approx(rings * 2 * links.CPU_RING_HOP_S, rel=0.05)
     assert gpu_comm < cpu_comm / 5  # NCCL's hops: tens of microseconds
     assert step_time.allreduce_across_machines_time(0, 2, 1, 1e9, 1e9, 1.0, 10.0) == 20.0
@@ -410,7 +409,7 @@ def test_a_multi_worker_step_pays_for_the_scalars_keras_all_reduces():
     exposed_quiet = exposed - step_time.step_scalar_seconds(cpu, mlp, 2, 1)
     # 6 rings of 2 hops each, none hidden
     assert exposed - exposed_quiet == pytest.approx(6 * 2 * links.CPU_RING_HOP_S)
-    assert KERAS_STEP_SCALAR_ALL_REDUCES == 6
+    assert step_time.keras_step_scalar_all_reduces() == 6
     # the two-worker step a local run measures, about 13 ms (docs/benchmarks.md
     # section 8), and not the 2-3 ms the gradients' one ring alone would give
     assert 0.008 < compute + exposed < 0.016 and compute + exposed_quiet < 0.004
@@ -457,7 +456,7 @@ def test_strategists_multi_worker_mirrored_all_reduces_every_gradient_in_one_pac
     # besides the packs, every step all-reduces the scalars `select` charges a multi-worker
     # step: 3 for the loss and 3 for the one metric, each an op of its own
     step = int(log.split("all-reduces in the train step: ")[1].split()[0])
-    assert step == packs + KERAS_STEP_SCALAR_ALL_REDUCES
+    assert step == packs + step_time.keras_step_scalar_all_reduces()
 
 
 def test_a_pack_holds_whole_tensors_and_one_pack_hides_nothing():

@@ -151,9 +151,9 @@ def test_multi_worker_mirrored_on_a_machine_with_gpus_carries_nccl(
 def test_mirrored_takes_the_chosen_cross_device_ops():
     import tensorflow as tf
 
-    cluster = ClusterConfig("mirrored", devices_per_worker=1, all_reduce="nccl")
+    cluster = ClusterConfig("mirrored", gpus_per_machine=1, all_reduce="nccl")
     strategy = strategies.make_strategy(RunConfig(cluster=cluster), Role(), gpus=1)
     assert isinstance(strategy.extended._cross_device_ops, tf.distribute.NcclAllReduce)
-    cluster = ClusterConfig("mirrored", devices_per_worker=1, all_reduce="reduction_to_one_device")
+    cluster = ClusterConfig("mirrored", gpus_per_machine=1, all_reduce="reduction_to_one_device")
     strategy = strategies.make_strategy(RunConfig(cluster=cluster), Role(), gpus=0)
     assert isinstance(strategy.extended._cross_device_ops, tf.distribute.ReductionToOneDevice)

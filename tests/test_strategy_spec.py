@@ -18,10 +18,10 @@ VERTEX_TASK_TYPES = {0: "chief", 1: "worker", 2: "ps"}
 
 SHAPES = [
     ("one_device", {}),
-    ("mirrored", {"devices_per_worker": 4}),
+    ("mirrored", {"gpus_per_machine": 4}),
     ("multi_worker_mirrored", {"workers": 1}),
     ("multi_worker_mirrored", {"workers": 3}),
-    ("multi_worker_mirrored", {"workers": 2, "devices_per_worker": 4}),
+    ("multi_worker_mirrored", {"workers": 2, "gpus_per_machine": 4}),
     ("parameter_server", {"workers": 3, "ps": 2}),
 ]
 
@@ -90,7 +90,7 @@ def test_cluster_for_fills_each_strategys_defaults(strategy):
     cluster = cluster_for(strategy)
     spec = spec_for(strategy)
     assert cluster.workers == spec.default_workers() and cluster.ps == spec.default_ps()
-    assert cluster.devices_per_worker == spec.default_devices
+    assert cluster.gpus_per_machine == spec.default_devices
     assert not spec.shape_errors(cluster)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipelines.cli import main
@@ -61,3 +63,19 @@ def test_a_guess_that_flips_the_choice_is_said_in_the_first_two_lines(capsys):
     assert main(["select", *EVERYDAY["1.3b gpt on 8 h100"].split(), "--gflops-per-example",
                  "16", "--json"]) == 0  # fmt: skip
     assert '"depends_on": []' in capsys.readouterr().out
+
+
+def test_the_answer_gives_its_range_and_what_makes_it_wide(capsys):
+    argv = "--machines 4 --gpus-per-machine 8 --gpu v100 --network-gbps 25 --model resnet50"
+    assert main(["select", *argv.split(), "--precision", "mixed"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    predicted = next(line for line in lines if line.startswith("predicted:"))
+    assert re.search(r"examples/s \([\d,]+-[\d,]+\), \d+% scaling efficiency \(\d+-\d+%\)",
+                     predicted), predicted  # fmt: skip
+    unsure = next(line for line in lines if line.startswith("unsure:"))
+    assert "; measure " in unsure and "--history" in unsure
+    # one GPU alone: its efficiency is 1 by definition, its speed is what is unknown
+    assert main(["select", *EVERYDAY["one a100"].split()]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.endswith("100% scaling efficiency") for line in lines), lines
+    assert "unsure:      one GPU's speed" in "\n".join(lines)

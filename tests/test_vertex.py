@@ -51,7 +51,7 @@ def test_mirrored_is_one_machine_with_all_its_gpus():
     assert chief.machine_spec.accelerator_type == aiplatform_v1.AcceleratorType.NVIDIA_TESLA_A100
     assert chief.machine_spec.accelerator_count == 8
     sent = RunConfig.from_json(chief.container_spec.args[1])
-    assert sent.cluster.devices_per_worker == 8
+    assert sent.cluster.gpus_per_machine == 8
 
 
 def test_multi_worker_mirrored_is_a_chief_and_n_minus_one_workers_with_reduction_server():
@@ -325,3 +325,65 @@ def test_sigterm_on_strategist_train_target_vertex_exits_143(monkeypatch, capsys
     assert fake.cancelled == [FakeJobService.NAME]
     assert "interrupted (SIGTERM)" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_train_attach_follows_a_running_vertex_job_and_creates_nothing(monkeypatch, capsys):
+    """`strategist train --target vertex --attach ID` follows the job through the real
+    JobServiceClient (only its gRPC calls replaced) to its end, sending no create; a
+    failed job exits 1 with its error; an ID Vertex AI does not know, a malformed name
+    or another region's job exit 2."""
+    import functools
+    from unittest import mock
+
+    from google.api_core.exceptions import NotFound
+    from google.auth.credentials import AnonymousCredentials
+
+    from pipelines import cli
+
+    monkeypatch.setattr(credentials, "google_credentials", AnonymousCredentials)
+    monkeypatch.setattr(
+        vertex, "submit_and_wait", functools.partial(vertex.submit_and_wait, poll_seconds=0)
+    )
+    name = FakeJobService.NAME
+    scripted = {}
+    requests = []
+
+    def endpoint(request, **kwargs):
+        requests.append(request)
+        if request.name != name:
+            raise NotFound(f"CustomJob {request.name} not found")
+        state = scripted["states"].pop(0)
+        job = aiplatform_v1.CustomJob(name=name, state=state)
+        if state == State.JOB_STATE_FAILED:
+            job.error.message = "The replica workerpool0-0 exited with a non-zero status of 1."
+        return job
+
+    argv = ["train", "--target", "vertex", "--project", "proj", "--region", "us-central1"]
+    with mock.patch.object(
+        type(vertex.make_client(make_cloud(), AnonymousCredentials()).transport.get_custom_job),
+        "__call__",
+    ) as call:
+        call.side_effect = endpoint
+        scripted["states"] = [State.JOB_STATE_RUNNING, State.JOB_STATE_SUCCEEDED]
+        assert cli.main([*argv, "--attach", "8675309"]) == 0
+        out = capsys.readouterr().out
+        assert f"vertex: attached to {name}" in out
+        assert "vertex: JOB_STATE_RUNNING" in out and "vertex: JOB_STATE_SUCCEEDED" in out
+        assert f"train: Vertex AI job {name} succeeded" in out
+        assert [type(r) for r in requests] == [aiplatform_v1.GetCustomJobRequest] * 2
+
+        scripted["states"] = [State.JOB_STATE_RUNNING, State.JOB_STATE_FAILED]
+        assert cli.main([*argv, "--attach", name]) == 1
+        assert "workerpool0-0 exited with a non-zero status of 1" in capsys.readouterr().err
+
+        assert cli.main([*argv, "--attach", "42"]) == 2
+        err = capsys.readouterr().err
+        assert "no Vertex AI job projects/proj/locations/us-central1/customJobs/42" in err
+        sent = len(requests)
+        for bad, says in (
+            ("my-job", "give the job's ID or its name"),
+            ("projects/proj/locations/europe-west4/customJobs/7", "--region europe-west4"),
+        ):
+            assert cli.main([*argv, "--attach", bad]) == 2
+            assert says in capsys.readouterr().err
+        assert len(requests) == sent  # refused before any call

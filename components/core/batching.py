@@ -120,7 +120,7 @@ def check_replicas(config: RunConfig, replicas_in_sync: int) -> None:
 
     The global batch, the learning rate and the run's record all depend on the
     replica count: a cluster that holds another number (a machine with more or
-    fewer GPUs than `devices_per_worker`) would train something else than asked.
+    fewer GPUs than `gpus_per_machine`) would train something else than asked.
 
     Raises:
         ConfigError: saying what the cluster has and what to pass.
@@ -130,7 +130,7 @@ def check_replicas(config: RunConfig, replicas_in_sync: int) -> None:
         raise ConfigError(
             f"{config.cluster.strategy} holds {replicas_in_sync} replica(s) in sync on this "
             f"machine, but the run was planned for {expected} "
-            f"({config.cluster.devices_per_worker} device(s) per machine): pass "
+            f"({config.cluster.gpus_per_machine} device(s) per machine): pass "
             "--gpus-per-machine equal to the GPUs of each machine"
         )
 

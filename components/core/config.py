@@ -16,6 +16,7 @@ from typing import Any
 
 # Re-exported: callers import the run's vocabulary from here.
 from components.core.checkpoint_interval import CheckpointInterval
+from components.core.config_fields import build_section
 from components.core.errors import ConfigError as ConfigError
 from components.core.strategy_spec import ALL_REDUCE as ALL_REDUCE
 from components.core.strategy_spec import AUTO, StrategySpec, spec_for
@@ -193,7 +194,7 @@ class ClusterConfig:
             the first is the chief; for `parameter_server` a separate chief
             (the coordinator) dispatches steps to them.
         ps: parameter-server tasks (`parameter_server` only).
-        devices_per_worker: devices (GPUs) of each machine that computes
+        gpus_per_machine: devices (GPUs) of each machine that computes
             gradients; on a machine without GPUs, logical CPU devices stand in
             for them where the strategy can use them.
         evaluator: one more task that never trains: it evaluates each epoch's
@@ -212,7 +213,7 @@ class ClusterConfig:
     strategy: str = "mirrored"
     workers: int = 1
     ps: int = 0
-    devices_per_worker: int = 1
+    gpus_per_machine: int = 1
     evaluator: bool = False
     all_reduce: str = AUTO
     all_reduce_pack_mb: float = 0.0
@@ -297,7 +298,7 @@ class RunConfig:
         kwargs: dict[str, Any] = {}
         for key, value in raw.items():
             if key in sections:
-                kwargs[key] = _build(sections[key], value, key)
+                kwargs[key] = build_section(sections[key], value, key)
             elif key in ("output_dir", "backup_dir"):
                 kwargs[key] = value
             else:
@@ -307,35 +308,6 @@ class RunConfig:
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return cls.from_dict(json.loads(text))
-
-
-# The JSON types a config field of each annotation takes.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "str | None": (str, type(None)),
-    "bool": (bool,),
-}
-
-
-def _build(section: type, raw: dict[str, Any], name: str) -> Any:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"the {name!r} section of a run config is an object, got {raw!r}")
-    fields = {f.name: f for f in dataclasses.fields(section)}
-    unknown = set(raw) - set(fields)
-    if unknown:
-        raise ConfigError(f"unknown key(s) in {name!r} config: {', '.join(sorted(unknown))}")
-    values = {}
-    for key, value in raw.items():
-        kinds = _FIELD_TYPES[str(fields[key].type)]
-        if int in kinds and isinstance(value, float) and value.is_integer():
-            value = int(value)  # protobuf Structs (pipeline parameters) carry every number as float
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            expected = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
-            raise ConfigError(f"run config {name}.{key} must be {expected}, got {value!r}")
-        values[key] = value
-    return section(**values)
 
 
 def cluster_for(
@@ -387,7 +359,7 @@ def cluster_from_dict(raw: dict[str, Any]) -> ClusterConfig:
     Raises:
         ConfigError: unknown keys.
     """
-    return _build(ClusterConfig, raw, "cluster")
+    return build_section(ClusterConfig, raw, "cluster")
 
 
 def validate_pipeline_run(

@@ -87,6 +87,9 @@ DEFAULT_INPUT_SHAPES: dict[str, tuple[int, ...]] = {
     "resnet50": (224, 224, 3),
     "mobilenet_v2": (224, 224, 3),
 }
+# Classes of the dataset each registry model is made for (digits; ImageNet): the classes
+# the selector sizes it with when none are given.
+DATASET_CLASSES: dict[str, int] = {"mlp": 10, "cnn": 10, "resnet50": 1000, "mobilenet_v2": 1000}
 
 
 def check_model_name(name: str) -> None:

@@ -168,7 +168,7 @@ class RunMetrics:
     replicas_in_sync: int | None = None
     workers: int = 1
     ps: int = 0
-    devices_per_worker: int = 1
+    gpus_per_machine: int = 1
     per_replica_batch_size: int | None = None
     global_batch_size: int | None = None
     epochs: int | None = None
@@ -257,6 +257,8 @@ class RunMetrics:
                 f"{source}: run record schema version {version!r} is newer than this "
                 f"Strategist reads ({SCHEMA_VERSION}): upgrade Strategist"
             )
+        if "devices_per_worker" in raw:  # its name in records written before (CHANGELOG.md)
+            raw = {"gpus_per_machine": raw["devices_per_worker"], **raw}
         _check_required(raw, source)
         _check_shape(raw, source)
         known = {f.name for f in dataclasses.fields(cls)}
@@ -321,7 +323,7 @@ _COUNTS = {
     "num_replicas": 1,
     "workers": 1,
     "ps": 0,
-    "devices_per_worker": 1,
+    "gpus_per_machine": 1,
     "per_replica_batch_size": 1,
     "parameters": 1,
     "max_steps": 0,

@@ -85,7 +85,7 @@ def configure_devices(cluster: ClusterConfig) -> None:
     """Sets up devices before TensorFlow initialises its runtime.
 
     On a machine without GPUs, a strategy that can replicate over logical CPU
-    devices (`mirrored`) gets `devices_per_worker` of them, so that the
+    devices (`mirrored`) gets `gpus_per_machine` of them, so that the
     rehearsal runs as many replicas, and the same all-reduce, as the GPU
     machine would.
     """

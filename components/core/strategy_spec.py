@@ -53,7 +53,7 @@ class ClusterShape(Protocol):
 
     workers: int
     ps: int
-    devices_per_worker: int
+    gpus_per_machine: int
     evaluator: bool
     all_reduce: str
     all_reduce_pack_mb: float
@@ -137,12 +137,12 @@ class StrategySpec:
         return sum(self.task_counts(cluster).values())
 
     def training_machines(self, cluster: ClusterShape) -> int:
-        """Machines that compute gradients (each with `devices_per_worker` devices)."""
+        """Machines that compute gradients (each with `gpus_per_machine` devices)."""
         return cluster.workers if self.multi_machine else 1
 
     def devices_per_machine(self, cluster: ClusterShape) -> int:
         """Devices of one training machine that hold a replica."""
-        return cluster.devices_per_worker if self.devices_apply else 1
+        return cluster.gpus_per_machine if self.devices_apply else 1
 
     def num_replicas(self, cluster: ClusterShape) -> int:
         """Replicas that compute gradients for one global batch."""
@@ -273,9 +273,9 @@ class StrategySpec:
             errors.append(f"--workers must be at least 1, got {cluster.workers}")
         if cluster.ps < 0:
             errors.append(f"--ps must be 0 or more, got {cluster.ps}")
-        if cluster.devices_per_worker < 1:
+        if cluster.gpus_per_machine < 1:
             errors.append(
-                f"--gpus-per-machine must be at least 1, got {cluster.devices_per_worker}"
+                f"--gpus-per-machine must be at least 1, got {cluster.gpus_per_machine}"
             )
         if not self.multi_machine and cluster.workers != 1:
             errors.append(
@@ -290,9 +290,9 @@ class StrategySpec:
             errors.append(
                 "parameter_server needs at least one parameter server: pass --ps 1 or more"
             )
-        if not self.devices_apply and cluster.devices_per_worker != 1:
+        if not self.devices_apply and cluster.gpus_per_machine != 1:
             errors.append(
-                f"{self.name} trains on one device, not {cluster.devices_per_worker}: "
+                f"{self.name} trains on one device, not {cluster.gpus_per_machine}: "
                 "use --gpus-per-machine 1, or choose mirrored for every device of the machine"
             )
         pack = cluster.all_reduce_pack_mb

@@ -320,7 +320,7 @@ def _metrics(
         replicas_in_sync=replicas,
         workers=config.cluster.workers,
         ps=config.cluster.ps,
-        devices_per_worker=config.cluster.devices_per_worker,
+        gpus_per_machine=config.cluster.gpus_per_machine,
         per_replica_batch_size=config.training.per_replica_batch_size,
         global_batch_size=batching.global_batch_size,
         epochs=batching.epochs,

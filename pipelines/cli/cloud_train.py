@@ -88,8 +88,9 @@ def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--attach",
         metavar="JOB",
-        help="follow the running TFJob JOB (in --namespace) until it ends, as if this command "
-        "had submitted it, instead of submitting one (--target kubeflow)",
+        help="follow the running job JOB until it ends, as if this command had submitted it, "
+        "instead of submitting one: a TFJob name (in --namespace), or a Vertex AI job's ID "
+        "or projects/P/locations/R/customJobs/ID",
     )
     vertex = parser.add_argument_group("Vertex AI")
     vertex.add_argument("--project", help="Google Cloud project ID")
@@ -232,31 +233,46 @@ def _job_error(cloud: CloudConfig, err: Exception) -> int:
 
 
 def _attach(args: argparse.Namespace, cloud: CloudConfig, client: Any) -> int:
-    """Follows the running TFJob `--attach` names until it ends (nothing is submitted).
+    """Follows the running job `--attach` names until it ends (nothing is submitted).
 
     Raises:
-        ConfigError: not --target kubeflow, flags that would change a submission,
-            no credentials, or no such job.
+        ConfigError: flags that would change a submission, no credentials, or no
+            such job.
     """
-    if cloud.target != "kubeflow":
-        raise ConfigError(
-            f"--attach follows a TFJob: use it with --target kubeflow, not {cloud.target}"
-        )
     if args.dry_run or args.rehearse or args.job_name:
         raise ConfigError(
             "--attach follows a job that exists: drop --dry-run, --rehearse and --job-name"
         )
+    try:
+        if cloud.target == "vertex":
+            name = _attach_vertex(args.attach, cloud, client)
+        else:
+            name = _attach_kubeflow(args.attach, cloud, client)
+    except (JobFailed, RemoteCallFailed) as err:
+        return _job_error(cloud, err)
+    print(f"train: {name} succeeded")
+    return 0
+
+
+def _attach_vertex(job: str, cloud: CloudConfig, client: Any) -> str:
+    from components.core.launch import credentials, vertex
+
+    if not cloud.project or not cloud.region:
+        raise ConfigError("--attach with --target vertex needs --project and --region")
+    name = vertex.job_resource_name(job, cloud)  # refused before credentials are asked for
+    client = client or vertex.make_client(cloud, credentials=credentials.google_credentials())
+    vertex.submit_and_wait(None, cloud, client=client, attach=name)
+    return f"Vertex AI job {name}"
+
+
+def _attach_kubeflow(job: str, cloud: CloudConfig, client: Any) -> str:
     from components.core.launch import tfjob_client, tfjob_submit
     from components.core.launch.cloud_checks import validate_namespace
 
     validate_namespace(cloud.namespace)
     client = client or tfjob_client.make_client(cloud)
-    try:
-        tfjob_submit.submit_and_wait(None, cloud, client=client, attach=args.attach)
-    except (JobFailed, RemoteCallFailed) as err:
-        return _job_error(cloud, err)
-    print(f"train: TFJob {cloud.namespace}/{args.attach} succeeded")
-    return 0
+    tfjob_submit.submit_and_wait(None, cloud, client=client, attach=job)
+    return f"TFJob {cloud.namespace}/{job}"
 
 
 # A rehearsal's bound on Vertex AI's restarts of a Spot job whose replica was taken back

@@ -289,7 +289,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
         strategy=strategy,
         workers=spec.default_workers() if args.workers is None else args.workers,
         ps=spec.default_ps() if args.ps is None else args.ps,
-        devices_per_worker=(
+        gpus_per_machine=(
             spec.default_devices if args.gpus_per_machine is None else args.gpus_per_machine
         ),
         evaluator=args.evaluator,

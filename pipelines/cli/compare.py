@@ -228,7 +228,7 @@ def settings(args: argparse.Namespace) -> dict:
         "run_config": run_config,  # each strategy's cluster is in `clusters`
         "clusters": [dataclasses.asdict(cluster) for cluster in clusters],
         "machines": args.machines,
-        "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").devices_per_worker,
+        "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").gpus_per_machine,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
         "target_value": target_value(args),

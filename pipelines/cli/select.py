@@ -12,7 +12,7 @@ from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE
 from components.core.hardware import INTERCONNECT_GBPS
-from components.core.models import MODELS
+from components.core.models import DATASET_CLASSES, MODELS
 from components.core.selection import model_family
 from components.core.selection.step_time import TRAINER_COMPILED_METRICS
 from components.core.selection.topology import (
@@ -166,7 +166,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     model.add_argument(
         "--classes",
         type=arg_types.positive_int,
-        help=f"classes of a registry model, up to {MAX_CLASSES:,} (default: 10)",
+        help=f"classes of a registry model, up to {MAX_CLASSES:,} (default: its dataset's: "
+        + ", ".join(f"{name} {n:,}" for name, n in DATASET_CLASSES.items())
+        + ")",
     )
     model.add_argument(
         "--sparse-embedding-params",
@@ -290,7 +292,7 @@ def build_profile(args: argparse.Namespace):
         if args.model_family == "transformer" and activations is None:
             profile = model_family.with_transformer_activations(profile)
     elif args.model in MODELS:
-        classes = args.classes or model_profile.BUNDLED_CLASSES
+        classes = args.classes or DATASET_CLASSES[args.model]
         if classes > MAX_CLASSES:
             raise ConfigError(
                 f"--classes {classes:,}: a registry model takes at most {MAX_CLASSES:,} "

@@ -31,11 +31,26 @@ from components.core import storage
 from components.core.config import ConfigError
 from components.core.hardware import GPUS
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection.device_compute import FIT_PATH, TF32_PEAK_GPUS, FittedConstants
+from components.core.selection.device_compute import (
+    FIT_PATH,
+    FITTED,
+    FittedConstants,
+    step_compute_time,
+)
+from components.core.selection.ranges import (
+    HIGH_PERCENTILE,
+    LOW_PERCENTILE,
+    RangeWidths,
+    efficiency_group,
+    efficiency_range,
+    speed_group,
+)
 from research.selection.evidence import (
     BLIND_RECORD_PATHS,
     blind_summary,
     case_network_path,
+    case_tflops,
+    case_xla,
     evidence_rows,
     load_evidence,
     load_first_look,
@@ -82,7 +97,7 @@ def _compute_unit(case: Mapping[str, Any]) -> str:
     """The constant the case's compute fits: FP16 tensor cores (mixed), TF32 ones, or CUDA cores."""
     if _on_tensor_cores(case):
         return "achievable_fraction_tensor_cores"
-    if case["gpu"] in TF32_PEAK_GPUS:
+    if getattr(GPUS.get(case["gpu"]), "peak_tflops_tf32", None):  # float32 on TF32 cores
         return "achievable_fraction_tf32"
     return "achievable_fraction_cuda_cores"
 
@@ -181,27 +196,123 @@ def fit(cases: Sequence[Mapping[str, Any]] | None = None) -> FittedConstants:
     )
 
 
-def write(constants: FittedConstants, path: str | Path = FIT_PATH) -> None:
-    """Stores `constants` with how they were made."""
+def _percentile(values: Sequence[float], share: float) -> float:
+    """The `share` percentile of `values`, interpolated between the nearest two."""
+    ordered = sorted(values)
+    at = (len(ordered) - 1) * share
+    below = int(at)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+
+
+def _mixed_or_xla(case: Mapping[str, Any]) -> bool:
+    """Whether the case computed in mixed precision or under XLA."""
+    return case.get("precision") == "mixed" or case_xla(case)
+
+
+def _case_efficiency_group(case: Mapping[str, Any]) -> str:
+    """The `ranges.efficiency_group` of a published case."""
+    return efficiency_group(case["machines"], _mixed_or_xla(case))
+
+
+def one_gpu_speed_ratios(
+    cases: Sequence[Mapping[str, Any]], constants: FittedConstants
+) -> list[tuple[str, float]]:
+    """(speed group, published over predicted one-GPU throughput) of each case that
+    publishes a one-GPU throughput."""
+    out = []
+    for case in cases:
+        published = case.get("single_gpu_examples_per_second")
+        if not published:
+            continue
+        batch = int(case["batch_size"])
+        model = PUBLISHED_PROFILES[case["model"]]
+        predicted = batch / step_compute_time(model, batch, case_tflops(case, constants))
+        out.append((speed_group(_mixed_or_xla(case)), published / predicted))
+    return out
+
+
+def fit_widths(cases: Sequence[Mapping[str, Any]], constants: FittedConstants) -> RangeWidths:
+    """The ranges' widths: the 10th and 90th percentiles of the training part's ratios
+    of published to predicted (scaling efficiency; one-GPU speed), by group. A width,
+    not a model term: the point predictions stay as they are."""
+    train = [c for c in cases if c["split"] == "train"]
+    offsets: dict[str, list[float]] = {}
+    for row in evidence_rows(train, constants):
+        offsets.setdefault(_case_efficiency_group(row), []).append(
+            row["published_efficiency"] / row["predicted_efficiency"]
+        )
+    ratios: dict[str, list[float]] = {}
+    for group, ratio in one_gpu_speed_ratios(train, constants):
+        ratios.setdefault(group, []).append(ratio)
+
+    def ends(values: Sequence[float]) -> tuple[float, float]:
+        return (
+            round(_percentile(values, LOW_PERCENTILE), 4),
+            round(_percentile(values, HIGH_PERCENTILE), 4),
+        )
+
+    return RangeWidths(
+        {k: ends(v) for k, v in sorted(offsets.items())},
+        {k: ends(v) for k, v in sorted(ratios.items())},
+    )
+
+
+def range_lines(
+    cases: Sequence[Mapping[str, Any]], constants: FittedConstants, widths: RangeWidths
+) -> list[str]:
+    """How the ranges hold on the training and held-out parts: the share of published
+    efficiencies (and one-GPU throughputs) inside, and the median width."""
+    lines = []
+    for name in ("training", "held-out"):
+        part = [c for c in cases if c["split"] == ("train" if name == "training" else name)]
+        inside, width = [], []
+        for row in evidence_rows(part, constants):
+            low, high = efficiency_range(
+                row["predicted_efficiency"], _case_efficiency_group(row), widths
+            )
+            inside.append(low - 1e-9 <= row["published_efficiency"] <= high + 1e-9)
+            width.append((high - low) * 100)
+        speeds = one_gpu_speed_ratios(part, constants)
+        speed_inside = sum(
+            widths.one_gpu_speed[g][0] <= r <= widths.one_gpu_speed[g][1] for g, r in speeds
+        )
+        lines.append(
+            f"{name:9} ranges: {sum(inside)}/{len(inside)} published efficiencies inside "
+            f"({sum(inside) / len(inside):.0%}), median width {statistics.median(width):.1f} "
+            f"pp; one-GPU throughput inside on {speed_inside}/{len(speeds)}"
+        )
+    return lines
+
+
+def write(constants: FittedConstants, widths: RangeWidths, path: str | Path = FIT_PATH) -> None:
+    """Stores `constants` and the ranges' `widths` with how they were made."""
     doc = {
         "made_by": "python -m research.selection.fit --write",
         "fitted_on": "the training part of research/selection/data/published_scaling.json",
         "constants": dataclasses.asdict(constants),
+        "ranges": widths.to_dict(),
     }
     storage.write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
-def report_lines(constants: FittedConstants | None = None) -> list[str]:
-    """The training and held-out errors next to the constant guess, as text lines."""
+def report_lines(
+    constants: FittedConstants | None = None, widths: RangeWidths | None = None
+) -> list[str]:
+    """The training and held-out errors next to the constant guess, how the ranges of
+    `widths` hold (when given), and each blind set's first look, as text lines."""
     train, held, guess, _ = split_summaries(constants)
     lines = [f"constant guess (fitted on the training part): {guess:.1%}"]
     for name, s in (("training", train), ("held-out", held)):
         lines.append(
             f"{name:9} {s.cases:3} cases: median |error| {s.median_abs_pp:.1f} pp "
-            f"(constant guess {s.baseline_pp:.1f} pp, {s.improvement:.0%} lower), "
+            f"(constant guess {s.baseline_pp:.1f} pp, {s.improvement:.0%} lower), mean "
+            f"|error| {s.mean_abs_pp:.1f} pp (constant guess {s.baseline_mean_pp:.1f} pp), "
             f"bias {s.bias_pp:+.1f} pp, spread (IQR) {s.spread_pp:.1f} pp, "
             f"correlation {s.correlation:.2f}, over-predicted {s.over_predicted}/{s.cases}"
         )
+    if widths is not None:
+        lines += range_lines(load_evidence(), constants or FITTED, widths)
     return lines + first_look_lines()
 
 
@@ -281,13 +392,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(blind_lines(*blind_summary(name=args.first_look))))
         return 0
     constants = fit()
+    cases = load_evidence()
+    widths = fit_widths(cases, constants)
     for name, value in dataclasses.asdict(constants).items():
         print(f"{name} = {value:.4g}")
-    print("\n".join(report_lines(constants)))
+    print("\n".join(report_lines(constants, widths)))
     if args.blind:
         print("\n".join(blind_lines(*blind_summary(constants))))
     if args.write:
-        write(constants)
+        write(constants, widths)
     return 0
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from components.core import hardware, model_profile
 from components.core.model_profile import PUBLISHED_PROFILES
-from components.core.selection import device_compute, memory, step_time
+from components.core.selection import device_compute, memory, ranges, step_time
 from components.core.selection.topology import Topology
 from research.selection import evidence, evidence_doc, fit, published
 
@@ -479,3 +479,31 @@ def test_xla_keeps_only_a_share_of_the_overlap():
     # one GPU has nothing to hide: XLA changes nothing there
     one = allreduce(xla, RESNET101, 64, 1, 1, constants=c)
     assert one == allreduce(plain, RESNET101, 64, 1, 1, constants=c)
+
+
+def test_the_fit_reproduces_the_stored_range_widths_and_they_hold_on_the_held_out_part():
+    cases = evidence.load_evidence()
+    widths = fit.fit_widths(cases, device_compute.FITTED)
+    assert widths == ranges.WIDTHS
+    # the held-out cases do not move the widths
+    scrambled = [
+        {**c, "published_efficiency": 0.01} if c["split"] == "held-out" else c for c in cases
+    ]
+    assert fit.fit_widths(scrambled, device_compute.FITTED) == widths
+    held = [c for c in cases if c["split"] == "held-out"]
+    inside, width = [], []
+    for row in evidence.evidence_rows(held):
+        group = ranges.efficiency_group(row["machines"], fit._mixed_or_xla(row))
+        low, high = ranges.efficiency_range(row["predicted_efficiency"], group)
+        inside.append(low - 1e-9 <= row["published_efficiency"] <= high + 1e-9)
+        width.append(high - low)
+    # issue 41: about 80 % of held-out published efficiencies inside, median width <= 25 pp
+    assert sum(inside) / len(inside) >= 0.8
+    assert sorted(width)[len(width) // 2] <= 0.25
+
+
+def test_the_fit_command_prints_the_ranges_coverage_and_width(capsys):
+    assert fit.main([]) == 0
+    out = capsys.readouterr().out
+    held = next(line for line in out.splitlines() if line.startswith("held-out  ranges"))
+    assert "published efficiencies inside" in held and "median width" in held

@@ -204,7 +204,7 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     Paths become what the processes can open: on Vertex AI `gs://` turns into
     `/gcs/` (gcsfuse); on Kubeflow `gs://` stays (TensorFlow reads it directly).
     Local paths of this machine are dropped. Under `mirrored` on GPUs,
-    `devices_per_worker` becomes the GPU count, so replicas and batch agree.
+    `gpus_per_machine` becomes the GPU count, so replicas and batch agree.
     A model module file becomes its staged copy (`staged_module_uri`).
     """
 
@@ -216,7 +216,7 @@ def trainer_run_config(run: RunConfig, cloud: CloudConfig) -> RunConfig:
     cluster = run.cluster
     gpus = resolved_gpus(run, cloud)
     if gpus:
-        cluster = dataclasses.replace(cluster, devices_per_worker=gpus)
+        cluster = dataclasses.replace(cluster, gpus_per_machine=gpus)
     data = dataclasses.replace(
         run.data, shards_dir=remote(shards_uri(run, cloud)), data_dir=remote(run.data.data_dir)
     )

@@ -9,18 +9,23 @@ taint; CPU pods (parameter servers, the parameter-server coordinator) do neither
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from kubeflow.training import models as kf
 from kubernetes import client as k8s
 
-from components.core import preemption
+from components.core import model_profile, preemption
 from components.core.config import ConfigError, RunConfig
-from components.core.cpu_machine import cpu_machine
+from components.core.cpu_machine import cpu_machine, holding
 from components.core.launch import cloud as cloudlib
 from components.core.launch import cloud_checks
 from components.core.launch.cloud import CloudConfig
+from components.core.launch.staging import shards_uri
+from components.core.model_profile import ModelProfile
+from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
+from components.core.selection.ps_servers import servers_memory_gb
 
 GROUP_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -37,6 +42,8 @@ DNS_LABEL_MAX = 63
 CPUS_PER_GPU, MEMORY_GIB_PER_GPU = 4, 12
 # A CPU pod asks for this share of its machine type, leaving GKE's reserve.
 CPU_MACHINE_SHARE = 0.75
+# A parameter server's TensorFlow process before its variables: runtime and gRPC buffers.
+PS_BASE_MEMORY_GB = 0.5
 
 
 def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
@@ -52,11 +59,24 @@ def tfjob_model(run: RunConfig, cloud: CloudConfig) -> kf.KubeflowOrgV1TFJob:
     pools = cloudlib.layout(run, cloud)
     name = cloudlib.job_name(run, cloud)
     check_job_name(name, pools)
+    servers = sum(pool.replicas for pool in pools if pool.role == "ps")
+    profile = _model_profile(run, cloud) if servers else None
     replica_specs = {
         _REPLICA_TYPES[pool.role]: kf.KubeflowOrgV1ReplicaSpec(
             replicas=pool.replicas,
             restart_policy=cloud.restart_policy,
-            template=_pod_template(run, cloud, pool, args),
+            template=_pod_template(
+                run,
+                cloud,
+                pool,
+                args,
+                pod_resources(
+                    pool,
+                    parameter_server_memory_gb(profile, servers, pool.machine_type)
+                    if pool.role == "ps" and profile
+                    else None,
+                ),
+            ),
         )
         for pool in pools
     }
@@ -129,7 +149,11 @@ def to_yaml(job: dict[str, Any]) -> str:
 
 
 def _pod_template(
-    run: RunConfig, cloud: CloudConfig, pool: cloudlib.Pool, args: list[str]
+    run: RunConfig,
+    cloud: CloudConfig,
+    pool: cloudlib.Pool,
+    args: list[str],
+    resources: k8s.V1ResourceRequirements,
 ) -> k8s.V1PodTemplateSpec:
     env = cloudlib.trainer_env(run, cloud, pool)
     container = k8s.V1Container(
@@ -138,7 +162,7 @@ def _pod_template(
         command=list(cloudlib.TRAINER_COMMAND),
         args=args,
         env=[k8s.V1EnvVar(name=k, value=v) for k, v in env.items()],
-        resources=pod_resources(pool),
+        resources=resources,
     )
     node_selector: dict[str, str] = {}
     tolerations: list[k8s.V1Toleration] = []
@@ -165,13 +189,16 @@ def _pod_template(
     )
 
 
-def pod_resources(pool: cloudlib.Pool) -> k8s.V1ResourceRequirements:
+def pod_resources(
+    pool: cloudlib.Pool, memory_gb: float | None = None
+) -> k8s.V1ResourceRequirements:
     """CPU and memory requests of one replica's pod (and its GPUs), from its role's machine.
 
     Without requests a pod is BestEffort, the first evicted under memory pressure.
     GPU pods ask `CPUS_PER_GPU` and `MEMORY_GIB_PER_GPU` per GPU; CPU pods (parameter
     servers, a parameter-server coordinator, CPU training machines) `CPU_MACHINE_SHARE`
-    of their machine type's vCPUs and memory, so one pod fills one node of that type.
+    of their machine type's vCPUs, and as much of its memory unless `memory_gb` says
+    what the pod needs (a parameter server: `parameter_server_memory_gb`).
     """
     if pool.gpus:
         return k8s.V1ResourceRequirements(
@@ -181,14 +208,64 @@ def pod_resources(pool: cloudlib.Pool) -> k8s.V1ResourceRequirements:
             },
             limits={GPU_RESOURCE: str(pool.gpus)},
         )
-    try:
-        machine = cpu_machine(pool.machine_type)
-        cpus, memory_gb = machine.vcpus, machine.memory_gb
-    except ConfigError:  # a type outside N1/N2 (--machine-type): the smallest of them
-        cpus, memory_gb = 1, 3.75
+    cpus, machine_memory_gb = _machine(pool.machine_type)
     millicpus = max(500, int(cpus * CPU_MACHINE_SHARE * 1000))
-    mebibytes = max(1024, int(memory_gb * CPU_MACHINE_SHARE * 1e9 / 2**20))
-    return k8s.V1ResourceRequirements(requests={"cpu": f"{millicpus}m", "memory": f"{mebibytes}Mi"})
+    if memory_gb is None:
+        memory_gb = max(1.0, machine_memory_gb * CPU_MACHINE_SHARE)
+    return k8s.V1ResourceRequirements(
+        requests={"cpu": f"{millicpus}m", "memory": f"{math.ceil(memory_gb * 1e9 / 2**20)}Mi"}
+    )
+
+
+def parameter_server_memory_gb(profile: ModelProfile, servers: int, machine_type: str) -> float:
+    """Memory one of `servers` parameter servers asks for, GB: its share of the model's
+    variables and their Adam state (at least the largest variable's, which one server
+    holds whole), with `select`'s headroom, on top of `PS_BASE_MEMORY_GB`.
+
+    Raises:
+        ConfigError: when that is more than a pod gets on `machine_type`, naming
+            `--ps-machine-type` and a shape that holds it.
+    """
+    largest = profile.largest_variable_bytes * (1 + OPTIMIZER_STATE_FACTOR)
+    share = max(server_state_bytes(profile) / servers, largest)
+    need_gb = PS_BASE_MEMORY_GB + servers_memory_gb(share)
+    capacity_gb = _machine(machine_type)[1] * CPU_MACHINE_SHARE
+    if need_gb > capacity_gb:
+        try:
+            bigger = holding(cpu_machine(machine_type), need_gb / CPU_MACHINE_SHARE)
+            fits = bigger.memory_gb * CPU_MACHINE_SHARE >= need_gb
+        except ConfigError:
+            fits = False
+        advice = f"--ps-machine-type {bigger.name}" if fits else "a larger --ps-machine-type"
+        if PS_BASE_MEMORY_GB + servers_memory_gb(largest) <= capacity_gb:
+            advice += " or more --ps"  # the largest variable alone fits one server
+        raise ConfigError(
+            f"--ps-machine-type {machine_type}: each of {servers} parameter servers of "
+            f"{profile.name} needs {need_gb:.1f} GB (its share of the variables and their Adam "
+            f"state), more than the {capacity_gb:.1f} GB a pod gets on it: pass {advice}"
+        )
+    return need_gb
+
+
+def _model_profile(run: RunConfig, cloud: CloudConfig) -> ModelProfile | None:
+    """The model's profile for sizing parameter servers: a built-in's bundled profile
+    (its default input and 10 classes), a model module built for its shards when this
+    machine can read them; None when it cannot (a module's servers ask for their
+    machine's share instead)."""
+    shards = cloud_checks.readable_shards(shards_uri(run, cloud))
+    if run.model.module and shards is None:
+        return None
+    return model_profile.profile_for(run.model, shards if run.model.module else None)
+
+
+def _machine(machine_type: str) -> tuple[int, float]:
+    """vCPUs and memory (GB) of a CPU machine type; outside N1/N2 (`--machine-type`),
+    the smallest of them."""
+    try:
+        machine = cpu_machine(machine_type)
+    except ConfigError:
+        return 1, 3.75
+    return machine.vcpus, machine.memory_gb
 
 
 def _labels(run: RunConfig, cloud: CloudConfig) -> dict[str, str]:

@@ -10,6 +10,7 @@ before a used one are sent empty, as Vertex AI expects.
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ RESOURCE_TYPE = "CustomJob"
 # job an earlier create attempt made.
 _CLOCK_SKEW = datetime.timedelta(minutes=5)
 _SUCCEEDED = aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+_JOB_NAME = re.compile(r"projects/[^/]+/locations/([a-z0-9-]+)/customJobs/[0-9]+")
 _TERMINAL = {
     aiplatform_v1.JobState.JOB_STATE_SUCCEEDED,
     aiplatform_v1.JobState.JOB_STATE_FAILED,
@@ -167,17 +169,19 @@ def submit_and_wait(
     sleep: Callable[[float], None] = time.sleep,
     gcp_resources: str | None = None,
     backoff: remote.Backoff = remote.DEFAULT_BACKOFF,
+    attach: str | None = None,
 ) -> aiplatform_v1.CustomJob:
     """Creates the job (or re-attaches to it), prints its link and state changes, waits.
 
     With `gcp_resources`, the created job is recorded there first; when the file
     already names a job that is still running (or succeeded), that job is
     followed instead of creating another: the step was retried or its pod
-    restarted. Transient API errors are retried with `backoff`. Ctrl-C or
+    restarted. With `attach`, the job it names is followed and nothing is
+    created. Transient API errors are retried with `backoff`. Ctrl-C or
     SIGTERM (a cancelled pipeline run) cancels the job before re-raising.
 
     Args:
-        job: from `build_custom_job`.
+        job: from `build_custom_job`; ignored with `attach`.
         cloud: gives project and region.
         client: a `JobServiceClient` (or a fake with its `create_custom_job`,
             `get_custom_job`, `list_custom_jobs`, `cancel_custom_job`); default:
@@ -187,6 +191,8 @@ def submit_and_wait(
         sleep: how to wait between polls and retries (tests pass a no-op).
         gcp_resources: the step's `gcp_resources` output file, or None.
         backoff: waits between retries of a call that failed transiently.
+        attach: a job of `cloud`'s project and region to follow: its ID, or its
+            name `projects/P/locations/R/customJobs/ID`.
 
     Returns:
         The succeeded job as Vertex AI last reported it.
@@ -195,6 +201,7 @@ def submit_and_wait(
         JobFailed: the job failed, was cancelled or expired; carries its error.
         RemoteCallFailed: an API call failed for good (permanent error, or
             transient ones past the backoff deadline).
+        ConfigError: `attach` is not a job name of `cloud`'s region, or names no job.
         KeyboardInterrupt: on Ctrl-C or SIGTERM, after asking Vertex AI to cancel.
     """
     client = client or make_client(cloud)
@@ -207,7 +214,10 @@ def submit_and_wait(
     name = None
     with sigterm_raises():
         try:
-            current = _reattach(client, cloud, gcp_resources, retrying, log)
+            if attach:
+                current = _attach(client, cloud, attach, retrying, log)
+            else:
+                current = _reattach(client, cloud, gcp_resources, retrying, log)
             if current is None:
                 current = _create(client, job, cloud, retrying, log)
                 remote.write_gcp_resources(
@@ -233,6 +243,43 @@ def submit_and_wait(
     if state != _SUCCEEDED:
         detail = current.error.message if current.error and current.error.message else ""
         raise JobFailed(name, aiplatform_v1.JobState(state).name, detail)
+    return current
+
+
+def job_resource_name(job: str, cloud: CloudConfig) -> str:
+    """`projects/P/locations/R/customJobs/ID` of a job given by its ID or that name.
+
+    Raises:
+        ConfigError: neither, or a job of another region than `cloud`'s endpoint.
+    """
+    if job.isdigit():
+        return f"{parent(cloud)}/customJobs/{job}"
+    match = _JOB_NAME.fullmatch(job)
+    if not match:
+        raise ConfigError(
+            f"--attach {job!r}: give the job's ID or its name "
+            "projects/PROJECT/locations/REGION/customJobs/ID"
+        )
+    if match.group(1) != cloud.region:
+        raise ConfigError(
+            f"--attach {job}: the job is in {match.group(1)}: pass --region {match.group(1)}"
+        )
+    return job
+
+
+def _attach(client, cloud, job, retrying, log) -> aiplatform_v1.CustomJob:
+    """The job `--attach` names, as Vertex AI reports it now."""
+    name = job_resource_name(job, cloud)
+    try:
+        current = retrying(lambda: client.get_custom_job(name=name), "get_custom_job")
+    except remote.RemoteCallFailed as err:
+        if isinstance(err.__cause__, NotFound):
+            raise ConfigError(
+                f"no Vertex AI job {name} to attach to: check --project, --region and the ID "
+                "(gcloud ai custom-jobs list)"
+            ) from None
+        raise
+    log(f"vertex: attached to {name}")
     return current
 
 

@@ -19,6 +19,7 @@ Modules:
 * `model_family`: FLOPs per parameter of a model family (`--model-family`);
 * `step_time`: the per-step compute and communication time of each strategy;
 * `ps_servers`: the CPU machines parameter servers run on;
+* `ranges`: the range around a prediction and the unknown that makes it wide;
 * `prediction`: the candidate strategies of a topology, each a `Prediction`;
 * `memory_fit`: which candidates fit one device's memory;
 * `history`: measured throughput from `comparison.json` files;

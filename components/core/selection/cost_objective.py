@@ -314,9 +314,10 @@ def cheapest(
         f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
         f"{priced_on(chosen, topology, prices)}."
     )
-    explained = explain(chosen, feasible, machines_running(chosen, topology), model, batch)
-    if spec_for(chosen.strategy).single_device and topology.total_gpus > 1:
-        explained.pop(1)  # "communication costs more than the GPUs give" is a time argument
+    # "communication costs more than the GPUs give" argues time, not money
+    argued_by_time = spec_for(chosen.strategy).single_device and topology.total_gpus > 1
+    on = machines_running(chosen, topology)
+    explained = explain(chosen, feasible, on, model, batch, strategy_sentence=not argued_by_time)
     reasons = unpriced + explained + rule_reasons + reasons
     others = [p for p in feasible if p is not chosen]
     return chosen, lead, reasons, others + [p for p in preds if p not in feasible]

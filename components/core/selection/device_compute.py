@@ -14,7 +14,6 @@ from pathlib import Path
 
 from components.core import storage
 from components.core.config import ConfigError
-from components.core.hardware import GPUS
 from components.core.model_profile import ModelProfile
 from components.core.selection.topology import (
     PRECISIONS,
@@ -106,10 +105,6 @@ def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
 
 
 FITTED = load_fitted()
-
-
-# GPUs whose float32 training runs on TF32 tensor cores (`Gpu.peak_tflops_tf32`).
-TF32_PEAK_GPUS = frozenset(name for name, gpu in GPUS.items() if gpu.peak_tflops_tf32)
 
 
 # Fixed cost of launching one training step (tf.function dispatch, kernel

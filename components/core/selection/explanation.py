@@ -49,6 +49,7 @@ def explain(
     topology: Topology,
     model: ModelProfile,
     batch: int,
+    strategy_sentence: bool = True,
 ) -> list[str]:
     """The reasons for `chosen`, then one sentence per other candidate.
 
@@ -58,6 +59,8 @@ def explain(
         topology: the hardware.
         model: the model's profile.
         batch: the per-replica batch the predictions use.
+        strategy_sentence: False leaves out why the chosen strategy is fastest (the
+            cost objective's one device of several is not argued by time).
 
     Returns:
         The model's compute cost, why the chosen strategy, its preemption
@@ -65,7 +68,13 @@ def explain(
     """
     reasons = [
         _compute_sentence(chosen, topology, model, batch),
-        *communication_sentences(chosen, topology, model, measured_one_device(ranked)),
+        *communication_sentences(
+            chosen,
+            topology,
+            model,
+            measured_one_device(ranked),
+            strategy_sentence=strategy_sentence,
+        ),
     ]
     if chosen.overhead_fraction:
         reasons.append(_preemption_sentence(chosen, topology))
@@ -96,16 +105,17 @@ def communication_sentences(
     topology: Topology,
     model: ModelProfile,
     one_device_measured: float | None = None,
+    strategy_sentence: bool = True,
 ) -> list[str]:
-    """What `candidate` spends on communication on `topology`, and the overlay's share;
-    its scaling efficiency is the measured one when it was measured, over
-    `one_device_measured` (`measured_one_device`) when one device was too."""
-    efficiency = _efficiency(candidate, topology, one_device_measured)
-    sentences = [
-        _STRATEGY_SENTENCES.get(candidate.strategy, _parameter_server_sentence)(
-            candidate, topology, model, efficiency
-        )
-    ]
+    """What `candidate` spends on communication on `topology` (unless `strategy_sentence`
+    is False), and the overlay's share; its scaling efficiency is the measured one when
+    it was measured, over `one_device_measured` (`measured_one_device`) when one device
+    was too."""
+    sentences = []
+    if strategy_sentence:
+        efficiency = _efficiency(candidate, topology, one_device_measured)
+        say = _STRATEGY_SENTENCES.get(candidate.strategy, _parameter_server_sentence)
+        sentences.append(say(candidate, topology, model, efficiency))
     if topology.machines > 1 and topology.network_path == "overlay":
         sentences.append(_overlay_sentence(topology))
     return sentences

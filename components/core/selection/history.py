@@ -179,7 +179,7 @@ def _other_size(parameters: int, model: ModelProfile) -> str:
     return f"{said} (another --classes or input shape)"
 
 
-def _devices_per_worker(record: Mapping[str, Any]) -> int:
+def _gpus_per_machine(record: Mapping[str, Any]) -> int:
     """Devices each worker of the record computed on.
 
     One for single-device strategies; else the larger of the configured
@@ -189,7 +189,7 @@ def _devices_per_worker(record: Mapping[str, Any]) -> int:
     if spec_for(str(record.get("strategy"))).single_device:
         return 1
     hw = record.get("hardware") or {}
-    return max(record.get("devices_per_worker") or 1, hw.get("gpus_per_machine") or 0)
+    return max(record.get("gpus_per_machine") or 1, hw.get("gpus_per_machine") or 0)
 
 
 def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
@@ -204,7 +204,7 @@ def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
         record.get("strategy") == candidate.strategy
         and (record.get("workers") or 1) == candidate.layout.workers
         and (hw.get("machines") or 1) == candidate.layout.workers
-        and _devices_per_worker(record) == candidate.layout.gpus_per_machine
+        and _gpus_per_machine(record) == candidate.layout.gpus_per_machine
     )
 
 
@@ -353,7 +353,7 @@ def _no_candidates_shape(record: Mapping[str, Any]) -> str:
     workers, machines = record.get("workers") or 1, hw.get("machines") or 1
     servers = f", {record.get('ps')} server(s)" if spec_for(record["strategy"]).uses_ps else ""
     return (
-        f"{record['strategy']} on {workers} worker(s) x {_devices_per_worker(record)} "
+        f"{record['strategy']} on {workers} worker(s) x {_gpus_per_machine(record)} "
         f"device(s){servers} across {machines} machine(s): the cluster shape or machines of "
         "no candidate here"
     )

@@ -19,6 +19,12 @@ from components.core.selection.machine_speeds import (
     worker_shares,
 )
 from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
+from components.core.selection.ranges import (
+    efficiency_group,
+    efficiency_range,
+    speed_group,
+    speed_range,
+)
 from components.core.selection.step_time import predict_allreduce, predict_parameter_server
 from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Layout, Topology
 from components.core.strategy_spec import spec_for
@@ -62,6 +68,9 @@ class Prediction:
             machines compute that share, when they differ (parameter-server workers of
             a GPU mix or of `--heterogeneous` each run at their own speed); empty when
             every machine computes alike.
+        efficiency_group: the `ranges` group its scaling efficiency's range comes from
+            (empty: one GPU, whose efficiency is 1 by definition).
+        speed_group: the `ranges` group of its GPUs' own speed.
     """
 
     strategy: str
@@ -84,6 +93,8 @@ class Prediction:
     machines_gpu: str = ""
     server_state_bytes: float = 0.0
     machine_shares: tuple[tuple[float, int], ...] = ()
+    efficiency_group: str = ""
+    speed_group: str = "fp32"
 
     @property
     def label(self) -> str:
@@ -148,6 +159,36 @@ class Prediction:
         return self.examples_per_second / (self.replicas * single * self.replica_speed)
 
     @property
+    def scaling_efficiency_range(self) -> tuple[float, float]:
+        """The range the published cases leave around `scaling_efficiency`."""
+        if not self.efficiency_group:
+            return self.scaling_efficiency, self.scaling_efficiency
+        return efficiency_range(self.scaling_efficiency, self.efficiency_group)
+
+    @property
+    def examples_per_second_range(self) -> tuple[float, float]:
+        """The range around `examples_per_second`: one GPU's speed and the scaling
+        efficiency at their ends, within what the input pipelines feed."""
+        point, efficiency = self.examples_per_second, self.scaling_efficiency
+        speed_low, speed_high = speed_range(self.speed_group)
+        low, high = self.scaling_efficiency_range
+        ends = [point * speed_low * low / efficiency, point * speed_high * high / efficiency]
+        if self.input_limit is not None:
+            feed = self.input_limit * (1 - self.overhead_fraction)
+            ends = [min(end, max(feed, point)) for end in ends]
+        return ends[0], ends[1]
+
+    @property
+    def usd_per_million_examples_range(self) -> tuple[float, float] | None:
+        """The price at the ends of `examples_per_second_range` (None when unpriced; the
+        measured price when measured)."""
+        price = self.usd_per_million_examples
+        if price is None or self.measured_examples_per_second is not None:
+            return None if price is None else (price, price)
+        low, high = self.examples_per_second_range
+        return price * self.examples_per_second / high, price * self.examples_per_second / low
+
+    @property
     def rank_examples_per_second(self) -> float:
         """What ranking uses: the measurement when there is one, else the prediction;
         either less the expected preemption losses (a measured benchmark ran too briefly
@@ -169,6 +210,13 @@ class Prediction:
                 "scaling_efficiency": six_digits(self.scaling_efficiency),
             },
         }
+        if self.feasible:
+            out["predicted"]["scaling_efficiency_range"] = [
+                six_digits(x) for x in self.scaling_efficiency_range
+            ]
+            out["predicted"]["examples_per_second_range"] = [
+                six_digits(x) for x in self.examples_per_second_range
+            ]
         if self.machines_gpu:
             out["machines_gpu"] = self.machines_gpu
         if self.input_bound:  # the step is the GPUs'; the input pipelines feed fewer examples
@@ -182,6 +230,9 @@ class Prediction:
             }
         if self.usd_per_million_examples is not None:
             out["usd_per_million_examples"] = six_digits(self.usd_per_million_examples)
+            out["usd_per_million_examples_range"] = [
+                six_digits(x) for x in self.usd_per_million_examples_range
+            ]
         if not self.feasible:
             out["feasible"] = False
         if self.note:
@@ -260,7 +311,11 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
             )
         )
     share = step_compute_share(single)
+    mixed_or_xla = topology.precision == "mixed" or topology.jit_compile
     for c in out:  # a GPU mix's candidates run on its fastest machines first
+        c.speed_group = speed_group(mixed_or_xla)
+        if c.replicas > 1:
+            c.efficiency_group = efficiency_group(c.layout.workers, mixed_or_xla)
         c.replica_speed = mean_machine_speed(topology, c.layout.workers, share)
         if spec_for(c.strategy).uses_ps:
             c.server_state_bytes = server_state_bytes(model)

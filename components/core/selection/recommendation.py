@@ -121,6 +121,9 @@ class Recommendation:
             # As each alternative carries it: the text table's price column, when priced; in
             # the currency `prices` names (the key keeps its name for the readers of it).
             "usd_per_million_examples": chosen.get("usd_per_million_examples") if chosen else None,
+            "usd_per_million_examples_range": (
+                chosen.get("usd_per_million_examples_range") if chosen else None
+            ),
             "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),

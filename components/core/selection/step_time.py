@@ -96,9 +96,6 @@ def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS
     return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
 
 
-KERAS_STEP_SCALAR_ALL_REDUCES = keras_step_scalar_all_reduces()
-
-
 def ring_allreduce_time(
     nbytes: float, peers: int, bytes_per_s: float, latency_s: float = 0.0
 ) -> float:

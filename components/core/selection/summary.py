@@ -13,6 +13,7 @@ from typing import Any
 
 from components.core.selection.cost import price_shown
 from components.core.selection.prediction import Prediction
+from components.core.selection.ranges import widest_unknown
 from components.core.strategy_spec import spec_for
 
 WIDTH = 100
@@ -45,7 +46,7 @@ def summary_lines(rec: Any) -> list[str]:
             "depends on:  an estimate; the choice differs at its ends: give "
             + ", ".join(rec.deciding_inputs)
         )
-    lines += [_speed(chosen, rec.prices), f"why:         {decided_by(rec)}"]
+    lines += _speed(chosen, rec.prices) + [f"why:         {decided_by(rec)}"]
     lines += [f"alternative: {a}" for a in _alternatives(rec)]
     if rec.machine_options and rec.layout.workers == topology.machines > 1:
         above = max([m for m, _, _, e in rec.machine_options if e >= 0.5] or [1])
@@ -123,15 +124,31 @@ def decided_by(rec: Any) -> str:
     return "several machines, synchronous: one all-reduce ring over every GPU"
 
 
-def _speed(p: Prediction, prices: Any) -> str:
-    """Examples/s (measured or predicted), scaling efficiency and the price when known."""
-    how = "measured:   " if p.measured_examples_per_second is not None else "predicted:  "
-    text = f"{how} {p.rank_examples_per_second:,.0f} examples/s, "
-    text += f"{p.scaling_efficiency:.0%} scaling efficiency"
+def _speed(p: Prediction, prices: Any) -> list[str]:
+    """Examples/s (measured, or predicted with its range), scaling efficiency, the price
+    when known, and for a prediction the unknown that makes its range wide."""
+    currency = (prices or {}).get("currency", "USD")
+    if p.measured_examples_per_second is not None:
+        text = f"measured:    {p.rank_examples_per_second:,.0f} examples/s"
+        if p.usd_per_million_examples is not None:
+            text += f", {p.usd_per_million_examples:,.3g} {currency} per 1M examples"
+        return [text]
+    low, high = p.examples_per_second_range
+    e_low, e_high = p.scaling_efficiency_range
+    efficiency = f"{p.scaling_efficiency:.0%} scaling efficiency"
+    if p.efficiency_group:  # one GPU's is 1 by definition
+        efficiency += f" ({e_low * 100:.0f}-{e_high:.0%})"
+    lines = [
+        f"predicted:   {p.examples_per_second:,.0f} examples/s ({low:,.0f}-{high:,.0f}), "
+        + efficiency
+    ]
     if p.usd_per_million_examples is not None:
-        currency = (prices or {}).get("currency", "USD")
-        text += f", {p.usd_per_million_examples:,.3g} {currency} per 1M examples"
-    return text
+        cheap, dear = p.usd_per_million_examples_range
+        lines.append(f"price:       {p.usd_per_million_examples:,.3g} {currency} per 1M examples "
+                     f"({cheap:,.3g}-{dear:,.3g})")  # fmt: skip
+    unknown = widest_unknown(p.scaling_efficiency, p.efficiency_group or None, p.speed_group)
+    lines.append(f"unsure:      {unknown.what}; measure {unknown.measure}")
+    return lines
 
 
 def _alternatives(rec: Any) -> list[str]:
