@@ -625,3 +625,17 @@ def test_every_report_form_states_the_speed_options_the_runs_trained_with():
         "Speed options (every run): float32, XLA off, 1 step per execution; all-reduce auto "
         "(mirrored), auto (multi_worker_mirrored)." in summary_markdown(report)
     )
+
+
+def test_the_report_states_each_strategys_learning_rate_when_they_differ():
+    runs = four_runs()
+    for run, rate in zip(runs, (0.001, 0.001, 0.002, 0.002), strict=True):
+        run["compile_settings"] = {"learning_rate": rate}
+    markdown = summary_markdown(build_report(runs, prices=PRICES))
+    (line,) = [line for line in markdown.splitlines() if "Learning rates differ" in line]
+    for name, rate in (("parameter_server", "0.001"), ("one_device", "0.001")):
+        assert f"{name} {rate}" in line
+    assert "mirrored 0.002" in line and "multi_worker_mirrored 0.002" in line
+    for run in runs:
+        run["compile_settings"] = {"learning_rate": 0.001}
+    assert "Learning rates differ" not in summary_markdown(build_report(runs, prices=PRICES))

@@ -21,6 +21,7 @@ RUN_FLAGS = {
     "--epochs": ("2", "training.epochs"),
     "--learning-rate": ("0.002", "training.base_learning_rate"),
     "--warmup-epochs": ("0", "training.warmup_epochs"),
+    "--validation-fraction": ("0.1", "training.validation_fraction"),
     "--seed": ("7", "training.seed"),
     "--strategy": ("parameter_server", "cluster.strategy"),
     "--workers": ("3", "cluster.workers"),

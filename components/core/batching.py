@@ -101,7 +101,9 @@ def check_fits(config: RunConfig, manifest: datasets.Manifest) -> Batching:
                 f"--num-shards {pipelines} or more"
             )
     batching = plan_batching(
-        config, spec.replicas_in_sync(config.cluster), manifest.split("train").num_examples
+        config,
+        spec.replicas_in_sync(config.cluster),
+        datasets.training_examples(manifest, config.training.validation_fraction),
     )
     profile = config.training.profile_batches
     if profile and profile[1] > batching.steps_per_epoch:

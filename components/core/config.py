@@ -114,6 +114,8 @@ class TrainingConfig:
         learning_rate_given: `base_learning_rate` was asked for (`--learning-rate`):
             it replaces the rate of an optimizer a model module chose.
         warmup_epochs: epochs of linear learning-rate warm-up.
+        validation_fraction: share of the training split held out and evaluated
+            at the end of each epoch (`val_` metrics in the record); 0: none.
         seed: random seed for weights and shuffling.
         steps_per_execution: steps Keras runs per `tf.function` call; more
             amortise per-step dispatch (RPCs under parameter_server).
@@ -140,6 +142,7 @@ class TrainingConfig:
     scale_learning_rate: bool = True
     learning_rate_given: bool = False
     warmup_epochs: int = 1
+    validation_fraction: float = 0.0
     seed: int = 42
     steps_per_execution: int = 1
     precision: str = FLOAT32
@@ -413,6 +416,10 @@ def validate_run(config: RunConfig) -> None:
         )
     if t.warmup_epochs < 0:
         raise ConfigError(f"warm-up epochs must be 0 or more, got {t.warmup_epochs}")
+    if not 0 <= t.validation_fraction < 1:
+        raise ConfigError(
+            f"--validation-fraction must be 0 or more and below 1, got {t.validation_fraction}"
+        )
     check_max_steps(t.max_steps)
     if t.precision not in PRECISIONS:
         raise ConfigError(

@@ -20,6 +20,9 @@ TENSORBOARD_ENV = "AIP_TENSORBOARD_LOG_DIR"
 class EpochRecorder:
     """Records each epoch's wall seconds, throughput, loss and accuracy.
 
+    An epoch's seconds are its training's: the validation `fit` runs at its end
+    is in `validation_seconds`.
+
     Records are kept in `log_path` (beside the BackupAndRestore checkpoint) so a
     resumed run keeps exactly one entry per epoch, and `elapsed_s` continues
     from the last kept epoch (the time lost to a failure is in no epoch; the
@@ -57,6 +60,14 @@ class EpochRecorder:
             def on_epoch_end(self, epoch, logs=None):
                 recorder.record(epoch, logs or {})
 
+            # The validation `fit` runs at an epoch's end (`--validation-fraction`) is
+            # timed apart: an epoch's seconds and throughput are its training's.
+            def on_test_begin(self, logs=None):
+                recorder.validating = time.perf_counter()
+
+            def on_test_end(self, logs=None):
+                recorder.validation_seconds += time.perf_counter() - recorder.validating
+
         self.callback = _Callback()
         self.log_path = log_path
         self.examples_per_epoch = examples_per_epoch
@@ -70,6 +81,8 @@ class EpochRecorder:
         # resumed, so an epoch it finishes is measured on the steps it trained.
         self.backup: Any = None
         self._steps_begun_at = 0
+        self.validating = 0.0  # when this epoch's validation began
+        self.validation_seconds = 0.0  # this epoch's validation
 
     def begin(self, epoch: int) -> None:
         """Called as epoch `epoch` (0-based) starts; reports where a resumed run resumes."""
@@ -86,6 +99,7 @@ class EpochRecorder:
                     flush=True,
                 )
         self._epoch_started = time.perf_counter()
+        self.validation_seconds = 0.0
 
     def _load(self) -> list[dict[str, float]]:
         if self.log_path and storage.exists(self.log_path):
@@ -93,7 +107,7 @@ class EpochRecorder:
         return []
 
     def record(self, epoch: int, logs: dict[str, Any]) -> None:
-        seconds = time.perf_counter() - self._epoch_started
+        seconds = time.perf_counter() - self._epoch_started - self.validation_seconds
         del self.records[epoch:]  # an epoch redone after a restart replaces its record
         previous = self.records[-1]["elapsed_s"] if self.records else 0.0
         steps_per_epoch = getattr(self.backup, "steps_per_epoch", 0)
@@ -106,6 +120,7 @@ class EpochRecorder:
                 "ended_at": time.time(),
                 "seconds": seconds,
                 "resumed_at_step_of_epoch": self._steps_begun_at,
+                "validation_seconds": self.validation_seconds,
                 "examples_per_second": self.examples_per_epoch * share / seconds,
                 "loss": float(logs["loss"]) if "loss" in logs else None,
                 # None where the model has no accuracy (a regression).

@@ -47,12 +47,16 @@ def preflight(config: RunConfig, manifest) -> float:
         with tf.device("/cpu:0"):
             spec = dataclasses.replace(
                 spec,
+                # What training reads: the validation share is not adapted on.
                 training_data_fn=lambda: datasets.eval_dataset(
-                    manifest, "train", preprocess=module.preprocess
+                    manifest,
+                    "train",
+                    preprocess=module.preprocess,
+                    validation_fraction=config.training.validation_fraction,
                 ),
             )
             built = build_compiled(config, spec, module)
-            module_callbacks(module, spec)
+            module_callbacks(module, spec, validates=bool(config.training.validation_fraction))
             adapt_once.write(config.output_dir, built.adapted)
             by_name = datasets.inputs_by_name(manifest, built.model)
             batch = datasets.eval_dataset(

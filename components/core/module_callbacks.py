@@ -10,14 +10,21 @@ from components.core.input_spec import InputSpec
 from components.core.model_module import ModelModule
 
 
-def module_callbacks(module: ModelModule, spec: InputSpec) -> list[Any]:
+def module_callbacks(module: ModelModule, spec: InputSpec, *, validates: bool = False) -> list[Any]:
     """The module's own `fit` callbacks (`callbacks(spec)`), checked; [] without the hook.
+
+    Args:
+        module: the model module.
+        spec: the data's examples.
+        validates: the run holds out a validation share (`--validation-fraction`),
+            so `fit` logs `val_` quantities a callback may monitor.
 
     Raises:
         ConfigError: not a list of tf_keras callbacks; a `BackupAndRestore` (Strategist
             keeps its own, which resumes a restarted cluster: two would fight over the
             epoch to resume); a callback that monitors a `val_` quantity (a run
-            validates on nothing during `fit`: the test split is scored after it).
+            without `--validation-fraction` validates on nothing during `fit`: the test split
+            is scored after it).
     """
     import tf_keras as keras
 
@@ -39,10 +46,11 @@ def module_callbacks(module: ModelModule, spec: InputSpec) -> list[Any]:
                 "and resumes from it after a restart (--restarts); remove yours"
             )
         monitor = getattr(callback, "monitor", None)
-        if isinstance(monitor, str) and monitor.startswith("val_"):
+        if isinstance(monitor, str) and monitor.startswith("val_") and not validates:
             raise ConfigError(
                 f"{where}: {type(callback).__name__} monitors {monitor!r}, but fit has no "
                 f"validation data (the test split is scored after training): monitor "
-                f"{monitor.removeprefix('val_')!r}"
+                f"{monitor.removeprefix('val_')!r}, or hold out a share with "
+                "--validation-fraction"
             )
     return list(given)

@@ -42,6 +42,7 @@ from components.core.epoch_records import (
     tensorboard_callback,
     tensorboard_log_dir,
 )
+from components.core.fit_inputs import fit_inputs
 from components.core.strategies import Role
 
 METRICS_NAME = "metrics.json"
@@ -74,7 +75,11 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
     module = models.resolve(config.model)
     replicas = strategy.num_replicas_in_sync
     check_replicas(config, replicas)
-    batching = plan_batching(config, replicas, manifest.split("train").num_examples)
+    batching = plan_batching(
+        config,
+        replicas,
+        datasets.training_examples(manifest, config.training.validation_fraction),
+    )
     output_dir = config.output_dir if role.is_chief else _scratch_dir(config.output_dir, role)
     backup_dir = config.backup_dir or storage.join(config.output_dir, "backup")
     storage.makedirs(output_dir)
@@ -117,7 +122,9 @@ def train(config: RunConfig, role: Role, *, restarts: int = 0) -> run_metrics.Ru
         backup_dir,
         tensorboard_log_dir(output_dir),
         module.preprocess,
-        module_callbacks.module_callbacks(module, manifest.input_spec),
+        module_callbacks.module_callbacks(
+            module, manifest.input_spec, validates=bool(config.training.validation_fraction)
+        ),
         role=role,
         attempt=restarts,
     )
@@ -248,19 +255,6 @@ def _fit(
     Returns:
         The checkpoint callback (`checkpoint_steps`: the step interval that ran).
     """
-    import tf_keras as keras
-
-    dataset = keras.utils.experimental.DatasetCreator(
-        datasets.make_dataset_fn(
-            manifest,
-            "train",
-            batching.batch_per_step,
-            seed=config.training.seed,
-            per_worker_order=config.cluster.spec.uses_ps,
-            preprocess=preprocess,
-            by_name=datasets.inputs_by_name(manifest, model),
-        )
-    )
     storage.makedirs(backup_dir)
     keep_input_iterators(model)
     # The record first, then the checkpoint (see EpochRecorder). TensorFlow writes the
@@ -290,7 +284,7 @@ def _fit(
     )
     callbacks.extend(module_callbacks)
     model.fit(
-        dataset,
+        **fit_inputs(model, config, manifest, batching, preprocess),
         epochs=batching.epochs,  # a pilot's windows: the stop is `fit`'s own
         steps_per_epoch=batching.steps_per_epoch,
         callbacks=callbacks,

@@ -1,7 +1,7 @@
 """A user's module (`--model-module`, `--dataset-module`) is first run in a child process.
 
 The command's own process never imports it first: the child imports it (and,
-for a model with its data, builds it and runs one batch, `model_build.preflight`)
+for a model with its data, builds it and runs one batch, `model_preflight.preflight`)
 under a time limit, and reports back on a pipe. Any other way the child ends is
 the module's doing and is refused in one line (exit 2) naming the module's file
 and line where it can be known:
@@ -187,12 +187,12 @@ def child_main() -> None:
             result["name"] = module.name
             if request["config"]:
                 report(phase=f"the build and first batch of {source}")
-                from components.core import datasets, model_build
+                from components.core import datasets, model_preflight
                 from components.core.config import RunConfig
 
                 config = RunConfig.from_json(request["config"])
                 manifest = datasets.load_manifest(config.data.shards_dir)
-                result["seconds"] = model_build.preflight(config, manifest)
+                result["seconds"] = model_preflight.preflight(config, manifest)
         stray = _stray_threads()
         if stray:
             report(

@@ -115,3 +115,11 @@ def fraction(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
     return value
+
+
+def fraction_or_zero(text: str) -> float:
+    """argparse type: 0, or a number strictly between 0 and 1."""
+    value = _number(text, float, "a number")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be 0 or more and below 1, got {value}")
+    return value

@@ -26,6 +26,7 @@ from components.core.strategy_spec import spec_for
 from pipelines.cli.arg_types import (
     bounded_int,
     fraction,
+    fraction_or_zero,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -165,6 +166,13 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=1,
         help="epochs of linear learning-rate warm-up (default: 1)",
+    )
+    data.add_argument(
+        "--validation-fraction",
+        type=fraction_or_zero,
+        default=0.0,
+        help="share of the training split held out and evaluated after each epoch, its "
+        "val_ metrics in the record; not under parameter_server (default: 0, none)",
     )
     data.add_argument(
         "--seed", type=seed, default=42, help=f"random seed, 0 to {MAX_SEED} (default: 42)"
@@ -318,6 +326,7 @@ def build_run_config(args: argparse.Namespace, strategy: str, output_dir: str) -
             learning_rate_given=args.learning_rate is not None,
             scale_learning_rate=args.scale_learning_rate,
             warmup_epochs=args.warmup_epochs,
+            validation_fraction=args.validation_fraction,
             seed=args.seed,
             steps_per_execution=args.steps_per_execution,
             precision=args.precision,

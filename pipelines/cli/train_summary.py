@@ -37,7 +37,10 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
         ),
         ("epoch seconds", " ".join(f"{s:.2f}" for s in metrics.epoch_seconds)),
         ("examples/s", f"{metrics.examples_per_second:.0f} (median after epoch 1)"),
-        *[(f"final train {name}", f"{values[-1]:.4f}") for name, values in _train_metrics(metrics)],
+        *[
+            (f"final {_epoch_metric(name)}", f"{values[-1]:.4f}")
+            for name, values in _train_metrics(metrics)
+        ],
         *[(f"test {name}", f"{value:.4f}") for name, value in _test_metrics(metrics)],
         ("restarts", metrics.restarts),
         *[
@@ -60,8 +63,15 @@ def print_summary(metrics: RunMetrics, output_dir: str) -> None:
 
 
 def _train_metrics(metrics: RunMetrics) -> list[tuple[str, list[float]]]:
-    """The training metrics of the last epoch worth a line (not the loss, never empty)."""
+    """The last epoch's metrics worth a line: training's and validation's (`val_`); not the loss."""
     return [(n, v) for n, v in metrics.history.items() if n != "loss" and v and v[-1] == v[-1]]
+
+
+def _epoch_metric(name: str) -> str:
+    """How a history's metric is named in the summary: `val_` ones are the validation share's."""
+    if name.startswith("val_"):
+        return f"validation {name.removeprefix('val_')}"
+    return f"train {name}"
 
 
 def _test_metrics(metrics: RunMetrics) -> list[tuple[str, float]]:

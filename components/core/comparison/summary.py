@@ -244,6 +244,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
         out.append(report["baseline"]["description"])
     out.extend(hardware_lines(report))
     out.extend(speed_options.lines(report.get("results") or []))
+    out.extend(learning_rate_lines(report.get("results") or []))
     if report.get("rehearsal_note"):
         out.append(report["rehearsal_note"])
     out.extend(report.get("stall_notes") or [])
@@ -276,6 +277,27 @@ def notes(report: Mapping[str, Any]) -> list[str]:
             f"`strategist select` would have chosen {rec}. {recommendation_check(report, rec)[1]}"
         )
     return out
+
+
+def learning_rate_lines(records: list[Mapping[str, Any]]) -> list[str]:
+    """One sentence naming each run's learning rate when the runs trained at different rates.
+
+    The rate is the peak each run trained at (`compile_settings.learning_rate`): scaled
+    linearly with its batch per optimizer update, which differs between strategies (a
+    parameter-server worker updates with its own batch). None (a schedule) is left out.
+    """
+    rates = {
+        r["name"]: (r.get("compile_settings") or {}).get("learning_rate")
+        for r in records
+        if (r.get("compile_settings") or {}).get("learning_rate") is not None
+    }
+    if len(set(rates.values())) < 2:
+        return []
+    each = ", ".join(f"{name} {rate:g}" for name, rate in rates.items())
+    return [
+        f"Learning rates differ: {each} (each scaled linearly with its batch per optimizer "
+        "update; --no-scale-learning-rate trains every strategy at the rate given)."
+    ]
 
 
 def _target(report: dict) -> str:

@@ -40,6 +40,11 @@ from components.core.datasets.sharding import (
     shard_data,
     shard_dataset,
 )
+from components.core.datasets.validation_share import (
+    training_examples,
+    validation_examples,
+    validation_steps,
+)
 from components.core.datasets.verification import check_contents, load_manifest
 
 __all__ = [
@@ -68,6 +73,9 @@ __all__ = [
     "shard_data",
     "shard_dataset",
     "tfds_builder_of",
+    "training_examples",
+    "validation_examples",
+    "validation_steps",
     "write_records",
     "write_shards",
 ]

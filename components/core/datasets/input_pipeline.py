@@ -8,6 +8,7 @@ from components.core import storage
 from components.core.config import ConfigError
 from components.core.data_sources import BYTES, FLOAT, IMAGE, INT, RAW_UINT8, StoredFeature
 from components.core.datasets.manifest import TFDS_RECORDS, Manifest
+from components.core.datasets.validation_share import TRAIN, held_out_counts
 
 # Cache decoded examples in memory when the split is at most this big.
 _CACHE_LIMIT_BYTES = 1 << 30
@@ -135,6 +136,8 @@ def make_dataset_fn(
     per_worker_order: bool = False,
     by_name: bool = False,
     preprocess=None,
+    validation_fraction: float = 0.0,
+    held_out: bool = False,
 ):
     """A `dataset_fn(input_context)` for `DatasetCreator` and every strategy.
 
@@ -158,6 +161,12 @@ def make_dataset_fn(
     mapped over each example after the cache, so random augmentation differs
     per epoch.
 
+    With a `validation_fraction`, the training split's first records of each
+    file are held out (`validation_share`): training reads the rest, and
+    `held_out` reads only them, in order, repeated, so that a fixed number of
+    validation steps is the same on every task (under `per_worker_order`,
+    shuffled in each worker's own order, so the workers' batches differ).
+
     Raises:
         ConfigError: when there are fewer shard files than input pipelines.
     """
@@ -170,6 +179,13 @@ def make_dataset_fn(
     parse = parse_fn(manifest, by_name=by_name)
     # Variable-size features are padded to the longest of each batch.
     variable = any(None in f.shape for f in manifest.features)
+    held = held_out_counts(manifest, validation_fraction) if split == TRAIN else [0] * len(files)
+    # Per file: records skipped, then records read (-1: the rest).
+    skips = [0] * len(files) if held_out else held
+    takes = held if held_out else [-1] * len(files)
+
+    def records(path, skip, take):
+        return tf.data.TFRecordDataset(path).skip(skip).take(take)
 
     def dataset_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         pipelines = input_context.num_input_pipelines if input_context else 1
@@ -184,9 +200,12 @@ def make_dataset_fn(
             if input_context
             else global_batch_size
         )
-        ds = tf.data.Dataset.from_tensor_slices(files[pipeline_id::pipelines])
+        mine = slice(pipeline_id, None, pipelines)
+        ds = tf.data.Dataset.from_tensor_slices(
+            (files[mine], tf.constant(skips[mine], tf.int64), tf.constant(takes[mine], tf.int64))
+        )
         ds = ds.interleave(
-            tf.data.TFRecordDataset,
+            records,
             cycle_length=min(4, len(files)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=not training,
@@ -196,11 +215,15 @@ def make_dataset_fn(
             ds = ds.cache()
         if preprocess is not None:
             ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+        order = seed
+        if per_worker_order:
+            order = seed + tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31)
         if training:
-            order = seed
-            if per_worker_order:
-                order = seed + tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31)
             ds = ds.shuffle(min(info.num_examples, 10_000), seed=order).repeat()
+        elif held_out:
+            if per_worker_order:
+                ds = ds.shuffle(min(sum(held), 10_000), seed=order)
+            ds = ds.repeat()
         if variable:
             ds = ds.padded_batch(batch, drop_remainder=training)
         else:
@@ -217,10 +240,20 @@ def eval_dataset(
     preprocess=None,
     *,
     by_name: bool = False,
+    validation_fraction: float = 0.0,
 ):
-    """The whole `split`, in order, for evaluation in one process (through `preprocess`)."""
+    """The whole `split`, in order, in one process (through `preprocess`).
+
+    With a `validation_fraction`, the training split without its held-out share.
+    """
     return make_dataset_fn(
-        manifest, split, batch_size, training=False, preprocess=preprocess, by_name=by_name
+        manifest,
+        split,
+        batch_size,
+        training=False,
+        preprocess=preprocess,
+        by_name=by_name,
+        validation_fraction=validation_fraction,
     )(None)
 
 
