@@ -172,7 +172,7 @@ def add_data_model_arguments(parser: argparse.ArgumentParser) -> None:
         type=fraction_or_zero,
         default=0.0,
         help="share of the training split held out and evaluated after each epoch, its "
-        "val_ metrics in the record; not under parameter_server (default: 0, none)",
+        "val_ metrics in the record (default: 0, none)",
     )
     data.add_argument(
         "--seed", type=seed, default=42, help=f"random seed, 0 to {MAX_SEED} (default: 42)"
