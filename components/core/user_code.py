@@ -202,7 +202,9 @@ def child_main() -> None:
         else:
             report(done=True, **result)
     except ConfigError as err:
-        report(error=str(err).removeprefix(f"--model-module {source}: "))
+        # The parent names the flag and file once: a message that already does is not doubled.
+        flag = "--model-module" if request["kind"] == "model" else "--dataset-module"
+        report(error=str(err).removeprefix(f"{flag} {source}: "))
     except BaseException as err:  # noqa: BLE001 - sys.exit, KeyboardInterrupt...: the module's
         from components.core.model_module import user_error
 
