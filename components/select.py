@@ -17,6 +17,7 @@ def select_strategy(
     network_path: str = "host",
     preemptible: bool = False,
     async_ok: bool = False,
+    history: str = "",
 ) -> NamedTuple("Choice", strategy=str, cluster=dict, recommendation_json=str):
     """Chooses a tf.distribute strategy and cluster layout for the hardware and model.
 
@@ -43,6 +44,8 @@ def select_strategy(
         async_ok: whether asynchronous updates are acceptable: lets a dense model
             train with parameter_server when it is predicted faster (stale
             gradients change how it learns, so the default keeps training synchronous).
+        history: comma-separated comparison.json files or folders (a pilot's or a
+            comparison's, local or gs://) whose measured runs replace predictions.
 
     Returns:
         reasons: the recommendation and its reasons, as Markdown.
@@ -65,6 +68,7 @@ def select_strategy(
         network_path=network_path,
         preemptible=preemptible,
         async_ok=async_ok,
+        history=history,
         shards_dir=shards.path,
     )
     from components.core import storage

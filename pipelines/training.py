@@ -100,6 +100,7 @@ def build_training_pipeline(
         network_path: str = "host",
         preemptible: bool = False,
         async_ok: bool = False,
+        history: str = "",
         backend: str = defaults.backend,
         cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
         rehearse: bool = False,
@@ -126,6 +127,9 @@ def build_training_pipeline(
                 restarts (a synchronous job loses every replica's step to one preemption).
             async_ok: asynchronous updates are acceptable, so the select step may
                 choose parameter_server for a dense model when it is predicted faster.
+            history: comma-separated comparison.json files or folders (a pilot's,
+                `strategist compare --max-steps`, or a comparison's; gs:// or local)
+                whose measured runs replace the select step's predictions.
             backend: where training runs: local (on the train step's machine),
                 vertex (a Vertex AI CustomJob) or kubeflow (a TFJob).
             cloud_config: the CloudConfig of the vertex and kubeflow backends
@@ -157,6 +161,7 @@ def build_training_pipeline(
             network_path=network_path,
             preemptible=preemptible,
             async_ok=async_ok,
+            history=history,
         )
         choice.set_display_name("select strategy")
         trained = c.train(

@@ -155,3 +155,28 @@ def test_the_pipelines_auto_cluster_keeps_the_runs_all_reduce_packs():
     assert "All of them train" not in packed.markdown
     assert (packed.cluster.strategy, packed.cluster.workers) == ("multi_worker_mirrored", 4)
     assert packed.cluster.all_reduce_pack_mb == 32
+
+
+def test_the_select_step_takes_a_pilots_or_comparisons_measured_runs(tmp_path):
+    """`history` (the training pipeline's parameter) replaces predictions with what
+    matching runs measured, as `strategist select --history` does."""
+    from components.core.config import ModelConfig, RunConfig
+    from components.core.strategy_choice import choose_for_pipeline
+    from tests.selection_helpers import _review_history
+
+    run_config = RunConfig(model=ModelConfig("resnet50")).to_dict()
+    run_config["cluster"]["strategy"] = "auto"
+    hardware = dict(
+        run_config=run_config, machines=4, gpus_per_machine=1, gpu="v100",
+        interconnect=None, network_gbps=10.0,
+    )  # fmt: skip
+    predicted = choose_for_pipeline(**hardware)
+    assert predicted.cluster.strategy == "multi_worker_mirrored"
+    measured = _review_history(
+        tmp_path,
+        "Tesla V100-SXM2-16GB",
+        [("one_device", 2000.0, 1, 0, 1), ("multi_worker_mirrored", 500.0, 4, 0, 1)],
+    )
+    choice = choose_for_pipeline(**hardware, history=f" {measured} ,")
+    assert choice.cluster.strategy == "one_device"
+    assert json.loads(choice.recommendation_json)["measured"]["examples_per_second"] == 2000.0

@@ -20,7 +20,7 @@ from components.core.config import (
     validate_pipeline_run,
 )
 from components.core.model_profile import profile_for
-from components.core.selection import Topology, recommend
+from components.core.selection import Topology, load_history, recommend
 from components.core.selection.topology import precision_of_policy
 
 
@@ -51,11 +51,15 @@ def choose_for_pipeline(
     network_path: str = "host",
     shards_dir: str | None = None,
     async_ok: bool = False,
+    history: str = "",
 ) -> PipelineChoice:
     """The strategy and cluster a pipeline trains with.
 
     The recommendation when the run config's strategy is `auto`; otherwise the
     run config's own cluster, with the recommendation reported beside it.
+    `history` (comma-separated `comparison.json` files or folders: a pilot's or
+    a comparison's, local or `gs://`) replaces predictions with what matching
+    runs measured, as `strategist select --history` does.
 
     Raises:
         ConfigError: a run config that cannot run, unknown hardware; `auto` for
@@ -84,6 +88,7 @@ def choose_for_pipeline(
         profile,
         batch_size=config.training.per_replica_batch_size,
         async_ok=async_ok,
+        history=load_history(history_paths(history)) if history_paths(history) else (),
     )
     markdown = rec.to_markdown()
     if strategy == "auto":
@@ -111,3 +116,8 @@ def choose_for_pipeline(
         )
     validate_cluster(cluster)
     return PipelineChoice(cluster, markdown, json.dumps(rec.to_dict()))
+
+
+def history_paths(history: str) -> list[str]:
+    """The files or folders of a comma-separated `history` parameter ("" for none)."""
+    return [path.strip() for path in history.split(",") if path.strip()]
