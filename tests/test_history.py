@@ -611,6 +611,7 @@ def test_a_history_record_of_another_model_size_does_not_match(tmp_path, capsys,
     assert selection.history.mismatch(record, Topology(4, 1, "t4"), model, 32) is None
 
 
+@pytest.mark.heavy  # `make test-heavy`: a whole comparison; the pilot tests cover the path
 @pytest.mark.cluster
 def test_a_real_local_compare_then_select_history_on_this_cpu(tmp_path, capsys):
     """Strategist's own records from a real local compare decide `select` on this CPU."""

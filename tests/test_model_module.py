@@ -404,6 +404,7 @@ def test_the_select_step_charges_the_metrics_the_runs_model_compiles(digits_shar
     assert 3 * 2 * CPU_RING_HOP_S * 0.9 < extra < 3 * 2 * CPU_RING_HOP_S * 1.1
 
 
+@pytest.mark.heavy  # `make test-heavy`: a whole comparison; the pilot tests cover the path
 @pytest.mark.cluster
 def test_compare_takes_the_module_and_judges_on_its_custom_metric(tmp_path, capsys):
     """`compare --model-module`: the module crosses the pipeline (run_config.model.module) to
@@ -579,6 +580,7 @@ def test_the_evaluate_step_shows_the_predicted_vs_true_plot_of_a_trained_regress
         assert f"<td>{name}</td><td>{metrics['eval_metrics'][name]:.5g}</td>" in text
 
 
+@pytest.mark.heavy  # `make test-heavy`: a whole comparison; the pilot tests cover the path
 @pytest.mark.cluster
 def test_the_regression_example_through_compare_and_the_gate(diabetes_csv, tmp_path, capsys):
     """The regression example through the comparison pipeline (kfp.local): time to an MAE

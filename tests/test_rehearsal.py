@@ -442,6 +442,7 @@ def test_the_compiled_pipelines_pass_the_switch_to_the_train_step(tmp_path):
         assert '"rehearse"' in json.dumps(spec["root"]["dag"])  # wired from the root
 
 
+@pytest.mark.heavy  # `make test-heavy`: a whole comparison; the pilot tests cover the path
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp_path, monkeypatch):

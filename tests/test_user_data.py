@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.core import datasets
+from components.core import data_sources, datasets
 from components.core.config import ConfigError, DataConfig, RunConfig
 from pipelines.cli import common, main
 
@@ -525,7 +525,7 @@ def _mean_predictor_mae(path: Path) -> float:
     """Test MAE of predicting the training mean: the bar a regression must clear."""
     _, rows = _rows(path)
     values = np.array([float(row[-1]) for row in rows])
-    test = np.array([datasets.data_sources.in_test_split(i, 0.2) for i in range(len(values))])
+    test = np.array([data_sources.in_test_split(i, 0.2) for i in range(len(values))])
     return float(np.mean(np.abs(values[test] - values[~test].mean())))
 
 
@@ -600,6 +600,7 @@ def test_compare_takes_existing_shards(digits_shards, tmp_path):
     assert images.shape[1:] == (8, 8, 1)
 
 
+@pytest.mark.heavy  # `make test-heavy`: a whole comparison; the pilot tests cover the path
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_compare_on_a_csv_file(csv_dir, tmp_path):
