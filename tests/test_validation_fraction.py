@@ -9,20 +9,7 @@ import json
 
 import pytest
 
-STRATEGY_FLAGS = {
-    "mirrored": ["--strategy", "mirrored", "--gpus-per-machine", "2"],
-    "multi_worker_mirrored": ["--strategy", "multi_worker_mirrored", "--workers", "2"],
-    "parameter_server": ["--strategy", "parameter_server", "--workers", "2", "--ps", "1"],
-}
-
-
-def strategist(argv: list[str]) -> int:
-    from pipelines import cli
-
-    try:
-        return cli.main(argv)
-    except SystemExit as exit_:
-        return exit_.code
+from tests.test_tutorial_ports import STRATEGY_FLAGS, strategist
 
 
 def test_the_held_out_records_are_the_first_of_each_file_and_training_never_reads_them(
