@@ -119,11 +119,12 @@ def build_comparison_pipeline(
             network_gbps: target network between machines (Gbit/s).
             network_path: target network path, host or overlay (for the recommendation).
             preemptible: target machines are Spot/preemptible: the recommendation
-                prices them so, and each run's cost is at the price table's Spot
+                charges their preemptions, and each run's cost is at the price table's Spot
                 prices with the work expected preemptions throw away (a restart
                 and half its checkpoint interval).
             preemptions_per_machine_hour: with preemptible, expected preemptions
-                of one machine per hour (default 1/24: one a day).
+                of one machine per hour (default 1/24: one a day), for the
+                recommendation and the price alike.
             prices: the price table, in the layout of
                 components/core/data/prices.json ({}: that bundled one).
             async_ok: asynchronous updates are acceptable (for the recommendation).
@@ -163,6 +164,7 @@ def build_comparison_pipeline(
             network_gbps=network_gbps,
             network_path=network_path,
             preemptible=preemptible,
+            preemptions_per_machine_hour=preemptions_per_machine_hour,
             async_ok=async_ok,
         )
         recommendation.set_display_name("select strategy")

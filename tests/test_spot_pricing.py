@@ -279,3 +279,23 @@ def test_a_spot_job_records_spot_and_its_rehearsal_does_not(target, tmp_path, mo
                                str(tmp_path))  # fmt: skip
     cluster.plan()
     assert run_metrics.SPOT_ENV not in cluster.environment(cluster._started_replicas["chief-0"])
+
+
+def test_the_comparison_pipelines_select_step_takes_the_same_rate():
+    """The recommendation a comparison records charges the rate its prices use."""
+    from components.core.config import ModelConfig, RunConfig
+    from components.core.strategy_choice import choose_for_pipeline
+
+    def choose(**rate):
+        run = RunConfig(model=ModelConfig("resnet50"))
+        choice = choose_for_pipeline(
+            run_config=run.to_pipeline_parameter(), machines=4, gpus_per_machine=1,
+            gpu="v100", interconnect=None, network_gbps=25.0, preemptible=True, **rate,
+        )  # fmt: skip
+        return json.loads(choice.recommendation_json)["predicted"], choice.markdown
+
+    default, default_reasons = choose()
+    often, often_reasons = choose(preemptions_per_machine_hour=1.0)
+    assert "0.042 (default: one a day) preemptions per machine-hour" in default_reasons
+    assert "1.000 (given) preemptions per machine-hour" in often_reasons
+    assert often["examples_per_second"] < default["examples_per_second"]
