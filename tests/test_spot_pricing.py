@@ -184,6 +184,18 @@ def test_the_report_states_the_prices_and_the_preemption_assumption(tmp_path):
     assert "Cost: on-demand list prices" in summary_table(on_demand)
     console = summary_table(spot)
     assert "Spot prices" in console and "0.5 per machine-hour (given" in console
+    assert max(map(len, console.splitlines())) <= 100
+    assert (
+        max(
+            map(
+                len,
+                summary_table(
+                    build_report(runs, prices=prices, capacity=Capacity(True))
+                ).splitlines(),
+            )
+        )
+        <= 100
+    )
     markdown = summary_markdown(spot)
     assert "one_device on Spot: " in markdown and "checkpoints written every 20 steps" in markdown
 

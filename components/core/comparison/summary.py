@@ -169,7 +169,7 @@ def summary_table(report: Mapping[str, Any]) -> str:
     rows = [[_cell(r, key, fmt) for key, _, fmt in columns] for r in report.get("results", [])]
     lines = _aligned([title for _, title, _ in columns], rows)
     line = report.get("winner_line") or f"Winner: {report.get('winner') or '–'}."
-    lines += ["", line, *(report.get("stall_notes") or []), price_basis(report)]
+    lines += ["", line, *(report.get("stall_notes") or []), *price_basis(report)]
     if rehearsal:
         lines.append("* a local CPU rehearsal, priced as cloud machines for its time in epochs")
     return "\n".join(lines) + "\n"
@@ -276,23 +276,23 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def price_basis(report: Mapping[str, Any]) -> str:
-    """Which prices the costs are at, and the preemption assumption, in one line."""
+def price_basis(report: Mapping[str, Any]) -> list[str]:
+    """Which prices the costs are at, and the preemption assumption: lines of at most
+    `CONSOLE_WIDTH` characters."""
     results = report.get("results") or []
-    on_spot = [r for r in results if r.get("priced_on") == "spot"]
     capacity = report.get("capacity") or {}
     as_of = report.get("prices_as_of", "?")
     if not (capacity.get("preemptible") or any(r.get("preemption") for r in results)):
-        return f"Cost: on-demand list prices ({as_of})."
-    rate = capacity.get("preemptions_per_machine_hour")
-    given = "given" if capacity.get("rate_given") else "default: one a day"
+        return [f"Cost: on-demand list prices ({as_of})."]
+    on_spot = any(r.get("priced_on") == "spot" for r in results)
     prices = f"Spot prices ({as_of})" if on_spot else f"on-demand list prices ({as_of})"
-    return (
-        f"Cost: {prices} on preemptible machines, with expected preemptions: {rate:.3g} "
-        f"per machine-hour ({given}; --preemptions-per-machine-hour), each a "
-        f"{capacity.get('restart_seconds', 0):.0f} s restart and half the checkpoint "
-        "interval trained again."
-    )
+    given = "given" if capacity.get("rate_given") else "default: one a day"
+    return [
+        f"Cost: preemptible machines at {prices}, with expected preemptions:",
+        f"{capacity.get('preemptions_per_machine_hour', 0):.3g} per machine-hour ({given}), "
+        f"each a {capacity.get('restart_seconds', 0):.0f} s restart and half the checkpoint "
+        "interval.",
+    ]
 
 
 def cost_lines(report: Mapping[str, Any]) -> list[str]:
@@ -305,7 +305,8 @@ def cost_lines(report: Mapping[str, Any]) -> list[str]:
     if preempted:
         what += " and the time expected preemptions take"
     out = [
-        f"{price_basis(report)} Cost of epochs = hourly price × ({what}), with prices as of "
+        f"{' '.join(price_basis(report))} Cost of epochs = hourly price × ({what}), with "
+        f"prices as of "
         f"{report.get('prices_as_of', '?')}: {prices.get('source', 'source unknown')}"
     ]
     for r in preempted:
