@@ -28,6 +28,7 @@ from components.core.comparison import (
 )
 from components.core.run_metrics import RunMetrics
 from pipelines.cli import build_parser, main
+from tests.test_schedule_submit import VERTEX, nothing_may_be_sent  # noqa: F401  (fixture)
 
 # n1-standard-4's Spot price in us-central1 from the Cloud Billing Catalog (the
 # compilation in github.com/Cyclenerd/google-cloud-pricing-cost-calculator, generated
@@ -311,3 +312,33 @@ def test_the_comparison_pipelines_select_step_takes_the_same_rate():
     assert "0.042 (default: one a day) preemptions per machine-hour" in default_reasons
     assert "1.000 (given) preemptions per machine-hour" in often_reasons
     assert often["examples_per_second"] < default["examples_per_second"]
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        (["preemptions_per_machine_hour=1"], "applies to preemptible machines"),
+        (["preemptible=true", "preemptions_per_machine_hour=12"], "leave"),
+        (["prices={}"], "missing 'as_of'"),
+        (['prices={"as_of": "x", "source": "y", "machine_types": {"n1-standard-4": -1}}'],
+         "must be a number of USD per hour"),
+    ],
+)  # fmt: skip
+def test_submit_checks_the_price_parameters_before_sending(
+    params,
+    says,
+    capsys,
+    nothing_may_be_sent,  # noqa: F811
+):
+    from google.auth.credentials import AnonymousCredentials
+
+    argv = ["submit", *VERTEX, "--pipeline", "comparison"]
+    for param in params:
+        argv += ["--param", param]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            "components.core.launch.credentials.google_credentials", lambda: AnonymousCredentials()
+        )
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, err
