@@ -59,7 +59,7 @@ def faster_machines_sentence(
     use, leave = _kept_and_left(topology, k)
     head = f"Use {use} alone and leave {leave} free"
     on_all = [p for p in preds if p.layout.workers == n]
-    short = [p for p in on_all if not p.feasible and p.note.startswith("a replica does not fit")]
+    short = [p for p in on_all if p.misfit]
     if short:
         smallest = min((device(g) for g in machine_gpus(topology, n)[k:]),
                        key=lambda g: g.memory_gb)  # fmt: skip

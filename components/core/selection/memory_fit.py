@@ -71,7 +71,7 @@ def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelP
         replicated = not spec_for(p.strategy).uses_ps
         fits = max_batch_that_fits(model, smallest.memory_gb, replicated, topology.precision)
         if p.feasible and fits < p.per_replica_batch:
-            p.feasible = False
+            p.feasible, p.misfit = False, True
             p.note = f"a replica does not fit {a_device(smallest.name)}"
 
 

@@ -52,6 +52,8 @@ class Prediction:
             machines are not preemptible).
         feasible: False when the candidate cannot run (e.g. out of GPU memory).
         note: why it cannot run, when it cannot.
+        misfit: a replica does not fit the memory of a GPU its machines hold
+            (`memory_fit`), which makes it infeasible.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
         usd_per_million_examples: list price of a million examples, when priced.
@@ -85,6 +87,7 @@ class Prediction:
     preemption_loss_s: float = 0.0
     feasible: bool = True
     note: str = ""
+    misfit: bool = False
     measured_examples_per_second: float | None = None
     measured_source: str | None = None
     usd_per_million_examples: float | None = None

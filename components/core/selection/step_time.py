@@ -145,27 +145,21 @@ def parameter_server_time(
     workers: int,
     ps: int,
     network_bytes_per_s: float,
-    streams_per_worker: int = 1,
-    partitioned: bool = False,
     server_bytes_per_s: float | None = None,
 ) -> float:
-    """Pull parameters and push gradients between workers and `ps` servers.
+    """Pull parameters and push gradients, one after the other, between workers and `ps`
+    servers.
 
-    Each worker NIC moves `streams_per_worker` x bytes each way; each server
-    holds max(bytes/ps, its share of the largest variable) and moves it for
-    every stream, at `server_bytes_per_s` (default: a worker's rate). A variable
-    is whole on one server unless `partitioned`, when it is split into shards of
-    at least `PS_MIN_SHARD_BYTES`, at most one per server. Pull and push run one
-    after the other.
+    Each worker moves `nbytes` each way; each server moves its share for every worker, at
+    `server_bytes_per_s` (default: a worker's rate). A large variable is split into shards of
+    at least `PS_MIN_SHARD_BYTES`, at most one per server (`MinSizePartitioner`, as
+    components/core/strategies.py builds it), so a server's share is at least one shard.
     """
-    streams = workers * streams_per_worker
-    worker_side = streams_per_worker * nbytes / network_bytes_per_s
     largest = min(largest_variable_bytes, nbytes)
-    if partitioned:
-        largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
+    largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
     shard = max(nbytes / max(ps, 1), largest)
-    server_side = streams * shard / (server_bytes_per_s or network_bytes_per_s)
-    return 2.0 * max(worker_side, server_side)
+    server_side = workers * shard / (server_bytes_per_s or network_bytes_per_s)
+    return 2.0 * max(nbytes / network_bytes_per_s, server_side)
 
 
 def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
@@ -190,7 +184,7 @@ def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int
     """
     if machines <= 1 or topology.all_reduce_pack_mb <= 0:
         return 1
-    nbytes = _gradient_bytes(model, topology.precision)
+    nbytes = gradient_bytes(model, topology.precision)
     filled = math.ceil(nbytes / (topology.all_reduce_pack_mb * 2**20))
     return max(1, min(filled, model.tensors))
 
@@ -212,7 +206,7 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
 
 
 @dataclass(frozen=True)
-class _Hw:
+class Rates:
     """A topology's sustained rates as the step-time model uses them.
 
     Attributes:
@@ -230,12 +224,12 @@ class _Hw:
     intra_lat: float
 
 
-def _hw(topology: Topology, c: FittedConstants, machines: int = 1) -> _Hw:
+def rates(topology: Topology, c: FittedConstants, machines: int = 1) -> Rates:
     """The fitted rates of `topology`, its GPU links the slowest of its first `machines`
     machines' (`ring_link`)."""
     intra_bps, intra_lat, _ = ring_link(topology, machines, c)
     machine_gbps = topology.machine_network_gbps * network_path_share(topology, c)
-    return _Hw(
+    return Rates(
         tflops=achievable_tflops(topology.gpu, topology.precision, c),
         intra_bps=intra_bps,
         net_bps=machine_gbps / 8 * 1e9 * c.network_efficiency,
@@ -244,7 +238,7 @@ def _hw(topology: Topology, c: FittedConstants, machines: int = 1) -> _Hw:
     )
 
 
-def _gradient_bytes(model: ModelProfile, precision: str) -> float:
+def gradient_bytes(model: ModelProfile, precision: str) -> float:
     """Dense gradient bytes a replica exchanges per step at `precision`."""
     return model.gradient_bytes * GRADIENT_BYTES_FACTOR[precision]
 
@@ -260,12 +254,12 @@ def allreduce_step_parts(
     """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, before any
     of the communication hides behind back-propagation."""
     c = constants or FITTED
-    hw = _hw(topology, c, machines)  # one ring through every machine: its slowest link
+    hw = rates(topology, c, machines)  # one ring through every machine: its slowest link
     step = step_compute_time(model, batch, hw.tflops)
     share = step_compute_share(step)
     compute = step * devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
-    nbytes = _gradient_bytes(model, topology.precision)
+    nbytes = gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(nbytes, *ring)
     packs = step_all_reduce_packs(topology, model, machines)
@@ -367,24 +361,6 @@ def server_bytes_per_s(
     return gbps * network_path_share(topology, c) / 8 * 1e9 * c.ps_network_efficiency
 
 
-@dataclass(frozen=True)
-class ServerPlacement:
-    """Where a parameter-server step's servers run, as the step time needs it.
-
-    Attributes:
-        shares_host: the servers run on the worker's one machine: traffic crosses
-            host memory over PCIe, without a network round trip.
-        server_bytes_per_s: bytes/s one server moves (None: a worker machine's rate).
-        partitioned: each large variable is split over the servers (`MinSizePartitioner`,
-            shards of at least `PS_MIN_SHARD_BYTES`, as components/core/strategies.py
-            builds them), else each variable sits whole on one server.
-    """
-
-    shares_host: bool
-    server_bytes_per_s: float | None
-    partitioned: bool = True
-
-
 def predict_parameter_server(
     topology: Topology,
     model: ModelProfile,
@@ -392,46 +368,23 @@ def predict_parameter_server(
     workers: int,
     ps: int,
     gpus: int,
-    streams_per_worker: int = 1,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
-    worker, its servers placed as `strategist train` places them: on the worker's one
-    machine for one CPU machine (`ps_servers.servers_share_the_host`), else on CPU
-    machines of `--ps-machine-type` whose egress bounds them; on one GPU machine the worker
-    moves its traffic at their rate (its NIC is at least as fast)."""
-    c = constants or FITTED
-    placement = ServerPlacement(
-        shares_host=servers_share_the_host(topology),
-        server_bytes_per_s=server_bytes_per_s(topology, model, ps, c),
-    )
-    return parameter_server_step(
-        topology, model, batch, workers, ps, gpus, placement, streams_per_worker, c
-    )
+    worker, its servers placed as `strategist train` places them.
 
-
-def parameter_server_step(
-    topology: Topology,
-    model: ModelProfile,
-    batch: int,
-    workers: int,
-    ps: int,
-    gpus: int,
-    placement: ServerPlacement,
-    streams_per_worker: int = 1,
-    constants: FittedConstants | None = None,
-) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
-    worker with its servers at `placement`.
-
-    Each worker first reduces its GPUs' gradients over the machine's link. Workers of
-    different speeds each run at their own pace, so the cluster's throughput is the sum
-    of theirs (compute is scaled by the harmonic mean of the slowdowns).
+    On one CPU machine the servers share the worker's host (`servers_share_the_host`):
+    traffic crosses host memory over PCIe. Else they run on CPU machines of
+    `--ps-machine-type` whose egress bounds them; on one GPU machine the worker moves its
+    traffic at their rate (its NIC is at least as fast). Each worker first reduces its GPUs'
+    gradients over the machine's link; workers of different speeds each run at their own
+    pace (compute is scaled by the harmonic mean of the slowdowns).
     """
     c = constants or FITTED
-    hw = _hw(topology, c)
-    server_bps = placement.server_bytes_per_s
-    if placement.shares_host:
+    hw = rates(topology, c)
+    shares_host = servers_share_the_host(topology)
+    server_bps = server_bytes_per_s(topology, model, ps, c)
+    if shares_host:
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     elif topology.machines == 1 and server_bps is not None:
@@ -439,24 +392,13 @@ def parameter_server_step(
     step = step_compute_time(model, batch, hw.tflops)
     compute = step * devices_sharing_compute(topology, gpus)
     compute /= mean_machine_speed(topology, workers, step_compute_share(step))
-    nbytes = _gradient_bytes(model, topology.precision)
-    local = (
-        ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
-        if streams_per_worker == 1
-        else 0.0
+    nbytes = gradient_bytes(model, topology.precision)
+    comm = ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
+    comm += parameter_server_time(
+        nbytes, model.largest_variable_bytes, workers, ps, hw.ps_bps, server_bps
     )
-    comm = local + parameter_server_time(
-        nbytes,
-        model.largest_variable_bytes,
-        workers,
-        ps,
-        hw.ps_bps,
-        streams_per_worker,
-        placement.partitioned,
-        server_bps,
-    )
-    comm += model.tensors * c.tensor_latency_s * streams_per_worker
-    if not placement.shares_host:
+    comm += model.tensors * c.tensor_latency_s
+    if not shares_host:
         # the pull and the push: a round trip each. TensorFlow's parameter servers talk
         # gRPC on GPU machines too; those keep the fitted 50 us (the published
         # parameter-server cases were fitted with it), a CPU the measured call.
