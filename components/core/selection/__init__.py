@@ -1,13 +1,12 @@
 """Strategy selection: topology + model -> a recommended tf.distribute strategy.
 
-`recommend(topology, model)` weighs the candidate strategies of a `Topology` with a
-step-time model whose constants are fitted on published scaling results (the fit and
-the cases live in `research/selection/`, outside the product; the product reads only
+`recommend(topology, model)` weighs the candidate strategies of a `Topology` with a step-time model
+whose constants are fitted on published scaling results (the fit and the cases live in
+`research/selection/`, outside the product; the product reads only
 `components/core/data/step_time_fit.json`). Measured throughput on matching hardware
-(`comparison.json` records, `load_history`) outranks the prediction. This package never
-imports kfp, and imports TensorFlow only when `model_profile.profile_model` must build
-a model. Importing the package loads none of its modules: each name below is loaded
-on first use.
+(`comparison.json` records, `load_history`) outranks the prediction. This package never imports kfp,
+and imports TensorFlow only when `model_profile.profile_model` must build a model. Importing the
+package loads none of its modules: each name below is loaded on first use.
 
 Modules:
 
@@ -24,8 +23,8 @@ Modules:
 * `memory_fit`: which candidates fit one device's memory;
 * `history`: measured throughput from `comparison.json` files;
 * `input_bound`: candidates an input pipeline cannot keep busy;
-* `machine_subsets`, `machine_floor`, `faster_machines`: fewer machines, or a mix's
-  faster machines alone, weighed against all of them;
+* `machine_subsets`, `machine_floor`, `faster_machines`: fewer machines, or a mix's faster machines
+  alone, weighed against all of them;
 * `rules`: practitioner rules over the ranked candidates;
 * `cost`, `cost_objective`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;

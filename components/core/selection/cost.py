@@ -1,20 +1,19 @@
-"""What each candidate costs at list prices: per hour and per million examples, in the
-table's currency (the names say usd for the readers of `--json`).
+"""What each candidate costs at list prices: per hour and per million examples, in the table's
+currency (the names say usd for the readers of `--json`).
 
 Prices come from the table `strategist compare` uses (`data/prices.json`,
-`comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI
-machine type that takes its GPUs (`hardware.Gpu.machine_type`) plus the GPUs
-unless the type bundles them (`bundled_gpus`, or a GPU sold only inside its machine
-types: `hardware.Gpu.sold_in_its_machines`), each machine of a GPU mix for its own GPU, at the
-table's Spot prices (`spot_usd_per_hour`) when the machines are preemptible and
-the table gives any. Parameter servers and the parameter-server coordinator run on
-CPU machines of their own, on one GPU machine too, as `train` gives them
-(`launch.cloud.layout`): the coordinator on `--ps-machine-type` (`Topology.ps_machine_type`,
-default n1-standard-8), each server on that type or the smallest larger shape of it
-whose memory holds its share of the variables and Adam state (`ps_servers.server_machine`),
-on demand (the reasons advise keeping them off preemptible machines). Only where the
-servers share the worker's one machine (`ps_servers.servers_share_the_host`: a CPU
-machine, which is not priced, or the published runs) do they add nothing.
+`comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI machine type that takes
+its GPUs (`hardware.Gpu.machine_type`) plus the GPUs unless the type bundles them (`bundled_gpus`,
+or a GPU sold only inside its machine types: `hardware.Gpu.sold_in_its_machines`), each machine of a
+GPU mix for its own GPU, at the table's Spot prices (`spot_usd_per_hour`) when the machines are
+preemptible and the table gives any. Parameter servers and the parameter-server coordinator run on
+CPU machines of their own, on one GPU machine too, as `train` gives them (`launch.cloud.layout`):
+the coordinator on `--ps-machine-type` (`Topology.ps_machine_type`, default n1-standard-8), each
+server on that type or the smallest larger shape of it whose memory holds its share of the variables
+and Adam state (`ps_servers.server_machine`), on demand (the reasons advise keeping them off
+preemptible machines). Only where the servers share the worker's one machine
+(`ps_servers.servers_share_the_host`: a CPU machine, which is not priced, or the published runs) do
+they add nothing.
 """
 
 from __future__ import annotations

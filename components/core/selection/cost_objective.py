@@ -32,11 +32,7 @@ from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction, six_digits
 from components.core.selection.rules import rules_for_the_cheapest
-from components.core.selection.topology import (
-    Topology,
-    a_device,
-    device,
-)
+from components.core.selection.topology import Topology, a_device, device
 from components.core.strategy_spec import spec_for
 
 
@@ -239,16 +235,11 @@ def _named(p: Prediction) -> str:
 
 
 def _cost_choice(
-    by_price: list[Prediction],
-    topology: Topology,
-    model: ModelProfile,
-    async_ok: bool,
-    prices: Any,
+    by_price: list[Prediction], topology: Topology, model: ModelProfile, async_ok: bool, prices: Any
 ) -> tuple[Prediction, list[str]]:
-    """The cheapest of `by_price` (cheapest first), or the cheapest synchronous one when
-    that is an asynchronous parameter_server nothing favours for a dense model: the
-    practitioner rules of the time objective (`rules.rules_for_the_cheapest`), and the
-    sentences on its asynchrony."""
+    """The cheapest of `by_price` (cheapest first), or the cheapest synchronous one when that is
+    an asynchronous parameter_server nothing favours for a dense model: the practitioner rules of
+    the time objective (`rules.rules_for_the_cheapest`), and the sentences on its asynchrony."""
     cheapest = by_price[0]
     sync = next((p for p in by_price if not spec_for(p.strategy).uses_ps), None)
     claim = (

@@ -107,10 +107,9 @@ def communication_sentences(
     one_device_measured: float | None = None,
     strategy_sentence: bool = True,
 ) -> list[str]:
-    """What `candidate` spends on communication on `topology` (unless `strategy_sentence`
-    is False), and the overlay's share; its scaling efficiency is the measured one when
-    it was measured, over `one_device_measured` (`measured_one_device`) when one device
-    was too."""
+    """What `candidate` spends on communication on `topology` (unless `strategy_sentence` is
+    False), and the overlay's share; its scaling efficiency is the measured one when it was
+    measured, over `one_device_measured` (`measured_one_device`) when one device was too."""
     sentences = []
     if strategy_sentence:
         efficiency = _efficiency(candidate, topology, one_device_measured)

@@ -1,16 +1,14 @@
 """Measured throughput from earlier `comparison.json` files, matched to candidates.
 
-A record decides a candidate when it measured the same thing: the same device
-(GPU type, or a CPU for records without GPUs, as Strategist's local runs are),
-the same strategy and cluster shape (workers, each on a machine of its own, and
-devices per worker), the same per-replica batch, the same precision and the
-same model: its name, and its parameter count when the record states it (as
-Strategist's do), since `--classes` and `--sparse-embedding-params` change the
-model but not its name. Its throughput then replaces that candidate's
-prediction alone, so a measurement can flip the ranking; a parameter_server
-candidate takes the server count its fastest records ran with, and is re-costed
-there. Records do not state the network between machines: a multi-machine
-record is taken as measured on the network asked about, and the reason says so.
+A record decides a candidate when it measured the same thing: the same device (GPU type, or a CPU
+for records without GPUs, as Strategist's local runs are), the same strategy and cluster shape
+(workers, each on a machine of its own, and devices per worker), the same per-replica batch, the
+same precision and the same model: its name, and its parameter count when the record states it (as
+Strategist's do), since `--classes` and `--sparse-embedding-params` change the model but not its
+name. Its throughput then replaces that candidate's prediction alone, so a measurement can flip the
+ranking; a parameter_server candidate takes the server count its fastest records ran with, and is
+re-costed there. Records do not state the network between machines: a multi-machine record is taken
+as measured on the network asked about, and the reason says so.
 """
 
 from __future__ import annotations
@@ -38,15 +36,13 @@ from components.core.strategy_spec import spec_for
 def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """Result records of `comparison.json` files, each tagged with its file.
 
-    Each record is read as a `RunMetrics` (any known version), so the hardware
-    it states is the one the run detected, and a field it states wrongly (a
-    count in words, a NaN speed, an unknown precision) is refused before any
-    prediction rather than matched or compared.
+    Each record is read as a `RunMetrics` (any known version), so the hardware it states is the one
+    the run detected, and a field it states wrongly (a count in words, a NaN speed, an unknown
+    precision) is refused before any prediction rather than matched or compared.
 
     Raises:
-        ConfigError: when a file cannot be read, has no `results` list or an
-            empty one, or holds a record that is not a run record or measured
-            no throughput.
+        ConfigError: when a file cannot be read, has no `results` list or an empty one, or holds a
+            record that is not a run record or measured no throughput.
     """
     records = []
     for given, p in _comparison_files(paths):
@@ -85,10 +81,9 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 
 def _comparison_files(paths: Iterable[str | Path]) -> list[tuple[str | Path, str]]:
-    """(as given, file) pairs: a file stands for itself, a folder for every
-    comparison.json under it (at any depth, sorted); a file reached twice (given
-    twice, or as a folder's and on its own) is read once, where first reached, so
-    its records weigh once in a median and count once in a tally.
+    """(as given, file) pairs: a file stands for itself, a folder for every comparison.json under it
+    (at any depth, sorted); a file reached twice (given twice, or as a folder's and on its own) is
+    read once, where first reached, so its records weigh once in a median and count once in a tally.
 
     Raises:
         ConfigError: when a folder holds no comparison.json.
@@ -182,9 +177,8 @@ def _other_size(parameters: int, model: ModelProfile) -> str:
 def _gpus_per_machine(record: Mapping[str, Any]) -> int:
     """Devices each worker of the record computed on.
 
-    One for single-device strategies; else the larger of the configured
-    devices and the GPUs the run detected on each machine (a worker uses every
-    GPU it sees).
+    One for single-device strategies; else the larger of the configured devices and the GPUs the run
+    detected on each machine (a worker uses every GPU it sees).
     """
     if spec_for(str(record.get("strategy"))).single_device:
         return 1
@@ -195,9 +189,8 @@ def _gpus_per_machine(record: Mapping[str, Any]) -> int:
 def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
     """Whether the record ran the candidate's strategy on its cluster shape and machines.
 
-    A candidate's workers are machines; a record whose workers shared fewer
-    machines (a local run's processes talk over loopback, not a network)
-    measured something else.
+    A candidate's workers are machines; a record whose workers shared fewer machines (a local run's
+    processes talk over loopback, not a network) measured something else.
     """
     hw = record.get("hardware") or {}
     return (
@@ -374,8 +367,7 @@ def _above_perfect_scaling(preds: Sequence[Prediction]) -> list[str]:
     """A warning for each measured candidate faster than its replicas times one measured
     device: superlinear scaling is rare, and more often means the runs differ."""
     one = next(
-        (p for p in preds if p.strategy == "one_device" and p.measured_examples_per_second),
-        None,
+        (p for p in preds if p.strategy == "one_device" and p.measured_examples_per_second), None
     )
     if one is None:
         return []

@@ -19,11 +19,7 @@ from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
-from components.core.selection.topology import (
-    Topology,
-    a_device,
-    device,
-)
+from components.core.selection.topology import Topology, a_device, device
 
 
 def fewest_gpus_the_input_keeps_busy(
@@ -34,15 +30,14 @@ def fewest_gpus_the_input_keeps_busy(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[Prediction, Topology, list[str]]:
-    """The input-bound `chosen` on the fewest GPUs per machine that still take all the
-    input, the machines that run it, and the sentence that says so.
+    """The input-bound `chosen` on the fewest GPUs per machine that still take all the input, the
+    machines that run it, and the sentence that says so.
 
-    Every machine's input pipeline feeds only its own GPUs, so past the GPU count
-    that takes all of it, more GPUs per machine add nothing. The counts tried are
-    those a machine type of the GPU offers (1, 2, 4, ... where the catalogue lists
-    them). A candidate within `SIMPLER_MARGIN` of `chosen`'s throughput on as many
-    machines counts as taking it all; the same strategy is kept where one is (a
-    rule chose it), else the fastest allowed. A measured `chosen` stays: the
+    Every machine's input pipeline feeds only its own GPUs, so past the GPU count that takes all of
+    it, more GPUs per machine add nothing. The counts tried are those a machine type of the GPU
+    offers (1, 2, 4, ... where the catalogue lists them). A candidate within `SIMPLER_MARGIN` of
+    `chosen`'s throughput on as many machines counts as taking it all; the same strategy is kept
+    where one is (a rule chose it), else the fastest allowed. A measured `chosen` stays: the
     measurement decides.
     """
     if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:

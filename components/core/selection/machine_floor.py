@@ -12,9 +12,7 @@ from components.core.selection.machine_subsets import costed_on_fewer_machines, 
 from components.core.selection.percent import pct_against
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
-from components.core.selection.topology import (
-    Topology,
-)
+from components.core.selection.topology import Topology
 
 # Below this machine scaling efficiency (throughput on k machines over what the k
 # machines give alone), extra machines buy too little to be worth paying for:
@@ -33,16 +31,13 @@ def best_on_each_machine_count(
 ) -> dict[int, Prediction]:
     """The fastest allowed candidate on 1, 2, 4, ... machines; `full` on all of them.
 
-    Each count is costed on its own machines (`on_first_machines`), with the
-    same memory checks as the full cluster (an embedding table that fits no
-    GPU leaves parameter servers on that machine). A candidate the full
-    cluster also has is taken from `preds`, with its measurement and price;
-    one it lacks (a multi-machine layout on fewer machines) takes the `history`
-    records that measured it, so a measured machine count weighs by what it
-    ran at, as in the full table. An
-    asynchronous parameter_server that nothing favours is no option on any
-    machine count (`rules.asynchronous_allowed`). A count where nothing is
-    feasible is left out.
+    Each count is costed on its own machines (`on_first_machines`), with the same memory checks as
+    the full cluster (an embedding table that fits no GPU leaves parameter servers on that machine).
+    A candidate the full cluster also has is taken from `preds`, with its measurement and price; one
+    it lacks (a multi-machine layout on fewer machines) takes the `history` records that measured
+    it, so a measured machine count weighs by what it ran at, as in the full table. An asynchronous
+    parameter_server that nothing favours is no option on any machine count
+    (`rules.asynchronous_allowed`). A count where nothing is feasible is left out.
     """
     best_on: dict[int, Prediction] = {}
     for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
@@ -59,18 +54,16 @@ def best_on_each_machine_count(
 def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
     """Throughput on `k` machines over the sum of what each of them gives alone.
 
-    One machine's best throughput counts once per machine of the same speed;
-    in a GPU mix a slower machine alone gives proportionally less.
+    One machine's best throughput counts once per machine of the same speed; in a GPU mix a slower
+    machine alone gives proportionally less.
 
-    The two throughputs are known alike (`_one_machine_alike`): a predicted
-    count is over one machine's prediction even when one machine was measured.
-    Over the measurement, a prediction would take one machine's shortfall
-    against its prediction for scaling: one T4 measured at half its predicted
-    speed made 4 machines' predicted 226 examples/s read 226 / (4 x 90) = 63%
-    efficient, where they are predicted 31.5% (226 / (4 x 180)). The ratio of
-    predictions is the efficiency as if every count fell short of its
-    prediction as one machine did; a measurement says nothing of how another
-    count falls short (its network may dominate, or its compute), so no
+    The two throughputs are known alike (`_one_machine_alike`): a predicted count is over one
+    machine's prediction even when one machine was measured. Over the measurement, a prediction
+    would take one machine's shortfall against its prediction for scaling: one T4 measured at half
+    its predicted speed made 4 machines' predicted 226 examples/s read 226 / (4 x 90) = 63%
+    efficient, where they are predicted 31.5% (226 / (4 x 180)). The ratio of predictions is the
+    efficiency as if every count fell short of its prediction as one machine did; a measurement says
+    nothing of how another count falls short (its network may dominate, or its compute), so no
     prediction is corrected by it.
     """
     alone = k * mean_machine_speed(topology, k)
@@ -99,25 +92,21 @@ def _one_device_alike(candidate: Prediction, one_device_measured: float | None) 
 
 
 def fewer_machines(
-    topology: Topology,
-    best_on: dict[int, Prediction],
-    one_device_measured: float | None = None,
+    topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None = None
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
-    """The answer when all the machines scale below EFFICIENCY_FLOOR: fewer machines only
-    where they are faster than all of them (the time objective never idles machines for
-    a slower answer), else all of them, with the most machines above the floor stated
-    as the cheaper alternative.
+    """The answer when all the machines scale below EFFICIENCY_FLOOR: fewer machines only where they
+    are faster than all of them (the time objective never idles machines for a slower answer), else
+    all of them, with the most machines above the floor stated as the cheaper alternative.
 
-    Machine scaling efficiency is throughput on k machines over what the k
-    machines give alone (`machine_efficiency`): what each added machine is
-    worth.
+    Machine scaling efficiency is throughput on k machines over what the k machines give alone
+    (`machine_efficiency`): what each added machine is worth.
 
     Args:
         topology: the hardware.
         best_on: the best candidate on each machine count (`best_on_each_machine_count`).
-        one_device_measured: the examples/s one device was measured at alone, which a
-            measured count's speed-up is then over (as the cost sentences' are); a
-            predicted count's is over one device's prediction (`_one_device_alike`).
+        one_device_measured: the examples/s one device was measured at alone, which a measured
+            count's speed-up is then over (as the cost sentences' are); a predicted count's is over
+            one device's prediction (`_one_device_alike`).
 
     Returns:
         The answer (the fastest machine count's best candidate), every machine count's
@@ -222,9 +211,8 @@ def measured_on_fewer_machines(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]],
 ) -> list[Prediction]:
-    """The candidates on 2, 4, ... of the machines, fewer than all, that `history`
-    measured (and a rule allows): a measured part of the cluster can outrun every
-    candidate on all of it."""
+    """The candidates on 2, 4, ... of the machines, fewer than all, that `history` measured (and
+    a rule allows): a measured part of the cluster can outrun every candidate on all of it."""
     if not history:
         return []
     known = {(p.strategy, p.layout) for p in preds}

@@ -3,14 +3,8 @@ computes, and the share of a parameter-server step each worker takes."""
 
 from __future__ import annotations
 
-from components.core.selection.device_compute import (
-    achievable_tflops,
-)
-from components.core.selection.topology import (
-    PREEMPTIONS_PER_MACHINE_HOUR,
-    Topology,
-    device,
-)
+from components.core.selection.device_compute import achievable_tflops
+from components.core.selection.topology import PREEMPTIONS_PER_MACHINE_HOUR, Topology, device
 
 
 def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:
@@ -53,14 +47,12 @@ def _ranked_mix(topology: Topology) -> list[tuple[str, int]]:
 
 
 def machine_slowdowns(topology: Topology, machines: int, compute_share: float = 1.0) -> list[float]:
-    """How much longer than on `topology.gpu` a step takes on each of the first
-    `machines` machines.
+    """How much longer than on `topology.gpu` a step takes on each of the first `machines` machines.
 
-    With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
-    fastest type first), which only the `compute_share` of a step on `topology.gpu`
-    scales with (`step_compute_share`: the rest, the fixed launch cost, takes as long
-    on any GPU); with `heterogeneous` alone, half the machines run
-    `heterogeneity_slowdown` times slower; else all run at 1.
+    With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the fastest type first),
+    which only the `compute_share` of a step on `topology.gpu` scales with (`step_compute_share`:
+    the rest, the fixed launch cost, takes as long on any GPU); with `heterogeneous` alone, half the
+    machines run `heterogeneity_slowdown` times slower; else all run at 1.
     """
     return [slowdown for slowdown, count in _slowdown_groups(topology, machines, compute_share)
             for _ in range(count)]  # fmt: skip
@@ -98,10 +90,9 @@ def _slowdown_groups(
 
 
 def mean_machine_speed(topology: Topology, machines: int, compute_share: float = 1.0) -> float:
-    """The mean speed of the first `machines` machines, each alone, relative to one
-    machine of `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower
-    machines take part), for steps whose `compute_share` scales with the GPU
-    (`machine_slowdowns`)."""
+    """The mean speed of the first `machines` machines, each alone, relative to one machine of
+    `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower machines take part),
+    for steps whose `compute_share` scales with the GPU (`machine_slowdowns`)."""
     groups = _slowdown_groups(topology, machines, compute_share)
     return sum(n / slowdown for slowdown, n in groups) / sum(n for _, n in groups)
 

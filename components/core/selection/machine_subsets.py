@@ -1,6 +1,5 @@
-"""Parts of a cluster a candidate can run on: its first machines, one GPU type of a
-mix, and the candidates costed on 1, 2, 4, ... of the machines and on a mix's faster
-machines alone."""
+"""Parts of a cluster a candidate can run on: its first machines, one GPU type of a mix, and the
+candidates costed on 1, 2, 4, ... of the machines and on a mix's faster machines alone."""
 
 from __future__ import annotations
 
@@ -15,10 +14,7 @@ from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
-from components.core.selection.topology import (
-    Topology,
-    device,
-)
+from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
 

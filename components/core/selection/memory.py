@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from components.core.model_profile import ModelProfile
 
-# Usable share of GPU memory (the CUDA context, cuDNN workspaces and
-# fragmentation take the rest).
+# Usable share of GPU memory (the CUDA context, cuDNN workspaces and fragmentation take the rest).
 USABLE_MEMORY_FRACTION = 0.90
 
 
@@ -20,12 +19,11 @@ OPTIMIZER_STATE_FACTOR = 2
 ACTIVATION_BYTES_FACTOR = {"fp32": 1.0, "mixed": 0.5}
 
 
-# Share of the summed layer outputs back-propagation really keeps: frameworks
-# recompute or share some (ReLU in place, fused batch norm). Calibrated on the
-# largest batches NVIDIA publishes for ResNet-50 v1.5 in TensorFlow (in
-# published_scaling.json): 128 FP32 and 256 AMP per 16 GB V100, 256 TF32 per
-# 40 GB A100, which fit only below 0.87 of the summed outputs; 256 FP32 on a 16 GB
-# V100 (not published) does not fit at 0.85.
+# Share of the summed layer outputs back-propagation really keeps: frameworks recompute or share
+# some (ReLU in place, fused batch norm). Calibrated on the largest batches NVIDIA publishes for
+# ResNet-50 v1.5 in TensorFlow (in published_scaling.json): 128 FP32 and 256 AMP per 16 GB V100, 256
+# TF32 per 40 GB A100, which fit only below 0.87 of the summed outputs; 256 FP32 on a 16 GB V100
+# (not published) does not fit at 0.85.
 KEPT_ACTIVATION_FRACTION = 0.85
 
 

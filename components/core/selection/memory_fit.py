@@ -13,11 +13,7 @@ from components.core.selection.memory import (
     memory_needed_bytes,
 )
 from components.core.selection.prediction import Prediction, candidates
-from components.core.selection.topology import (
-    Topology,
-    a_device,
-    device,
-)
+from components.core.selection.topology import Topology, a_device, device
 from components.core.strategy_spec import spec_for
 
 
@@ -26,10 +22,9 @@ def candidates_that_fit(
 ) -> tuple[list[Prediction], int, list[str]]:
     """The candidates at a per-replica batch that fits one GPU, that batch, and reasons.
 
-    When the sparse embedding table does not fit one GPU, only parameter_server
-    stays feasible; when the batch is too large, the predictions use the
-    largest batch that fits. Parameter servers need no GPU memory: their CPU
-    machines are sized to hold them (`ps_servers.server_machine`).
+    When the sparse embedding table does not fit one GPU, only parameter_server stays feasible; when
+    the batch is too large, the predictions use the largest batch that fits. Parameter servers need
+    no GPU memory: their CPU machines are sized to hold them (`ps_servers.server_machine`).
     """
     preds = candidates(topology, model, batch)
     if fit_replicated >= batch:

@@ -47,31 +47,28 @@ class Prediction:
         raw_communication_s: predicted communication seconds before overlap.
         single_gpu_step_s: predicted step seconds of one GPU alone.
         overhead_fraction: share of throughput lost to expected preemptions.
-        preemption_loss_s: expected seconds one preemption costs it: the restart
-            and the steps trained again since the last checkpoint (0 when the
-            machines are not preemptible).
+        preemption_loss_s: expected seconds one preemption costs it: the restart and the steps
+            trained again since the last checkpoint (0 when the machines are not preemptible).
         feasible: False when the candidate cannot run (e.g. out of GPU memory).
         note: why it cannot run, when it cannot.
-        misfit: a replica does not fit the memory of a GPU its machines hold
-            (`memory_fit`), which makes it infeasible.
+        misfit: a replica does not fit the memory of a GPU its machines hold (`memory_fit`), which
+            makes it infeasible.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
         usd_per_million_examples: list price of a million examples, when priced.
-        input_limit: examples/s the input pipelines of its machines can feed
-            together, each machine's pipeline only its own GPUs (None: unlimited).
-        replica_speed: the mean speed of its machines' GPUs alone, relative to
-            the topology's GPU (below 1 when slower machines of a GPU mix, or
-            of `--heterogeneous`, take part).
-        machines_gpu: the GPU of its machines when it runs on one slower type
-            of a GPU mix alone (empty: on the mix's first machines, fastest first).
-        server_state_bytes: the variables and Adam state its parameter servers
-            hold together (0 for the other strategies).
-        machine_shares: the share of its examples one machine computes, and how many
-            machines compute that share, when they differ (parameter-server workers of
-            a GPU mix or of `--heterogeneous` each run at their own speed); empty when
-            every machine computes alike.
-        efficiency_group: the `ranges` group its scaling efficiency's range comes from
-            (empty: one GPU, whose efficiency is 1 by definition).
+        input_limit: examples/s the input pipelines of its machines can feed together, each
+            machine's pipeline only its own GPUs (None: unlimited).
+        replica_speed: the mean speed of its machines' GPUs alone, relative to the topology's GPU
+            (below 1 when slower machines of a GPU mix, or of `--heterogeneous`, take part).
+        machines_gpu: the GPU of its machines when it runs on one slower type of a GPU mix alone
+            (empty: on the mix's first machines, fastest first).
+        server_state_bytes: the variables and Adam state its parameter servers hold together (0 for
+            the other strategies).
+        machine_shares: the share of its examples one machine computes, and how many machines
+            compute that share, when they differ (parameter-server workers of a GPU mix or of
+            `--heterogeneous` each run at their own speed); empty when every machine computes alike.
+        efficiency_group: the `ranges` group its scaling efficiency's range comes from (empty: one
+            GPU, whose efficiency is 1 by definition).
         speed_group: the `ranges` group of its GPUs' own speed.
     """
 
@@ -346,19 +343,16 @@ def preemption_loss_seconds(
     """
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
     examples = topology.examples_per_epoch
-    epoch_s = (
-        ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
-    )
+    epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
     return RESTART_S + work_lost_seconds(interval, epoch_s, step_s)
 
 
 def _charge_preemptions(preds: list[Prediction], topology: Topology) -> None:
     """Sets each candidate's expected share of time lost to preemptions.
 
-    A synchronous strategy restarts when any of its machines is preempted;
-    parameter_server counts as one machine, since its other workers keep
-    training when one is lost. A candidate whose losses fill every hour
-    trains nothing: it is infeasible, not given a share of some made-up rest.
+    A synchronous strategy restarts when any of its machines is preempted; parameter_server counts
+    as one machine, since its other workers keep training when one is lost. A candidate whose losses
+    fill every hour trains nothing: it is infeasible, not given a share of some made-up rest.
     """
     interval = topology.checkpoint_interval()
     for c in preds:

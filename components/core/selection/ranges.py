@@ -1,13 +1,12 @@
-"""How far a prediction may be off: the ranges around a predicted scaling efficiency and
-throughput, and the unknown input that makes them wide.
+"""How far a prediction may be off: the ranges around a predicted scaling efficiency and throughput,
+and the unknown input that makes them wide.
 
-The widths come from `data/step_time_fit.json` (`ranges`), written by
-`python -m research.selection.fit --write`: the 10th and 90th percentiles of the published
-over the predicted figures on the fit's training part, apart for the unknowns each kind of run
-leaves
-(the network path between machines; kernel efficiency under mixed precision or XLA; the
-framework's overlap of the gradient exchange with compute; one GPU's own speed, its input
-pipeline included). About 80 % of the held-out published efficiencies fall inside.
+The widths come from `data/step_time_fit.json` (`ranges`), written by `python -m
+research.selection.fit --write`: the 10th and 90th percentiles of the published over the predicted
+figures on the fit's training part, apart for the unknowns each kind of run leaves (the network path
+between machines; kernel efficiency under mixed precision or XLA; the framework's overlap of the
+gradient exchange with compute; one GPU's own speed, its input pipeline included). About 80 % of the
+held-out published efficiencies fall inside.
 """
 
 from __future__ import annotations

@@ -10,10 +10,7 @@ from typing import Any
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost import (
-    price_basis_reasons,
-    prices_used,
-)
+from components.core.selection.cost import price_basis_reasons, prices_used
 from components.core.selection.cost_objective import (
     cheapest,
     cost_sentences,
@@ -28,10 +25,7 @@ from components.core.selection.explanation import (
     measured_one_device,
     pct_shown,
 )
-from components.core.selection.faster_machines import (
-    faster_machines_sentence,
-    on_faster_machines,
-)
+from components.core.selection.faster_machines import faster_machines_sentence, on_faster_machines
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
     fewer_gpus_sentence,
@@ -57,11 +51,7 @@ from components.core.selection.memory_fit import candidates_that_fit
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
 from components.core.selection.summary import candidate_rows
-from components.core.selection.topology import (
-    Layout,
-    Topology,
-    device,
-)
+from components.core.selection.topology import Layout, Topology, device
 from components.core.selection.unknown_inputs import unknown_input_reasons
 from components.core.strategy_spec import spec_for
 
@@ -375,18 +365,17 @@ def _choose(
     history_reasons: Sequence[str] = (),
     prices: Any = None,
 ) -> Recommendation:
-    """Ranks the feasible candidates, applies the rules and the machine floor, and
-    explains the choice.
+    """Ranks the feasible candidates, applies the rules and the machine floor, and explains the
+    choice.
 
-    A GPU mix's faster machines alone (`on_faster_machines`) rank beside the whole
-    cluster, and the rules weigh the machines the best candidate runs on: when they
-    are of one speed, no slower machine makes a case for parameter servers.
+    A GPU mix's faster machines alone (`on_faster_machines`) rank beside the whole cluster, and the
+    rules weigh the machines the best candidate runs on: when they are of one speed, no slower
+    machine makes a case for parameter servers.
 
-    When the floor moves the answer to fewer machines, the reasons say what the
-    whole cluster would spend on communication, then explain that candidate on
-    its own machines (`on_first_machines`); a candidate the full cluster does
-    not have is measured and priced there. `reasons` (memory findings) and
-    `history_reasons` (`apply_history` on `preds`, taken again with the fewer
+    When the floor moves the answer to fewer machines, the reasons say what the whole cluster would
+    spend on communication, then explain that candidate on its own machines (`on_first_machines`); a
+    candidate the full cluster does not have is measured and priced there. `reasons` (memory
+    findings) and `history_reasons` (`apply_history` on `preds`, taken again with the fewer
     machines' candidates when a record measured one) follow the explanation.
     """
     measured_fewer = measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)

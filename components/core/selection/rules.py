@@ -1,24 +1,21 @@
 """Practitioner rules applied to the ranked candidates.
 
-The fastest candidate wins, except that a simpler strategy within a small
-margin is preferred, and parameter_server is preferred, within a tolerance,
-when asynchronous updates are acceptable or a sparse embedding table should
-live on the parameter servers. Heterogeneous or preemptible machines let
-parameter_server compete on throughput, with no tolerance: the predictions
-already count what those reasons are about (see `_why_parameter_server`).
+The fastest candidate wins, except that a simpler strategy within a small margin is preferred, and
+parameter_server is preferred, within a tolerance, when asynchronous updates are acceptable or a
+sparse embedding table should live on the parameter servers. Heterogeneous or preemptible machines
+let parameter_server compete on throughput, with no tolerance: the predictions already count what
+those reasons are about (see `_why_parameter_server`).
 
-Without such a reason, a dense model trains synchronously, however much more
-examples/s parameter_server is predicted: TF2's ParameterServerStrategy is
-asynchronous ("workers read and update these variables independently without
-synchronizing with each other",
-https://www.tensorflow.org/api_docs/python/tf/distribute/experimental/ParameterServerStrategy),
-so with W workers each gradient is applied about W - 1 updates after the
-weights it came from were read. Stale gradients cost a dense model accuracy
-and steps to converge (Chen et al. 2016, "Revisiting Distributed Synchronous
-SGD", https://arxiv.org/abs/1604.00981), so its examples/s is not time to
-train. The predicted gain there is the synchronisation wait (`sync_overhead`)
-that asynchronous workers skip, which is what buys that staleness. A
-measurement from the user's own runs (`--history`) still decides.
+Without such a reason, a dense model trains synchronously, however much more examples/s
+parameter_server is predicted: TF2's ParameterServerStrategy is asynchronous ("workers read and
+update these variables independently without synchronizing with each other",
+https://www.tensorflow.org/api_docs/python/tf/distribute/experimental/ParameterServerStrategy), so
+with W workers each gradient is applied about W - 1 updates after the weights it came from were
+read. Stale gradients cost a dense model accuracy and steps to converge (Chen et al. 2016,
+"Revisiting Distributed Synchronous SGD", https://arxiv.org/abs/1604.00981), so its examples/s is
+not time to train. The predicted gain there is the synchronisation wait (`sync_overhead`) that
+asynchronous workers skip, which is what buys that staleness. A measurement from the user's own runs
+(`--history`) still decides.
 """
 
 from __future__ import annotations
@@ -32,12 +29,11 @@ from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import spec_for
 
-# How much slower than the fastest synchronous candidate parameter_server may be
-# predicted and still be chosen, when a rule favours it for something the predictions
-# leave out. Machines that differ in speed or are preemptible grant none: the
-# predictions already run each parameter-server worker at its own speed against a
-# synchronous step at the slowest machine's, and take a restart per preempted machine
-# off a synchronous run against one machine's off parameter_server
+# How much slower than the fastest synchronous candidate parameter_server may be predicted and still
+# be chosen, when a rule favours it for something the predictions leave out. Machines that differ in
+# speed or are preemptible grant none: the predictions already run each parameter-server worker at
+# its own speed against a synchronous step at the slowest machine's, and take a restart per
+# preempted machine off a synchronous run against one machine's off parameter_server
 # (`prediction._charge_preemptions`), so a tolerance would count that gain twice.
 PS_TOLERANCE_ASYNC_OK = 0.10
 MANY_WORKERS = 16

@@ -1,39 +1,36 @@
 """The step-time model: per-step compute and communication time of a strategy on a topology.
 
-Per step and replica (per-replica batch b, forward FLOPs F per example,
-gradient bytes B in T tensors):
+Per step and replica (per-replica batch b, forward FLOPs F per example, gradient bytes B in T
+tensors):
 
-* compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward),
-  at the precision's peak (FP32/TF32, or FP16/BF16 tensor cores for `mixed`);
-* ring all-reduce over n peers at bandwidth W: 2 (n-1)/n x B / W plus 2 (n-1)
-  link latencies; across machines it is one ring over all N replicas, as NCCL
-  runs it, so each machine's network (`--network-gbps` per NIC x `--nics`, of
-  which a container overlay network, `--network-path overlay`, delivers a
-  share set from a measurement) carries 2 (N-1)/N x B, and the GPU link (NVLink or PCIe of the
-  GPU's generation) the same; a hop between CPU workers is a gRPC call
-  through TensorFlow's collective executor (`CPU_RING_HOP_S`, measured by
+* compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward), at the
+  precision's peak (FP32/TF32, or FP16/BF16 tensor cores for `mixed`);
+* ring all-reduce over n peers at bandwidth W: 2 (n-1)/n x B / W plus 2 (n-1) link latencies; across
+  machines it is one ring over all N replicas, as NCCL runs it, so each machine's network
+  (`--network-gbps` per NIC x `--nics`, of which a container overlay network, `--network-path
+  overlay`, delivers a share set from a measurement) carries 2 (N-1)/N x B, and the GPU link (NVLink
+  or PCIe of the GPU's generation) the same; a hop between CPU workers is a gRPC call through
+  TensorFlow's collective executor (`CPU_RING_HOP_S`, measured by
   `benchmarks/collective_latency.py`), not an NCCL send;
-* every tensor (or fusion bucket) of a multi-replica step costs a fixed
-  latency: models with many small tensors pay it hundreds of times a step;
-* parameter servers: each worker pulls and pushes B over its network (a round
-  trip each), and each of the P servers moves max(B/P, largest variable) for
-  every worker;
-* a synchronous step may also wait a fitted time per doubling of the replicas
-  (`sync_latency_s`), whatever its compute (fitted to 0 since the fourth and
-  fifth blind sets joined the fit: short, well-scaling steps contradict it);
-* a fitted fraction of communication hides behind back-propagation (at most
-  the backward time, 2/3 of compute) where the framework overlaps them
-  (Horovod, PyTorch DDP: most published cases); under XLA (`--jit-compile`)
-  only a fitted share of that overlap is kept. TensorFlow's all-reducing
-  strategies as Strategist builds them hide none (`Topology.overlaps_backward`):
-  every gradient goes into one all-reduce after back-propagation;
-* step = compute + exposed communication; scaling efficiency = one-GPU step /
-  step (weak scaling, fixed per-replica batch).
+* every tensor (or fusion bucket) of a multi-replica step costs a fixed latency: models with many
+  small tensors pay it hundreds of times a step;
+* parameter servers: each worker pulls and pushes B over its network (a round trip each), and each
+  of the P servers moves max(B/P, largest variable) for every worker;
+* a synchronous step may also wait a fitted time per doubling of the replicas (`sync_latency_s`),
+  whatever its compute (fitted to 0 since the fourth and fifth blind sets joined the fit: short,
+  well-scaling steps contradict it);
+* a fitted fraction of communication hides behind back-propagation (at most the backward time, 2/3
+  of compute) where the framework overlaps them (Horovod, PyTorch DDP: most published cases); under
+  XLA (`--jit-compile`) only a fitted share of that overlap is kept. TensorFlow's all-reducing
+  strategies as Strategist builds them hide none (`Topology.overlaps_backward`): every gradient goes
+  into one all-reduce after back-propagation;
+* step = compute + exposed communication; scaling efficiency = one-GPU step / step (weak scaling,
+  fixed per-replica batch).
 
-The fitted constants (`FittedConstants`) come from `data/step_time_fit.json`,
-written by `python -m research.selection.fit` from the training part of
-the published cases (`data/published_scaling.json`); `docs/selection.md` shows
-the held-out error next to a constant guess.
+The fitted constants (`FittedConstants`) come from `data/step_time_fit.json`, written by `python -m
+research.selection.fit` from the training part of the published cases
+(`data/published_scaling.json`); `docs/selection.md` shows the held-out error next to a constant
+guess.
 """
 
 from __future__ import annotations
@@ -58,27 +55,18 @@ from components.core.selection.links import (
     network_path_share,
     ring_link,
 )
-from components.core.selection.machine_speeds import (
-    mean_machine_speed,
-    slowest_machine,
-)
-from components.core.selection.memory import (
-    GRADIENT_BYTES_FACTOR,
-    server_state_bytes,
-)
+from components.core.selection.machine_speeds import mean_machine_speed, slowest_machine
+from components.core.selection.memory import GRADIENT_BYTES_FACTOR, server_state_bytes
 from components.core.selection.ps_servers import server_network_gbps, servers_share_the_host
-from components.core.selection.topology import (
-    Topology,
-)
+from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
-# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every
-# step besides the gradients, each in a collective of its own: 3 for each `Mean` it
-# tracks, the loss and every compiled metric (its total and count read in cross-replica
-# context, and its log entry summed by `reduce_per_replica`, "auto" = "sum" off TPUs).
-# The traced train step over the trainer's repeated `DatasetCreator` holds 4
-# `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of them the
-# gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
+# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every step besides the
+# gradients, each in a collective of its own: 3 for each `Mean` it tracks, the loss and every
+# compiled metric (its total and count read in cross-replica context, and its log entry summed by
+# `reduce_per_replica`, "auto" = "sum" off TPUs). The traced train step over the trainer's repeated
+# `DatasetCreator` holds 4 `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of
+# them the gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
 # partial-batch check. Strategist's trainer compiles the loss and one metric.
 KERAS_LOSS_ALL_REDUCES = 3
 
@@ -116,17 +104,14 @@ def allreduce_across_machines_time(
 ) -> float:
     """One ring over every replica of every machine, as NCCL and TensorFlow run it.
 
-    TensorFlow's collective all-reduce builds one NCCL communicator (or one
-    RING reducer) over all N = M x G devices of the job
-    (tensorflow/core/nccl/nccl_manager.cc), not an all-reduce within each
-    machine and then one across them. Every link of that ring, each machine's
-    NIC included, carries 2 (N-1)/N x bytes: nccl-tests' "bus bandwidth"
-    (NVIDIA/nccl-tests doc/PERFORMANCE.md), which is why two 8-GPU machines
-    already pay almost twice the bytes a two-node hierarchical all-reduce
-    (2 (M-1)/M) would. The slowest link, usually the NIC, sets the pace. Of
-    the ring's 2 (N-1) steps, 2 M cross the network and the rest stay within
-    a machine, as NCCL's own tuning counts them (NVIDIA/nccl src/graph/tuning.cc,
-    `nInterSteps`).
+    TensorFlow's collective all-reduce builds one NCCL communicator (or one RING reducer) over all N
+    = M x G devices of the job (tensorflow/core/nccl/nccl_manager.cc), not an all-reduce within each
+    machine and then one across them. Every link of that ring, each machine's NIC included, carries
+    2 (N-1)/N x bytes: nccl-tests' "bus bandwidth" (NVIDIA/nccl-tests doc/PERFORMANCE.md), which is
+    why two 8-GPU machines already pay almost twice the bytes a two-node hierarchical all-reduce (2
+    (M-1)/M) would. The slowest link, usually the NIC, sets the pace. Of the ring's 2 (N-1) steps, 2
+    M cross the network and the rest stay within a machine, as NCCL's own tuning counts them
+    (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
     """
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
@@ -147,12 +132,11 @@ def parameter_server_time(
     network_bytes_per_s: float,
     server_bytes_per_s: float | None = None,
 ) -> float:
-    """Pull parameters and push gradients, one after the other, between workers and `ps`
-    servers.
+    """Pull parameters and push gradients, one after the other, between workers and `ps` servers.
 
     Each worker moves `nbytes` each way; each server moves its share for every worker, at
-    `server_bytes_per_s` (default: a worker's rate). A large variable is split into shards of
-    at least `PS_MIN_SHARD_BYTES`, at most one per server (`MinSizePartitioner`, as
+    `server_bytes_per_s` (default: a worker's rate). A large variable is split into shards of at
+    least `PS_MIN_SHARD_BYTES`, at most one per server (`MinSizePartitioner`, as
     components/core/strategies.py builds it), so a server's share is at least one shard.
     """
     largest = min(largest_variable_bytes, nbytes)
@@ -295,12 +279,11 @@ def predict_allreduce(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus.
 
-    TensorFlow's all-reducing strategies as Strategist builds them put every gradient
-    into one pack, concatenated once the last one is computed
-    (`CommunicationOptions(bytes_per_pack=0)`, tensorflow/python/distribute/
-    cross_device_utils.py `group_by_size`): it hides nothing behind back-propagation.
-    Packs of `--all-reduce-pack-mb` start as their gradients appear, all but the last
-    (the first layers' gradients, computed last).
+    TensorFlow's all-reducing strategies as Strategist builds them put every gradient into one pack,
+    concatenated once the last one is computed (`CommunicationOptions(bytes_per_pack=0)`,
+    tensorflow/python/distribute/ cross_device_utils.py `group_by_size`): it hides nothing behind
+    back-propagation. Packs of `--all-reduce-pack-mb` start as their gradients appear, all but the
+    last (the first layers' gradients, computed last).
     """
     c = constants or FITTED
     compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
@@ -323,17 +306,16 @@ NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 
 
 
 def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, gpus: int) -> float:
-    """Seconds a step spends on the scalar all-reduces Keras runs for `model`'s loss and
-    compiled metrics (`keras_step_scalar_all_reduces`) across `machines` machines of
-    `gpus` devices, each paying its latency in full.
+    """Seconds a step spends on the scalar all-reduces Keras runs for `model`'s loss and compiled
+    metrics (`keras_step_scalar_all_reduces`) across `machines` machines of `gpus` devices, each
+    paying its latency in full.
 
-    Between CPU workers each is a ring of gRPC hops, as measured
-    (`CPU_RING_HOP_S`). Between GPU machines NCCL sends a few bytes up and down a
-    tree: its own latency model, base + 2 ((G-1) hops within a machine + floor(log2 M)
-    across), a lower bound, as TensorFlow's launch of each collective adds to it.
-    Never hidden: TensorFlow launches a step's collectives in order (the ordering
-    token), and Keras reads its loss and metrics after the gradients' all-reduce.
-    Within one machine (`mirrored`) Keras sums them locally (`AddN`), without one.
+    Between CPU workers each is a ring of gRPC hops, as measured (`CPU_RING_HOP_S`). Between GPU
+    machines NCCL sends a few bytes up and down a tree: its own latency model, base + 2 ((G-1) hops
+    within a machine + floor(log2 M) across), a lower bound, as TensorFlow's launch of each
+    collective adds to it. Never hidden: TensorFlow launches a step's collectives in order (the
+    ordering token), and Keras reads its loss and metrics after the gradients' all-reduce. Within
+    one machine (`mirrored`) Keras sums them locally (`AddN`), without one.
     """
     scalars = keras_step_scalar_all_reduces(model.compiled_metrics)
     if machines <= 1:

@@ -39,7 +39,7 @@ def summary_lines(rec: Any) -> list[str]:
         machines = f"{on} ({mix}, {layout.gpus_per_machine} GPUs each)"
     lines = [
         f"recommended: {rec.strategy} on {machines}"
-        + (f", {layout.ps} parameter servers" if layout.ps else ""),
+        + (f", {layout.ps} parameter servers" if layout.ps else "")
     ]
     if rec.deciding_inputs:  # a guess never decides silently: in the first two lines
         lines.append(

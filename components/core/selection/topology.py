@@ -8,12 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from components.core.checkpoint_interval import EPOCH, CheckpointInterval
-from components.core.config import (
-    FLOAT32,
-    MIXED_BFLOAT16,
-    MIXED_FLOAT16,
-    ConfigError,
-)
+from components.core.config import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, ConfigError
 from components.core.config import PRECISIONS as POLICIES
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
 from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
@@ -24,19 +19,17 @@ PRECISIONS = ("fp32", "mixed")
 # are rough and measurements (`--history`) should decide.
 CPU = Gpu("cpu", "", "", 1.0, 1.0, 16.0, "pcie", {})
 CPU_NAMES = ("cpu", "none")
-# Heterogeneous machines without a stated mix or factor (`--heterogeneous` alone):
-# half of them run this much slower than the named GPU, an assumption the
-# reasons say, with the answer at both ends of `HETEROGENEITY_RANGE`. Synchronous
-# strategies wait for the slowest every step; parameter-server workers each run
-# at their own speed.
+# Heterogeneous machines without a stated mix or factor (`--heterogeneous` alone): half of them run
+# this much slower than the named GPU, an assumption the reasons say, with the answer at both ends
+# of `HETEROGENEITY_RANGE`. Synchronous strategies wait for the slowest every step; parameter-server
+# workers each run at their own speed.
 HETEROGENEITY_SLOWDOWN = 1.5
 # Nearly alike machines (the same GPU, a busier host) and far apart ones (about
 # an A100 against a V100 in fp32: GPU_ACHIEVABLE_TFLOPS).
 HETEROGENEITY_RANGE = (1.1, 3.0)
 MAX_HETEROGENEITY_SLOWDOWN = 100.0
-# The most GPUs of each type one machine is sold with (DGX-2: 16 V100;
-# a2-megagpu-16g: 16 A100; DGX H100: 8; g4dn.metal: 8 T4; g2-standard-96: 8 L4;
-# DGX-1: 8 P100).
+# The most GPUs of each type one machine is sold with (DGX-2: 16 V100; a2-megagpu-16g: 16 A100; DGX
+# H100: 8; g4dn.metal: 8 T4; g2-standard-96: 8 L4; DGX-1: 8 P100).
 MAX_GPUS_PER_MACHINE = {
     "t4": 8,
     "l4": 8,
@@ -60,15 +53,13 @@ NO_NVLINK = frozenset({"t4", "l4", "k80", "p4", "a10g", "cpu"})
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
 MIN_NETWORK_GBPS = 0.01
-# Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
-# most 24 h, so each machine is preempted at least once a day (the default of
-# `--preemptions-per-machine-hour`). Relaunching a synchronous cluster and
-# restoring its checkpoint takes about RESTART_S (a replacement Spot VM is
-# provisioned and the job's image pulled; the local rehearsal, which provisions
-# nothing, takes 16-34 s, docs/faults.md); the steps since the last checkpoint
-# are trained again on top (`checkpoint_interval.work_lost_seconds`). Without
-# `examples_per_epoch`, a per-epoch checkpoint is priced as one every
-# ASSUMED_EPOCH_S.
+# Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at most 24 h, so each
+# machine is preempted at least once a day (the default of `--preemptions-per-machine-hour`).
+# Relaunching a synchronous cluster and restoring its checkpoint takes about RESTART_S (a
+# replacement Spot VM is provisioned and the job's image pulled; the local rehearsal, which
+# provisions nothing, takes 16-34 s, docs/faults.md); the steps since the last checkpoint are
+# trained again on top (`checkpoint_interval.work_lost_seconds`). Without `examples_per_epoch`, a
+# per-epoch checkpoint is priced as one every ASSUMED_EPOCH_S.
 PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
 RESTART_S = 300.0
 ASSUMED_EPOCH_S = 600.0
@@ -76,11 +67,10 @@ ASSUMED_EPOCH_S = 600.0
 # `NETWORK_RANGE_GBPS`, a commodity and a datacenter NIC).
 DEFAULT_NETWORK_GBPS = 10.0
 NETWORK_RANGE_GBPS = (1.0, 100.0)
-# How traffic between machines travels: `host`, the machines' own network (bare
-# metal, a VM's NIC, Kubernetes pods with hostNetwork); `overlay`, a container
-# overlay network (Kubernetes kubenet, flannel VXLAN, Calico IP-in-IP), whose
-# encapsulation and bridge hops deliver only a share of the NIC's rate
-# (device_compute.FittedConstants.overlay_network_share).
+# How traffic between machines travels: `host`, the machines' own network (bare metal, a VM's NIC,
+# Kubernetes pods with hostNetwork); `overlay`, a container overlay network (Kubernetes kubenet,
+# flannel VXLAN, Calico IP-in-IP), whose encapsulation and bridge hops deliver only a share of the
+# NIC's rate (device_compute.FittedConstants.overlay_network_share).
 NETWORK_PATHS = ("host", "overlay")
 
 
@@ -104,9 +94,8 @@ def a_device(name: str) -> str:
 def precision_of_policy(policy: str) -> str:
     """The selector's precision of a run's tf-keras policy (`training.precision`).
 
-    `float32` is `fp32`; `mixed_float16` and `mixed_bfloat16` are `mixed`
-    (16-bit tensor cores and activations). A record's hand-written `fp32` is
-    read as `float32` by `RunMetrics.from_dict`.
+    `float32` is `fp32`; `mixed_float16` and `mixed_bfloat16` are `mixed` (16-bit tensor cores and
+    activations). A record's hand-written `fp32` is read as `float32` by `RunMetrics.from_dict`.
 
     Raises:
         ConfigError: any other name (no policy of a run config).
@@ -127,44 +116,38 @@ class Topology:
     Attributes:
         machines: machines with GPUs.
         gpus_per_machine: GPUs in each machine.
-        gpu: GPU name from `hardware.GPUS`, or `cpu` (also `none`) for
-            machines without GPUs (then `gpus_per_machine` counts CPU devices).
-        interconnect: link between GPUs of one machine (`nvlink` or `pcie`);
-            the GPU's usual link when None.
+        gpu: GPU name from `hardware.GPUS`, or `cpu` (also `none`) for machines without GPUs (then
+            `gpus_per_machine` counts CPU devices).
+        interconnect: link between GPUs of one machine (`nvlink` or `pcie`); the GPU's usual link
+            when None.
         network_gbps: network bandwidth of one NIC, Gbit/s.
-        nics: NICs each machine has for training traffic; a machine's
-            bandwidth is `network_gbps x nics` on the host's network, one NIC's
-            through an overlay (`nics_used`).
-        network_path: `host` or `overlay` (`NETWORK_PATHS`): whether traffic
-            between machines crosses a container overlay network.
-        gpu_mix: machines per GPU type when they differ, e.g.
-            `(("a100", 2), ("t4", 6))` (`--gpu a100:2,t4:6`); `gpu` is then the
-            fastest of them and `heterogeneous` is set.
-        preemptions_per_machine_hour: expected preemptions of one preemptible
-            machine per hour (None: `step_time.PREEMPTIONS_PER_MACHINE_HOUR`).
-        input_examples_per_second: examples/s one machine's input pipeline
-            (reading, decoding, augmenting on its CPUs) can deliver; None when
-            it keeps up with any number of GPUs.
+        nics: NICs each machine has for training traffic; a machine's bandwidth is `network_gbps x
+            nics` on the host's network, one NIC's through an overlay (`nics_used`).
+        network_path: `host` or `overlay` (`NETWORK_PATHS`): whether traffic between machines
+            crosses a container overlay network.
+        gpu_mix: machines per GPU type when they differ, e.g. `(("a100", 2), ("t4", 6))` (`--gpu
+            a100:2,t4:6`); `gpu` is then the fastest of them and `heterogeneous` is set.
+        preemptions_per_machine_hour: expected preemptions of one preemptible machine per hour
+            (None: `step_time.PREEMPTIONS_PER_MACHINE_HOUR`).
+        input_examples_per_second: examples/s one machine's input pipeline (reading, decoding,
+            augmenting on its CPUs) can deliver; None when it keeps up with any number of GPUs.
         precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
-        jit_compile: the train step is compiled with XLA (`--jit-compile`),
-            which hides less communication behind back-propagation.
-        all_reduce_pack_mb: the run splits `multi_worker_mirrored`'s
-            all-reduce into packs of this many MB (`--all-reduce-pack-mb`),
-            which start as their gradients appear: across machines it then
-            overlaps back-propagation as the published frameworks do.
-        ps_machine_type: CPU machine type each parameter server and the coordinator
-            run on (`strategist train --ps-machine-type`): its egress rate bounds the
-            servers' transfers (`ps_servers`).
+        jit_compile: the train step is compiled with XLA (`--jit-compile`), which hides less
+            communication behind back-propagation.
+        all_reduce_pack_mb: the run splits `multi_worker_mirrored`'s all-reduce into packs of this
+            many MB (`--all-reduce-pack-mb`), which start as their gradients appear: across machines
+            it then overlaps back-propagation as the published frameworks do.
+        ps_machine_type: CPU machine type each parameter server and the coordinator run on
+            (`strategist train --ps-machine-type`): its egress rate bounds the servers' transfers
+            (`ps_servers`).
         preemptible: machines may be taken away (Spot/preemptible VMs).
-        checkpoint_every: the run's `--checkpoint-every` (`epoch`, steps or a
-            duration, `checkpoint_interval`): with `preemptible`, what each
-            preemption throws away.
-        examples_per_epoch: examples in one epoch of the run, which price a
-            per-epoch checkpoint (None: an epoch of `ASSUMED_EPOCH_S`).
+        checkpoint_every: the run's `--checkpoint-every` (`epoch`, steps or a duration,
+            `checkpoint_interval`): with `preemptible`, what each preemption throws away.
+        examples_per_epoch: examples in one epoch of the run, which price a per-epoch checkpoint
+            (None: an epoch of `ASSUMED_EPOCH_S`).
         heterogeneous: machines differ in speed.
-        heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
-            many times slower than `gpu` the slower half of the machines
-            compute (`--heterogeneous FACTOR`).
+        heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how many times slower than
+            `gpu` the slower half of the machines compute (`--heterogeneous FACTOR`).
     """
 
     machines: int = 1
