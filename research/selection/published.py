@@ -92,7 +92,7 @@ def published_allreduce(
     c = constants or FITTED
     topology = run.topology
     compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
-    overlap = overlap_share(c.allreduce_overlap, topology, c, run.overlaps_backward)
+    overlap = overlap_share(c.allreduce_overlap, topology, c) if run.overlaps_backward else 0.0
     exposed = exposed_communication(comm, compute, overlap) + sync_wait_s(machines * gpus, c)
     return compute, exposed, comm
 

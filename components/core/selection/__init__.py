@@ -1,12 +1,8 @@
 """Strategy selection: topology + model -> a recommended tf.distribute strategy.
 
 `recommend(topology, model)` weighs the candidate strategies of a `Topology` with a step-time model
-whose constants are fitted on published scaling results (the fit and the cases live in
-`research/selection/`, outside the product; the product reads only
-`components/core/data/step_time_fit.json`). Measured throughput on matching hardware
-(`comparison.json` records, `load_history`) outranks the prediction. This package never imports kfp,
-and imports TensorFlow only when `model_profile.profile_model` must build a model. Importing the
-package loads none of its modules: each name below is loaded on first use.
+(its constants fitted in `research/selection/`); measured throughput (`load_history`) outranks the
+prediction. Importing the package loads none of its modules: each name is loaded on first use.
 
 Modules:
 

@@ -1,19 +1,9 @@
 """What each candidate costs at list prices: per hour and per million examples, in the table's
 currency (the names say usd for the readers of `--json`).
 
-Prices come from the table `strategist compare` uses (`data/prices.json`,
-`comparison.pricing.load_prices`). A GPU machine is priced as the Vertex AI machine type that takes
-its GPUs (`hardware.Gpu.machine_type`) plus the GPUs unless the type bundles them (`bundled_gpus`,
-or a GPU sold only inside its machine types: `hardware.Gpu.sold_in_its_machines`), each machine of a
-GPU mix for its own GPU, at the table's Spot prices (`spot_usd_per_hour`) when the machines are
-preemptible and the table gives any. Parameter servers and the parameter-server coordinator run on
-CPU machines of their own, on one GPU machine too, as `train` gives them (`launch.cloud.layout`):
-the coordinator on `--ps-machine-type` (`Topology.ps_machine_type`, default n1-standard-8), each
-server on that type or the smallest larger shape of it whose memory holds its share of the variables
-and Adam state (`ps_servers.server_machine`), on demand (the reasons advise keeping them off
-preemptible machines). Only where the servers share the worker's one machine
-(`ps_servers.servers_share_the_host`: a CPU machine, which is not priced, or the published runs) do
-they add nothing.
+A GPU machine is priced as the machine type that takes its GPUs plus the GPUs (unless the type
+bundles them), at Spot prices for preemptible machines when the table has them. Parameter servers
+and the coordinator are billed on demand as the CPU machines they run on (`ps_servers`).
 """
 
 from __future__ import annotations
@@ -29,16 +19,12 @@ from components.core.selection.ps_servers import server_machine, servers_share_t
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
-# Spot prices change up to daily (https://cloud.google.com/spot-vms/pricing), so the
-# bundled table, transcribed by hand, carries none; a user's copy can.
 SPOT_PRICES_MISSING = (
     "--preemptible: the price table has no Spot prices (spot_usd_per_hour), so the "
     "candidates are priced at on-demand list prices, above what Spot machines cost; Spot "
     "prices change up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of "
     "the table and pass it with --prices FILE."
 )
-
-
 CPU_UNPRICED = "CPU machines (--gpu cpu) are not priced"
 
 
@@ -72,11 +58,8 @@ def price_basis_reasons(topology: Topology, prices: PriceTable) -> list[str]:
 
 
 def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) -> float | None:
-    """Hourly list price of the machines `candidate` uses (None when a price is missing).
-
-    In a GPU mix the candidate runs on the fastest machines first
-    (`machine_speeds.machine_gpus`), each priced for its own GPU.
-    """
+    """Hourly list price of the machines `candidate` uses, each for its own GPU (None when a
+    price is missing)."""
     if missing_prices(candidate, topology, prices):
         return None
     spot = on_spot(topology, prices)

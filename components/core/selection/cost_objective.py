@@ -51,9 +51,8 @@ def on_fewer_machines(
     history: Sequence[Mapping[str, Any]],
     prices: Any,
 ) -> list[Prediction]:
-    """The feasible candidates that use 1, 2, 4, ... of the machines and the full table
-    lacks, each priced on its own machines: fewer machines can be cheaper per example
-    (parameter servers on one machine share it)."""
+    """The feasible candidates on 1, 2, 4, ... of the machines that `preds` lacks, each priced
+    on its own machines."""
     known = {(p.strategy, p.layout) for p in preds}
     out = []
     for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
@@ -74,14 +73,8 @@ def on_one_gpu_type(
     history: Sequence[Mapping[str, Any]],
     prices: Any,
 ) -> tuple[list[Prediction], list[str]]:
-    """The feasible candidates on 1, 2, 4, ... machines of each slower GPU type of a mix
-    alone, priced on them: a slower GPU can cost less per example, and the first
-    machines of a mix (`on_first_machines`) are its fastest.
-
-    Returns:
-        The candidates, and a sentence for each that `history` measured on its own
-        machines.
-    """
+    """The feasible candidates on 1, 2, 4, ... machines of each slower GPU type of a mix alone,
+    priced on them, and a sentence for each that `history` measured there."""
     out: list[Prediction] = []
     measured: list[str] = []
     first = machine_gpus(topology, 1)[0]
@@ -112,14 +105,8 @@ def on_fewer_gpus(
     history: Sequence[Mapping[str, Any]],
     prices: Any,
 ) -> list[tuple[Prediction, Prediction]]:
-    """For each input-bound candidate, the same throughput on fewer GPUs per machine
-    (`fewest_gpus_the_input_keeps_busy`), priced on its machines: GPUs the input
-    cannot keep busy are paid for and add nothing.
-
-    Returns:
-        (the candidate on all its GPUs, the one on fewer) pairs; none that `preds`
-        already has (mirrored on one GPU is one_device).
-    """
+    """(input-bound candidate, the same throughput on fewer GPUs per machine) pairs, the latter
+    priced on its machines; none that `preds` already has."""
     known = {(p.strategy, p.layout) for p in preds}
     out: list[tuple[Prediction, Prediction]] = []
     for p in preds:
@@ -170,9 +157,8 @@ def cost_sentences(
 def unpriced_sentences(
     chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
 ) -> list[str]:
-    """Which feasible candidates the table cannot price, so that no price weighs them,
-    and what it lacks; and, when one is predicted faster than `chosen` (priced), the
-    hourly price of its machines under which it would cost less per example."""
+    """Which feasible candidates the table cannot price and what it lacks; and, when one is
+    faster than `chosen`, the hourly price under which it would cost less per example."""
     lacking: dict[tuple[str, ...], list[Prediction]] = {}
     for p in preds:
         if p.feasible and p.usd_per_million_examples is None:
@@ -204,8 +190,7 @@ def unpriced_sentences(
 
 def priced_on(candidate: Prediction, topology: Topology, prices: Any) -> str:
     """`, priced as an n1-standard-8 with 1 v100, where the machines given are ...` when
-    `candidate` uses fewer GPUs per machine than `topology`'s, so is priced on a smaller
-    machine type than those given (with its price on those); empty when it uses them all."""
+    `candidate` uses fewer GPUs per machine than given; empty when it uses them all."""
     g, given = candidate.layout.gpus_per_machine, topology.gpus_per_machine
     on = machines_running(candidate, topology)
     if g == given or on.gpu == "cpu" or candidate.usd_per_million_examples is None:
@@ -237,9 +222,8 @@ def _named(p: Prediction) -> str:
 def _cost_choice(
     by_price: list[Prediction], topology: Topology, model: ModelProfile, async_ok: bool, prices: Any
 ) -> tuple[Prediction, list[str]]:
-    """The cheapest of `by_price` (cheapest first), or the cheapest synchronous one when that is
-    an asynchronous parameter_server nothing favours for a dense model: the practitioner rules of
-    the time objective (`rules.rules_for_the_cheapest`), and the sentences on its asynchrony."""
+    """The cheapest of `by_price` under the rules on asynchrony
+    (`rules.rules_for_the_cheapest`), and the sentences on its asynchrony."""
     cheapest = by_price[0]
     sync = next((p for p in by_price if not spec_for(p.strategy).uses_ps), None)
     claim = (
@@ -271,13 +255,12 @@ def cheapest(
     prices: Any,
     async_ok: bool = False,
 ) -> tuple[Prediction, str, list[str], list[Prediction]]:
-    """The feasible candidate with the lowest price per example (ties: the faster),
-    under the time objective's rules on asynchrony (`_cost_choice`).
+    """The feasible candidate with the lowest price per example (ties: the faster), under the
+    rules on asynchrony.
 
     Returns:
-        That candidate, the sentence of the price that decided, why (the candidates no
-        price weighs, its explanation, the rules' verdict, then `reasons`), and the other
-        candidates, cheapest first.
+        That candidate, the sentence of the price that decided, why, and the other candidates,
+        cheapest first.
     """
     feasible = _cheapest_first(preds)
     if not feasible:

@@ -25,13 +25,8 @@ def on_faster_machines(
     batch: int,
     history: Sequence[Mapping[str, Any]],
 ) -> list[Prediction]:
-    """The feasible candidates that use a mix's fastest machines alone, up to each GPU
-    type's end (the faster half of `--heterogeneous` machines), and `preds` lacks.
-
-    A slower machine makes every synchronous step wait for it, and a replica that does
-    not fit its GPU keeps every candidate on all the machines from running: the faster
-    machines alone can outrun the whole cluster, so they are weighed beside it.
-    """
+    """The feasible candidates on a mix's fastest machines alone, up to each GPU type's end
+    (the faster half of `--heterogeneous` machines), that `preds` lacks."""
     ends = set(faster_machine_counts(topology))
     known = {(p.strategy, p.layout) for p in preds}
     return [
@@ -46,15 +41,8 @@ def on_faster_machines(
 def faster_machines_sentence(
     chosen: Prediction, preds: list[Prediction], topology: Topology, model: ModelProfile
 ) -> str:
-    """Why `chosen`, on the faster machines alone, leaves the others free: a replica does
-    not fit their GPU, or every synchronous step would wait for them.
-
-    Args:
-        chosen: the choice, on the first `chosen.layout.workers` machines.
-        preds: the candidates weighed, those on all the machines among them.
-        topology: the whole cluster.
-        model: the model's profile.
-    """
+    """Why `chosen`, on the faster machines alone, leaves the others free: a replica does not
+    fit their GPU, or every synchronous step would wait for them (`preds`: those weighed)."""
     k, n = chosen.layout.workers, topology.machines
     use, leave = _kept_and_left(topology, k)
     head = f"Use {use} alone and leave {leave} free"

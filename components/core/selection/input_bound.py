@@ -30,16 +30,9 @@ def fewest_gpus_the_input_keeps_busy(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[Prediction, Topology, list[str]]:
-    """The input-bound `chosen` on the fewest GPUs per machine that still take all the input, the
-    machines that run it, and the sentence that says so.
-
-    Every machine's input pipeline feeds only its own GPUs, so past the GPU count that takes all of
-    it, more GPUs per machine add nothing. The counts tried are those a machine type of the GPU
-    offers (1, 2, 4, ... where the catalogue lists them). A candidate within `SIMPLER_MARGIN` of
-    `chosen`'s throughput on as many machines counts as taking it all; the same strategy is kept
-    where one is (a rule chose it), else the fastest allowed. A measured `chosen` stays: the
-    measurement decides.
-    """
+    """The input-bound `chosen` on the fewest GPUs per machine (of the GPU's machine types) that
+    still take all the input (within `SIMPLER_MARGIN`), the machines that run it, and the
+    sentence that says so; the same strategy where it can, and a measured `chosen` stays."""
     if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
         return chosen, on, []
     gpu = device(on.gpu)
@@ -96,9 +89,8 @@ def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -
 
 
 def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
-    """Why `chosen`, whose parameter-server workers each run at their own speed, trains
-    fewer examples than its GPUs compute: the input pipelines of its faster machines feed
-    less than those compute, while its slower machines take all they compute."""
+    """Why parameter-server `chosen` trains fewer examples than its GPUs compute: its faster
+    machines' input pipelines feed less than those compute."""
     feed = chosen.machine_feed
     computed = chosen.computed_examples_per_second
     kinds = _machine_kinds(topology, chosen.layout.workers)

@@ -29,9 +29,8 @@ def machine_counts(machines: int, also: Sequence[int] = ()) -> list[int]:
 
 
 def faster_machine_counts(topology: Topology) -> list[int]:
-    """The machine counts, fewer than all, at which a kind of machine ends, fastest first:
-    each GPU type's last machine in a mix (`machine_gpus`' order), or the faster half of
-    `--heterogeneous` machines. Empty for machines all alike."""
+    """The machine counts, fewer than all, at which a kind of machine ends (a mix's GPU type, the
+    faster half of `--heterogeneous` machines), fastest first."""
     if topology.gpu_mix:
         gpus = machine_gpus(topology, topology.machines)
         return [k for k in range(1, topology.machines) if gpus[k] != gpus[k - 1]]
@@ -42,11 +41,8 @@ def faster_machine_counts(topology: Topology) -> list[int]:
 
 
 def on_first_machines(topology: Topology, machines: int) -> Topology:
-    """`topology` cut to its first `machines` machines (a GPU mix's fastest first).
-
-    A cut that holds one GPU type of a mix is plain hardware of that type, and so
-    is one within the faster half of `--heterogeneous` machines.
-    """
+    """`topology` cut to its first `machines` machines (a GPU mix's fastest first); plain
+    hardware when they are of one kind."""
     if not topology.gpu_mix:
         fast = topology.machines - topology.machines // 2  # `machine_slowdowns`' order
         alike = topology.heterogeneous and machines <= fast
@@ -87,11 +83,9 @@ def costed_on_fewer_machines(
     batch: int,
     history: Sequence[Mapping[str, Any]],
 ) -> Iterator[tuple[int, Topology, list[Prediction]]]:
-    """For 1, 2, 4, ... machines and each kind of machine's end (`faster_machine_counts`),
-    fewer than all: the count, its machines (`on_first_machines`) and every candidate
-    costed on them, with the same memory checks as the full cluster. A candidate the
-    full table `preds` has is taken from it, with its measurement and price; one it
-    lacks takes the `history` records that measured it."""
+    """For 1, 2, 4, ... machines and each kind's end, fewer than all: the count, its machines
+    and every candidate on them, memory-checked; one `preds` has is taken from it, one it lacks
+    takes the `history` records that measured it."""
     known = {(p.strategy, p.layout): p for p in preds}
     gpu = device(machine_gpus(topology, 1)[0])
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)

@@ -20,12 +20,9 @@ from components.core.strategy_spec import spec_for
 def candidates_that_fit(
     topology: Topology, model: ModelProfile, batch: int, gpu: Gpu, fit_replicated: int
 ) -> tuple[list[Prediction], int, list[str]]:
-    """The candidates at a per-replica batch that fits one GPU, that batch, and reasons.
-
-    When the sparse embedding table does not fit one GPU, only parameter_server stays feasible; when
-    the batch is too large, the predictions use the largest batch that fits. Parameter servers need
-    no GPU memory: their CPU machines are sized to hold them (`ps_servers.server_machine`).
-    """
+    """The candidates at a per-replica batch that fits one GPU, that batch, and reasons: only
+    parameter_server when the embedding table fits no GPU; the largest batch that fits when
+    the batch is too large."""
     preds = candidates(topology, model, batch)
     if fit_replicated >= batch:
         _check_mix_memory(preds, topology, model)

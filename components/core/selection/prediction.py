@@ -47,28 +47,19 @@ class Prediction:
         raw_communication_s: predicted communication seconds before overlap.
         single_gpu_step_s: predicted step seconds of one GPU alone.
         overhead_fraction: share of throughput lost to expected preemptions.
-        preemption_loss_s: expected seconds one preemption costs it: the restart and the steps
-            trained again since the last checkpoint (0 when the machines are not preemptible).
+        preemption_loss_s: expected seconds one preemption costs it.
         feasible: False when the candidate cannot run (e.g. out of GPU memory).
         note: why it cannot run, when it cannot.
-        misfit: a replica does not fit the memory of a GPU its machines hold (`memory_fit`), which
-            makes it infeasible.
+        misfit: infeasible because a replica does not fit a GPU its machines hold.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
         usd_per_million_examples: list price of a million examples, when priced.
-        input_limit: examples/s the input pipelines of its machines can feed together, each
-            machine's pipeline only its own GPUs (None: unlimited).
-        replica_speed: the mean speed of its machines' GPUs alone, relative to the topology's GPU
-            (below 1 when slower machines of a GPU mix, or of `--heterogeneous`, take part).
-        machines_gpu: the GPU of its machines when it runs on one slower type of a GPU mix alone
-            (empty: on the mix's first machines, fastest first).
-        server_state_bytes: the variables and Adam state its parameter servers hold together (0 for
-            the other strategies).
-        machine_shares: the share of its examples one machine computes, and how many machines
-            compute that share, when they differ (parameter-server workers of a GPU mix or of
-            `--heterogeneous` each run at their own speed); empty when every machine computes alike.
-        efficiency_group: the `ranges` group its scaling efficiency's range comes from (empty: one
-            GPU, whose efficiency is 1 by definition).
+        input_limit: examples/s its machines' input pipelines feed together (None: unlimited).
+        replica_speed: its machines' mean GPU speed relative to the topology's GPU.
+        machines_gpu: the GPU type of a mix it runs on alone (empty: the mix's first machines).
+        server_state_bytes: the variables and Adam state its parameter servers hold together.
+        machine_shares: (share of its examples, machines) groups when its machines differ.
+        efficiency_group: the `ranges` group of its scaling efficiency (empty: one GPU).
         speed_group: the `ranges` group of its GPUs' own speed.
     """
 
@@ -190,9 +181,8 @@ class Prediction:
 
     @property
     def rank_examples_per_second(self) -> float:
-        """What ranking uses: the measurement when there is one, else the prediction;
-        either less the expected preemption losses (a measured benchmark ran too briefly
-        to be preempted, a training run will not)."""
+        """What ranking uses: the measurement, else the prediction; either less the expected
+        preemption losses."""
         if self.measured_examples_per_second is not None:
             return self.measured_examples_per_second * (1 - self.overhead_fraction)
         return self.examples_per_second
@@ -334,13 +324,9 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
 def preemption_loss_seconds(
     c: Prediction, topology: Topology, interval: CheckpointInterval
 ) -> float:
-    """Expected seconds one preemption costs candidate `c` checkpointing at `interval`.
-
-    The restart (`RESTART_S`) plus, on average, half the interval trained again
-    (`work_lost_seconds`), in seconds from its predicted step time, or half an
-    epoch (of `topology.examples_per_epoch`, else `ASSUMED_EPOCH_S`) for `epoch`.
-    A parameter_server run counts the coordinator's steps, one per worker step.
-    """
+    """Expected seconds one preemption costs candidate `c` checkpointing at `interval`: the
+    restart plus half the interval trained again (a parameter_server run counts the
+    coordinator's steps, one per worker step)."""
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
     examples = topology.examples_per_epoch
     epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
@@ -348,12 +334,8 @@ def preemption_loss_seconds(
 
 
 def _charge_preemptions(preds: list[Prediction], topology: Topology) -> None:
-    """Sets each candidate's expected share of time lost to preemptions.
-
-    A synchronous strategy restarts when any of its machines is preempted; parameter_server counts
-    as one machine, since its other workers keep training when one is lost. A candidate whose losses
-    fill every hour trains nothing: it is infeasible, not given a share of some made-up rest.
-    """
+    """Sets each candidate's expected share of time lost to preemptions; one whose losses fill
+    every hour trains nothing and is infeasible."""
     interval = topology.checkpoint_interval()
     for c in preds:
         c.preemption_loss_s, c.overhead_fraction = preemption_share(c, topology, interval)

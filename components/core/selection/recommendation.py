@@ -75,13 +75,10 @@ class Recommendation:
         topology: the hardware asked about.
         model: the model asked about.
         batch_size: the per-replica batch the predictions use.
-        machine_options: (machines, strategy, predicted speed-up over one
-            device, machine scaling efficiency) for each machine count
-            considered when the full cluster scales below `EFFICIENCY_FLOOR`.
-        prices: what the candidates were priced at (`cost.prices_used`), or
-            None when they were not priced.
-        deciding_inputs: the flags of estimated or assumed inputs whose value changes
-            the choice (`unknown_inputs`).
+        machine_options: (machines, strategy, speed-up over one device, machine scaling
+            efficiency) of each machine count, when the cluster scales below the floor.
+        prices: what the candidates were priced at (`cost.prices_used`), or None.
+        deciding_inputs: the flags of assumed inputs whose value changes the choice.
     """
 
     strategy: str
@@ -224,23 +221,17 @@ def recommend(
         model: the model's profile (`model_profile.profile_model`, `from_params`, ...).
         batch_size: per-GPU (per-replica) batch.
         async_ok: asynchronous updates (parameter_server in TF2) are acceptable.
-        history: `comparison.json` result records (`load_history`); measured
-            throughput on matching hardware outranks the prediction.
-        prices: a `comparison.pricing.PriceTable`; each candidate is then
-            priced per million examples.
-        objective: `time` (fastest at a machine scaling efficiency floor of
-            `EFFICIENCY_FLOOR`) or `cost` (cheapest per example; needs `prices`).
-        unstated: hardware inputs the user did not give (`network`): the
-            reasons say what was assumed and give the answer at both ends.
+        history: `comparison.json` result records (`load_history`).
+        prices: a `prices.PriceTable`; each candidate is then priced per million examples.
+        objective: `time` (fastest above the machine efficiency floor) or `cost` (cheapest
+            per example; needs `prices`).
+        unstated: hardware inputs the user did not give (`network`), answered at both ends.
 
     Returns:
-        The recommendation; `model_parallelism` with `supported` False when the
-        model cannot fit one GPU.
+        The recommendation; `model_parallelism`, unsupported, when the model fits no GPU.
 
     Raises:
-        ConfigError: for invalid hardware or batch size, or when no candidate can
-            run (one machine whose GPU and host memory hold neither a replica with
-            the embedding table nor the parameter servers), saying why each cannot.
+        ConfigError: invalid hardware or batch size, or no candidate can run.
     """
     topology.validate()
     if objective not in OBJECTIVES or (objective == "cost" and prices is None):
@@ -365,19 +356,8 @@ def _choose(
     history_reasons: Sequence[str] = (),
     prices: Any = None,
 ) -> Recommendation:
-    """Ranks the feasible candidates, applies the rules and the machine floor, and explains the
-    choice.
-
-    A GPU mix's faster machines alone (`on_faster_machines`) rank beside the whole cluster, and the
-    rules weigh the machines the best candidate runs on: when they are of one speed, no slower
-    machine makes a case for parameter servers.
-
-    When the floor moves the answer to fewer machines, the reasons say what the whole cluster would
-    spend on communication, then explain that candidate on its own machines (`on_first_machines`); a
-    candidate the full cluster does not have is measured and priced there. `reasons` (memory
-    findings) and `history_reasons` (`apply_history` on `preds`, taken again with the fewer
-    machines' candidates when a record measured one) follow the explanation.
-    """
+    """Ranks the feasible candidates (a mix's faster machines alone among them), applies the
+    rules and the machine floor, and explains the choice on the machines it runs on."""
     measured_fewer = measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)
     # a mix's faster machines alone: a slower or memory-short machine must not hold back
     # the rest (priced like the full table: a candidate prices its own first machines)

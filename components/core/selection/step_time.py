@@ -1,36 +1,12 @@
 """The step-time model: per-step compute and communication time of a strategy on a topology.
 
-Per step and replica (per-replica batch b, forward FLOPs F per example, gradient bytes B in T
-tensors):
-
-* compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward), at the
-  precision's peak (FP32/TF32, or FP16/BF16 tensor cores for `mixed`);
-* ring all-reduce over n peers at bandwidth W: 2 (n-1)/n x B / W plus 2 (n-1) link latencies; across
-  machines it is one ring over all N replicas, as NCCL runs it, so each machine's network
-  (`--network-gbps` per NIC x `--nics`, of which a container overlay network, `--network-path
-  overlay`, delivers a share set from a measurement) carries 2 (N-1)/N x B, and the GPU link (NVLink
-  or PCIe of the GPU's generation) the same; a hop between CPU workers is a gRPC call through
-  TensorFlow's collective executor (`CPU_RING_HOP_S`, measured by
-  `benchmarks/collective_latency.py`), not an NCCL send;
-* every tensor (or fusion bucket) of a multi-replica step costs a fixed latency: models with many
-  small tensors pay it hundreds of times a step;
-* parameter servers: each worker pulls and pushes B over its network (a round trip each), and each
-  of the P servers moves max(B/P, largest variable) for every worker;
-* a synchronous step may also wait a fitted time per doubling of the replicas (`sync_latency_s`),
-  whatever its compute (fitted to 0 since the fourth and fifth blind sets joined the fit: short,
-  well-scaling steps contradict it);
-* a fitted fraction of communication hides behind back-propagation (at most the backward time, 2/3
-  of compute) where the framework overlaps them (Horovod, PyTorch DDP: most published cases); under
-  XLA (`--jit-compile`) only a fitted share of that overlap is kept. TensorFlow's all-reducing
-  strategies as Strategist builds them hide none (`Topology.overlaps_backward`): every gradient goes
-  into one all-reduce after back-propagation;
-* step = compute + exposed communication; scaling efficiency = one-GPU step / step (weak scaling,
-  fixed per-replica batch).
-
-The fitted constants (`FittedConstants`) come from `data/step_time_fit.json`, written by `python -m
-research.selection.fit` from the training part of the published cases
-(`data/published_scaling.json`); `docs/selection.md` shows the held-out error next to a constant
-guess.
+A step is compute (3 x forward FLOPs at the device's sustained rate) plus the communication it
+does not hide: one NCCL-style ring all-reduce over every replica (2 (N-1)/N x the gradient bytes
+over the slowest link, plus a latency per hop and per gradient tensor), or parameter servers'
+pulls and pushes. TensorFlow's all-reduce as Strategist builds it hides nothing unless split
+into packs (`--all-reduce-pack-mb`); parameter servers hide a fitted share. Scaling efficiency
+is the one-GPU step over the step (weak scaling). The constants are fitted
+(`device_compute.FittedConstants`); docs/selection.md describes the model.
 """
 
 from __future__ import annotations
@@ -61,20 +37,12 @@ from components.core.selection.ps_servers import server_network_gbps, servers_sh
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
-# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every step besides the
-# gradients, each in a collective of its own: 3 for each `Mean` it tracks, the loss and every
-# compiled metric (its total and count read in cross-replica context, and its log entry summed by
-# `reduce_per_replica`, "auto" = "sum" off TPUs). The traced train step over the trainer's repeated
-# `DatasetCreator` holds 4 `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of
-# them the gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
-# partial-batch check. Strategist's trainer compiles the loss and one metric.
+# tf_keras under multi_worker_mirrored all-reduces 3 scalars a step for each `Mean` it tracks (the
+# loss and every compiled metric), each in a collective of its own: the traced step holds 4
+# `CollectiveReduceV2` ops with the loss alone, 7 with accuracy (tests/allreduce_pack_probe.py).
 KERAS_LOSS_ALL_REDUCES = 3
-
-
 KERAS_METRIC_ALL_REDUCES = 3
-
-
-TRAINER_COMPILED_METRICS = 1
+TRAINER_COMPILED_METRICS = 1  # Strategist's trainer compiles the loss and one metric
 
 
 def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
@@ -104,14 +72,10 @@ def allreduce_across_machines_time(
 ) -> float:
     """One ring over every replica of every machine, as NCCL and TensorFlow run it.
 
-    TensorFlow's collective all-reduce builds one NCCL communicator (or one RING reducer) over all N
-    = M x G devices of the job (tensorflow/core/nccl/nccl_manager.cc), not an all-reduce within each
-    machine and then one across them. Every link of that ring, each machine's NIC included, carries
-    2 (N-1)/N x bytes: nccl-tests' "bus bandwidth" (NVIDIA/nccl-tests doc/PERFORMANCE.md), which is
-    why two 8-GPU machines already pay almost twice the bytes a two-node hierarchical all-reduce (2
-    (M-1)/M) would. The slowest link, usually the NIC, sets the pace. Of the ring's 2 (N-1) steps, 2
-    M cross the network and the rest stay within a machine, as NCCL's own tuning counts them
-    (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
+    TensorFlow builds one NCCL communicator over all N = M x G devices
+    (tensorflow/core/nccl/nccl_manager.cc): every link, each NIC included, carries 2 (N-1)/N x
+    bytes (nccl-tests' "bus bandwidth"), at the slowest link's pace. Of the 2 (N-1) steps, 2 M
+    cross the network (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
     """
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
@@ -147,25 +111,15 @@ def parameter_server_time(
 
 
 def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
-    """Whether the all-reduce of a step on `machines` machines of `topology` overlaps
-    back-propagation: where a multi-machine TensorFlow run splits it into more than one
-    pack (`--all-reduce-pack-mb`, `multi_worker_mirrored` only); one pack starts once the
-    last gradient exists."""
+    """Whether a step's all-reduce on `machines` machines overlaps back-propagation: only when
+    split into more than one pack; one pack starts once the last gradient exists."""
     return step_all_reduce_packs(topology, model, machines) > 1
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
     """The all-reduces a step of `machines` machines runs: one pack, or as many packs of
-    `--all-reduce-pack-mb` as `model`'s gradients fill (`multi_worker_mirrored` across machines),
-    at most one per gradient tensor: TensorFlow's `group_by_size` fills each pack past
-    the pack size before it starts the next, and never splits a tensor
-    (tensorflow/python/distribute/cross_device_utils.py).
-
-    Each pack past the first is charged its ring's hop latency again, an upper bound: on
-    2 CPU workers, 0.02 MB packs (4 for the MLP's 69 KB) trained 11-19 % slower than one
-    pack (4,663-5,118 against 5,725-5,756 examples/s), about 0.65 ms a step per extra
-    pack where this charges 1.5 ms; the packs' rings partly run at once.
-    """
+    `--all-reduce-pack-mb` as the gradients fill across machines, at most one per tensor
+    (TensorFlow's `group_by_size` never splits a tensor, cross_device_utils.py)."""
     if machines <= 1 or topology.all_reduce_pack_mb <= 0:
         return 1
     nbytes = gradient_bytes(model, topology.precision)
@@ -173,13 +127,8 @@ def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int
     return max(1, min(filled, model.tensors))
 
 
-def overlap_share(
-    overlap: float, topology: Topology, constants: FittedConstants, overlaps: bool = True
-) -> float:
-    """The share of communication `topology` hides: `overlap`, less under XLA, and none
-    when it does not `overlaps` back-propagation."""
-    if not overlaps:
-        return 0.0
+def overlap_share(overlap: float, topology: Topology, constants: FittedConstants) -> float:
+    """The share of communication `topology` hides where it overlaps: `overlap`, less under XLA."""
     return overlap * (constants.xla_overlap_kept if topology.jit_compile else 1.0)
 
 
@@ -191,15 +140,8 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
 
 @dataclass(frozen=True)
 class Rates:
-    """A topology's sustained rates as the step-time model uses them.
-
-    Attributes:
-        tflops: sustained TFLOP/s of one device.
-        intra_bps: bytes/s between devices of one machine.
-        net_bps: bytes/s a collective achieves between machines.
-        ps_bps: bytes/s a parameter-server transfer achieves between machines.
-        intra_lat: seconds per ring hop between devices of one machine.
-    """
+    """A topology's sustained rates: one device's TFLOP/s; bytes/s within a machine, of a
+    collective and of a parameter-server transfer between machines; seconds per hop within."""
 
     tflops: float
     intra_bps: float
@@ -279,11 +221,8 @@ def predict_allreduce(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus.
 
-    TensorFlow's all-reducing strategies as Strategist builds them put every gradient into one pack,
-    concatenated once the last one is computed (`CommunicationOptions(bytes_per_pack=0)`,
-    tensorflow/python/distribute/ cross_device_utils.py `group_by_size`): it hides nothing behind
-    back-propagation. Packs of `--all-reduce-pack-mb` start as their gradients appear, all but the
-    last (the first layers' gradients, computed last).
+    One pack (`CommunicationOptions(bytes_per_pack=0)`) hides nothing; packs of
+    `--all-reduce-pack-mb` start as their gradients appear, all but the last.
     """
     c = constants or FITTED
     compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
@@ -300,22 +239,16 @@ def predict_allreduce(
 # a base, and per hop within a machine (x 1.8 when the tree spans machines) and across
 # (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, `baseLat` and `hwLat`).
 NCCL_TREE_LL_BASE_S = 4.4e-6
-
-
 NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
 
 
 def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, gpus: int) -> float:
-    """Seconds a step spends on the scalar all-reduces Keras runs for `model`'s loss and compiled
-    metrics (`keras_step_scalar_all_reduces`) across `machines` machines of `gpus` devices, each
-    paying its latency in full.
+    """Seconds a step spends on Keras's scalar all-reduces across `machines` machines, each
+    paying its latency in full and never hidden (collectives run in order).
 
-    Between CPU workers each is a ring of gRPC hops, as measured (`CPU_RING_HOP_S`). Between GPU
-    machines NCCL sends a few bytes up and down a tree: its own latency model, base + 2 ((G-1) hops
-    within a machine + floor(log2 M) across), a lower bound, as TensorFlow's launch of each
-    collective adds to it. Never hidden: TensorFlow launches a step's collectives in order (the
-    ordering token), and Keras reads its loss and metrics after the gradients' all-reduce. Within
-    one machine (`mirrored`) Keras sums them locally (`AddN`), without one.
+    Between CPU workers each is a ring of gRPC hops (`CPU_RING_HOP_S`); between GPU machines,
+    NCCL's tree latency, base + 2 ((G-1) hops within + floor(log2 M) across). One machine sums
+    them locally.
     """
     scalars = keras_step_scalar_all_reduces(model.compiled_metrics)
     if machines <= 1:
@@ -352,15 +285,11 @@ def predict_parameter_server(
     gpus: int,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
-    worker, its servers placed as `strategist train` places them.
+    """(compute_s, exposed_comm_s, raw_comm_s) of an average worker's parameter-server step.
 
-    On one CPU machine the servers share the worker's host (`servers_share_the_host`):
-    traffic crosses host memory over PCIe. Else they run on CPU machines of
-    `--ps-machine-type` whose egress bounds them; on one GPU machine the worker moves its
-    traffic at their rate (its NIC is at least as fast). Each worker first reduces its GPUs'
-    gradients over the machine's link; workers of different speeds each run at their own
-    pace (compute is scaled by the harmonic mean of the slowdowns).
+    The servers share the host on one CPU machine (over PCIe), else run on `--ps-machine-type`
+    machines whose egress bounds them. Each worker first reduces its GPUs' gradients; workers of
+    different speeds each run at their own pace.
     """
     c = constants or FITTED
     hw = rates(topology, c)
@@ -381,16 +310,12 @@ def predict_parameter_server(
     )
     comm += model.tensors * c.tensor_latency_s
     if not shares_host:
-        # the pull and the push: a round trip each. TensorFlow's parameter servers talk
-        # gRPC on GPU machines too; those keep the fitted 50 us (the published
-        # parameter-server cases were fitted with it), a CPU the measured call.
+        # the pull and the push: a round trip each (gRPC; the fitted 50 us on GPU machines)
         comm += 2 * network_hop_latency(topology)
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
         comm += 2 * max(rows / hw.ps_bps, workers * rows / max(ps, 1) / (server_bps or hw.ps_bps))
-    # TensorFlow pushes each variable's update as soon as its gradient exists (one
-    # `extended.update` per variable, tf_keras optimizer `_distributed_apply_gradients_fn`):
-    # parameter servers keep the fitted overlap
+    # each variable's update is pushed as soon as its gradient exists: the fitted overlap
     overlap = overlap_share(c.ps_overlap, topology, c)
     exposed = exposed_communication(comm, compute, overlap)
     # a worker's pull and push are round trips too: the same wait per doubling of workers

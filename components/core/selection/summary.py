@@ -1,9 +1,5 @@
 """How `strategist select` prints an answer: the short answer (at most 12 lines of at most
 100 columns) and the rows of the full table.
-
-The choice and its layout, the predicted speed, the seed's rule that decided, the
-fastest or cheaper alternative, and the flag that settles an estimate the choice depends
-on; `--explain` prints every reason and the full table (`Recommendation.to_text`).
 """
 
 from __future__ import annotations
