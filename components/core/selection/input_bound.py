@@ -16,8 +16,7 @@ from components.core.selection.machine_speeds import (
     slowest_machine,
 )
 from components.core.selection.memory import max_batch_that_fits
-from components.core.selection.memory_fit import candidates_that_fit
-from components.core.selection.prediction import Prediction
+from components.core.selection.prediction import Prediction, candidates_that_fit
 from components.core.selection.rules import asynchronous_allowed
 from components.core.selection.topology import Topology, a_device, device
 

@@ -1,4 +1,5 @@
-"""Candidate strategies for a topology, each with the step-time model's prediction."""
+"""Candidate strategies for a topology, each with the step-time model's prediction, at a
+per-replica batch that fits the GPUs' memory."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.checkpoint_interval import CheckpointInterval, work_lost_seconds
+from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import (
     achievable_tflops,
@@ -14,11 +16,18 @@ from components.core.selection.device_compute import (
     step_compute_time,
 )
 from components.core.selection.machine_speeds import (
+    machine_gpus,
     mean_machine_speed,
     preemption_rate,
     worker_shares,
 )
-from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
+from components.core.selection.memory import (
+    OPTIMIZER_STATE_FACTOR,
+    USABLE_MEMORY_FRACTION,
+    max_batch_that_fits,
+    memory_needed_bytes,
+    server_state_bytes,
+)
 from components.core.selection.ranges import (
     efficiency_group,
     efficiency_range,
@@ -26,7 +35,14 @@ from components.core.selection.ranges import (
     speed_range,
 )
 from components.core.selection.step_time import predict_allreduce, predict_parameter_server
-from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Layout, Topology
+from components.core.selection.topology import (
+    ASSUMED_EPOCH_S,
+    RESTART_S,
+    Layout,
+    Topology,
+    a_device,
+    device,
+)
 from components.core.strategy_spec import spec_for
 
 # Parameter-server host memory available for variables and optimizer state, GB.
@@ -267,39 +283,17 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     g_workers = 1 if topology.gpu == "cpu" else g
     out = [_candidate("one_device", Layout(1, 0, 1), 1, batch, (single, 0.0, 0.0), single)]
     if g > 1:
-        out.append(
-            _candidate(
-                "mirrored",
-                Layout(1, 0, g),
-                g,
-                batch,
-                predict_allreduce(topology, model, batch, 1, g),
-                single,
-            )
-        )
+        parts = predict_allreduce(topology, model, batch, 1, g)
+        out.append(_candidate("mirrored", Layout(1, 0, g), g, batch, parts, single))
     if m > 1:
-        out.append(
-            _candidate(
-                "multi_worker_mirrored",
-                Layout(m, 0, g_workers),
-                m * g_workers,
-                batch,
-                predict_allreduce(topology, model, batch, m, g_workers),
-                single,
-            )
-        )
+        parts = predict_allreduce(topology, model, batch, m, g_workers)
+        layout = Layout(m, 0, g_workers)
+        out.append(_candidate("multi_worker_mirrored", layout, m * g_workers, batch, parts, single))
     if m > 1 or model.sparse_embedding_params:
         ps = _ps_count(topology, model, batch, m, g_workers)
-        out.append(
-            _candidate(
-                "parameter_server",
-                Layout(m, ps, g_workers),
-                m * g_workers,
-                batch,
-                predict_parameter_server(topology, model, batch, m, ps, g_workers),
-                single,
-            )
-        )
+        parts = predict_parameter_server(topology, model, batch, m, ps, g_workers)
+        layout = Layout(m, ps, g_workers)
+        out.append(_candidate("parameter_server", layout, m * g_workers, batch, parts, single))
     share = step_compute_share(single)
     mixed_or_xla = topology.precision == "mixed" or topology.jit_compile
     for c in out:  # a GPU mix's candidates run on its fastest machines first
@@ -358,3 +352,69 @@ def preemption_share(
     loss_s = preemption_loss_seconds(c, topology, interval)
     hourly_s = preempted_machines(c) * preemption_rate(topology) * loss_s
     return loss_s, min(1.0, hourly_s / 3600)
+
+
+def candidates_that_fit(
+    topology: Topology, model: ModelProfile, batch: int, gpu: Gpu, fit_replicated: int
+) -> tuple[list[Prediction], int, list[str]]:
+    """The candidates at a per-replica batch that fits one GPU, that batch, and reasons: only
+    parameter_server when the embedding table fits no GPU; the largest batch that fits when
+    the batch is too large."""
+    preds = candidates(topology, model, batch)
+    if fit_replicated >= batch:
+        _check_mix_memory(preds, topology, model)
+        return preds, batch, []
+    need_gb = memory_needed_bytes(model, batch, True, topology.precision) / 1e9
+    if fit_replicated == 0:
+        for p in preds:
+            if not spec_for(p.strategy).uses_ps:
+                p.feasible = False
+                p.note = "sparse embedding table does not fit one GPU"
+        reason = (
+            f"The {model.sparse_embedding_params:,}-parameter embedding table does not fit "
+            f"one {gpu.name}: a replica with it needs {need_gb:,.1f} GB for weights, gradients, "
+            "Adam state and activations; "
+            "parameter servers hold it in host memory and send only the rows a step touches."
+        )
+        _check_mix_memory(preds, topology, model)
+        return preds, batch, [reason] + _sharded_embedding_reasons(topology, model, gpu)
+    usable = fit_replicated
+    reason = (
+        f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
+        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on {a_device(gpu.name)}; "
+        f"use at most {usable:,} per GPU (or accumulate gradients). Predictions use {usable:,}."
+    )
+    preds = candidates(topology, model, usable)
+    _check_mix_memory(preds, topology, model)
+    return preds, usable, [reason]
+
+
+def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelProfile) -> None:
+    """Marks infeasible the candidates of a GPU mix whose replica does not fit the
+    smallest GPU of the machines they use (the first machine's was checked already)."""
+    if not topology.gpu_mix:
+        return
+    for p in preds:
+        smallest = min((device(g) for g in machine_gpus(topology, p.layout.workers)),
+                       key=lambda g: g.memory_gb)  # fmt: skip
+        replicated = not spec_for(p.strategy).uses_ps
+        fits = max_batch_that_fits(model, smallest.memory_gb, replicated, topology.precision)
+        if p.feasible and fits < p.per_replica_batch:
+            p.feasible, p.misfit = False, True
+            p.note = f"a replica does not fit {a_device(smallest.name)}"
+
+
+def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
+    """The GPU-sharded embedding alternative, when the table fits all the GPUs' memory."""
+    table_gb = model.sparse_embedding_params * 4 * (2 + OPTIMIZER_STATE_FACTOR) / 1e9
+    usable_gb = topology.total_gpus * gpu.memory_gb * USABLE_MEMORY_FRACTION
+    if table_gb > usable_gb * 0.8:  # leave a fifth for the dense model and activations
+        return []
+    return [
+        f"Beyond these three strategies: the table ({table_gb:,.0f} GB with gradients and "
+        f"Adam state) fits the {topology.total_gpus} GPUs' {usable_gb:,.0f} GB together, so "
+        "sharding it across GPU memory (each GPU holds a slice; looked-up rows travel "
+        "all-to-all, as in TensorFlow Recommenders' sharded embeddings, DTensor or NVIDIA's "
+        "HugeCTR/SOK) avoids parameter-server round trips. Strategist does not run it, as "
+        "it does not run model parallelism."
+    ]

@@ -10,14 +10,15 @@ from typing import Any
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost import price_basis_reasons, prices_used
-from components.core.selection.cost_objective import (
+from components.core.selection.cost import (
     cheapest,
     cost_sentences,
     on_fewer_gpus,
     on_fewer_machines,
     on_one_gpu_type,
+    price_basis_reasons,
     price_candidates,
+    prices_used,
 )
 from components.core.selection.explanation import (
     communication_sentences,
@@ -25,7 +26,6 @@ from components.core.selection.explanation import (
     measured_one_device,
     pct_shown,
 )
-from components.core.selection.faster_machines import faster_machines_sentence, on_faster_machines
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
     fewer_gpus_sentence,
@@ -41,16 +41,18 @@ from components.core.selection.machine_floor import (
     measured_part_sentence,
 )
 from components.core.selection.machine_speeds import machine_gpus
-from components.core.selection.machine_subsets import on_first_machines
+from components.core.selection.machine_subsets import (
+    faster_machines_sentence,
+    on_faster_machines,
+    on_first_machines,
+)
 from components.core.selection.memory import (
     USABLE_MEMORY_FRACTION,
     max_batch_that_fits,
     memory_needed_bytes,
 )
-from components.core.selection.memory_fit import candidates_that_fit
-from components.core.selection.prediction import Prediction
+from components.core.selection.prediction import Prediction, candidates_that_fit
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
-from components.core.selection.summary import candidate_rows
 from components.core.selection.topology import Layout, Topology, device
 from components.core.selection.unknown_inputs import unknown_input_reasons
 from components.core.strategy_spec import spec_for
@@ -130,77 +132,6 @@ class Recommendation:
                 "per_replica_batch_size": self.batch_size,
             },
         }
-
-    def _on_machines_of(self) -> str:
-        """`, on the t4 machines` when the choice runs on one slower type of a mix alone."""
-        gpu = self.chosen.machines_gpu if self.chosen else ""
-        return f", on the {gpu} machines" if gpu else ""
-
-    HEADER = [
-        "strategy",
-        "workers/ps/gpus",
-        "step ms",
-        "compute ms",
-        "comm ms",
-        "examples/s",
-        "efficiency",
-        "measured/s",
-        "USD/1M examples",
-    ]
-
-    def _header(self) -> list[str]:
-        """`HEADER`, its price column in the price table's currency."""
-        currency = (self.prices or {}).get("currency", "USD")
-        return [*self.HEADER[:-1], f"{currency}/1M examples"]
-
-    def to_markdown(self) -> str:
-        """The same content as Markdown (for a KFP Markdown artifact)."""
-        title = self.strategy + ("" if self.supported else " (not supported)")
-        lines = [f"## Recommended strategy: `{title}`", ""]
-        lines.append(
-            f"Hardware: {self.topology.describe()}; model: "
-            f"{self.model.name}; per-GPU batch {self.batch_size}."
-        )
-        if self.layout:
-            lines.append(
-                f"Layout: workers {self.layout.workers}, ps {self.layout.ps}, "
-                f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}."
-            )
-        lines.append("")
-        rows = candidate_rows(self)
-        if rows:
-            lines.append("| " + " | ".join(self._header()) + " |")
-            lines.append("|" + "---|" * len(self.HEADER))
-            lines.extend("| " + " | ".join(r) + " |" for r in rows)
-            lines.append("")
-        lines.append("### Reasons")
-        lines.extend(f"- {r}" for r in self.reasons)
-        return "\n".join(lines) + "\n"
-
-    def to_text(self) -> str:
-        """Plain text for the terminal."""
-        lines = [
-            f"recommended: {self.strategy}"
-            + ("" if self.supported else " (not supported by Strategist)")
-        ]
-        if self.layout:
-            lines.append(
-                f"layout:      workers {self.layout.workers}, ps {self.layout.ps}, "
-                f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}"
-            )
-        rows = candidate_rows(self)
-        if rows:
-            header = self._header()
-            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-            lines.append("")
-            lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-            lines.extend(
-                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
-            )
-        lines.append("")
-        lines.append("reasons:")
-        lines.extend(f"  - {r}" for r in self.reasons)
-        return "\n".join(lines)
 
 
 def recommend(
