@@ -24,11 +24,11 @@ from components.core.selection.history import apply_history
 from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
 from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.machine_subsets import (
-    costed_on_fewer_machines,
     machine_counts,
     machines_running,
     of_one_type,
     on_first_machines,
+    predicted_on_fewer_machines,
 )
 from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.prediction import Prediction, candidates_that_fit, six_digits
@@ -210,10 +210,10 @@ def on_fewer_machines(
     on its own machines."""
     known = {(p.strategy, p.layout) for p in preds}
     out = []
-    for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
+    for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
         extra = [
             p
-            for p in costed
+            for p in predicted
             if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
         ]
         price_candidates(extra, on, prices)
@@ -240,15 +240,15 @@ def on_one_gpu_type(
         fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
         for k in machine_counts(count):
             on = of_one_type(topology, name, k)
-            costed, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
-            costed = [p for p in costed if p.feasible and p.layout.workers == k]
+            predicted, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
+            predicted = [p for p in predicted if p.feasible and p.layout.workers == k]
             if history:
-                said = apply_history(costed, history, on, model, batch)
+                said = apply_history(predicted, history, on, model, batch)
                 measured += [f"On the {name} machines: {r}" for r in said.measured]
-            for p in costed:
+            for p in predicted:
                 p.machines_gpu = name
-            price_candidates(costed, on, prices)
-            out += costed
+            price_candidates(predicted, on, prices)
+            out += predicted
     return out, measured
 
 

@@ -33,11 +33,11 @@ class FittedConstants:
         ps_network_efficiency: share a parameter-server transfer reaches.
         allreduce_overlap: fraction of all-reduce hidden behind back-propagation.
         ps_overlap: fraction of parameter-server traffic hidden likewise.
-        sync_overhead: cost of a synchronous multi-replica step relative to compute, per
+        sync_overhead: time a synchronous multi-replica step adds, relative to compute, per
             doubling of the replicas (barriers and stragglers).
         sync_latency_s: seconds per doubling of the replicas every multi-replica step waits,
             however short its compute.
-        tensor_latency_s: cost per gradient tensor of a multi-replica step.
+        tensor_latency_s: seconds per gradient tensor of a multi-replica step.
         xla_overlap_kept: share of the overlap that survives XLA (`--jit-compile`): XLA on
             GPU does not overlap NCCL reductions with compute
             (https://github.com/jax-ml/jax/issues/4666).
@@ -87,14 +87,14 @@ def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
 FITTED = load_fitted()
 
 
-# Fixed cost of launching one training step (tf.function dispatch, kernel launches, the
+# Fixed time of launching one training step (tf.function dispatch, kernel launches, the
 # optimizer update): small models never reach millions of steps/s.
 STEP_LAUNCH_S = 1e-3
 
 
 def step_compute_share(step_s: float) -> float:
     """The share of a `step_compute_time` of `step_s` seconds that scales with the GPU's
-    speed: all but the fixed launch cost."""
+    speed: all but the fixed launch time."""
     return max(0.0, step_s - STEP_LAUNCH_S) / step_s
 
 
@@ -131,5 +131,5 @@ def compute_time(flops_per_example: float, batch: int, tflops: float) -> float:
 
 
 def step_compute_time(model: ModelProfile, batch: int, tflops: float) -> float:
-    """`compute_time` plus the fixed per-step launch cost."""
+    """`compute_time` plus the fixed per-step launch time."""
     return compute_time(model.flops_per_example, batch, tflops) + STEP_LAUNCH_S

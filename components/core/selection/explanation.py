@@ -1,4 +1,4 @@
-"""Plain sentences, with numbers, on why the chosen strategy wins and what the others cost."""
+"""Plain sentences, with numbers, on why the chosen strategy wins and how the others compare."""
 
 from __future__ import annotations
 
@@ -350,7 +350,7 @@ def _parameter_server_sentence(
 
 
 def _server_machine_clause(chosen: Prediction, topology: Topology) -> str:
-    """Which machine type each server is costed on, and the rate it moves its shard at
+    """Which machine type each server is predicted and billed on, and the rate it moves its shard at
     where that is below a worker machine's: its egress cap, or one NIC of the network."""
     share = chosen.server_share_bytes
     machine = server_machine(topology, share)

@@ -47,12 +47,12 @@ def fewest_gpus_the_input_keeps_busy(
     feed = on.input_examples_per_second
     for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
-        costed, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
+        predicted, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
         if history:
-            apply_history(costed, history, fewer, model, batch)
+            apply_history(predicted, history, fewer, model, batch)
         pool = [
             p
-            for p in costed
+            for p in predicted
             if p.feasible
             and p.layout.workers == chosen.layout.workers
             and asynchronous_allowed(p, fewer, model, async_ok)

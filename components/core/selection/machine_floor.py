@@ -8,7 +8,7 @@ from typing import Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.machine_speeds import mean_machine_speed
-from components.core.selection.machine_subsets import costed_on_fewer_machines, on_first_machines
+from components.core.selection.machine_subsets import on_first_machines, predicted_on_fewer_machines
 from components.core.selection.percent import pct_against
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
@@ -29,13 +29,13 @@ def best_on_each_machine_count(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> dict[int, Prediction]:
-    """The fastest allowed candidate on 1, 2, 4, ... machines (`costed_on_fewer_machines`);
+    """The fastest allowed candidate on 1, 2, 4, ... machines (`predicted_on_fewer_machines`);
     `full` on all of them. A count where nothing is feasible is left out."""
     best_on: dict[int, Prediction] = {}
-    for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
+    for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
         if k >= full.layout.workers:
             break  # `full` already runs on fewer machines than the cluster has
-        pool = [p for p in costed if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
+        pool = [p for p in predicted if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
         on_k = [p for p in pool if p.layout.workers == k and p.replicas > 1] or pool
         if on_k:
             best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
@@ -189,8 +189,8 @@ def measured_on_fewer_machines(
     known = {(p.strategy, p.layout) for p in preds}
     return [
         p
-        for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history)
-        for p in costed
+        for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history)
+        for p in predicted
         if k > 1
         and p.layout.workers == k
         and (p.strategy, p.layout) not in known

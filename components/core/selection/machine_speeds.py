@@ -62,7 +62,7 @@ def _slowdown_groups(
     topology: Topology, machines: int, compute_share: float = 1.0
 ) -> list[tuple[float, int]]:
     """`machine_slowdowns` as (slowdown, machines) groups, fastest first: one per GPU
-    type, so a count in the thousands costs no list per machine."""
+    type, so a count in the thousands needs no list per machine."""
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
         ranked = _ranked_mix(topology)

@@ -1,5 +1,5 @@
 """Parts of a cluster a candidate can run on: its first machines, one GPU type of a mix, and the
-candidates costed on 1, 2, 4, ... of the machines and on a mix's faster machines alone, with why
+candidates predicted on 1, 2, 4, ... of the machines and on a mix's faster machines alone, with why
 the slower machines are better left free."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def machines_running(candidate: Prediction, topology: Topology) -> Topology:
     return dataclasses.replace(on, gpus_per_machine=candidate.layout.gpus_per_machine)
 
 
-def costed_on_fewer_machines(
+def predicted_on_fewer_machines(
     preds: list[Prediction],
     topology: Topology,
     model: ModelProfile,
@@ -91,11 +91,11 @@ def costed_on_fewer_machines(
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     for k in machine_counts(topology.machines, faster_machine_counts(topology))[:-1]:
         on = on_first_machines(topology, k)
-        costed, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
+        predicted, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
         if history:
-            apply_history([p for p in costed if (p.strategy, p.layout) not in known], history,
+            apply_history([p for p in predicted if (p.strategy, p.layout) not in known], history,
                           on, model, batch)  # fmt: skip
-        yield k, on, [known.get((p.strategy, p.layout), p) for p in costed]
+        yield k, on, [known.get((p.strategy, p.layout), p) for p in predicted]
 
 
 def on_faster_machines(
@@ -111,9 +111,9 @@ def on_faster_machines(
     known = {(p.strategy, p.layout) for p in preds}
     return [
         p
-        for k, _, costed in costed_on_fewer_machines(preds, topology, model, batch, history)
+        for k, _, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history)
         if k in ends
-        for p in costed
+        for p in predicted
         if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
     ]
 

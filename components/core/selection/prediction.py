@@ -63,7 +63,7 @@ class Prediction:
         raw_communication_s: predicted communication seconds before overlap.
         single_gpu_step_s: predicted step seconds of one GPU alone.
         overhead_fraction: share of throughput lost to expected preemptions.
-        preemption_loss_s: expected seconds one preemption costs it.
+        preemption_loss_s: expected seconds one preemption loses it.
         feasible: False when the candidate cannot run (e.g. out of GPU memory).
         note: why it cannot run, when it cannot.
         misfit: infeasible because a replica does not fit a GPU its machines hold.
@@ -318,7 +318,7 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
 def preemption_loss_seconds(
     c: Prediction, topology: Topology, interval: CheckpointInterval
 ) -> float:
-    """Expected seconds one preemption costs candidate `c` checkpointing at `interval`: the
+    """Expected seconds one preemption loses candidate `c` checkpointing at `interval`: the
     restart plus half the interval trained again (a parameter_server run counts the
     coordinator's steps, one per worker step)."""
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
@@ -347,7 +347,7 @@ def preempted_machines(c: Prediction) -> int:
 def preemption_share(
     c: Prediction, topology: Topology, interval: CheckpointInterval
 ) -> tuple[float, float]:
-    """Seconds one preemption costs `c` at `interval`, and the share of each hour
+    """Seconds one preemption loses `c` at `interval`, and the share of each hour
     expected preemptions take (at most 1)."""
     loss_s = preemption_loss_seconds(c, topology, interval)
     hourly_s = preempted_machines(c) * preemption_rate(topology) * loss_s

@@ -1,4 +1,4 @@
-"""The machines parameter servers run on, as `select` costs and bills them.
+"""The machines parameter servers run on, as `select` predicts and bills them.
 
 Each server and the coordinator run on a CPU machine of their own, of `--ps-machine-type` or a
 larger shape of it whose memory holds a server's share of the variables and Adam state, as

@@ -47,7 +47,7 @@ def apply_rules(
     model: ModelProfile,
     async_ok: bool,
 ) -> tuple[Prediction, list[str]]:
-    """Moves to parameter_server when a practitioner rule favours it and the cost allows.
+    """Moves to parameter_server when a practitioner rule favours it and its speed allows.
 
     Args:
         best: the candidate ranking chose (`prefer_simpler`).
@@ -234,7 +234,7 @@ def _why_parameter_server(
     of different speeds count only when `speeds_matter` (the synchronous choice spans them)."""
     why = []
     tolerance = 0.0
-    # a step that is mostly the fixed launch cost runs about as long on any GPU of a mix
+    # a step that is mostly the fixed launch time runs about as long on any GPU of a mix
     slowest = slowest_machine(topology, topology.machines, compute_share)
     machines_differ = topology.heterogeneous and speeds_matter and slowest > 1 + SIMPLER_MARGIN
     if machines_differ:

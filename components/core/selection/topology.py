@@ -273,7 +273,7 @@ class Topology:
         strategy trains at all there, and a prediction would be a made-up number.
 
         Raises:
-            ConfigError: saying what the rate costs and what to give instead.
+            ConfigError: saying what the rate loses and what to give instead.
         """
         rate = self.preemptions_per_machine_hour
         if rate is None or rate * RESTART_S < 3600:
