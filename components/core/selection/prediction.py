@@ -7,7 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.checkpoint_interval import CheckpointInterval, work_lost_seconds
+from components.core.checkpoint_interval import CheckpointInterval
+from components.core.checkpoint_interval import preemption_loss_seconds as loss_per_preemption
+from components.core.checkpoint_interval import preemption_share as hourly_share
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import (
@@ -37,7 +39,6 @@ from components.core.selection.ranges import (
 from components.core.selection.step_time import predict_allreduce, predict_parameter_server
 from components.core.selection.topology import (
     ASSUMED_EPOCH_S,
-    RESTART_S,
     Layout,
     Topology,
     a_device,
@@ -324,7 +325,7 @@ def preemption_loss_seconds(
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
     examples = topology.examples_per_epoch
     epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
-    return RESTART_S + work_lost_seconds(interval, epoch_s, step_s)
+    return loss_per_preemption(interval, epoch_s, step_s)
 
 
 def _charge_preemptions(preds: list[Prediction], topology: Topology) -> None:
@@ -350,8 +351,7 @@ def preemption_share(
     """Seconds one preemption loses `c` at `interval`, and the share of each hour
     expected preemptions take (at most 1)."""
     loss_s = preemption_loss_seconds(c, topology, interval)
-    hourly_s = preempted_machines(c) * preemption_rate(topology) * loss_s
-    return loss_s, min(1.0, hourly_s / 3600)
+    return loss_s, hourly_share(loss_s, preempted_machines(c), preemption_rate(topology))
 
 
 def candidates_that_fit(

@@ -7,7 +7,13 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from components.core.checkpoint_interval import EPOCH, CheckpointInterval
+from components.core.checkpoint_interval import (  # noqa: F401  (re-exported to the selection)
+    EPOCH,
+    PREEMPTIONS_PER_MACHINE_HOUR,
+    RESTART_S,
+    CheckpointInterval,
+    check_preemption_rate,
+)
 from components.core.config import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, ConfigError
 from components.core.config import PRECISIONS as POLICIES
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
@@ -46,11 +52,8 @@ NO_NVLINK = frozenset({"t4", "l4", "k80", "p4", "a10g", "cpu"})
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
 MIN_NETWORK_GBPS = 0.01
-# Compute Engine ends a preemptible VM within 24 h: at least one preemption a day. A restart
-# (a new VM, the image pulled, the checkpoint restored) takes about RESTART_S; without
-# `examples_per_epoch`, an epoch is assumed to take ASSUMED_EPOCH_S.
-PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
-RESTART_S = 300.0
+# What a preemption costs is `checkpoint_interval`'s (shared with the comparison's price);
+# without `examples_per_epoch`, an epoch is assumed to take ASSUMED_EPOCH_S.
 ASSUMED_EPOCH_S = 600.0
 # The network assumed when none is given, with the answer at a commodity and a datacenter NIC.
 DEFAULT_NETWORK_GBPS = 10.0
@@ -211,19 +214,7 @@ class Topology:
                 "--heterogeneous: one machine waits for no slower one (its GPUs are of one "
                 "type); drop the flag, or give --machines 2 or more"
             )
-        rate = self.preemptions_per_machine_hour
-        if rate is not None and not (
-            isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate < math.inf
-        ):
-            raise ConfigError(
-                f"--preemptions-per-machine-hour must be a number from 0 up, got {rate!r}"
-            )
-        if rate is not None and not self.preemptible:
-            raise ConfigError(
-                "--preemptions-per-machine-hour applies to preemptible machines: add "
-                "--preemptible, or drop the rate"
-            )
-        self._check_time_left_to_train()
+        check_preemption_rate(self.preemptions_per_machine_hour, self.preemptible)
         self._check_checkpointing()
         feed = self.input_examples_per_second
         if feed is not None and not (
@@ -267,25 +258,6 @@ class Topology:
                 "preemption loses: add --preemptible, or drop "
                 f"{'them' if len(given) > 1 else 'it'}"
             )
-
-    def _check_time_left_to_train(self) -> None:
-        """Refuses a preemption rate whose restarts fill every hour of one machine: no
-        strategy trains at all there, and a prediction would be a made-up number.
-
-        Raises:
-            ConfigError: saying what the rate loses and what to give instead.
-        """
-        rate = self.preemptions_per_machine_hour
-        if rate is None or rate * RESTART_S < 3600:
-            return
-        raise ConfigError(
-            f"--preemptions-per-machine-hour {rate:g}: each preemption costs a restart of "
-            f"about {RESTART_S:.0f} s, so {3600 / RESTART_S:g} or more an hour leave "
-            f"a machine no time to train ({rate:g} x {RESTART_S:.0f} s = "
-            f"{rate * RESTART_S:,.0f} s of restarts an hour); give the rate the machines "
-            "see (without it, one a day: Compute Engine stops a preemptible VM within 24 h), "
-            "or train on machines that are not preemptible"
-        )
 
     def _check_mix(self) -> None:
         """Refuses a GPU mix whose machines do not add up or whose GPUs are unknown.
