@@ -93,7 +93,6 @@ def test_fewer_machines_lists_each_candidate_once_and_explains_the_one_chosen():
     rows = [(p.strategy, p.layout) for p in [rec.chosen, *rec.alternatives]]
     assert len(rows) == len(set(rows))
     assert rec.chosen.usd_per_million_examples is not None
-    assert not any(r.startswith("mirrored:") for r in rec.reasons)  # no "0.99x the choice"
     assert any(r.startswith("One machine with 8 GPUs: mirrored all-reduces") for r in rec.reasons)
 
 

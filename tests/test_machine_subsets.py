@@ -109,8 +109,6 @@ def test_the_faster_half_of_heterogeneous_machines_is_weighed_alone(capsys):
     faster_3 = _row(doc, "multi_worker_mirrored", 3)["predicted"]["examples_per_second"]
     all_5 = _row(doc, "multi_worker_mirrored", 5)["predicted"]["examples_per_second"]
     assert all_5 < faster_3 < doc["predicted"]["examples_per_second"]
-    assert any(r.startswith(f"multi_worker_mirrored (3/0/8 workers/ps/gpus): {faster_3:,.0f} ")
-               for r in doc["reasons"])  # fmt: skip
 
 
 def test_the_order_a_mix_is_written_in_never_changes_the_answer(capsys):
@@ -159,12 +157,6 @@ def test_a_rings_pace_on_a_mix_is_its_slowest_machines_link(capsys):
     cm = selection.step_time
     pcie = cm.PCIE3_GBPS * 1e9 * cm.FITTED.pcie_efficiency  # a T4's PCIe 3 x16
     assert ring["communication_s"] > 2 * 15 / 16 * model.gradient_bytes / pcie
-    said = (
-        f"multi_worker_mirrored (4/0/4 workers/ps/gpus): {ring['examples_per_second']:,.0f} "
-        f"examples/s (predicted), "
-    )
-    line = next(r for r in doc["reasons"] if r.startswith(said))
-    assert line.endswith(f"+ {ring['communication_s'] * 1e3:,.1f} ms exposed communication.")
     mix = Topology(4, 4, "a100", network_gbps=200, nics=2, gpu_mix=(("a100", 2), ("t4", 2)))
     t4s = dataclasses.replace(mix, gpu="t4", gpu_mix=(), heterogeneous=False)
     predict = step_time.predict_allreduce
@@ -211,12 +203,7 @@ def test_a_mixs_slower_gpus_slow_the_compute_of_a_step_not_its_launch(capsys):
     # every synchronous step waits for a T4's compute and the same launch cost
     sync = _row(mix, "multi_worker_mirrored", 8)["predicted"]
     assert sync["compute_s"] < 1.1 * _row(t4s, "multi_worker_mirrored", 6)["predicted"]["compute_s"]
-    said = (
-        f"multi_worker_mirrored (8/0/1 workers/ps/gpus): {sync['examples_per_second']:,.0f} "
-        f"examples/s (predicted), "
-    )
-    line = next(r for r in mix["reasons"] if r.startswith(said))
-    assert f"step {sync['step_time_s'] * 1e3:,.1f} ms = 1.1 ms compute + " in line
+    assert f"{sync['compute_s'] * 1e3:.1f}" == "1.1"
 
 
 def test_heterogeneous_flag_alone_slows_parameter_server_workers_too():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from components.core.checkpoint_interval import MIN_SECONDS, CheckpointInterval
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
@@ -51,7 +49,8 @@ def explain(
     batch: int,
     strategy_sentence: bool = True,
 ) -> list[str]:
-    """The reasons for `chosen`, then one sentence per other candidate.
+    """The reasons for `chosen`, and how the best other strategy compares (the table beside
+    them shows every candidate).
 
     Args:
         chosen: the chosen candidate.
@@ -63,7 +62,7 @@ def explain(
 
     Returns:
         The model's compute, why the chosen strategy, its preemption losses and input cap
-        when any, and how each alternative compares.
+        when any, and the runner-up of another strategy.
     """
     reasons = [
         _compute_sentence(chosen, topology, model, batch),
@@ -85,8 +84,28 @@ def explain(
             "input (more CPU cores, cached or pre-processed data) pays before more "
             f"{_devices(topology)} do."
         )
-    reasons.extend(_alternative_sentences(chosen, ranked))
-    return reasons
+    return reasons + _runner_up(chosen, ranked)
+
+
+def _runner_up(chosen: Prediction, ranked: list[Prediction]) -> list[str]:
+    """The fastest candidate of another strategy (no one_device once more GPUs are chosen)
+    against the choice, or nothing."""
+    many = not spec_for(chosen.strategy).single_device
+    others = [
+        p
+        for p in ranked
+        if p.strategy != chosen.strategy and not (many and spec_for(p.strategy).single_device)
+    ]
+    if not others:
+        return []
+    p = others[0]
+    known = "measured" if p.measured_examples_per_second is not None else "predicted"
+    rel = p.rank_examples_per_second / chosen.rank_examples_per_second
+    return [
+        f"The fastest other strategy, {p.label} ({p.layout.workers}/{p.layout.ps}/"
+        f"{p.layout.gpus_per_machine} workers/ps/gpus), is {known} at "
+        f"{p.rank_examples_per_second:,.0f} examples/s, {rel:.2f}x the choice."
+    ]
 
 
 def _devices(topology: Topology) -> str:
@@ -441,51 +460,3 @@ def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
         f"{pct_shown(share)}, at the cost of the checkpoints themselves "
         "(benchmarks/checkpointing.py measures it)."
     )
-
-
-def _how_known(p: Prediction) -> str:
-    """`predicted`, `measured`, or the measurement less its expected preemption losses."""
-    if p.measured_examples_per_second is None:
-        return "predicted"
-    if not p.overhead_fraction:
-        return "measured"
-    return (
-        f"measured at {p.measured_examples_per_second:,.0f}, less {pct(p.overhead_fraction)} "
-        "expected preemption losses"
-    )
-
-
-def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list[str]:
-    """Each other candidate's throughput relative to the choice, and its predicted step (no
-    one_device once more GPUs are chosen)."""
-    reasons = []
-    labels = Counter(p.label for p in ranked)
-    for p in ranked:
-        if p is chosen:
-            continue
-        if spec_for(p.strategy).single_device and not spec_for(chosen.strategy).single_device:
-            continue
-        rel = p.rank_examples_per_second / chosen.rank_examples_per_second
-        layout = p.layout
-        name = p.label + (
-            f" ({layout.workers}/{layout.ps}/{layout.gpus_per_machine} workers/ps/gpus)"
-            if labels[p.label] > 1
-            else ""
-        )
-        reasons.append(
-            f"{name}: {p.rank_examples_per_second:,.0f} examples/s ({_how_known(p)}), "
-            f"{rel:.2f}x the choice; {_step_said(p)}."
-        )
-    return reasons
-
-
-def _step_said(p: Prediction) -> str:
-    """`p`'s step, split into compute and exposed communication: a prediction, said to
-    be one beside a measurement (which times no part of the step)."""
-    parts = (
-        f"{p.step_time_s * 1e3:,.1f} ms = {p.compute_s * 1e3:,.1f} ms compute + "
-        f"{p.communication_s * 1e3:,.1f} ms exposed communication"
-    )
-    if p.measured_examples_per_second is None:
-        return f"step {parts}"
-    return f"predicted at {p.examples_per_second:,.0f} examples/s, a step of {parts}"

@@ -8,6 +8,7 @@ import textwrap
 from typing import Any
 
 from components.core.selection.cost import price_shown
+from components.core.selection.percent import pct
 from components.core.selection.prediction import Prediction
 from components.core.selection.ranges import widest_unknown
 from components.core.strategy_spec import spec_for
@@ -71,9 +72,11 @@ def candidate_rows(rec: Any) -> list[list[str]]:
     rows = []
     preds = ([rec.chosen] if rec.chosen else []) + rec.alternatives
     for i, p in enumerate(preds):
-        measured = (
-            f"{p.measured_examples_per_second:,.0f}" if p.measured_examples_per_second else "-"
-        )
+        measured = "-"
+        if p.measured_examples_per_second:  # less the preemption losses its prediction bears
+            measured = f"{p.measured_examples_per_second:,.0f}" + (
+                f" less {pct(p.overhead_fraction)}" if p.overhead_fraction else ""
+            )
         mark = "> " if i == 0 and rec.supported else ""
         cost = p.usd_per_million_examples
         if not p.feasible:  # a candidate that cannot run has no speed to show

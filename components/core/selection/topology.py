@@ -95,6 +95,28 @@ def precision_of_policy(policy: str) -> str:
     )
 
 
+def _whole(value: object) -> bool:
+    """Whether `value` is a whole number of at least 1 (a bool is not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _positive(value: object) -> bool:
+    """Whether `value` is a finite number above 0 (a bool is not)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
+def _refuse(*checks: tuple[bool, str]) -> None:
+    """Raises the message of the first check that fails (its flag is True).
+
+    Raises:
+        ConfigError: that message.
+    """
+    for failed, message in checks:
+        if failed:
+            raise ConfigError(message)
+
+
 @dataclass(frozen=True)
 class Topology:
     """The hardware a training job may use; each field is the `select` flag of its name.
@@ -179,50 +201,37 @@ class Topology:
             ("--gpus-per-machine", self.gpus_per_machine),
             ("--nics", self.nics),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not _whole(value):
                 raise ConfigError(f"{flag} must be a whole number of at least 1, got {value!r}")
         device(self.gpu)
         if self.interconnect is not None:
             interconnect_bandwidth(self.interconnect)
-        if not isinstance(self.network_gbps, (int, float)) or not (
-            math.isfinite(self.network_gbps) and self.network_gbps > 0
-        ):
-            raise ConfigError(
-                f"--network-gbps must be a positive number of Gbit/s, got {self.network_gbps!r}"
-            )
-        if self.precision not in PRECISIONS:
-            raise ConfigError(
-                f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
-            )
-        if self.network_path not in NETWORK_PATHS:
-            raise ConfigError(
-                f"--network-path {self.network_path!r}: choose one of {', '.join(NETWORK_PATHS)}"
-            )
+        slowdown, feed = self.heterogeneity_slowdown, self.input_examples_per_second
+        _refuse(
+            (not _positive(self.network_gbps),
+             f"--network-gbps must be a positive number of Gbit/s, got {self.network_gbps!r}"),
+            (self.precision not in PRECISIONS,
+             f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"),
+            (self.network_path not in NETWORK_PATHS,
+             f"--network-path {self.network_path!r}: choose one of {', '.join(NETWORK_PATHS)}"),
+        )  # fmt: skip
         self._check_mix()
         cpu_machine(self.ps_machine_type)
-        slowdown = self.heterogeneity_slowdown
-        if isinstance(slowdown, bool) or not (
-            isinstance(slowdown, (int, float)) and 1 < slowdown <= MAX_HETEROGENEITY_SLOWDOWN
-        ):
-            raise ConfigError(
-                f"--heterogeneous {slowdown!r}: give how many times slower the slower half of "
-                f"the machines compute, above 1 (machines of one speed: drop the flag) and at "
-                f"most {MAX_HETEROGENEITY_SLOWDOWN:g}"
-            )
-        if self.heterogeneous and self.machines < 2:
-            raise ConfigError(
-                "--heterogeneous: one machine waits for no slower one (its GPUs are of one "
-                "type); drop the flag, or give --machines 2 or more"
-            )
+        _refuse(
+            (not (_positive(slowdown) and 1 < slowdown <= MAX_HETEROGENEITY_SLOWDOWN),
+             f"--heterogeneous {slowdown!r}: give how many times slower the slower half of the "
+             "machines compute, above 1 (machines of one speed: drop the flag) and at most "
+             f"{MAX_HETEROGENEITY_SLOWDOWN:g}"),
+            (self.heterogeneous and self.machines < 2,
+             "--heterogeneous: one machine waits for no slower one (its GPUs are of one type); "
+             "drop the flag, or give --machines 2 or more"),
+        )  # fmt: skip
         check_preemption_rate(self.preemptions_per_machine_hour, self.preemptible)
         self._check_checkpointing()
-        feed = self.input_examples_per_second
-        if feed is not None and not (
-            isinstance(feed, (int, float)) and math.isfinite(feed) and feed > 0
-        ):
-            raise ConfigError(
-                f"--input-examples-per-second must be a positive number, got {feed!r}"
-            )
+        _refuse(
+            (feed is not None and not _positive(feed),
+             f"--input-examples-per-second must be a positive number, got {feed!r}"),
+        )  # fmt: skip
         self._check_plausible()
 
     def checkpoint_interval(self) -> CheckpointInterval:
@@ -238,20 +247,15 @@ class Topology:
         """
         self.checkpoint_interval()
         examples = self.examples_per_epoch
-        if examples is not None and not (
-            isinstance(examples, int) and not isinstance(examples, bool) and examples >= 1
-        ):
+        if examples is not None and not _whole(examples):
             raise ConfigError(
                 f"--examples-per-epoch must be a whole number from 1, got {examples!r}"
             )
-        given = [
-            flag
-            for flag, value in (
-                ("--checkpoint-every", self.checkpoint_every != EPOCH),
-                ("--examples-per-epoch", examples is not None),
-            )
-            if value
-        ]
+        flags = (
+            ("--checkpoint-every", self.checkpoint_every != EPOCH),
+            ("--examples-per-epoch", examples is not None),
+        )
+        given = [flag for flag, value in flags if value]
         if given and not self.preemptible:
             raise ConfigError(
                 f"{' and '.join(given)} {'price' if len(given) > 1 else 'prices'} the work a "
@@ -306,14 +310,13 @@ class Topology:
                 raise ConfigError(
                     f"--interconnect nvlink: {gpu} GPUs have no NVLink; use --interconnect pcie"
                 )
-        if self.network_gbps > MAX_NIC_GBPS or self.network_gbps < MIN_NETWORK_GBPS:
-            raise ConfigError(
-                f"--network-gbps {self.network_gbps:g} is not a network speed (NICs run at "
-                f"{MIN_NETWORK_GBPS:g} to {MAX_NIC_GBPS:g} Gbit/s); give one NIC's Gbit/s "
-                "and the count with --nics"
-            )
-        if self.nics > MAX_NICS:
-            raise ConfigError(f"--nics {self.nics}: machines carry at most {MAX_NICS} NICs")
+        _refuse(
+            (not MIN_NETWORK_GBPS <= self.network_gbps <= MAX_NIC_GBPS,
+             f"--network-gbps {self.network_gbps:g} is not a network speed (NICs run at "
+             f"{MIN_NETWORK_GBPS:g} to {MAX_NIC_GBPS:g} Gbit/s); give one NIC's Gbit/s and the "
+             "count with --nics"),
+            (self.nics > MAX_NICS, f"--nics {self.nics}: machines carry at most {MAX_NICS} NICs"),
+        )  # fmt: skip
 
     def _check_machine_holds(self, gpu: str) -> None:
         """Refuses more devices per machine than any machine of `gpu` holds.
