@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if not counts or min(counts) < 2:
         print("--workers: give worker counts of 2 or more, e.g. --workers 2,3", file=sys.stderr)
         return 2
-    from components.core.selection.links import CPU_RING_HOP_S
+    from components.core.selection.step_time import CPU_RING_HOP_S
 
     folder = tempfile.mkdtemp(prefix="collective-latency-")
     try:

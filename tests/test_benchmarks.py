@@ -346,7 +346,7 @@ def test_collective_latency_needs_two_or_more_workers(workers, capsys):
 @pytest.mark.cluster
 def test_collective_latency_times_a_real_two_worker_ring(tmp_path):
     """Two real CPU workers all-reduce over gRPC; a step is two ring hops (about 15 s)."""
-    from components.core.selection.links import CPU_RING_HOP_S
+    from components.core.selection.step_time import CPU_RING_HOP_S
 
     out = tmp_path / "latency.json"
     code = collective_latency.main(["--workers", "2", "--steps", "30", f"--output={out}"])

@@ -390,7 +390,7 @@ def test_the_select_step_charges_the_metrics_the_runs_model_compiles(digits_shar
     built-in's default accuracy; the user's own accuracy and top2_accuracy) and its tensors,
     and charges 3 gRPC rings more per metric between two CPU workers."""
     from components.core.config import ModelConfig, RunConfig
-    from components.core.selection.links import CPU_RING_HOP_S
+    from components.core.selection.step_time import CPU_RING_HOP_S
     from components.core.strategy_choice import choose_for_pipeline
 
     def choose(model: ModelConfig) -> tuple[dict, dict]:

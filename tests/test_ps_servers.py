@@ -114,7 +114,7 @@ def test_the_reason_names_the_server_machine_and_its_rate(capsys):
 def test_servers_holding_a_large_share_are_costed_on_a_larger_shape():
     model = model_profile.from_params(10_000_000, 1e8, 1e5).with_sparse_embedding(10_000_000_000)
     # 10.01e9 parameters x 12 bytes over 4 servers: 30 GB each, 37.5 with headroom
-    from components.core.selection.ps_servers import server_machine, server_network_gbps
+    from components.core.selection.memory import server_machine, server_network_gbps
 
     topology = Topology(4, 1, "v100", network_gbps=100)
     share = server_state_bytes(model) / 4

@@ -14,7 +14,7 @@ from components.core import model_profile
 from components.core.config import ConfigError
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.models import MODELS
-from components.core.selection import links, step_time
+from components.core.selection import step_time
 from pipelines.cli import main
 from tests.selection_helpers import _comparison
 
@@ -328,7 +328,7 @@ def test_compiled_metrics_set_the_scalars_select_charges(capsys):
         return row["predicted"]["step_time_s"]
 
     one, three = multi_worker_step(1), multi_worker_step(3)
-    assert three - one == pytest.approx(2 * 3 * 2 * links.CPU_RING_HOP_S, rel=1e-3)
+    assert three - one == pytest.approx(2 * 3 * 2 * step_time.CPU_RING_HOP_S, rel=1e-3)
     assert step_time.keras_step_scalar_all_reduces(2) == 9  # a regressor's MAE and RMSE
     with pytest.raises(SystemExit) as refused:
         main([*base, "--compiled-metrics", "-1"])

@@ -16,7 +16,6 @@ from components.core.model_profile import PUBLISHED_PROFILES, from_params
 from components.core.selection import (
     Topology,
     device_compute,
-    links,
     machine_speeds,
     memory,
     recommend,
@@ -280,7 +279,7 @@ def test_many_small_tensors_cost_more_than_few_big_ones():
 
 
 def test_link_speed_follows_the_gpu_generation():
-    from components.core.selection.links import link_bandwidth_gbps
+    from components.core.selection.step_time import link_bandwidth_gbps
 
     assert link_bandwidth_gbps(Topology(1, 8, "p100", "nvlink")) == 80
     assert link_bandwidth_gbps(Topology(1, 8, "v100")) == 150
@@ -357,13 +356,13 @@ def test_cpu_workers_pay_a_grpc_call_per_ring_hop():
     # 2 (N-1) = 2 hops each, every one across the network
     latency = mlp.tensors * device_compute.FITTED.tensor_latency_s
     rings = 1 + step_time.keras_step_scalar_all_reduces()
-    assert cpu_comm - latency == pytest.approx(rings * 2 * links.CPU_RING_HOP_S, rel=0.05)
+    assert cpu_comm - latency == pytest.approx(rings * 2 * step_time.CPU_RING_HOP_S, rel=0.05)
     assert gpu_comm < cpu_comm / 5  # NCCL's hops: tens of microseconds
     assert step_time.allreduce_across_machines_time(0, 2, 1, 1e9, 1e9, 1.0, 10.0) == 20.0
     assert step_time.allreduce_across_machines_time(0, 2, 8, 1e9, 1e9, 1.0, 10.0) == 40 + 26
     # parameter servers pay a round trip for the pull and one for the push
     _, _, ps_comm = step_time.predict_parameter_server(cpu, mlp, 32, 2, 2, 1)
-    assert ps_comm > 2 * links.CPU_RING_HOP_S
+    assert ps_comm > 2 * step_time.CPU_RING_HOP_S
     rec = recommend(cpu, mlp)
     assert rec.strategy == "one_device"
     assert any(
@@ -404,7 +403,7 @@ def test_a_multi_worker_step_pays_for_the_scalars_keras_all_reduces():
     compute, exposed, _ = step_time.predict_allreduce(cpu, mlp, 32, 2, 1)
     exposed_quiet = exposed - step_time.step_scalar_seconds(cpu, mlp, 2, 1)
     # 6 rings of 2 hops each, none hidden
-    assert exposed - exposed_quiet == pytest.approx(6 * 2 * links.CPU_RING_HOP_S)
+    assert exposed - exposed_quiet == pytest.approx(6 * 2 * step_time.CPU_RING_HOP_S)
     assert step_time.keras_step_scalar_all_reduces() == 6
     # the two-worker step a local run measures, about 13 ms (docs/benchmarks.md
     # section 8), and not the 2-3 ms the gradients' one ring alone would give
@@ -493,5 +492,5 @@ def test_each_all_reduce_pack_pays_the_rings_latency_again():
     assert step_time.step_all_reduce_packs(packed, mlp, 1) == 1  # one machine
     compute, exposed_one, raw_one = step_time.predict_allreduce(one, mlp, 32, 2, 1)
     _, exposed_packed, raw_packed = step_time.predict_allreduce(packed, mlp, 32, 2, 1)
-    assert raw_packed - raw_one == pytest.approx((packs - 1) * 2 * links.CPU_RING_HOP_S)
+    assert raw_packed - raw_one == pytest.approx((packs - 1) * 2 * step_time.CPU_RING_HOP_S)
     assert compute + exposed_packed > compute + exposed_one

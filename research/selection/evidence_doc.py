@@ -20,10 +20,9 @@ from components.core.cpu_machine import (
 )
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection.device_compute import FITTED, FittedConstants
-from components.core.selection.links import NVLINK_GBPS, PCIE3_GBPS, PCIE_GBPS
-from components.core.selection.memory import KEPT_ACTIVATION_FRACTION
+from components.core.selection.memory import KEPT_ACTIVATION_FRACTION, SERVER_MEMORY_HEADROOM
 from components.core.selection.prediction import candidates
-from components.core.selection.ps_servers import SERVER_MEMORY_HEADROOM
+from components.core.selection.step_time import NVLINK_GBPS, PCIE3_GBPS, PCIE_GBPS
 from components.core.selection.topology import RESTART_S, Topology
 from research.selection.evidence import (
     BLIND_RECORD_PATHS,

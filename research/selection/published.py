@@ -27,12 +27,14 @@ from components.core.selection.device_compute import (
     step_compute_share,
     step_compute_time,
 )
-from components.core.selection.links import PCIE3_GBPS, PCIE_GBPS, network_hop_latency
 from components.core.selection.machine_speeds import mean_machine_speed
 from components.core.selection.step_time import (
+    PCIE3_GBPS,
+    PCIE_GBPS,
     allreduce_step_parts,
     exposed_communication,
     gradient_bytes,
+    network_hop_latency,
     overlap_share,
     rates,
     ring_allreduce_time,

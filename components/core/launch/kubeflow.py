@@ -24,8 +24,11 @@ from components.core.launch import cloud_checks
 from components.core.launch.cloud import CloudConfig
 from components.core.launch.staging import shards_uri
 from components.core.model_profile import ModelProfile
-from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
-from components.core.selection.ps_servers import servers_memory_gb
+from components.core.selection.memory import (
+    OPTIMIZER_STATE_FACTOR,
+    server_state_bytes,
+    servers_memory_gb,
+)
 
 GROUP_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"

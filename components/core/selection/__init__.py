@@ -9,11 +9,11 @@ Modules:
 * `topology`: the hardware (`Topology`) and cluster shape (`Layout`);
 * `device_compute`: the fitted constants, a device's sustained TFLOP/s, a step's compute;
 * `machine_speeds`: machines of different speeds (a GPU mix, `--heterogeneous`);
-* `links`: the GPU links and the network a step's communication crosses;
-* `memory`: the bytes a replica needs on one device;
+* `memory`: the bytes a replica needs on one device, and the CPU machines parameter servers
+  run on;
 * `model_family`: FLOPs per parameter of a model family (`--model-family`);
-* `step_time`: the per-step compute and communication time of each strategy;
-* `ps_servers`: the CPU machines parameter servers run on;
+* `step_time`: the per-step compute and communication time of each strategy, over the GPU
+  links and the network a step crosses;
 * `ranges`: the range around a prediction and the unknown that makes it wide;
 * `prediction`: the candidate strategies of a topology, each a `Prediction`, at a batch that fits;
 * `history`: measured throughput from `comparison.json` files;

@@ -4,8 +4,9 @@ layouts it weighs and the cheapest of them.
 
 A GPU machine is priced as the machine type that takes its GPUs plus the GPUs (unless the type
 bundles them), at Spot prices for preemptible machines when the table has them. Parameter servers
-and the coordinator are billed on demand as the CPU machines they run on (`ps_servers`). Fewer
-machines, a mix's slower GPU type alone and fewer GPUs per machine can cost less per example.
+and the coordinator are billed on demand as the CPU machines they run on
+(`memory.server_machine`). Fewer machines, a mix's slower GPU type alone and fewer GPUs per
+machine can cost less per example.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from components.core.selection.machine_subsets import (
     on_first_machines,
     predicted_on_fewer_machines,
 )
-from components.core.selection.memory import max_batch_that_fits
+from components.core.selection.memory import (
+    max_batch_that_fits,
+    server_machine,
+    servers_share_the_host,
+)
 from components.core.selection.prediction import Prediction, candidates_that_fit, six_digits
-from components.core.selection.ps_servers import server_machine, servers_share_the_host
 from components.core.selection.rules import rules_for_the_cheapest
 from components.core.selection.topology import Topology, a_device, device
 from components.core.strategy_spec import spec_for
@@ -128,7 +132,7 @@ def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable
 
 def server_machine_type(candidate: Prediction, topology: Topology) -> str:
     """The machine type each of `candidate`'s parameter servers is billed as: the one
-    the step-time model runs it on (`ps_servers.server_machine`)."""
+    the step-time model runs it on (`memory.server_machine`)."""
     machine = server_machine(topology, candidate.server_share_bytes)
     return machine.name if machine else coordinator_machine_type(topology)
 

@@ -1,4 +1,5 @@
-"""Plain sentences, with numbers, on why the chosen strategy wins and how the others compare."""
+"""Plain sentences, with numbers, on why the chosen strategy wins and how the best other strategy
+compares."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ from components.core.checkpoint_interval import MIN_SECONDS, CheckpointInterval
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import achievable_tflops
-from components.core.selection.links import link_bandwidth_gbps, network_path_share, ring_link
 from components.core.selection.machine_speeds import machine_slowdowns, preemption_rate
+from components.core.selection.memory import (
+    server_machine,
+    server_network_gbps,
+    servers_memory_gb,
+    servers_share_the_host,
+)
 from components.core.selection.percent import pct, pct_shown
 from components.core.selection.prediction import (
     PS_HOST_MEMORY_GB,
@@ -15,17 +21,14 @@ from components.core.selection.prediction import (
     preemption_share,
     ps_needed_for_memory,
 )
-from components.core.selection.ps_servers import (
-    server_machine,
-    server_network_gbps,
-    servers_memory_gb,
-    servers_share_the_host,
-)
 from components.core.selection.step_time import (
     KERAS_LOSS_ALL_REDUCES,
     KERAS_METRIC_ALL_REDUCES,
     all_reduce_overlaps,
     keras_step_scalar_all_reduces,
+    link_bandwidth_gbps,
+    network_path_share,
+    ring_link,
     step_scalar_seconds,
 )
 from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Topology, device
