@@ -52,6 +52,7 @@ from components.core.launch.preflight import check_rehearsal
 from components.core.preemption import PREEMPTED_EXIT_CODE, check_backup_readable
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
+from components.core.strategy_spec import EVALUATOR
 from components.core.trainer import CONFIG_ERROR_EXIT
 from components.core.training import METRICS_NAME
 
@@ -344,11 +345,16 @@ class LocalCluster(StallWatch):
                     continue
                 if self._may_restart_alone(task):
                     task.restarts += 1
-                    self._record_failure(task, "worker restart")
+                    evaluator = task.task_type == EVALUATOR
+                    self._record_failure(task, f"{task.task_type} restart")
                     self.log(
                         f"[launcher] {task.name} exited {code}; restarting it "
-                        f"({task.restarts}/{self.restart.worker_restarts}), its steps "
-                        "are retried on the other workers"
+                        f"({task.restarts}/{self.restart.worker_restarts}), "
+                        + (
+                            "it first evaluates the checkpoints it missed"
+                            if evaluator
+                            else "its steps are retried on the other workers"
+                        )
                     )
                     self._start(task)
                     done = False
