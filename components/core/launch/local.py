@@ -134,6 +134,7 @@ class LocalCluster(StallWatch):
         self.overwrite = overwrite
         self.liveness = liveness
         self._last_progress = time.monotonic()
+        self._tensorflow_up = False
         self._slowest_epoch_s: float | None = None
         self._stalled_s = 0.0
         self._epochs_done = 0
@@ -327,7 +328,7 @@ class LocalCluster(StallWatch):
         """Runs the cluster once; returns the task that failed, or None on success."""
         cluster = self.config.cluster
         self.tasks = self.plan()
-        self._last_progress = time.monotonic()
+        self._last_progress, self._tensorflow_up = time.monotonic(), False
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)
