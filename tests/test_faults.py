@@ -1097,8 +1097,9 @@ def small_disk(tmp_path):
 def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards, small_disk):
     """The output's file system (a real tmpfs) is filled in epoch 2: the command exits 1
     with one line of its own ('No space left on device', no traceback of its own; before,
-    a chained OSError traceback), `strategist status` does not say 'running', and once space
-    is freed the same command resumes from the backup (not 'corrupted')."""
+    a chained OSError traceback), `strategist status` says 'failed' with the error (the
+    run's reserve is given up to write it; before, 'interrupted'), and once space is freed
+    the same command resumes from the backup (not 'corrupted')."""
     out = small_disk / "run"
     command = [
         str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
@@ -1121,10 +1122,13 @@ def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards,
     own = [line for line in text.splitlines() if line.startswith("strategist")]
     assert len(own) == 1 and "No space left on device" in own[0], text[-3000:]
     assert not re.search(r"^Traceback", text, re.M), text[-3000:]
+    # The run's reserve was given up for its status: it says failed, and why.
     status = subprocess.run(
         [str(STRATEGIST), "status", str(out)], capture_output=True, text=True, timeout=60
     )
-    assert json.loads(status.stdout)["state"] in ("failed", "interrupted"), status.stdout
+    told = json.loads(status.stdout)
+    assert told["state"] == "failed" and "No space left on device" in told["error"], told
+    assert not (out / ".strategist-reserve").exists()
 
     (small_disk / "filler").unlink()
     events = interrupted_at(command, r"\] resuming at epoch \d+/30 from the backup")
