@@ -193,6 +193,7 @@ def test_compare_reports_a_diverged_strategy_and_compares_the_others(tmp_path, d
     assert "training diverged" in failed["error"]
     assert report["winner"] != "mirrored"
     assert re.search(r"^mirrored\s+diverged(\s+–)+$", done.stdout, re.M), done.stdout
+    assert re.search(r"^\[\d+/\d+\] train mirrored \.\.\. diverged after ", done.stdout, re.M)
     assert "| mirrored | diverged |" in (out / "summary.md").read_text()
     assert 'data-name="mirrored"' in (out / "report.html").read_text()
     status = json.loads((out / "status.json").read_text())
