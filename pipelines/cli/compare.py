@@ -465,7 +465,7 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         },
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
-    unfinished = did_not_finish(report)
+    unfinished = comparison.did_not_finish(report)
     if unfinished:
         run_folder.write_status(output, "failed", error=unfinished, winner=report.get("winner"))
     else:
@@ -478,20 +478,6 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         print(f"strategist compare: error: {unfinished}", file=sys.stderr)
         return 1
     return 0
-
-
-def did_not_finish(report: dict) -> str:
-    """One line naming the strategies whose training failed or diverged, or "" when all
-    finished: such a comparison ends with exit 1, its report written for the others."""
-    failed = report.get("failed") or []
-    if not failed:
-        return ""
-    each = "; ".join(f"{f['name']} {f['outcome']} ({f['error']})" for f in failed)
-    compared = len(report.get("results") or [])
-    return (
-        f"{len(failed)} of {len(failed) + compared} strategies did not finish: {each}; "
-        f"the report compares the {compared} that finished"
-    )
 
 
 def collect_outputs(result, output: str) -> list[str]:

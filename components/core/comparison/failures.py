@@ -90,3 +90,17 @@ def table_rows(report: Mapping[str, Any], columns: int) -> list[list[str]]:
         [entry["name"], entry["outcome"], *["–"] * (columns - 2)]
         for entry in report.get("failed") or []
     ]
+
+
+def did_not_finish(report: Mapping[str, Any]) -> str:
+    """One line naming the strategies whose training failed or diverged, or "" when every
+    one finished (`strategist compare` then exits 1, the report of the others written)."""
+    failed = report.get("failed") or []
+    if not failed:
+        return ""
+    each = "; ".join(f"{f['name']} {f['outcome']} ({f['error']})" for f in failed)
+    compared = len(report.get("results") or [])
+    return (
+        f"{len(failed)} of {len(failed) + compared} strategies did not finish: {each}; "
+        f"the report compares the {compared} that finished"
+    )
