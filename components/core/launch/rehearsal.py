@@ -13,6 +13,9 @@ not re-derived from the RunConfig. What changes, and is printed:
   (`storage.local_view`), so the args keep the request's paths;
 - the container's `python` is this interpreter, started in the folder that holds
   the `components` package (the image's WORKDIR holds it too);
+- a model module is built once on the job's shards before the replicas start, as
+  submission builds it (`staging.build_module_once`), its adapted layers' state
+  written to the job's output folder;
 - the platform recorded in `metrics.json` is `rehearsal of vertex|kubeflow`, and the
   cloud machine type and GPUs the request names are not claimed;
 - GPUs are logical CPU devices, as in a local run (`strategies.configure_devices`),
