@@ -20,14 +20,13 @@ Usage: python tests/adapt_once_gcs_check.py WORK_DIR (prints one JSON line).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.tensorflow_gcs_check import BUCKET, _certificate, _serve, _wait_for_port
+from tests.tensorflow_gcs_check import BUCKET, start_emulator
 
 REPO = Path(__file__).resolve().parents[1]
 # A replica's model build, from its own trainer arguments, as `training.train` builds it.
@@ -88,58 +87,9 @@ class LocalOperator:
         pass
 
 
-def exact_uploads() -> None:
-    """Makes the emulator store a multipart upload's content byte for byte.
-
-    gcsfs ends a multipart upload's content with `\n` before the boundary; the
-    emulator's email parser takes a content's own last `\r` for part of a `\r\n`
-    line break and drops it (a TFRecord file whose CRC ends in 0x0D came back a
-    byte short).
-    """
-    from gcp_storage_emulator import server as emulator
-
-    original = emulator._read_data
-
-    def read_data(handler, query):
-        content_type = handler.headers.get("Content-Type") or ""
-        if not content_type.startswith("multipart/related"):
-            return original(handler, query)
-        raw = emulator._decode_raw_data(emulator._read_raw_data(handler), handler)
-        boundary = b"--" + content_type.split("boundary=", 1)[1].strip('"').encode()
-        parts = raw[: raw.rindex(boundary + b"--")].split(boundary)[1:]
-        bodies = []
-        for part in parts:
-            ends = [part.find(gap) + len(gap) for gap in (b"\r\n\r\n", b"\n\n") if gap in part]
-            head, body = part[: min(ends)], part[min(ends) :]
-            line_break = b"\r\n" if body.endswith(b"\r\n") else b"\n"
-            bodies.append((head, body[: -len(line_break)]))
-        (_, meta), (head, content) = bodies
-        kind = next(
-            (line.split(b":", 1)[1].strip().decode() for line in head.splitlines()
-             if line.lower().startswith(b"content-type:")),
-            "application/octet-stream",
-        )  # fmt: skip
-        return {"meta": json.loads(meta), "content": content, "content-type": kind}
-
-    emulator._read_data = read_data
-
-
 def main(work_dir: str) -> dict:
     work = Path(work_dir)
-    cert_path, key_path = _certificate(work_dir)
-    exact_uploads()  # in this process, before the emulator's is forked from it
-    emulator = multiprocessing.get_context("fork").Process(
-        target=_serve, args=(cert_path, key_path), daemon=True
-    )
-    emulator.start()
-    os.environ.update(
-        CURL_CA_BUNDLE=cert_path,
-        GOOGLE_AUTH_TOKEN_FOR_TESTING="emulator",
-        NO_GCE_CHECK="true",
-        STORAGE_EMULATOR_HOST="http://127.0.0.1:80",
-    )
-    os.environ.pop("STRATEGIST_GCS_LOCAL_ROOT", None)
-    _wait_for_port(443)
+    emulator = start_emulator(work_dir)
 
     from components.core import storage
     from components.core.config import ClusterConfig, DataConfig, ModelConfig, RunConfig

@@ -10,9 +10,6 @@ test counts the builds that read the data and those that took the recorded state
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -259,26 +256,10 @@ def test_a_cloud_jobs_adapt_once_reads_and_writes_gs_on_a_storage_server(tmp_pat
     """The launcher's build on `gs://` shards, its state written to the job's `gs://` output,
     and each replica's build (a TFJob's, which reads `gs://` itself) taking it from there:
     all against a Cloud Storage emulator (see tests/adapt_once_gcs_check.py)."""
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 localhost www.googleapis.com storage.googleapis.com\n")
+    from tests.tensorflow_gcs_check import run_beside_emulator
+
     script = Path(__file__).with_name("adapt_once_gcs_check.py")
-    inside = (
-        f"ip link set lo up && mount --bind {hosts} /etc/hosts && "
-        f"exec {sys.executable} {script} {tmp_path}"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop(GCS_ROOT_ENV, None)
-    done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--net", "--mount", "sh", "-c", inside],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stdout[-4000:] + done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_beside_emulator(script, tmp_path, timeout_s=900)
     # The launcher read the split from the server, once; the replicas' builds read none of it.
     assert result["builds"][0] == result["train_rows"] == 456, result["builds"]
     assert result["builds"][1:] == [0, 0], result["builds"]
