@@ -14,6 +14,9 @@ def compare_strategies(
     recommendation_json: str = "{}",
     target_value: float = 0.9,
     target_metric: str = "accuracy",
+    preemptible: bool = False,
+    preemptions_per_machine_hour: float = 1 / 24,  # checkpoint_interval's default
+    prices: dict = {},  # noqa: B006  (KFP takes a literal default)
 ) -> NamedTuple("Verdict", winner=str, speedup_over_runner_up=float):
     """Compares training runs: throughput, scaling, time to accuracy, quality and cost.
 
@@ -29,6 +32,11 @@ def compare_strategies(
             measured to.
         target_metric: accuracy, loss, or any metric the runs record per epoch
             (losses and errors are reached from above).
+        preemptible: price the runs as Spot machines, with the work expected
+            preemptions throw away.
+        preemptions_per_machine_hour: expected preemptions of one machine per hour.
+        prices: the price table (the layout of components/core/data/prices.json);
+            {} for the bundled one.
 
     Returns:
         comparison: comparison.json.
@@ -49,6 +57,8 @@ def compare_strategies(
         core.load_metrics(run.path for run in runs),
         target_value=target_value,
         target_metric=target_metric,
+        prices=core.PriceTable.from_dict(prices) if prices else None,
+        capacity=core.Capacity(preemptible, preemptions_per_machine_hour),
         recommendation=json.loads(recommendation_json or "{}") or None,
     )
     destinations = {

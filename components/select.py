@@ -18,6 +18,7 @@ def select_strategy(
     preemptible: bool = False,
     async_ok: bool = False,
     history: str = "",
+    preemptions_per_machine_hour: float = 1 / 24,  # checkpoint_interval's default
 ) -> NamedTuple("Choice", strategy=str, cluster=dict, recommendation_json=str):
     """Chooses a tf.distribute strategy and cluster layout for the hardware and model.
 
@@ -46,6 +47,8 @@ def select_strategy(
             gradients change how it learns, so the default keeps training synchronous).
         history: comma-separated comparison.json files or folders (a pilot's or a
             comparison's, local or gs://) whose measured runs replace predictions.
+        preemptions_per_machine_hour: with preemptible, expected preemptions of
+            one machine per hour (default 1/24: one a day).
 
     Returns:
         reasons: the recommendation and its reasons, as Markdown.
@@ -70,6 +73,7 @@ def select_strategy(
         async_ok=async_ok,
         history=history,
         shards_dir=shards.path,
+        preemptions_per_machine_hour=preemptions_per_machine_hour,
     )
     from components.core import storage
 

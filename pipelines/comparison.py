@@ -6,6 +6,7 @@ from typing import List, NamedTuple  # noqa: UP035  (KFP reads typing.List param
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Markdown
 
+from components.core.checkpoint_interval import PREEMPTIONS_PER_MACHINE_HOUR
 from components.core.config import RunConfig, cluster_for
 from components.core.strategy_spec import COMPARED_BY_DEFAULT, spec_for
 from components.image import DEFAULT_IMAGE
@@ -86,6 +87,8 @@ def build_comparison_pipeline(
         network_gbps: float = 10.0,
         network_path: str = "host",
         preemptible: bool = False,
+        preemptions_per_machine_hour: float = PREEMPTIONS_PER_MACHINE_HOUR,
+        prices: dict = {},  # noqa: B006  (KFP takes a literal default)
         async_ok: bool = False,
         target_value: float = 0.9,
         target_metric: str = "accuracy",
@@ -115,7 +118,15 @@ def build_comparison_pipeline(
             gpu: target GPU type, for the recommendation.
             network_gbps: target network between machines (Gbit/s).
             network_path: target network path, host or overlay (for the recommendation).
-            preemptible: target machines are Spot/preemptible (for the recommendation).
+            preemptible: target machines are Spot/preemptible: the recommendation
+                charges their preemptions, and each run's cost is at the price table's Spot
+                prices with the work expected preemptions throw away (a restart
+                and half its checkpoint interval).
+            preemptions_per_machine_hour: with preemptible, expected preemptions
+                of one machine per hour (default 1/24: one a day), for the
+                recommendation and the price alike.
+            prices: the price table, in the layout of
+                components/core/data/prices.json ({}: that bundled one).
             async_ok: asynchronous updates are acceptable (for the recommendation).
             target_value: the training value of target_metric that time-to-target
                 is measured to (an accuracy, or a loss or error to get below).
@@ -153,6 +164,7 @@ def build_comparison_pipeline(
             network_gbps=network_gbps,
             network_path=network_path,
             preemptible=preemptible,
+            preemptions_per_machine_hour=preemptions_per_machine_hour,
             async_ok=async_ok,
         )
         recommendation.set_display_name("select strategy")
@@ -179,6 +191,9 @@ def build_comparison_pipeline(
             recommendation_json=recommendation.outputs["recommendation_json"],
             target_value=target_value,
             target_metric=target_metric,
+            preemptible=preemptible,
+            preemptions_per_machine_hour=preemptions_per_machine_hour,
+            prices=prices,
         )
         compared.set_display_name("compare strategies")
         compared.after(evaluated)

@@ -269,8 +269,10 @@ def _json_or_text(text: str) -> Any:
 def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
     """Refuses a run config (or clusters) the trainer would refuse, before sending."""
     from components.core import promotion
+    from components.core.checkpoint_interval import check_preemption_rate
     from components.core.comparison.planning import check_plan
     from components.core.config import validate_pipeline_run
+    from components.core.prices import PriceTable
 
     def value(name: str) -> Any:
         given = typed.get(name, declared[name].get("defaultValue"))
@@ -287,6 +289,11 @@ def _validate_run(declared: dict[str, Any], typed: dict[str, Any]) -> None:
             )
         if {"clusters", "repeats"} <= set(declared):
             check_plan(value("clusters"), value("repeats"))
+        # What the compare step prices with (`compare --preemptions-per-machine-hour`, `--prices`).
+        if "preemptions_per_machine_hour" in typed:
+            check_preemption_rate(typed["preemptions_per_machine_hour"], value("preemptible"))
+        if typed.get("prices") is not None and "prices" in declared:
+            PriceTable.from_dict(typed["prices"], origin="prices")
     except ConfigError as err:
         raise ConfigError(f"--param {err}") from None
     accuracy = typed.get("target_value")

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def pytest_configure(config):
+    """Let the children the tests start see SIGINT as a terminal's Ctrl-C.
+
+    A shell that starts pytest in the background makes it ignore SIGINT, and an ignored
+    signal stays ignored across exec: the tests that send SIGINT to a command would then
+    test nothing. A signal with a handler is reset to the default in the child instead.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -100,6 +100,12 @@ COMPARE_FLAGS = {
     "(tests/test_local_pipeline.py)",
     "--max-steps": "the pipeline's max_steps: each strategy's pilot stops at N steps "
     "(tests/test_pilot.py)",
+    # The price: the pipeline's parameters of the same names, which price every run of the
+    # comparison record (test_compare_flags_reach_the_comparison_record).
+    "--preemptible": "Spot prices and expected preemption losses (tests/test_spot_pricing.py)",
+    "--preemptions-per-machine-hour": "the expected preemption rate of the price "
+    "(tests/test_spot_pricing.py)",
+    "--prices": "the price table of every cost (tests/test_spot_pricing.py)",
 }
 
 

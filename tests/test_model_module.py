@@ -308,8 +308,17 @@ def pen_digits_shards(tmp_path_factory) -> str:
     return datasets.shard_data(data, str(root / "shards")).root
 
 
+# One strategy in `make test` (the one whose learning rate is not scaled); the synchronous
+# two run the same module in `make test-heavy` and the tutorial ports in `make test`.
 @pytest.mark.cluster
-@pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        pytest.param("mirrored", marks=pytest.mark.heavy),
+        pytest.param("multi_worker_mirrored", marks=pytest.mark.heavy),
+        "parameter_server",
+    ],
+)
 def test_the_example_cnn_module_learns_the_users_tfds_dataset_with_every_strategy(
     strategy, pen_digits_shards, tmp_path
 ):
@@ -504,7 +513,14 @@ def regression_run(diabetes_csv, tmp_path_factory):
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("strategy", list(STRATEGY_FLAGS))
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        "mirrored",  # the evaluate-step test below reads this run too
+        pytest.param("multi_worker_mirrored", marks=pytest.mark.heavy),
+        "parameter_server",
+    ],
+)
 def test_the_regression_example_learns_a_float_csv_label_with_every_strategy(
     strategy, regression_run
 ):

@@ -36,6 +36,7 @@ PLATFORM_ENV = "STRATEGIST_PLATFORM"  # local | vertex | kubeflow
 MACHINE_TYPE_ENV = "STRATEGIST_MACHINE_TYPE"  # of the machines that compute gradients
 ACCELERATOR_ENV = "STRATEGIST_ACCELERATOR"  # GPU name (t4, a100, ...) of those machines
 ACCELERATORS_ENV = "STRATEGIST_ACCELERATORS_PER_MACHINE"
+SPOT_ENV = "STRATEGIST_SPOT"  # "1": the job's machines are Spot VMs (CloudConfig.spot)
 # A cloud job's replicas run on this machine by `strategist train --rehearse`: the
 # platform names the job it rehearsed, never the cloud machine it did not run on.
 REHEARSAL_PREFIX = "rehearsal of "
@@ -67,6 +68,9 @@ class Hardware:
         cpu_model: CPU of the machine that wrote the record.
         cpu_cores: cores this process could use there.
         memory_gb: memory of that machine.
+        spot: the gradient machines were Spot VMs (a cloud job with `--spot`),
+            which the platform may take back; False locally and in a rehearsal,
+            which run on this machine.
         detected: False for a version-1 record, whose hardware was assumed.
     """
 
@@ -80,6 +84,7 @@ class Hardware:
     cpu_model: str | None = None
     cpu_cores: int | None = None
     memory_gb: float | None = None
+    spot: bool = False
     detected: bool = True
 
     @property
@@ -98,7 +103,8 @@ class Hardware:
             devices = f"no GPU, {self.logical_devices_per_machine} logical CPU devices per machine"
         else:
             devices = "no GPU"
-        return f"{where}: {self.machines} machine(s), {cpu}, {devices}"
+        capacity = ", Spot" if self.spot else ""
+        return f"{where}: {self.machines} machine(s){capacity}, {cpu}, {devices}"
 
 
 @dataclass(frozen=True)
@@ -425,9 +431,10 @@ def detect_hardware(cluster, gpus_seen: list[str]) -> Hardware:
         gpu, gpus = None, 0
     devices = spec.devices_per_machine(cluster)
     logical = devices if not gpus and devices > 1 and spec.cpu_rehearsal else 0
+    local = Hardware(platform=platform).is_local
     return Hardware(
         platform=platform,
-        machines=1 if Hardware(platform=platform).is_local else spec.training_machines(cluster),
+        machines=1 if local else spec.training_machines(cluster),
         processes=spec.num_processes(cluster),
         machine_type=os.environ.get(MACHINE_TYPE_ENV) or None,
         gpu=gpu,
@@ -436,6 +443,7 @@ def detect_hardware(cluster, gpus_seen: list[str]) -> Hardware:
         cpu_model=_cpu_model(),
         cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         memory_gb=_memory_gb(),
+        spot=not local and os.environ.get(SPOT_ENV) == "1",
     )
 
 

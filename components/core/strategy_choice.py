@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from components.core.checkpoint_interval import EPOCH
+from components.core.checkpoint_interval import EPOCH, PREEMPTIONS_PER_MACHINE_HOUR
 from components.core.config import (
     ClusterConfig,
     ConfigError,
@@ -52,6 +52,7 @@ def choose_for_pipeline(
     shards_dir: str | None = None,
     async_ok: bool = False,
     history: str = "",
+    preemptions_per_machine_hour: float = PREEMPTIONS_PER_MACHINE_HOUR,
 ) -> PipelineChoice:
     """The strategy and cluster a pipeline trains with.
 
@@ -59,7 +60,9 @@ def choose_for_pipeline(
     run config's own cluster, with the recommendation reported beside it.
     `history` (comma-separated `comparison.json` files or folders: a pilot's or
     a comparison's, local or `gs://`) replaces predictions with what matching
-    runs measured, as `strategist select --history` does.
+    runs measured, as `strategist select --history` does. With `preemptible`,
+    `preemptions_per_machine_hour` is the expected rate (the default is said to
+    be assumed, as `select` says it).
 
     Raises:
         ConfigError: a run config that cannot run, unknown hardware; `auto` for
@@ -80,6 +83,11 @@ def choose_for_pipeline(
         precision=precision_of_policy(config.training.precision),
         jit_compile=config.training.jit_compile,
         preemptible=preemptible,
+        preemptions_per_machine_hour=(
+            preemptions_per_machine_hour
+            if preemptible and preemptions_per_machine_hour != PREEMPTIONS_PER_MACHINE_HOUR
+            else None
+        ),
         # what a preemption loses is priced only on preemptible machines
         checkpoint_every=config.training.checkpoint_every if preemptible else EPOCH,
         all_reduce_pack_mb=config.cluster.all_reduce_pack_mb,

@@ -10,6 +10,7 @@ import sys
 import time
 
 from components.core import run_folder
+from components.core.checkpoint_interval import PREEMPTIONS_PER_MACHINE_HOUR, check_preemption_rate
 from components.core.comparison.planning import MAX_REPEATS
 from components.core.comparison.plots import PLOT_FILES
 from components.core.config import (
@@ -23,7 +24,7 @@ from components.core.config import (
 from components.core.input_spec import REGRESSION
 from components.core.signals import exit_code, signal_name
 from components.core.strategy_spec import COMPARED_BY_DEFAULT
-from pipelines.cli import arg_types, common
+from pipelines.cli import arg_types, common, preemption_flags
 
 DEFAULT_STRATEGIES = COMPARED_BY_DEFAULT
 # Everything kfp.local and the tasks print, in the output folder.
@@ -120,6 +121,20 @@ def add_parser(subparsers) -> None:
         type=arg_types.positive_float,
         default=10.0,
         help="network between machines, Gbit/s (default: 10)",
+    )
+    price = parser.add_argument_group("price")
+    preemption_flags.add_capacity_arguments(
+        price,
+        "price the runs as Spot/preemptible machines: at the price table's Spot prices, "
+        "with the work expected preemptions throw away (a restart and half each run's "
+        "--checkpoint-every, from its measured step time); also the recorded "
+        "recommendation's machines",
+    )
+    price.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="price table in the layout of components/core/data/prices.json (default: "
+        "that one, on-demand list prices only); its spot_usd_per_hour prices --preemptible",
     )
     parser.add_argument(
         "--shards-dir",
@@ -221,6 +236,7 @@ def settings(args: argparse.Namespace) -> dict:
         check_rehearsal(run)
         common.check_machine_size(args, run)
     get_gpu(args.gpu)
+    check_preemption_rate(args.preemptions_per_machine_hour, args.preemptible)
     if args.shards_dir:
         base = _on_shards(base, args)
     run_config = {k: v for k, v in base.to_pipeline_parameter().items() if k != "cluster"}
@@ -231,12 +247,37 @@ def settings(args: argparse.Namespace) -> dict:
         "gpus_per_machine": args.gpus_per_machine or cluster_for("mirrored").gpus_per_machine,
         "gpu": args.gpu,
         "network_gbps": args.network_gbps,
+        "preemptible": args.preemptible,
+        "preemptions_per_machine_hour": (
+            PREEMPTIONS_PER_MACHINE_HOUR
+            if args.preemptions_per_machine_hour is None
+            else args.preemptions_per_machine_hour
+        ),
+        "prices": price_table(args.prices),
         "target_value": target_value(args),
         "target_metric": args.target_metric,
         "backend": "local",
         "repeats": args.repeats,
         "max_steps": args.max_steps,
     }
+
+
+def price_table(path: str | None) -> dict:
+    """The price table at `path` as the pipeline's `prices` parameter ({}: the bundled one).
+
+    Raises:
+        ConfigError: a file that is not a price table, in one line.
+    """
+    if path is None:
+        return {}
+    if not path:
+        raise ConfigError("--prices is empty: pass a value, or leave the flag out")
+    from components.core.json_input import read_json
+    from components.core.prices import PriceTable
+
+    raw = read_json(path, "price table")
+    PriceTable.from_dict(raw, origin=path)
+    return raw
 
 
 def check_inputs(args: argparse.Namespace, arguments: dict) -> None:

@@ -5,9 +5,28 @@ from __future__ import annotations
 
 import argparse
 
-from components.core.checkpoint_interval import EPOCH
-from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S
+from components.core.checkpoint_interval import EPOCH, RESTART_S
+from components.core.selection.topology import ASSUMED_EPOCH_S
 from pipelines.cli import arg_types
+
+
+def add_capacity_arguments(group: argparse._ArgumentGroup, preemptible_help: str) -> None:
+    """`--preemptible` and `--preemptions-per-machine-hour`, as `select` and `compare`
+    take them.
+
+    Args:
+        group: the parser group they belong to.
+        preemptible_help: what `--preemptible` does in that command.
+    """
+    group.add_argument("--preemptible", action="store_true", help=preemptible_help)
+    group.add_argument(
+        "--preemptions-per-machine-hour",
+        type=float,
+        help="expected preemptions of one preemptible machine per hour, below "
+        f"{3600 / RESTART_S:g} (each restart takes about {RESTART_S:.0f} s, so "
+        f"{3600 / RESTART_S:g} an hour leave no time to train; default: 1/24, "
+        "Compute Engine ends preemptible VMs within 24 h)",
+    )
 
 
 def add_preemption_arguments(group: argparse._ArgumentGroup) -> None:
@@ -17,15 +36,7 @@ def add_preemption_arguments(group: argparse._ArgumentGroup) -> None:
     Args:
         group: the hardware group of `select`'s parser.
     """
-    group.add_argument("--preemptible", action="store_true", help="Spot/preemptible machines")
-    group.add_argument(
-        "--preemptions-per-machine-hour",
-        type=float,
-        help="expected preemptions of one preemptible machine per hour, below "
-        f"{3600 / RESTART_S:g} (each restart takes about {RESTART_S:.0f} s, so "
-        f"{3600 / RESTART_S:g} an hour leave no time to train; default: 1/24, "
-        "Compute Engine ends preemptible VMs within 24 h)",
-    )
+    add_capacity_arguments(group, "Spot/preemptible machines")
     group.add_argument(
         "--checkpoint-every",
         default=EPOCH,

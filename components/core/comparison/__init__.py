@@ -57,6 +57,7 @@ from components.core.comparison.plots import (
 )
 from components.core.comparison.pricing import (
     DEFAULT_PRICES_PATH,
+    Capacity,
     CostEstimate,
     PriceTable,
     estimate_cost,
@@ -77,6 +78,7 @@ __all__ = [
     "REPORT_JSON",
     "SUMMARY_MD",
     "_TEXT_COLUMNS",
+    "Capacity",
     "CostEstimate",
     "GateResult",
     "PriceTable",

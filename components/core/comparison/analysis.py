@@ -16,7 +16,7 @@ from typing import Any
 
 from components.core.comparison.errors import ReportError
 from components.core.comparison.measured_on import measured_on, rehearsal_note
-from components.core.comparison.pricing import PriceTable, estimate_cost, load_prices
+from components.core.comparison.pricing import Capacity, PriceTable, estimate_cost, load_prices
 from components.core.comparison.repeats import combine, group_runs, run_key, runs_per_result
 from components.core.comparison.values import finite, is_number, pct, round_or_none
 from components.core.comparison.verdict import (
@@ -183,6 +183,7 @@ def build_report(
     target_value: float = 0.9,
     target_metric: str = ACCURACY,
     prices: PriceTable | None = None,
+    capacity: Capacity | None = None,
     recommendation: dict | None = None,
     generated_at: str | None = None,
 ) -> dict:
@@ -201,6 +202,8 @@ def build_report(
             `accuracy` or any metric the runs recorded per epoch (`loss`,
             `mae`, a compiled metric); losses and errors are better lower.
         prices: price table for `estimated_cost_usd`; the bundled one by default.
+        capacity: what the runs are priced on (`compare --preemptible`,
+            `--preemptions-per-machine-hour`); on demand by default.
         recommendation: what `strategist select` would have chosen (its
             `--json` output), passed through.
         generated_at: ISO timestamp to record; now (UTC) by default.
@@ -209,8 +212,11 @@ def build_report(
         A JSON-serialisable dict: `results` (one per strategy and shape: the
         record of its median run plus `name`, `speedup`, `scaling_efficiency`,
         `time_to_target_s`, `seconds_per_epoch`, `eval_quality`,
-        `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `cost_note`,
-        `repeats` and `spread`, the measures being medians over its runs),
+        `estimated_cost_usd`, `cost_usd_per_hour`, `priced_as`, `priced_on`
+        (`spot` or `on-demand`), `preemption` (on Spot: the expected preemptions,
+        what each costs and their share of `estimated_cost_usd`),
+        `cost_usd_per_million_examples`, `cost_note`, `repeats` and `spread`,
+        the measures being medians over its runs),
         `baseline`, `measured_on` (the hardware, in words, and its runs),
         `rehearsal_note` (None unless a run was a local CPU rehearsal),
         `stall_notes` (one per run a stalled task held up),
@@ -219,7 +225,8 @@ def build_report(
         `speedup_over_runner_up`, `needed_speedup` (`verdict.decide`),
         `winner_rule`, `repeats` (runs per strategy), `target_value`,
         `target_metric`, `equal_quality_confidence`, `recommendation`,
-        `prices`, `prices_as_of`, `dataset`, `model` and `generated_at`.
+        `prices`, `prices_as_of`, `capacity` (`Capacity.describe`), `dataset`,
+        `model` and `generated_at`.
 
     Raises:
         ReportError: when a record lacks a required field, or the target is
@@ -228,9 +235,10 @@ def build_report(
     if not is_number(target_value) or (target_metric == ACCURACY and not 0 < target_value <= 1):
         raise ReportError(f"target accuracy must be in (0, 1], got {target_value!r}")
     prices = prices if prices is not None else load_prices()
+    capacity = capacity or Capacity()
     runs = _named_records(results)
     for run in runs:
-        _add_run_derived(run, target_value, target_metric, prices)
+        _add_run_derived(run, target_value, target_metric, prices, capacity)
     quality = "eval_accuracy" if target_metric == ACCURACY else f"eval_metrics.{target_metric}"
     records = [combine(group, quality) for group in group_runs(runs)]
     baseline = choose_baseline(records) if records else None
@@ -264,6 +272,7 @@ def build_report(
         "recommendation": recommendation,
         "prices_as_of": prices.as_of,
         "prices": prices.describe(),
+        "capacity": capacity.describe(),
         "results": records,
     }
 
@@ -310,18 +319,34 @@ def _named_records(results: list[dict]) -> list[dict]:
 
 
 def _add_run_derived(
-    record: dict, target_value: float, target_metric: str, prices: PriceTable
+    record: dict,
+    target_value: float,
+    target_metric: str,
+    prices: PriceTable,
+    capacity: Capacity,
 ) -> None:
     """Adds one run's time to target, test quality and cost."""
     record["time_to_target_s"] = round_or_none(
         time_to_target(record, target_value, target_metric), 3
     )
     record["eval_quality"] = eval_quality(record, target_metric)
-    cost = estimate_cost(record, prices)
+    cost = estimate_cost(record, prices, capacity)
     record["estimated_cost_usd"] = cost.usd
     record["cost_usd_per_hour"] = round_or_none(cost.usd_per_hour, 6)
     record["priced_as"] = cost.priced_as
+    record["priced_on"] = cost.priced_on
+    record["preemption"] = cost.preemption
+    record["cost_usd_per_million_examples"] = _per_million_examples(cost.usd, record)
     record["cost_note"] = cost.note
+
+
+def _per_million_examples(usd: float | None, record: Mapping[str, Any]) -> float | None:
+    """A run's cost over the examples its epochs trained on, per million."""
+    examples = record.get("examples_per_epoch")
+    epochs = len(record.get("epoch_seconds") or [])
+    if usd is None or not is_number(examples) or examples <= 0 or not epochs:
+        return None
+    return usd / (examples * epochs) * 1e6
 
 
 def _add_scaling(record: dict, baseline: Mapping[str, Any] | None) -> None:

@@ -169,7 +169,7 @@ def summary_table(report: Mapping[str, Any]) -> str:
     rows = [[_cell(r, key, fmt) for key, _, fmt in columns] for r in report.get("results", [])]
     lines = _aligned([title for _, title, _ in columns], rows)
     line = report.get("winner_line") or f"Winner: {report.get('winner') or '–'}."
-    lines += ["", line, *(report.get("stall_notes") or [])]
+    lines += ["", line, *(report.get("stall_notes") or []), *price_basis(report)]
     if rehearsal:
         lines.append("* a local CPU rehearsal, priced as cloud machines for its time in epochs")
     return "\n".join(lines) + "\n"
@@ -256,10 +256,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
         "tracing and warm-up)."
     )
     prices = report.get("prices") or {}
-    out.append(
-        f"Cost of epochs = hourly price × the time in epochs, with prices as of "
-        f"{report.get('prices_as_of', '?')}: {prices.get('source', 'source unknown')}"
-    )
+    out.extend(cost_lines(report))
     if any(cost_is_a_rehearsal(r) for r in report.get("results", [])):
         out.append(
             "A local CPU rehearsal's cost is what the same processes would cost as cloud "
@@ -275,6 +272,53 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     if rec:
         out.append(
             f"`strategist select` would have chosen {rec}. {recommendation_check(report, rec)[1]}"
+        )
+    return out
+
+
+def price_basis(report: Mapping[str, Any]) -> list[str]:
+    """Which prices the costs are at, and the preemption assumption: lines of at most
+    `CONSOLE_WIDTH` characters."""
+    results = report.get("results") or []
+    capacity = report.get("capacity") or {}
+    as_of = report.get("prices_as_of", "?")
+    if not (capacity.get("preemptible") or any(r.get("preemption") for r in results)):
+        return [f"Cost: on-demand list prices ({as_of})."]
+    on_spot = any(r.get("priced_on") == "spot" for r in results)
+    prices = f"Spot prices ({as_of})" if on_spot else f"on-demand list prices ({as_of})"
+    given = "given" if capacity.get("rate_given") else "default: one a day"
+    return [
+        f"Cost: preemptible machines at {prices}, with expected preemptions:",
+        f"{capacity.get('preemptions_per_machine_hour', 0):.3g} per machine-hour ({given}), "
+        f"each a {capacity.get('restart_seconds', 0):.0f} s restart and half the checkpoint "
+        "interval.",
+    ]
+
+
+def cost_lines(report: Mapping[str, Any]) -> list[str]:
+    """How each cost was priced: the prices used (Spot or on demand), their date and
+    source, and on Spot what the expected preemptions cost each strategy."""
+    prices = report.get("prices") or {}
+    results = report.get("results") or []
+    preempted = [r for r in results if r.get("preemption")]
+    what = "the time in epochs"
+    if preempted:
+        what += " and the time expected preemptions take"
+    out = [
+        f"{' '.join(price_basis(report))} Cost of epochs = hourly price × ({what}), with "
+        f"prices as of "
+        f"{report.get('prices_as_of', '?')}: {prices.get('source', 'source unknown')}"
+    ]
+    for r in preempted:
+        p = r["preemption"]
+        if p.get("lost_seconds") is None:
+            continue  # unpriced: its cost note says why
+        out.append(
+            f"{r['name']} on Spot: {p['expected_preemptions']:.2f} preemptions expected "
+            f"({p['machines']} machine(s)), each losing {p['loss_seconds']:,.0f} s "
+            f"({p['loss_seconds'] - p['redone_seconds']:.0f} s restart + "
+            f"{p['redone_seconds']:,.1f} s trained again, checkpoints written "
+            f"{p['checkpoint_every']}; --checkpoint-every): {usd(p['usd'])} of its cost."
         )
     return out
 

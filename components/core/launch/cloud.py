@@ -254,6 +254,8 @@ def trainer_env(run: RunConfig, cloud: CloudConfig, pool: Pool | None = None) ->
     if pool.gpus:
         env[run_metrics.ACCELERATOR_ENV] = cloud.accelerator.name
         env[run_metrics.ACCELERATORS_ENV] = str(pool.gpus)
+    if cloud.spot:
+        env[run_metrics.SPOT_ENV] = "1"
     if cloud.reduction_server:
         env[reduction_server.JOB_ENV] = "1"
     return env

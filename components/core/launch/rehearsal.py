@@ -61,6 +61,7 @@ _CLOUD_MACHINE_ENV = (
     run_metrics.MACHINE_TYPE_ENV,
     run_metrics.ACCELERATOR_ENV,
     run_metrics.ACCELERATORS_ENV,
+    run_metrics.SPOT_ENV,
 )
 
 

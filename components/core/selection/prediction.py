@@ -6,7 +6,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.checkpoint_interval import CheckpointInterval, work_lost_seconds
+from components.core.checkpoint_interval import CheckpointInterval
+from components.core.checkpoint_interval import preemption_loss_seconds as loss_per_preemption
+from components.core.checkpoint_interval import preemption_share as hourly_share
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import (
     achievable_tflops,
@@ -26,7 +28,7 @@ from components.core.selection.ranges import (
     speed_range,
 )
 from components.core.selection.step_time import predict_allreduce, predict_parameter_server
-from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Layout, Topology
+from components.core.selection.topology import ASSUMED_EPOCH_S, Layout, Topology
 from components.core.strategy_spec import spec_for
 
 # Parameter-server host memory available for variables and optimizer state, GB.
@@ -343,10 +345,8 @@ def preemption_loss_seconds(
     """
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
     examples = topology.examples_per_epoch
-    epoch_s = (
-        ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
-    )
-    return RESTART_S + work_lost_seconds(interval, epoch_s, step_s)
+    epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
+    return loss_per_preemption(interval, epoch_s, step_s)
 
 
 def _charge_preemptions(preds: list[Prediction], topology: Topology) -> None:
@@ -377,5 +377,4 @@ def preemption_share(
     """Seconds one preemption costs `c` at `interval`, and the share of each hour
     expected preemptions take (at most 1)."""
     loss_s = preemption_loss_seconds(c, topology, interval)
-    hourly_s = preempted_machines(c) * preemption_rate(topology) * loss_s
-    return loss_s, min(1.0, hourly_s / 3600)
+    return loss_s, hourly_share(loss_s, preempted_machines(c), preemption_rate(topology))

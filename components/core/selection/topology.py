@@ -7,7 +7,13 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from components.core.checkpoint_interval import EPOCH, CheckpointInterval
+from components.core.checkpoint_interval import (  # noqa: F401  (re-exported to the selection)
+    EPOCH,
+    PREEMPTIONS_PER_MACHINE_HOUR,
+    RESTART_S,
+    CheckpointInterval,
+    check_preemption_rate,
+)
 from components.core.config import (
     FLOAT32,
     MIXED_BFLOAT16,
@@ -60,17 +66,9 @@ NO_NVLINK = frozenset({"t4", "l4", "k80", "p4", "a10g", "cpu"})
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
 MIN_NETWORK_GBPS = 0.01
-# Preemptible (Spot) machines: Compute Engine ends a preemptible VM after at
-# most 24 h, so each machine is preempted at least once a day (the default of
-# `--preemptions-per-machine-hour`). Relaunching a synchronous cluster and
-# restoring its checkpoint takes about RESTART_S (a replacement Spot VM is
-# provisioned and the job's image pulled; the local rehearsal, which provisions
-# nothing, takes 16-34 s, docs/faults.md); the steps since the last checkpoint
-# are trained again on top (`checkpoint_interval.work_lost_seconds`). Without
-# `examples_per_epoch`, a per-epoch checkpoint is priced as one every
+# What a preemption costs (`checkpoint_interval`, shared with the comparison's price).
+# Without `examples_per_epoch`, a per-epoch checkpoint is priced as one every
 # ASSUMED_EPOCH_S.
-PREEMPTIONS_PER_MACHINE_HOUR = 1 / 24
-RESTART_S = 300.0
 ASSUMED_EPOCH_S = 600.0
 # The network assumed when none is given (`select` says so, with the answer at
 # `NETWORK_RANGE_GBPS`, a commodity and a datacenter NIC).
@@ -259,19 +257,7 @@ class Topology:
                 "--heterogeneous: one machine waits for no slower one (its GPUs are of one "
                 "type); drop the flag, or give --machines 2 or more"
             )
-        rate = self.preemptions_per_machine_hour
-        if rate is not None and not (
-            isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate < math.inf
-        ):
-            raise ConfigError(
-                f"--preemptions-per-machine-hour must be a number from 0 up, got {rate!r}"
-            )
-        if rate is not None and not self.preemptible:
-            raise ConfigError(
-                "--preemptions-per-machine-hour applies to preemptible machines: add "
-                "--preemptible, or drop the rate"
-            )
-        self._check_time_left_to_train()
+        check_preemption_rate(self.preemptions_per_machine_hour, self.preemptible)
         self._check_checkpointing()
         feed = self.input_examples_per_second
         if feed is not None and not (
@@ -315,25 +301,6 @@ class Topology:
                 "preemption loses: add --preemptible, or drop "
                 f"{'them' if len(given) > 1 else 'it'}"
             )
-
-    def _check_time_left_to_train(self) -> None:
-        """Refuses a preemption rate whose restarts fill every hour of one machine: no
-        strategy trains at all there, and a prediction would be a made-up number.
-
-        Raises:
-            ConfigError: saying what the rate costs and what to give instead.
-        """
-        rate = self.preemptions_per_machine_hour
-        if rate is None or rate * RESTART_S < 3600:
-            return
-        raise ConfigError(
-            f"--preemptions-per-machine-hour {rate:g}: each preemption costs a restart of "
-            f"about {RESTART_S:.0f} s, so {3600 / RESTART_S:g} or more an hour leave "
-            f"a machine no time to train ({rate:g} x {RESTART_S:.0f} s = "
-            f"{rate * RESTART_S:,.0f} s of restarts an hour); give the rate the machines "
-            "see (without it, one a day: Compute Engine stops a preemptible VM within 24 h), "
-            "or train on machines that are not preemptible"
-        )
 
     def _check_mix(self) -> None:
         """Refuses a GPU mix whose machines do not add up or whose GPUs are unknown.
