@@ -119,19 +119,15 @@ def test_the_select_step_profiles_a_module_that_adapts_with_the_training_split(
 
 def test_the_profile_counts_the_vocabularies_adapted_on_the_training_split(gcs_root, marker):
     """The sized model is the one the run trains: its lookups' vocabularies from the data."""
-    import dataclasses
-
     from components.core import adapt_once, datasets, model_profile, models
 
     shards = str(gcs_root / BUCKET / "shards" / "tumours")
     profile = model_profile.profile_for(ModelConfig(module=str(PORT)), shards)
     manifest = datasets.load_manifest(shards)
     module = models.resolve(ModelConfig(module=str(PORT)))
-    spec = dataclasses.replace(
-        manifest.input_spec,
-        training_data_fn=adapt_once.training_split(manifest, module.preprocess),
-    )
+    spec = adapt_once.with_training_split(manifest, module.preprocess)
     plain = module.build_model(spec)  # as a user's own script builds it
+    # Each StringLookup's vocabulary (3 words and the OOV token) widens the Dense layer's input.
     assert profile.params == plain.count_params()
 
 
