@@ -13,6 +13,7 @@ from components.core.selection import (
     device_compute,
     recommend,
 )
+from components.core.selection.summary import as_markdown, as_text
 from pipelines.cli import main
 from tests.selection_helpers import RESNET101
 
@@ -51,19 +52,19 @@ def test_select_network_path_overlay_changes_the_answer_and_says_why(capsys):
 
 def test_markdown_and_text_hold_the_same_content():
     rec = recommend(Topology(4, 8, "v100", network_gbps=100), RESNET101)
-    md = rec.to_markdown()
+    md = as_markdown(rec)
     assert md.startswith("## Recommended strategy: `multi_worker_mirrored`")
     assert "| > multi_worker_mirrored | 4/0/8 |" in md
     for reason in rec.reasons:
-        assert reason in md and reason in rec.to_text()
+        assert reason in md and reason in as_text(rec)
 
 
 def test_infeasible_rows_are_marked():
     model = PUBLISHED_PROFILES["resnet50"].with_sparse_embedding(2_000_000_000)
     rec = recommend(Topology(4, 8, "v100", network_gbps=100), model)
-    text = rec.to_text()
+    text = as_text(rec)
     assert "(infeasible: sparse embedding table does not fit one GPU)" in text
-    assert "(infeasible:" in rec.to_markdown()
+    assert "(infeasible:" in as_markdown(rec)
 
 
 def test_parameter_server_sentences_fit_their_layout():

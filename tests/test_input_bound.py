@@ -9,6 +9,7 @@ import pytest
 
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection import Topology, recommend
+from components.core.selection.summary import as_text
 from components.core.selection.topology import Layout
 from pipelines.cli import main
 from tests.selection_helpers import _row
@@ -85,7 +86,7 @@ def test_an_input_pipeline_limit_caps_each_machine_and_is_named():
     assert rec.chosen.input_bound
     # the step shown is the GPUs'; the row and the JSON say the input sets the throughput
     assert rec.to_dict()["predicted"]["input_bound"] is True
-    assert "6,000 (input)" in rec.to_text()
+    assert "6,000 (input)" in as_text(rec)
     assert any(r.startswith(f"The input pipelines limit {rec.strategy} to 6,000 examples/s")
                for r in rec.reasons)  # fmt: skip
     free = recommend(dataclasses.replace(topo, input_examples_per_second=None),

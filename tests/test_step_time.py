@@ -49,20 +49,12 @@ def test_allreduce_across_machines_is_one_ring_over_every_replica():
     assert one == pytest.approx(step_time.ring_allreduce_time(1e8, 4, 1e11))
 
 
-def test_parameter_server_time_bounded_by_busiest_server():
-    # worker NIC: 100 MB / 1 GB/s = 0.1 s; each of 2 servers: 4 x 50 MB = 0.2 s; x2 (pull + push)
-    assert step_time.parameter_server_time(100e6, 10e6, 4, 2, 1e9) == pytest.approx(0.4)
-    # an 80 MB variable lives whole on one server: 4 x 80 MB = 0.32 s, x2
-    assert step_time.parameter_server_time(100e6, 80e6, 4, 4, 1e9) == pytest.approx(0.64)
-    # many servers: the worker's own NIC is the limit, 2 x 0.1 s
-    assert step_time.parameter_server_time(100e6, 1e6, 4, 8, 1e9) == pytest.approx(0.2)
-    # partitioned, as Strategist's MinSizePartitioner splits it: 20 MB on each of 4 servers
+def test_parameter_server_time_splits_large_variables_over_the_servers():
+    # as Strategist's MinSizePartitioner splits it: 20 MB on each of 4 servers
     # is under the 25 MB even share, so each server moves 4 x 25 MB, x2
-    assert step_time.parameter_server_time(100e6, 80e6, 4, 4, 1e9, partitioned=True) == (
-        pytest.approx(0.2)
-    )
+    assert step_time.parameter_server_time(100e6, 80e6, 4, 4, 1e9) == pytest.approx(0.2)
     # a variable below 2 x 256 KiB stays one shard: 4 x 0.4 MB on the busiest of 4 servers
-    assert step_time.parameter_server_time(1e6, 0.4e6, 4, 4, 1e9, partitioned=True) == (
+    assert step_time.parameter_server_time(1e6, 0.4e6, 4, 4, 1e9) == (
         pytest.approx(2 * 4 * 0.4e6 / 1e9)
     )
 

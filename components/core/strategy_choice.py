@@ -21,6 +21,7 @@ from components.core.config import (
 )
 from components.core.model_profile import profile_for
 from components.core.selection import Topology, load_history, recommend
+from components.core.selection.summary import as_markdown
 from components.core.selection.topology import precision_of_policy
 
 
@@ -100,7 +101,7 @@ def choose_for_pipeline(
         async_ok=async_ok,
         history=load_history(history_paths(history)) if history_paths(history) else (),
     )
-    markdown = rec.to_markdown()
+    markdown = as_markdown(rec)
     if strategy == "auto":
         if not rec.supported or rec.layout is None:
             raise ConfigError(

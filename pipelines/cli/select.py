@@ -480,14 +480,14 @@ def run_select(args: argparse.Namespace) -> int:
         objective=args.objective,
         unstated=_unstated(args, mix),
     )
+    from components.core.selection import summary
+
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
     elif args.markdown:
-        print(rec.to_markdown(), end="")
+        print(summary.as_markdown(rec), end="")
     elif args.explain:
-        print(rec.to_text())
+        print(summary.as_text(rec))
     else:
-        from components.core.selection.summary import summary_lines
-
-        print("\n".join(summary_lines(rec)))
+        print("\n".join(summary.summary_lines(rec)))
     return 0

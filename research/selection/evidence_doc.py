@@ -1109,7 +1109,7 @@ def _answer_lines() -> list[str]:
         "_does_not`. That share applies to Strategist's own counts and estimates, which sum "
         "every layer's output; `--activation-bytes-per-example` is what one example keeps, "
         "taken whole "
-        "(`tests/test_memory_fit.py::test_a_given_activation_figure_is_what_back_propagation_"
+        "(`tests/test_prediction.py::test_a_given_activation_figure_is_what_back_propagation_"
         "keeps`).",
         "- **Overlap with back-propagation.** Horovod and PyTorch DDP all-reduce a bucket of "
         "gradients as soon as it is computed, and most published runs hide much of their "

@@ -38,8 +38,6 @@ from components.core.selection.device_compute import (
     step_compute_time,
 )
 from components.core.selection.ranges import (
-    HIGH_PERCENTILE,
-    LOW_PERCENTILE,
     RangeWidths,
     efficiency_group,
     efficiency_range,
@@ -58,6 +56,18 @@ from research.selection.evidence import (
     record_first_look,
     split_summaries,
 )
+
+# The percentiles of the training part's errors a range spans.
+LOW_PERCENTILE, HIGH_PERCENTILE = 0.10, 0.90
+
+
+def widths_to_dict(widths: RangeWidths) -> dict[str, dict[str, list[float]]]:
+    """The JSON form `fit --write` stores of `widths`."""
+    return {
+        "efficiency": {k: list(v) for k, v in widths.efficiency.items()},
+        "one_gpu_speed": {k: list(v) for k, v in widths.one_gpu_speed.items()},
+    }
+
 
 # The values coordinate descent tries for each communication constant.
 GRID: dict[str, tuple[float, ...]] = {
@@ -291,7 +301,7 @@ def write(constants: FittedConstants, widths: RangeWidths, path: str | Path = FI
         "made_by": "python -m research.selection.fit --write",
         "fitted_on": "the training part of research/selection/data/published_scaling.json",
         "constants": dataclasses.asdict(constants),
-        "ranges": widths.to_dict(),
+        "ranges": widths_to_dict(widths),
     }
     storage.write_text(path, json.dumps(doc, indent=1) + "\n")
 

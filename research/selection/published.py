@@ -13,19 +13,29 @@ the product's formulas, so the product carries no published-only input.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from components.core.hardware import GPUS
 from components.core.model_profile import ModelProfile
-from components.core.selection.device_compute import FITTED, FittedConstants
+from components.core.selection.device_compute import (
+    FITTED,
+    FittedConstants,
+    devices_sharing_compute,
+    step_compute_share,
+    step_compute_time,
+)
+from components.core.selection.links import PCIE3_GBPS, PCIE_GBPS, network_hop_latency
+from components.core.selection.machine_speeds import mean_machine_speed
 from components.core.selection.step_time import (
-    ServerPlacement,
     allreduce_step_parts,
     exposed_communication,
+    gradient_bytes,
     overlap_share,
-    parameter_server_step,
+    rates,
+    ring_allreduce_time,
     sync_wait_s,
 )
 from components.core.selection.topology import Topology
@@ -82,9 +92,29 @@ def published_allreduce(
     c = constants or FITTED
     topology = run.topology
     compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
-    overlap = overlap_share(c.allreduce_overlap, topology, c, run.overlaps_backward)
+    overlap = overlap_share(c.allreduce_overlap, topology, c) if run.overlaps_backward else 0.0
     exposed = exposed_communication(comm, compute, overlap) + sync_wait_s(machines * gpus, c)
     return compute, exposed, comm
+
+
+def whole_variable_server_time(
+    nbytes: float,
+    largest_variable_bytes: float,
+    workers: int,
+    ps: int,
+    network_bytes_per_s: float,
+    streams_per_worker: int = 1,
+) -> float:
+    """Pull parameters and push gradients between workers and `ps` servers, one after the
+    other, each variable whole on one server (TF1's placement).
+
+    Each worker NIC moves `streams_per_worker` x bytes each way; each server holds
+    max(bytes/ps, the largest variable) and moves it for every stream.
+    """
+    worker_side = streams_per_worker * nbytes / network_bytes_per_s
+    shard = max(nbytes / max(ps, 1), min(largest_variable_bytes, nbytes))
+    server_side = workers * streams_per_worker * shard / network_bytes_per_s
+    return 2.0 * max(worker_side, server_side)
 
 
 def published_parameter_server(
@@ -99,10 +129,32 @@ def published_parameter_server(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of the published run's parameter-server step:
     each variable whole on one server, servers at a worker machine's rate, on the worker's
-    own machine when there is one machine."""
-    placement = ServerPlacement(
-        shares_host=run.topology.machines == 1, server_bytes_per_s=None, partitioned=False
+    own machine when there is one machine (host memory over PCIe, no network round trip).
+
+    With `streams_per_worker` above 1 each GPU of a worker talks to the servers itself
+    (no local reduction over the machine's link first).
+    """
+    c = constants or FITTED
+    topology = run.topology
+    hw = rates(topology, c)
+    shares_host = topology.machines == 1
+    if shares_host:
+        host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
+        hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
+    step = step_compute_time(model, batch, hw.tflops)
+    compute = step * devices_sharing_compute(topology, gpus)
+    compute /= mean_machine_speed(topology, workers, step_compute_share(step))
+    nbytes = gradient_bytes(model, topology.precision)
+    streams = streams_per_worker
+    comm = ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat) if streams == 1 else 0.0
+    comm += whole_variable_server_time(
+        nbytes, model.largest_variable_bytes, workers, ps, hw.ps_bps, streams
     )
-    return parameter_server_step(
-        run.topology, model, batch, workers, ps, gpus, placement, streams_per_worker, constants
-    )
+    comm += model.tensors * c.tensor_latency_s * streams
+    if not shares_host:
+        comm += 2 * network_hop_latency(topology)  # the pull and the push: a round trip each
+    if model.sparse_embedding_params:
+        rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
+        comm += 2 * max(rows / hw.ps_bps, workers * rows / max(ps, 1) / hw.ps_bps)
+    exposed = exposed_communication(comm, compute, overlap_share(c.ps_overlap, topology, c))
+    return compute, exposed + sync_wait_s(workers, c), comm

@@ -507,3 +507,12 @@ def test_the_fit_command_prints_the_ranges_coverage_and_width(capsys):
     out = capsys.readouterr().out
     held = next(line for line in out.splitlines() if line.startswith("held-out  ranges"))
     assert "published efficiencies inside" in held and "median width" in held
+
+
+def test_whole_variable_server_time_bounded_by_busiest_server():
+    # worker NIC: 100 MB / 1 GB/s = 0.1 s; each of 2 servers: 4 x 50 MB = 0.2 s; x2 (pull + push)
+    assert published.whole_variable_server_time(100e6, 10e6, 4, 2, 1e9) == pytest.approx(0.4)
+    # an 80 MB variable lives whole on one server: 4 x 80 MB = 0.32 s, x2
+    assert published.whole_variable_server_time(100e6, 80e6, 4, 4, 1e9) == pytest.approx(0.64)
+    # many servers: the worker's own NIC is the limit, 2 x 0.1 s
+    assert published.whole_variable_server_time(100e6, 1e6, 4, 8, 1e9) == pytest.approx(0.2)

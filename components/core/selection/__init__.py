@@ -1,13 +1,8 @@
 """Strategy selection: topology + model -> a recommended tf.distribute strategy.
 
-`recommend(topology, model)` weighs the candidate strategies of a `Topology` with a
-step-time model whose constants are fitted on published scaling results (the fit and
-the cases live in `research/selection/`, outside the product; the product reads only
-`components/core/data/step_time_fit.json`). Measured throughput on matching hardware
-(`comparison.json` records, `load_history`) outranks the prediction. This package never
-imports kfp, and imports TensorFlow only when `model_profile.profile_model` must build
-a model. Importing the package loads none of its modules: each name below is loaded
-on first use.
+`recommend(topology, model)` weighs the candidate strategies of a `Topology` with a step-time model
+(its constants fitted in `research/selection/`); measured throughput (`load_history`) outranks the
+prediction. Importing the package loads none of its modules: each name is loaded on first use.
 
 Modules:
 
@@ -20,14 +15,13 @@ Modules:
 * `step_time`: the per-step compute and communication time of each strategy;
 * `ps_servers`: the CPU machines parameter servers run on;
 * `ranges`: the range around a prediction and the unknown that makes it wide;
-* `prediction`: the candidate strategies of a topology, each a `Prediction`;
-* `memory_fit`: which candidates fit one device's memory;
+* `prediction`: the candidate strategies of a topology, each a `Prediction`, at a batch that fits;
 * `history`: measured throughput from `comparison.json` files;
 * `input_bound`: candidates an input pipeline cannot keep busy;
-* `machine_subsets`, `machine_floor`, `faster_machines`: fewer machines, or a mix's
-  faster machines alone, weighed against all of them;
+* `machine_subsets`, `machine_floor`: fewer machines, or a mix's faster machines alone, weighed
+  against all of them;
 * `rules`: practitioner rules over the ranked candidates;
-* `cost`, `cost_objective`: prices (money) and `--objective cost`;
+* `cost`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;
 * `explanation`, `percent`: the reasons, as sentences with numbers;
 * `summary`: the short answer `select` prints (`--explain` prints every reason);

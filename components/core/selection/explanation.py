@@ -1,4 +1,4 @@
-"""Plain sentences, with numbers, on why the chosen strategy wins and what the others cost."""
+"""Plain sentences, with numbers, on why the chosen strategy wins and how the others compare."""
 
 from __future__ import annotations
 
@@ -59,12 +59,11 @@ def explain(
         topology: the hardware.
         model: the model's profile.
         batch: the per-replica batch the predictions use.
-        strategy_sentence: False leaves out why the chosen strategy is fastest (the
-            cost objective's one device of several is not argued by time).
+        strategy_sentence: False leaves out why the chosen strategy is fastest.
 
     Returns:
-        The model's compute cost, why the chosen strategy, its preemption
-        losses when any, and how each alternative compares.
+        The model's compute, why the chosen strategy, its preemption losses and input cap
+        when any, and how each alternative compares.
     """
     reasons = [
         _compute_sentence(chosen, topology, model, batch),
@@ -107,10 +106,8 @@ def communication_sentences(
     one_device_measured: float | None = None,
     strategy_sentence: bool = True,
 ) -> list[str]:
-    """What `candidate` spends on communication on `topology` (unless `strategy_sentence`
-    is False), and the overlay's share; its scaling efficiency is the measured one when
-    it was measured, over `one_device_measured` (`measured_one_device`) when one device
-    was too."""
+    """What `candidate` spends on communication (unless not `strategy_sentence`), and the
+    overlay's share."""
     sentences = []
     if strategy_sentence:
         efficiency = _efficiency(candidate, topology, one_device_measured)
@@ -139,9 +136,8 @@ def measured_one_device(preds: list[Prediction]) -> float | None:
 def _efficiency(
     candidate: Prediction, topology: Topology, one_device_measured: float | None
 ) -> str:
-    """`candidate`'s scaling efficiency for a sentence, after a colon: the predicted one,
-    or, once a measurement replaced the prediction, the measured one over one device's
-    measured throughput (its predicted one when it was not measured)."""
+    """`candidate`'s scaling efficiency for a sentence: predicted, or measured over one
+    device's measured (else predicted) throughput."""
     if candidate.measured_examples_per_second is None:
         return f"{pct(candidate.scaling_efficiency)} scaling efficiency"
     measured = candidate.measured_examples_per_second
@@ -354,7 +350,7 @@ def _parameter_server_sentence(
 
 
 def _server_machine_clause(chosen: Prediction, topology: Topology) -> str:
-    """Which machine type each server is costed on, and the rate it moves its shard at
+    """Which machine type each server is predicted and billed on, and the rate it moves its shard at
     where that is below a worker machine's: its egress cap, or one NIC of the network."""
     share = chosen.server_share_bytes
     machine = server_machine(topology, share)
@@ -414,9 +410,7 @@ def _overlay_sentence(topology: Topology) -> str:
 
 
 def _preemption_sentence(chosen: Prediction, topology: Topology) -> str:
-    """The share of throughput expected preemptions take off the chosen strategy, what
-    one preemption costs with the run's checkpoint interval, and what a tenth of that
-    interval would save."""
+    """What expected preemptions take off the choice, and what a tenth of the interval saves."""
     rate = preemption_rate(topology)
     given = "given" if topology.preemptions_per_machine_hour is not None else "default: one a day"
     interval = topology.checkpoint_interval()
@@ -462,10 +456,8 @@ def _how_known(p: Prediction) -> str:
 
 
 def _alternative_sentences(chosen: Prediction, ranked: list[Prediction]) -> list[str]:
-    """Each other candidate's throughput relative to the choice, and its predicted step time.
-
-    one_device is left out once more GPUs are chosen.
-    """
+    """Each other candidate's throughput relative to the choice, and its predicted step (no
+    one_device once more GPUs are chosen)."""
     reasons = []
     labels = Counter(p.label for p in ranked)
     for p in ranked:

@@ -1,16 +1,8 @@
 """Measured throughput from earlier `comparison.json` files, matched to candidates.
 
-A record decides a candidate when it measured the same thing: the same device
-(GPU type, or a CPU for records without GPUs, as Strategist's local runs are),
-the same strategy and cluster shape (workers, each on a machine of its own, and
-devices per worker), the same per-replica batch, the same precision and the
-same model: its name, and its parameter count when the record states it (as
-Strategist's do), since `--classes` and `--sparse-embedding-params` change the
-model but not its name. Its throughput then replaces that candidate's
-prediction alone, so a measurement can flip the ranking; a parameter_server
-candidate takes the server count its fastest records ran with, and is re-costed
-there. Records do not state the network between machines: a multi-machine
-record is taken as measured on the network asked about, and the reason says so.
+A record decides a candidate when it measured the same device, strategy, cluster shape (each
+worker on a machine of its own), per-replica batch, precision and model (its parameter count
+too, when stated). The median of the matching records replaces that candidate's prediction.
 """
 
 from __future__ import annotations
@@ -36,17 +28,12 @@ from components.core.strategy_spec import spec_for
 
 
 def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Result records of `comparison.json` files, each tagged with its file.
-
-    Each record is read as a `RunMetrics` (any known version), so the hardware
-    it states is the one the run detected, and a field it states wrongly (a
-    count in words, a NaN speed, an unknown precision) is refused before any
-    prediction rather than matched or compared.
+    """Result records of `comparison.json` files, each read as a `RunMetrics` and tagged with
+    its file.
 
     Raises:
-        ConfigError: when a file cannot be read, has no `results` list or an
-            empty one, or holds a record that is not a run record or measured
-            no throughput.
+        ConfigError: a file that cannot be read, has no or an empty `results` list, or holds a
+            record that is not a run record or measured no throughput.
     """
     records = []
     for given, p in _comparison_files(paths):
@@ -85,10 +72,8 @@ def load_history(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 
 def _comparison_files(paths: Iterable[str | Path]) -> list[tuple[str | Path, str]]:
-    """(as given, file) pairs: a file stands for itself, a folder for every
-    comparison.json under it (at any depth, sorted); a file reached twice (given
-    twice, or as a folder's and on its own) is read once, where first reached, so
-    its records weigh once in a median and count once in a tally.
+    """(as given, file) pairs: a file stands for itself, a folder for every comparison.json under
+    it; a file reached twice is read once.
 
     Raises:
         ConfigError: when a folder holds no comparison.json.
@@ -116,8 +101,7 @@ def _comparison_files(paths: Iterable[str | Path]) -> list[tuple[str | Path, str
 
 
 def _identity(path: str) -> str:
-    """What names one file however it was written: a local path resolved (`./a/../b`,
-    a symlink), a URI with its path normalised (`gs://b/x//y` is `gs://b/x/y`)."""
+    """What names one file however it was written: a local path resolved, a URI normalised."""
     if storage.is_uri(path):
         scheme, rest = path.split("://", 1)
         return f"{scheme}://{posixpath.normpath(rest)}"
@@ -156,8 +140,7 @@ def mismatch(
         return _other_size(record["parameters"], model)
     rec_batch = record.get("per_replica_batch_size")
     if rec_batch is None:
-        # Every metrics.json Strategist wrote, version 1 on, states its batch: a record
-        # without one was written by hand and says nothing of the batch asked about.
+        # every record Strategist wrote states its batch
         return "no per-replica batch stated"
     if rec_batch != batch:
         return f"batch {rec_batch} per replica, not {batch}"
@@ -171,8 +154,7 @@ def mismatch(
 
 
 def _other_size(parameters: int, model: ModelProfile) -> str:
-    """Why a record of `model`'s name but `parameters` parameters measured another model:
-    a sparse embedding table, or another classifier head or input, changes the model."""
+    """Why a record of `model`'s name but `parameters` parameters measured another model."""
     said = f"model {model.name} of {parameters:,} parameters, not {model.params:,}"
     if model.sparse_embedding_params:
         return f"{said} with its {model.sparse_embedding_params:,}-parameter sparse embedding table"
@@ -180,12 +162,8 @@ def _other_size(parameters: int, model: ModelProfile) -> str:
 
 
 def _gpus_per_machine(record: Mapping[str, Any]) -> int:
-    """Devices each worker of the record computed on.
-
-    One for single-device strategies; else the larger of the configured
-    devices and the GPUs the run detected on each machine (a worker uses every
-    GPU it sees).
-    """
+    """Devices each worker of the record computed on: the configured ones, or the GPUs it
+    detected on each machine when more (a worker uses every GPU it sees)."""
     if spec_for(str(record.get("strategy"))).single_device:
         return 1
     hw = record.get("hardware") or {}
@@ -193,12 +171,8 @@ def _gpus_per_machine(record: Mapping[str, Any]) -> int:
 
 
 def _fits(record: Mapping[str, Any], candidate: Prediction) -> bool:
-    """Whether the record ran the candidate's strategy on its cluster shape and machines.
-
-    A candidate's workers are machines; a record whose workers shared fewer
-    machines (a local run's processes talk over loopback, not a network)
-    measured something else.
-    """
+    """Whether the record ran the candidate's strategy on its cluster shape, each worker on a
+    machine of its own (a local run's workers share one)."""
     hw = record.get("hardware") or {}
     return (
         record.get("strategy") == candidate.strategy
@@ -215,9 +189,8 @@ def _at_one_server_count(
     model: ModelProfile,
     batch: int,
 ) -> list[Mapping[str, Any]]:
-    """The records of a parameter_server candidate at one server count: the count
-    whose records ran fastest (median), to which the candidate is re-costed, since a
-    measurement says nothing of another count. Others' records pass unchanged."""
+    """A parameter_server candidate's records at the server count that ran fastest (median),
+    the candidate re-predicted at it; other candidates' records unchanged."""
     if not mine or not spec_for(candidate.strategy).uses_ps:
         return mine
     by_count: dict[int, list[Mapping[str, Any]]] = {}
@@ -270,12 +243,8 @@ def apply_history(
     model: ModelProfile,
     batch: int = 64,
 ) -> HistoryFindings:
-    """Attaches measured throughput to the candidates it measured; returns what it found.
-
-    A measured candidate ranks by its measurement, the median of its matching
-    records (one slow or lucky run does not decide); the others keep their
-    prediction (a measurement says nothing about another strategy's speed).
-    """
+    """Attaches the median of its matching records to each candidate they measured; returns
+    what it found."""
     matching = [r for r in records if mismatch(r, topology, model, batch) is None]
     measured = []
     used: set[int] = set()  # ids of the records weighed
@@ -334,8 +303,7 @@ def apply_history(
 def _why_ignored(
     ignored: Sequence[Mapping[str, Any]], topology: Topology, model: ModelProfile, batch: int
 ) -> str:
-    """Each file's ignored records and why, for a sentence: `a.json (2 records): device t4,
-    not v100; b.json (1 record): batch 64 per replica, not 32`."""
+    """Each file's ignored records and why, for a sentence: `a.json (2 records): device t4, ...`."""
     count: dict[tuple[str, str], int] = {}
     for r in ignored:
         why = mismatch(r, topology, model, batch) or _no_candidates_shape(r)
@@ -347,8 +315,7 @@ def _why_ignored(
 
 
 def _no_candidates_shape(record: Mapping[str, Any]) -> str:
-    """Why a record that matches the device, model, batch and precision decides nothing:
-    its strategy ran on a cluster shape or machines no candidate here has."""
+    """Why a record that matches the device, model, batch and precision decides nothing."""
     hw = record.get("hardware") or {}
     workers, machines = record.get("workers") or 1, hw.get("machines") or 1
     servers = f", {record.get('ps')} server(s)" if spec_for(record["strategy"]).uses_ps else ""
@@ -371,11 +338,9 @@ SUPERLINEAR_MARGIN = 1.05
 
 
 def _above_perfect_scaling(preds: Sequence[Prediction]) -> list[str]:
-    """A warning for each measured candidate faster than its replicas times one measured
-    device: superlinear scaling is rare, and more often means the runs differ."""
+    """A warning for each measured candidate faster than its replicas times one measured device."""
     one = next(
-        (p for p in preds if p.strategy == "one_device" and p.measured_examples_per_second),
-        None,
+        (p for p in preds if p.strategy == "one_device" and p.measured_examples_per_second), None
     )
     if one is None:
         return []

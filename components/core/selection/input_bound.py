@@ -16,14 +16,9 @@ from components.core.selection.machine_speeds import (
     slowest_machine,
 )
 from components.core.selection.memory import max_batch_that_fits
-from components.core.selection.memory_fit import candidates_that_fit
-from components.core.selection.prediction import Prediction
+from components.core.selection.prediction import Prediction, candidates_that_fit
 from components.core.selection.rules import asynchronous_allowed
-from components.core.selection.topology import (
-    Topology,
-    a_device,
-    device,
-)
+from components.core.selection.topology import Topology, a_device, device
 
 
 def fewest_gpus_the_input_keeps_busy(
@@ -34,17 +29,9 @@ def fewest_gpus_the_input_keeps_busy(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[Prediction, Topology, list[str]]:
-    """The input-bound `chosen` on the fewest GPUs per machine that still take all the
-    input, the machines that run it, and the sentence that says so.
-
-    Every machine's input pipeline feeds only its own GPUs, so past the GPU count
-    that takes all of it, more GPUs per machine add nothing. The counts tried are
-    those a machine type of the GPU offers (1, 2, 4, ... where the catalogue lists
-    them). A candidate within `SIMPLER_MARGIN` of `chosen`'s throughput on as many
-    machines counts as taking it all; the same strategy is kept where one is (a
-    rule chose it), else the fastest allowed. A measured `chosen` stays: the
-    measurement decides.
-    """
+    """The input-bound `chosen` on the fewest GPUs per machine (of the GPU's machine types) that
+    still take all the input (within `SIMPLER_MARGIN`), the machines that run it, and the
+    sentence that says so; the same strategy where it can, and a measured `chosen` stays."""
     if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
         return chosen, on, []
     gpu = device(on.gpu)
@@ -60,12 +47,12 @@ def fewest_gpus_the_input_keeps_busy(
     feed = on.input_examples_per_second
     for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
-        costed, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
+        predicted, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
         if history:
-            apply_history(costed, history, fewer, model, batch)
+            apply_history(predicted, history, fewer, model, batch)
         pool = [
             p
-            for p in costed
+            for p in predicted
             if p.feasible
             and p.layout.workers == chosen.layout.workers
             and asynchronous_allowed(p, fewer, model, async_ok)
@@ -101,9 +88,8 @@ def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -
 
 
 def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
-    """Why `chosen`, whose parameter-server workers each run at their own speed, trains
-    fewer examples than its GPUs compute: the input pipelines of its faster machines feed
-    less than those compute, while its slower machines take all they compute."""
+    """Why parameter-server `chosen` trains fewer examples than its GPUs compute: its faster
+    machines' input pipelines feed less than those compute."""
     feed = chosen.machine_feed
     computed = chosen.computed_examples_per_second
     kinds = _machine_kinds(topology, chosen.layout.workers)

@@ -3,21 +3,13 @@ between machines, their rates and latencies."""
 
 from __future__ import annotations
 
-from components.core.selection.device_compute import (
-    FITTED,
-    FittedConstants,
-)
-from components.core.selection.machine_speeds import (
-    gpu_types,
-)
-from components.core.selection.topology import (
-    Topology,
-)
+from components.core.selection.device_compute import FITTED, FittedConstants
+from components.core.selection.machine_speeds import gpu_types
+from components.core.selection.topology import Topology
 
-# Nominal one-direction bandwidth of one GPU's link, GB/s, by generation: NVLink
-# 1 (P100, 4 links x 20 GB/s), 2 (V100, 6 x 25), 3 (A100, 12 x 25), 4 (H100,
-# 18 x 25); PCIe x16 gen 3/4/5 (15.8/31.5/63). NVIDIA's P100/V100/A100/H100
-# data sheets and the PCI-SIG specifications.
+# Nominal one-direction bandwidth of one GPU's link, GB/s, by generation: NVLink 1 (P100, 4 links x
+# 20 GB/s), 2 (V100, 6 x 25), 3 (A100, 12 x 25), 4 (H100, 18 x 25); PCIe x16 gen 3/4/5
+# (15.8/31.5/63). NVIDIA's P100/V100/A100/H100 data sheets and the PCI-SIG specifications.
 NVLINK_GBPS = {
     "p100": 80.0,
     "v100": 150.0,
@@ -27,30 +19,14 @@ NVLINK_GBPS = {
     "h100": 450.0,
     "h200": 450.0,
 }
-
-
-PCIE_GBPS = {
-    "a100": 31.5,
-    "a100-80gb": 31.5,
-    "l4": 31.5,
-    "a10g": 31.5,
-    "h100": 63.0,
-    "h200": 63.0,
-}
-
+PCIE_GBPS = {"a100": 31.5, "a100-80gb": 31.5, "l4": 31.5, "a10g": 31.5, "h100": 63.0, "h200": 63.0}
 
 PCIE3_GBPS = 15.8
-
-
 # Link latency per ring hop, seconds.
 LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}
 
-
-# One ring hop of TensorFlow's collective all-reduce between CPU workers: a gRPC
-# call through TensorFlow's collective executor, not an NCCL send. Measured on
-# 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md
-# section 8: 0.73-0.79 ms with two workers, the step without the all-reduce
-# subtracted); a real network only adds to it.
+# One ring hop of TensorFlow's collective all-reduce between CPU workers, a gRPC call: measured on
+# 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md section 8).
 CPU_RING_HOP_S = 0.75e-3
 
 

@@ -8,13 +8,11 @@ from typing import Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.machine_speeds import mean_machine_speed
-from components.core.selection.machine_subsets import costed_on_fewer_machines, on_first_machines
+from components.core.selection.machine_subsets import on_first_machines, predicted_on_fewer_machines
 from components.core.selection.percent import pct_against
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
-from components.core.selection.topology import (
-    Topology,
-)
+from components.core.selection.topology import Topology
 
 # Below this machine scaling efficiency (throughput on k machines over what the k
 # machines give alone), extra machines buy too little to be worth paying for:
@@ -31,24 +29,13 @@ def best_on_each_machine_count(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> dict[int, Prediction]:
-    """The fastest allowed candidate on 1, 2, 4, ... machines; `full` on all of them.
-
-    Each count is costed on its own machines (`on_first_machines`), with the
-    same memory checks as the full cluster (an embedding table that fits no
-    GPU leaves parameter servers on that machine). A candidate the full
-    cluster also has is taken from `preds`, with its measurement and price;
-    one it lacks (a multi-machine layout on fewer machines) takes the `history`
-    records that measured it, so a measured machine count weighs by what it
-    ran at, as in the full table. An
-    asynchronous parameter_server that nothing favours is no option on any
-    machine count (`rules.asynchronous_allowed`). A count where nothing is
-    feasible is left out.
-    """
+    """The fastest allowed candidate on 1, 2, 4, ... machines (`predicted_on_fewer_machines`);
+    `full` on all of them. A count where nothing is feasible is left out."""
     best_on: dict[int, Prediction] = {}
-    for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history):
+    for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
         if k >= full.layout.workers:
             break  # `full` already runs on fewer machines than the cluster has
-        pool = [p for p in costed if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
+        pool = [p for p in predicted if p.feasible and asynchronous_allowed(p, on, model, async_ok)]
         on_k = [p for p in pool if p.layout.workers == k and p.replicas > 1] or pool
         if on_k:
             best_on[k] = max(on_k, key=lambda p: p.rank_examples_per_second)
@@ -57,31 +44,16 @@ def best_on_each_machine_count(
 
 
 def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
-    """Throughput on `k` machines over the sum of what each of them gives alone.
-
-    One machine's best throughput counts once per machine of the same speed;
-    in a GPU mix a slower machine alone gives proportionally less.
-
-    The two throughputs are known alike (`_one_machine_alike`): a predicted
-    count is over one machine's prediction even when one machine was measured.
-    Over the measurement, a prediction would take one machine's shortfall
-    against its prediction for scaling: one T4 measured at half its predicted
-    speed made 4 machines' predicted 226 examples/s read 226 / (4 x 90) = 63%
-    efficient, where they are predicted 31.5% (226 / (4 x 180)). The ratio of
-    predictions is the efficiency as if every count fell short of its
-    prediction as one machine did; a measurement says nothing of how another
-    count falls short (its network may dominate, or its compute), so no
-    prediction is corrected by it.
-    """
+    """Throughput on `k` machines over the sum of what each of them gives alone (a mix's slower
+    machine proportionally less), both known alike: a predicted count over one machine's
+    prediction even when one machine was measured (`_one_machine_alike`)."""
     alone = k * mean_machine_speed(topology, k)
     return best_on[k].rank_examples_per_second / (alone * _one_machine_alike(best_on, k))
 
 
 def _one_machine_alike(best_on: dict[int, Prediction], k: int) -> float:
-    """One machine's best throughput, known as `best_on[k]`'s is: its prediction
-    for a predicted count; its measurement for a measured count, or its prediction
-    when one machine was not measured (a measured count is what it ran at, and one
-    machine's prediction is all that is known of one machine)."""
+    """One machine's best throughput, known as `best_on[k]`'s is: measured for a measured
+    count when one machine was measured, else predicted."""
     one = best_on[1]
     if best_on[k].measured_examples_per_second is None:
         return one.examples_per_second
@@ -89,9 +61,7 @@ def _one_machine_alike(best_on: dict[int, Prediction], k: int) -> float:
 
 
 def _one_device_alike(candidate: Prediction, one_device_measured: float | None) -> float:
-    """One device's throughput, known as `candidate`'s is: its measurement
-    (`one_device_measured`) for a measured candidate when one device was measured,
-    else its prediction."""
+    """One device's throughput, known as `candidate`'s is (measured or predicted)."""
     predicted = candidate.per_replica_batch / candidate.single_gpu_step_s
     if candidate.measured_examples_per_second is None:
         return predicted
@@ -99,30 +69,21 @@ def _one_device_alike(candidate: Prediction, one_device_measured: float | None) 
 
 
 def fewer_machines(
-    topology: Topology,
-    best_on: dict[int, Prediction],
-    one_device_measured: float | None = None,
+    topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None = None
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
-    """The answer when all the machines scale below EFFICIENCY_FLOOR: fewer machines only
-    where they are faster than all of them (the time objective never idles machines for
-    a slower answer), else all of them, with the most machines above the floor stated
-    as the cheaper alternative.
-
-    Machine scaling efficiency is throughput on k machines over what the k
-    machines give alone (`machine_efficiency`): what each added machine is
-    worth.
+    """The answer when all the machines scale below EFFICIENCY_FLOOR: fewer machines only where
+    they are faster than all of them, else all of them, with the most machines above the floor
+    named as the cheaper alternative.
 
     Args:
         topology: the hardware.
         best_on: the best candidate on each machine count (`best_on_each_machine_count`).
-        one_device_measured: the examples/s one device was measured at alone, which a
-            measured count's speed-up is then over (as the cost sentences' are); a
-            predicted count's is over one device's prediction (`_one_device_alike`).
+        one_device_measured: one device's measured examples/s, which a measured count's
+            speed-up is over (a predicted count's is over one device's prediction).
 
     Returns:
-        The answer (the fastest machine count's best candidate), every machine count's
-        (machines, strategy, speed-up over one device, machine scaling efficiency),
-        and the sentence that says so.
+        The answer, every machine count's (machines, strategy, speed-up over one device,
+        machine scaling efficiency), and the sentence that says so.
     """
     options = [
         (
@@ -178,9 +139,8 @@ def _advice(fewer: Prediction, full: Prediction, replaces: bool) -> str:
 def _speed_up_basis(
     topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None
 ) -> str:
-    """What the speed-ups are over when a measurement takes part (`; over one t4's
-    measured 90 examples/s`), and that a predicted count's are over predictions
-    (`_one_device_alike`, `_one_machine_alike`); nothing when all is predicted."""
+    """What the speed-ups are over when a measurement takes part (`; over one t4's measured 90
+    examples/s`); nothing when all is predicted."""
     predicted = [p for p in best_on.values() if p.measured_examples_per_second is None]
     over_measured = one_device_measured and len(predicted) < len(best_on)
     over_predicted = predicted and (
@@ -222,16 +182,15 @@ def measured_on_fewer_machines(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]],
 ) -> list[Prediction]:
-    """The candidates on 2, 4, ... of the machines, fewer than all, that `history`
-    measured (and a rule allows): a measured part of the cluster can outrun every
-    candidate on all of it."""
+    """The candidates on 2, 4, ... of the machines, fewer than all, that `history` measured (and
+    a rule allows): a measured part of the cluster can outrun every candidate on all of it."""
     if not history:
         return []
     known = {(p.strategy, p.layout) for p in preds}
     return [
         p
-        for k, on, costed in costed_on_fewer_machines(preds, topology, model, batch, history)
-        for p in costed
+        for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history)
+        for p in predicted
         if k > 1
         and p.layout.workers == k
         and (p.strategy, p.layout) not in known

@@ -3,20 +3,13 @@ computes, and the share of a parameter-server step each worker takes."""
 
 from __future__ import annotations
 
-from components.core.selection.device_compute import (
-    achievable_tflops,
-)
-from components.core.selection.topology import (
-    PREEMPTIONS_PER_MACHINE_HOUR,
-    Topology,
-    device,
-)
+from components.core.selection.device_compute import achievable_tflops
+from components.core.selection.topology import PREEMPTIONS_PER_MACHINE_HOUR, Topology, device
 
 
 def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:
-    """Where a machine of `gpu_name` stands in a mix, first first: the fastest at
-    `precision`, of equal speed the most memory (an A100 80GB before a 40GB), then by
-    name, so the order the mix was written in never decides.
+    """Where a machine of `gpu_name` stands in a mix: the fastest first, then the most memory,
+    then by name (the order the mix was written in never decides).
 
     Raises:
         ConfigError: for an unknown device or precision.
@@ -53,15 +46,9 @@ def _ranked_mix(topology: Topology) -> list[tuple[str, int]]:
 
 
 def machine_slowdowns(topology: Topology, machines: int, compute_share: float = 1.0) -> list[float]:
-    """How much longer than on `topology.gpu` a step takes on each of the first
-    `machines` machines.
-
-    With a GPU mix, each machine's GPU is rated by its sustained TFLOP/s (the
-    fastest type first), which only the `compute_share` of a step on `topology.gpu`
-    scales with (`step_compute_share`: the rest, the fixed launch cost, takes as long
-    on any GPU); with `heterogeneous` alone, half the machines run
-    `heterogeneity_slowdown` times slower; else all run at 1.
-    """
+    """How much longer than on `topology.gpu` a step takes on each of the first `machines`
+    machines: by each GPU's sustained TFLOP/s for the `compute_share` of the step that scales
+    with it, or `heterogeneity_slowdown` for the slower half of `--heterogeneous` machines."""
     return [slowdown for slowdown, count in _slowdown_groups(topology, machines, compute_share)
             for _ in range(count)]  # fmt: skip
 
@@ -75,7 +62,7 @@ def _slowdown_groups(
     topology: Topology, machines: int, compute_share: float = 1.0
 ) -> list[tuple[float, int]]:
     """`machine_slowdowns` as (slowdown, machines) groups, fastest first: one per GPU
-    type, so a count in the thousands costs no list per machine."""
+    type, so a count in the thousands needs no list per machine."""
     if topology.gpu_mix:
         ref = achievable_tflops(topology.gpu, topology.precision)
         ranked = _ranked_mix(topology)
@@ -98,10 +85,8 @@ def _slowdown_groups(
 
 
 def mean_machine_speed(topology: Topology, machines: int, compute_share: float = 1.0) -> float:
-    """The mean speed of the first `machines` machines, each alone, relative to one
-    machine of `topology.gpu` (below 1 when a GPU mix's or `--heterogeneous`'s slower
-    machines take part), for steps whose `compute_share` scales with the GPU
-    (`machine_slowdowns`)."""
+    """The mean speed of the first `machines` machines, each alone, relative to one machine of
+    `topology.gpu` (`machine_slowdowns`)."""
     groups = _slowdown_groups(topology, machines, compute_share)
     return sum(n / slowdown for slowdown, n in groups) / sum(n for _, n in groups)
 
@@ -109,13 +94,10 @@ def mean_machine_speed(topology: Topology, machines: int, compute_share: float =
 def worker_shares(
     topology: Topology, workers: int, compute_share: float, compute_s: float, exposed_s: float
 ) -> tuple[tuple[float, int], ...]:
-    """The share of a parameter-server step's examples each of the first `workers`
-    machines computes, as (share of one machine, machines) groups, fastest first; empty
-    when they all run at one speed.
+    """The share of a parameter-server step's examples each of the first `workers` machines
+    computes, as (share of one machine, machines) groups, fastest first (empty: one speed).
 
-    Each worker runs at its own speed: its own compute (`machine_slowdowns`) plus the
-    exposed communication every worker waits for. `compute_s` is the average worker's
-    compute (`predict_parameter_server`), `exposed_s` its exposed communication.
+    Each worker runs at its own compute plus the average worker's exposed communication.
     """
     groups = _slowdown_groups(topology, workers, compute_share)
     if len({slowdown for slowdown, _ in groups}) < 2:

@@ -5,42 +5,23 @@ from __future__ import annotations
 
 from components.core.model_profile import ModelProfile
 
-# Usable share of GPU memory (the CUDA context, cuDNN workspaces and
-# fragmentation take the rest).
+# Usable share of GPU memory (the CUDA context, cuDNN workspaces and fragmentation take the rest).
 USABLE_MEMORY_FRACTION = 0.90
-
-
 # Adam keeps two values per parameter (first and second moment).
 OPTIMIZER_STATE_FACTOR = 2
-
-
-# Bytes of activations kept for back-propagation relative to float32: a mixed
-# policy computes (and keeps) layer outputs in 16 bits; weights, gradients and
-# Adam state stay float32 (Keras keeps float32 variables under a mixed policy).
+# Activation bytes relative to float32: a mixed policy keeps layer outputs in 16 bits (weights,
+# gradients and Adam state stay float32).
 ACTIVATION_BYTES_FACTOR = {"fp32": 1.0, "mixed": 0.5}
-
-
-# Share of the summed layer outputs back-propagation really keeps: frameworks
-# recompute or share some (ReLU in place, fused batch norm). Calibrated on the
-# largest batches NVIDIA publishes for ResNet-50 v1.5 in TensorFlow (in
-# published_scaling.json): 128 FP32 and 256 AMP per 16 GB V100, 256 TF32 per
-# 40 GB A100, which fit only below 0.87 of the summed outputs; 256 FP32 on a 16 GB
-# V100 (not published) does not fit at 0.85.
+# Share of the summed layer outputs back-propagation keeps (some are recomputed or shared):
+# calibrated on the largest batches NVIDIA publishes for ResNet-50 v1.5 in TensorFlow.
 KEPT_ACTIVATION_FRACTION = 0.85
-
-
-# Gradient bytes per parameter on the wire: float32 (Keras all-reduces the
-# float32 gradients of its float32 variables, mixed policy or not).
+# Gradient bytes per parameter on the wire: Keras all-reduces float32 gradients under any policy.
 GRADIENT_BYTES_FACTOR = {"fp32": 1.0, "mixed": 1.0}
 
 
 def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -> float:
-    """Activation bytes one example keeps for back-propagation at `precision`.
-
-    `KEPT_ACTIVATION_FRACTION` of Strategist's own figure, which sums every layer's
-    output (counted or estimated); a user's figure (`kept_activations_given`) already
-    is what back-propagation keeps, so it is taken whole.
-    """
+    """Activation bytes one example keeps for back-propagation at `precision`: a share of the
+    summed layer outputs, or a user's figure (`kept_activations_given`) whole."""
     kept = 1.0 if model.kept_activations_given else KEPT_ACTIVATION_FRACTION
     return model.activation_bytes_per_example * kept * ACTIVATION_BYTES_FACTOR[precision]
 

@@ -1,4 +1,5 @@
-"""Candidate strategies for a topology, each with the step-time model's prediction."""
+"""Candidate strategies for a topology, each with the step-time model's prediction, at a
+per-replica batch that fits the GPUs' memory."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from components.core.checkpoint_interval import CheckpointInterval
 from components.core.checkpoint_interval import preemption_loss_seconds as loss_per_preemption
 from components.core.checkpoint_interval import preemption_share as hourly_share
+from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import (
     achievable_tflops,
@@ -16,11 +18,18 @@ from components.core.selection.device_compute import (
     step_compute_time,
 )
 from components.core.selection.machine_speeds import (
+    machine_gpus,
     mean_machine_speed,
     preemption_rate,
     worker_shares,
 )
-from components.core.selection.memory import OPTIMIZER_STATE_FACTOR, server_state_bytes
+from components.core.selection.memory import (
+    OPTIMIZER_STATE_FACTOR,
+    USABLE_MEMORY_FRACTION,
+    max_batch_that_fits,
+    memory_needed_bytes,
+    server_state_bytes,
+)
 from components.core.selection.ranges import (
     efficiency_group,
     efficiency_range,
@@ -28,7 +37,13 @@ from components.core.selection.ranges import (
     speed_range,
 )
 from components.core.selection.step_time import predict_allreduce, predict_parameter_server
-from components.core.selection.topology import ASSUMED_EPOCH_S, Layout, Topology
+from components.core.selection.topology import (
+    ASSUMED_EPOCH_S,
+    Layout,
+    Topology,
+    a_device,
+    device,
+)
 from components.core.strategy_spec import spec_for
 
 # Parameter-server host memory available for variables and optimizer state, GB.
@@ -49,29 +64,19 @@ class Prediction:
         raw_communication_s: predicted communication seconds before overlap.
         single_gpu_step_s: predicted step seconds of one GPU alone.
         overhead_fraction: share of throughput lost to expected preemptions.
-        preemption_loss_s: expected seconds one preemption costs it: the restart
-            and the steps trained again since the last checkpoint (0 when the
-            machines are not preemptible).
+        preemption_loss_s: expected seconds one preemption loses it.
         feasible: False when the candidate cannot run (e.g. out of GPU memory).
         note: why it cannot run, when it cannot.
+        misfit: infeasible because a replica does not fit a GPU its machines hold.
         measured_examples_per_second: measured throughput on matching hardware.
         measured_source: the file the measurement came from.
         usd_per_million_examples: list price of a million examples, when priced.
-        input_limit: examples/s the input pipelines of its machines can feed
-            together, each machine's pipeline only its own GPUs (None: unlimited).
-        replica_speed: the mean speed of its machines' GPUs alone, relative to
-            the topology's GPU (below 1 when slower machines of a GPU mix, or
-            of `--heterogeneous`, take part).
-        machines_gpu: the GPU of its machines when it runs on one slower type
-            of a GPU mix alone (empty: on the mix's first machines, fastest first).
-        server_state_bytes: the variables and Adam state its parameter servers
-            hold together (0 for the other strategies).
-        machine_shares: the share of its examples one machine computes, and how many
-            machines compute that share, when they differ (parameter-server workers of
-            a GPU mix or of `--heterogeneous` each run at their own speed); empty when
-            every machine computes alike.
-        efficiency_group: the `ranges` group its scaling efficiency's range comes from
-            (empty: one GPU, whose efficiency is 1 by definition).
+        input_limit: examples/s its machines' input pipelines feed together (None: unlimited).
+        replica_speed: its machines' mean GPU speed relative to the topology's GPU.
+        machines_gpu: the GPU type of a mix it runs on alone (empty: the mix's first machines).
+        server_state_bytes: the variables and Adam state its parameter servers hold together.
+        machine_shares: (share of its examples, machines) groups when its machines differ.
+        efficiency_group: the `ranges` group of its scaling efficiency (empty: one GPU).
         speed_group: the `ranges` group of its GPUs' own speed.
     """
 
@@ -87,6 +92,7 @@ class Prediction:
     preemption_loss_s: float = 0.0
     feasible: bool = True
     note: str = ""
+    misfit: bool = False
     measured_examples_per_second: float | None = None
     measured_source: str | None = None
     usd_per_million_examples: float | None = None
@@ -192,9 +198,8 @@ class Prediction:
 
     @property
     def rank_examples_per_second(self) -> float:
-        """What ranking uses: the measurement when there is one, else the prediction;
-        either less the expected preemption losses (a measured benchmark ran too briefly
-        to be preempted, a training run will not)."""
+        """What ranking uses: the measurement, else the prediction; either less the expected
+        preemption losses."""
         if self.measured_examples_per_second is not None:
             return self.measured_examples_per_second * (1 - self.overhead_fraction)
         return self.examples_per_second
@@ -279,39 +284,17 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     g_workers = 1 if topology.gpu == "cpu" else g
     out = [_candidate("one_device", Layout(1, 0, 1), 1, batch, (single, 0.0, 0.0), single)]
     if g > 1:
-        out.append(
-            _candidate(
-                "mirrored",
-                Layout(1, 0, g),
-                g,
-                batch,
-                predict_allreduce(topology, model, batch, 1, g),
-                single,
-            )
-        )
+        parts = predict_allreduce(topology, model, batch, 1, g)
+        out.append(_candidate("mirrored", Layout(1, 0, g), g, batch, parts, single))
     if m > 1:
-        out.append(
-            _candidate(
-                "multi_worker_mirrored",
-                Layout(m, 0, g_workers),
-                m * g_workers,
-                batch,
-                predict_allreduce(topology, model, batch, m, g_workers),
-                single,
-            )
-        )
+        parts = predict_allreduce(topology, model, batch, m, g_workers)
+        layout = Layout(m, 0, g_workers)
+        out.append(_candidate("multi_worker_mirrored", layout, m * g_workers, batch, parts, single))
     if m > 1 or model.sparse_embedding_params:
         ps = _ps_count(topology, model, batch, m, g_workers)
-        out.append(
-            _candidate(
-                "parameter_server",
-                Layout(m, ps, g_workers),
-                m * g_workers,
-                batch,
-                predict_parameter_server(topology, model, batch, m, ps, g_workers),
-                single,
-            )
-        )
+        parts = predict_parameter_server(topology, model, batch, m, ps, g_workers)
+        layout = Layout(m, ps, g_workers)
+        out.append(_candidate("parameter_server", layout, m * g_workers, batch, parts, single))
     share = step_compute_share(single)
     mixed_or_xla = topology.precision == "mixed" or topology.jit_compile
     for c in out:  # a GPU mix's candidates run on its fastest machines first
@@ -336,13 +319,9 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
 def preemption_loss_seconds(
     c: Prediction, topology: Topology, interval: CheckpointInterval
 ) -> float:
-    """Expected seconds one preemption costs candidate `c` checkpointing at `interval`.
-
-    The restart (`RESTART_S`) plus, on average, half the interval trained again
-    (`work_lost_seconds`), in seconds from its predicted step time, or half an
-    epoch (of `topology.examples_per_epoch`, else `ASSUMED_EPOCH_S`) for `epoch`.
-    A parameter_server run counts the coordinator's steps, one per worker step.
-    """
+    """Expected seconds one preemption loses candidate `c` checkpointing at `interval`: the
+    restart plus half the interval trained again (a parameter_server run counts the
+    coordinator's steps, one per worker step)."""
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
     examples = topology.examples_per_epoch
     epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
@@ -350,13 +329,8 @@ def preemption_loss_seconds(
 
 
 def _charge_preemptions(preds: list[Prediction], topology: Topology) -> None:
-    """Sets each candidate's expected share of time lost to preemptions.
-
-    A synchronous strategy restarts when any of its machines is preempted;
-    parameter_server counts as one machine, since its other workers keep
-    training when one is lost. A candidate whose losses fill every hour
-    trains nothing: it is infeasible, not given a share of some made-up rest.
-    """
+    """Sets each candidate's expected share of time lost to preemptions; one whose losses fill
+    every hour trains nothing and is infeasible."""
     interval = topology.checkpoint_interval()
     for c in preds:
         c.preemption_loss_s, c.overhead_fraction = preemption_share(c, topology, interval)
@@ -374,7 +348,73 @@ def preempted_machines(c: Prediction) -> int:
 def preemption_share(
     c: Prediction, topology: Topology, interval: CheckpointInterval
 ) -> tuple[float, float]:
-    """Seconds one preemption costs `c` at `interval`, and the share of each hour
+    """Seconds one preemption loses `c` at `interval`, and the share of each hour
     expected preemptions take (at most 1)."""
     loss_s = preemption_loss_seconds(c, topology, interval)
     return loss_s, hourly_share(loss_s, preempted_machines(c), preemption_rate(topology))
+
+
+def candidates_that_fit(
+    topology: Topology, model: ModelProfile, batch: int, gpu: Gpu, fit_replicated: int
+) -> tuple[list[Prediction], int, list[str]]:
+    """The candidates at a per-replica batch that fits one GPU, that batch, and reasons: only
+    parameter_server when the embedding table fits no GPU; the largest batch that fits when
+    the batch is too large."""
+    preds = candidates(topology, model, batch)
+    if fit_replicated >= batch:
+        _check_mix_memory(preds, topology, model)
+        return preds, batch, []
+    need_gb = memory_needed_bytes(model, batch, True, topology.precision) / 1e9
+    if fit_replicated == 0:
+        for p in preds:
+            if not spec_for(p.strategy).uses_ps:
+                p.feasible = False
+                p.note = "sparse embedding table does not fit one GPU"
+        reason = (
+            f"The {model.sparse_embedding_params:,}-parameter embedding table does not fit "
+            f"one {gpu.name}: a replica with it needs {need_gb:,.1f} GB for weights, gradients, "
+            "Adam state and activations; "
+            "parameter servers hold it in host memory and send only the rows a step touches."
+        )
+        _check_mix_memory(preds, topology, model)
+        return preds, batch, [reason] + _sharded_embedding_reasons(topology, model, gpu)
+    usable = fit_replicated
+    reason = (
+        f"A per-GPU batch of {batch} needs {need_gb:,.1f} GB, more than the "
+        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on {a_device(gpu.name)}; "
+        f"use at most {usable:,} per GPU (or accumulate gradients). Predictions use {usable:,}."
+    )
+    preds = candidates(topology, model, usable)
+    _check_mix_memory(preds, topology, model)
+    return preds, usable, [reason]
+
+
+def _check_mix_memory(preds: list[Prediction], topology: Topology, model: ModelProfile) -> None:
+    """Marks infeasible the candidates of a GPU mix whose replica does not fit the
+    smallest GPU of the machines they use (the first machine's was checked already)."""
+    if not topology.gpu_mix:
+        return
+    for p in preds:
+        smallest = min((device(g) for g in machine_gpus(topology, p.layout.workers)),
+                       key=lambda g: g.memory_gb)  # fmt: skip
+        replicated = not spec_for(p.strategy).uses_ps
+        fits = max_batch_that_fits(model, smallest.memory_gb, replicated, topology.precision)
+        if p.feasible and fits < p.per_replica_batch:
+            p.feasible, p.misfit = False, True
+            p.note = f"a replica does not fit {a_device(smallest.name)}"
+
+
+def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
+    """The GPU-sharded embedding alternative, when the table fits all the GPUs' memory."""
+    table_gb = model.sparse_embedding_params * 4 * (2 + OPTIMIZER_STATE_FACTOR) / 1e9
+    usable_gb = topology.total_gpus * gpu.memory_gb * USABLE_MEMORY_FRACTION
+    if table_gb > usable_gb * 0.8:  # leave a fifth for the dense model and activations
+        return []
+    return [
+        f"Beyond these three strategies: the table ({table_gb:,.0f} GB with gradients and "
+        f"Adam state) fits the {topology.total_gpus} GPUs' {usable_gb:,.0f} GB together, so "
+        "sharding it across GPU memory (each GPU holds a slice; looked-up rows travel "
+        "all-to-all, as in TensorFlow Recommenders' sharded embeddings, DTensor or NVIDIA's "
+        "HugeCTR/SOK) avoids parameter-server round trips. Strategist does not run it, as "
+        "it does not run model parallelism."
+    ]

@@ -1,20 +1,10 @@
-"""The machines parameter servers run on, as `select` costs and bills them.
+"""The machines parameter servers run on, as `select` predicts and bills them.
 
-Each parameter server of a GPU cluster runs on a CPU machine of its own, of the
-type `strategist train --ps-machine-type` gives it (`Topology.ps_machine_type`),
-or a larger shape of that type when a server's share of the variables and their
-Adam state needs the memory; the coordinator (chief) runs on one of that type
-too. So it is on one GPU machine as well: Vertex AI gives the ps and chief pools
-CPU machines whatever the workers' count (`launch.cloud.layout`). Its transfers
-run at that machine's egress rate, at most one NIC of the cluster's network: a
-server on an n1-standard-8 moves 16 Gbit/s however fast the GPU machines' NICs
-are. On one GPU machine there is no network between machines to bound it, and a
-GPU machine's own NIC sends at least what one such server does, so the server's
-egress alone sets the rate.
-
-The servers share the workers' host only where `train` runs every process there
-(`servers_share_the_host`): one CPU machine (`--gpu cpu`, the local rehearsal,
-all processes on localhost).
+Each server and the coordinator run on a CPU machine of their own, of `--ps-machine-type` or a
+larger shape of it whose memory holds a server's share of the variables and Adam state, as
+Vertex AI's ps and chief pools do (`launch.cloud.layout`). A server moves data at its machine's
+egress rate, at most one NIC of the network. Only on one CPU machine (the local rehearsal) do
+the servers share the worker's host.
 """
 
 from __future__ import annotations
@@ -42,10 +32,9 @@ def server_machine(topology: Topology, state_bytes_per_server: float) -> CpuMach
 
 
 def server_network_gbps(topology: Topology, state_bytes_per_server: float) -> float | None:
-    """Gbit/s one parameter server sends and receives: its machine's egress rate,
-    at most one NIC of `topology`'s network across machines (None: they share the
-    worker's machine). With one GPU machine there is no network between machines:
-    the egress alone (its NIC sends at least that)."""
+    """Gbit/s one parameter server sends and receives: its machine's egress rate, at most one NIC
+    of `topology`'s network across machines (None: they share the worker's machine). With one GPU
+    machine there is no network between machines: the egress alone (its NIC sends at least that)."""
     machine = server_machine(topology, state_bytes_per_server)
     if machine is None:
         return None

@@ -1,27 +1,16 @@
-"""How far a prediction may be off: the ranges around a predicted scaling efficiency and
-throughput, and the unknown input that makes them wide.
+"""How far a prediction may be off: the ranges around a predicted scaling efficiency and throughput,
+and the unknown input that makes them wide.
 
-The widths come from `data/step_time_fit.json` (`ranges`), written by
-`python -m research.selection.fit --write`: the 10th and 90th percentiles of the published
-over the predicted figures on the fit's training part, apart for the unknowns each kind of run
-leaves
-(the network path between machines; kernel efficiency under mixed precision or XLA; the
-framework's overlap of the gradient exchange with compute; one GPU's own speed, its input
-pipeline included). About 80 % of the held-out published efficiencies fall inside.
+The widths (`ranges` in `data/step_time_fit.json`) are the 10th and 90th percentiles of published
+over predicted figures on the fit's training part, apart for each unknown a kind of run leaves.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.core import storage
-from components.core.config import ConfigError
-from components.core.selection.device_compute import FIT_PATH
-
-# The percentiles of the training part's errors a range spans.
-LOW_PERCENTILE, HIGH_PERCENTILE = 0.10, 0.90
+from components.core.selection.device_compute import FIT_PATH, read_fit
 
 
 @dataclass(frozen=True)
@@ -76,22 +65,10 @@ class RangeWidths:
     efficiency: dict[str, tuple[float, float]]
     one_gpu_speed: dict[str, tuple[float, float]]
 
-    def to_dict(self) -> dict[str, dict[str, list[float]]]:
-        """The JSON form `fit --write` stores."""
-        return {
-            "efficiency": {k: list(v) for k, v in self.efficiency.items()},
-            "one_gpu_speed": {k: list(v) for k, v in self.one_gpu_speed.items()},
-        }
-
 
 def load_widths(path: str | Path = FIT_PATH) -> RangeWidths:
     """The widths stored in `path` (no width when it has none: a point range)."""
-    try:
-        data = json.loads(storage.read_text(path)).get("ranges", {})
-    except OSError:
-        data = {}
-    except ValueError as err:
-        raise ConfigError(f"cannot read {path}: {err}") from None
+    data = (read_fit(path) or {}).get("ranges", {})
     return RangeWidths(
         {k: (float(lo), float(hi)) for k, (lo, hi) in data.get("efficiency", {}).items()},
         {k: (float(lo), float(hi)) for k, (lo, hi) in data.get("one_gpu_speed", {}).items()},

@@ -11,26 +11,20 @@ from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection.cost import (
-    price_basis_reasons,
-    prices_used,
-)
-from components.core.selection.cost_objective import (
     cheapest,
     cost_sentences,
     on_fewer_gpus,
     on_fewer_machines,
     on_one_gpu_type,
+    price_basis_reasons,
     price_candidates,
+    prices_used,
 )
 from components.core.selection.explanation import (
     communication_sentences,
     explain,
     measured_one_device,
     pct_shown,
-)
-from components.core.selection.faster_machines import (
-    faster_machines_sentence,
-    on_faster_machines,
 )
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import (
@@ -47,21 +41,19 @@ from components.core.selection.machine_floor import (
     measured_part_sentence,
 )
 from components.core.selection.machine_speeds import machine_gpus
-from components.core.selection.machine_subsets import on_first_machines
+from components.core.selection.machine_subsets import (
+    faster_machines_sentence,
+    on_faster_machines,
+    on_first_machines,
+)
 from components.core.selection.memory import (
     USABLE_MEMORY_FRACTION,
     max_batch_that_fits,
     memory_needed_bytes,
 )
-from components.core.selection.memory_fit import candidates_that_fit
-from components.core.selection.prediction import Prediction
+from components.core.selection.prediction import Prediction, candidates_that_fit
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
-from components.core.selection.summary import candidate_rows
-from components.core.selection.topology import (
-    Layout,
-    Topology,
-    device,
-)
+from components.core.selection.topology import Layout, Topology, device
 from components.core.selection.unknown_inputs import unknown_input_reasons
 from components.core.strategy_spec import spec_for
 
@@ -85,13 +77,10 @@ class Recommendation:
         topology: the hardware asked about.
         model: the model asked about.
         batch_size: the per-replica batch the predictions use.
-        machine_options: (machines, strategy, predicted speed-up over one
-            device, machine scaling efficiency) for each machine count
-            considered when the full cluster scales below `EFFICIENCY_FLOOR`.
-        prices: what the candidates were priced at (`cost.prices_used`), or
-            None when they were not priced.
-        deciding_inputs: the flags of estimated or assumed inputs whose value changes
-            the choice (`unknown_inputs`).
+        machine_options: (machines, strategy, speed-up over one device, machine scaling
+            efficiency) of each machine count, when the cluster scales below the floor.
+        prices: what the candidates were priced at (`cost.prices_used`), or None.
+        deciding_inputs: the flags of assumed inputs whose value changes the choice.
     """
 
     strategy: str
@@ -144,77 +133,6 @@ class Recommendation:
             },
         }
 
-    def _on_machines_of(self) -> str:
-        """`, on the t4 machines` when the choice runs on one slower type of a mix alone."""
-        gpu = self.chosen.machines_gpu if self.chosen else ""
-        return f", on the {gpu} machines" if gpu else ""
-
-    HEADER = [
-        "strategy",
-        "workers/ps/gpus",
-        "step ms",
-        "compute ms",
-        "comm ms",
-        "examples/s",
-        "efficiency",
-        "measured/s",
-        "USD/1M examples",
-    ]
-
-    def _header(self) -> list[str]:
-        """`HEADER`, its price column in the price table's currency."""
-        currency = (self.prices or {}).get("currency", "USD")
-        return [*self.HEADER[:-1], f"{currency}/1M examples"]
-
-    def to_markdown(self) -> str:
-        """The same content as Markdown (for a KFP Markdown artifact)."""
-        title = self.strategy + ("" if self.supported else " (not supported)")
-        lines = [f"## Recommended strategy: `{title}`", ""]
-        lines.append(
-            f"Hardware: {self.topology.describe()}; model: "
-            f"{self.model.name}; per-GPU batch {self.batch_size}."
-        )
-        if self.layout:
-            lines.append(
-                f"Layout: workers {self.layout.workers}, ps {self.layout.ps}, "
-                f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}."
-            )
-        lines.append("")
-        rows = candidate_rows(self)
-        if rows:
-            lines.append("| " + " | ".join(self._header()) + " |")
-            lines.append("|" + "---|" * len(self.HEADER))
-            lines.extend("| " + " | ".join(r) + " |" for r in rows)
-            lines.append("")
-        lines.append("### Reasons")
-        lines.extend(f"- {r}" for r in self.reasons)
-        return "\n".join(lines) + "\n"
-
-    def to_text(self) -> str:
-        """Plain text for the terminal."""
-        lines = [
-            f"recommended: {self.strategy}"
-            + ("" if self.supported else " (not supported by Strategist)")
-        ]
-        if self.layout:
-            lines.append(
-                f"layout:      workers {self.layout.workers}, ps {self.layout.ps}, "
-                f"GPUs per machine {self.layout.gpus_per_machine}{self._on_machines_of()}"
-            )
-        rows = candidate_rows(self)
-        if rows:
-            header = self._header()
-            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-            lines.append("")
-            lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-            lines.extend(
-                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
-            )
-        lines.append("")
-        lines.append("reasons:")
-        lines.extend(f"  - {r}" for r in self.reasons)
-        return "\n".join(lines)
-
 
 def recommend(
     topology: Topology,
@@ -234,23 +152,17 @@ def recommend(
         model: the model's profile (`model_profile.profile_model`, `from_params`, ...).
         batch_size: per-GPU (per-replica) batch.
         async_ok: asynchronous updates (parameter_server in TF2) are acceptable.
-        history: `comparison.json` result records (`load_history`); measured
-            throughput on matching hardware outranks the prediction.
-        prices: a `comparison.pricing.PriceTable`; each candidate is then
-            priced per million examples.
-        objective: `time` (fastest at a machine scaling efficiency floor of
-            `EFFICIENCY_FLOOR`) or `cost` (cheapest per example; needs `prices`).
-        unstated: hardware inputs the user did not give (`network`): the
-            reasons say what was assumed and give the answer at both ends.
+        history: `comparison.json` result records (`load_history`).
+        prices: a `prices.PriceTable`; each candidate is then priced per million examples.
+        objective: `time` (fastest above the machine efficiency floor) or `cost` (cheapest
+            per example; needs `prices`).
+        unstated: hardware inputs the user did not give (`network`), answered at both ends.
 
     Returns:
-        The recommendation; `model_parallelism` with `supported` False when the
-        model cannot fit one GPU.
+        The recommendation; `model_parallelism`, unsupported, when the model fits no GPU.
 
     Raises:
-        ConfigError: for invalid hardware or batch size, or when no candidate can
-            run (one machine whose GPU and host memory hold neither a replica with
-            the embedding table nor the parameter servers), saying why each cannot.
+        ConfigError: invalid hardware or batch size, or no candidate can run.
     """
     topology.validate()
     if objective not in OBJECTIVES or (objective == "cost" and prices is None):
@@ -375,20 +287,8 @@ def _choose(
     history_reasons: Sequence[str] = (),
     prices: Any = None,
 ) -> Recommendation:
-    """Ranks the feasible candidates, applies the rules and the machine floor, and
-    explains the choice.
-
-    A GPU mix's faster machines alone (`on_faster_machines`) rank beside the whole
-    cluster, and the rules weigh the machines the best candidate runs on: when they
-    are of one speed, no slower machine makes a case for parameter servers.
-
-    When the floor moves the answer to fewer machines, the reasons say what the
-    whole cluster would spend on communication, then explain that candidate on
-    its own machines (`on_first_machines`); a candidate the full cluster does
-    not have is measured and priced there. `reasons` (memory findings) and
-    `history_reasons` (`apply_history` on `preds`, taken again with the fewer
-    machines' candidates when a record measured one) follow the explanation.
-    """
+    """Ranks the feasible candidates (a mix's faster machines alone among them), applies the
+    rules and the machine floor, and explains the choice on the machines it runs on."""
     measured_fewer = measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)
     # a mix's faster machines alone: a slower or memory-short machine must not hold back
     # the rest (priced like the full table: a candidate prices its own first machines)

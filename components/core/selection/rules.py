@@ -1,24 +1,14 @@
 """Practitioner rules applied to the ranked candidates.
 
-The fastest candidate wins, except that a simpler strategy within a small
-margin is preferred, and parameter_server is preferred, within a tolerance,
-when asynchronous updates are acceptable or a sparse embedding table should
-live on the parameter servers. Heterogeneous or preemptible machines let
-parameter_server compete on throughput, with no tolerance: the predictions
-already count what those reasons are about (see `_why_parameter_server`).
+The fastest candidate wins, but a simpler strategy within a small margin is preferred, and
+parameter_server within a tolerance when asynchronous updates are acceptable or a sparse
+embedding table lives on the servers. Machines of different speeds or preemptible ones let
+parameter_server compete on throughput alone (the predictions already count them).
 
-Without such a reason, a dense model trains synchronously, however much more
-examples/s parameter_server is predicted: TF2's ParameterServerStrategy is
-asynchronous ("workers read and update these variables independently without
-synchronizing with each other",
-https://www.tensorflow.org/api_docs/python/tf/distribute/experimental/ParameterServerStrategy),
-so with W workers each gradient is applied about W - 1 updates after the
-weights it came from were read. Stale gradients cost a dense model accuracy
-and steps to converge (Chen et al. 2016, "Revisiting Distributed Synchronous
-SGD", https://arxiv.org/abs/1604.00981), so its examples/s is not time to
-train. The predicted gain there is the synchronisation wait (`sync_overhead`)
-that asynchronous workers skip, which is what buys that staleness. A
-measurement from the user's own runs (`--history`) still decides.
+Without such a reason a dense model trains synchronously, however much faster parameter_server
+is predicted: TF2's ParameterServerStrategy applies gradients asynchronously, and stale gradients
+cost a dense model accuracy and steps to converge (Chen et al. 2016,
+https://arxiv.org/abs/1604.00981). A measurement (`--history`) still decides.
 """
 
 from __future__ import annotations
@@ -32,13 +22,9 @@ from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import spec_for
 
-# How much slower than the fastest synchronous candidate parameter_server may be
-# predicted and still be chosen, when a rule favours it for something the predictions
-# leave out. Machines that differ in speed or are preemptible grant none: the
-# predictions already run each parameter-server worker at its own speed against a
-# synchronous step at the slowest machine's, and take a restart per preempted machine
-# off a synchronous run against one machine's off parameter_server
-# (`prediction._charge_preemptions`), so a tolerance would count that gain twice.
+# How much slower than the fastest parameter_server may be predicted and still be chosen, when a
+# rule favours it for something the predictions leave out (machine speeds and preemptions are in
+# the predictions already, so they grant none).
 PS_TOLERANCE_ASYNC_OK = 0.10
 MANY_WORKERS = 16
 # Rank ties within this relative margin go to the simpler strategy.
@@ -61,7 +47,7 @@ def apply_rules(
     model: ModelProfile,
     async_ok: bool,
 ) -> tuple[Prediction, list[str]]:
-    """Moves to parameter_server when a practitioner rule favours it and the cost allows.
+    """Moves to parameter_server when a practitioner rule favours it and its speed allows.
 
     Args:
         best: the candidate ranking chose (`prefer_simpler`).
@@ -71,8 +57,7 @@ def apply_rules(
         async_ok: asynchronous updates are acceptable.
 
     Returns:
-        The chosen candidate and the sentences that explain the rule's verdict
-        (none when no rule applies).
+        The chosen candidate and the sentences on the rule's verdict (none: no rule applies).
     """
     ps = next((p for p in ranked if spec_for(p.strategy).uses_ps), None)
     if ps is None or (best is not ps and topology.machines < 2):
@@ -107,12 +92,8 @@ def rules_for_the_cheapest(
 ) -> tuple[Prediction, list[str]]:
     """`apply_rules`' verdict on asynchrony, for the cheapest candidate of `--objective cost`.
 
-    An asynchronous parameter_server (two workers or more) stays the choice when a reason
-    favours it (warned of its asynchrony without --async-ok) or a measurement chose it
-    (warned likewise, `_measured_asynchronous`); an unmeasured one without a reason gives
-    way to the cheapest synchronous candidate, for the reason it gives way to the fastest
-    under the time objective (module docstring). No reason moves a cheaper synchronous
-    choice to parameter_server: `apply_rules`' tolerances are of speed, not price.
+    An unmeasured asynchronous parameter_server nothing favours gives way to the cheapest
+    synchronous candidate; no reason moves a synchronous choice to parameter_server.
 
     Args:
         cheapest: the cheapest candidate.
@@ -120,12 +101,10 @@ def rules_for_the_cheapest(
         topology: the machines `cheapest` runs on.
         model: the model's profile.
         async_ok: asynchronous updates are acceptable.
-        claim: what `cheapest` is predicted to save, for the sentence that sets it aside
-            (`Parameter_server is predicted the cheapest per example, ...`).
+        claim: what `cheapest` is predicted to save, for the sentence that sets it aside.
 
     Returns:
-        The chosen candidate and the sentences on its asynchrony (none for a synchronous
-        one).
+        The chosen candidate and the sentences on its asynchrony.
     """
     if not spec_for(cheapest.strategy).uses_ps or cheapest.layout.workers < 2:
         return cheapest, []
@@ -152,9 +131,8 @@ def asynchronous_allowed(
 def _synchronous_for_a_dense_model(
     best: Prediction, ranked: list[Prediction], claim: str = ""
 ) -> tuple[Prediction, list[str]]:
-    """`best`, or the best synchronous candidate when `best` is an unmeasured
-    asynchronous parameter_server and nothing favours it (module docstring); `claim`
-    says what `best` gains over it (`_staleness_sentence`)."""
+    """`best`, or the best synchronous candidate when `best` is an unmeasured asynchronous
+    parameter_server nothing favours; `claim` says what `best` gains over it."""
     sync = next((p for p in ranked if not spec_for(p.strategy).uses_ps), None)
     if not spec_for(best.strategy).uses_ps or sync is None or best.layout.workers < 2:
         return best, []  # one worker's updates are not stale
@@ -252,32 +230,25 @@ def _why_parameter_server(
     speeds_matter: bool = True,
     compute_share: float = 1.0,
 ) -> tuple[list[str], float]:
-    """The reasons that favour parameter_server, and how much slower they let it be;
-    machines that differ in speed count only when `speeds_matter` (the synchronous
-    alternative runs on several of them), and a mix's slowest by the `compute_share`
-    of a step its GPU's speed scales (`device_compute.step_compute_share`)."""
+    """The reasons that favour parameter_server, and how much slower they let it be; machines
+    of different speeds count only when `speeds_matter` (the synchronous choice spans them)."""
     why = []
     tolerance = 0.0
-    # a step that is mostly the fixed launch cost runs about as long on any GPU of a mix
+    # a step that is mostly the fixed launch time runs about as long on any GPU of a mix
     slowest = slowest_machine(topology, topology.machines, compute_share)
     machines_differ = topology.heterogeneous and speeds_matter and slowest > 1 + SIMPLER_MARGIN
-    # These two grant no tolerance (PS_TOLERANCE_ASYNC_OK's comment): they let
-    # parameter_server compete on throughput, which already holds their effect.
     if machines_differ:
         why.append(
             "the machines differ in speed and synchronous "
             "all-reduce waits for the slowest every step"
         )
-    # preemptible machines never taken away favour nothing, nor does one machine, whose
-    # loss stops every worker
+    # one machine's loss stops every worker: no reason there
     if preemption_rate(topology) > 0 and topology.machines > 1:
         why.append(
             "machines are preemptible: a lost worker stops every synchronous replica, while "
             "parameter-server training retries its steps on the other workers"
         )
-    # The user's leave to train asynchronously is in no prediction, nor are failures
-    # other than preemptions (a host fault, a maintenance event) that restart every
-    # synchronous worker, however many there are: those keep their tolerance.
+    # asynchrony allowed, and failures other than preemptions, are in no prediction
     if async_ok:
         why.append("asynchronous updates are acceptable")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
@@ -287,9 +258,7 @@ def _why_parameter_server(
                 "failure would otherwise restart all of them"
             )
             tolerance += PS_TOLERANCE_ASYNC_OK
-    # The predictions cost the table's traffic under each strategy, but not where it
-    # lives: on the servers' host memory it leaves every GPU's free and can grow,
-    # which a replica's fit-or-not memory check does not weigh; it keeps its tolerance.
+    # a table in the servers' host memory leaves every GPU's free: in no prediction either
     if model.sparse_embedding_params:
         why.append("the sparse embedding table lives on the parameter servers")
         tolerance = max(tolerance, PS_TOLERANCE_ASYNC_OK)
@@ -358,9 +327,8 @@ def _verdict(
     async_ok: bool,
     counted: str = "",
 ) -> tuple[Prediction, list[str]]:
-    """parameter_server when it is fastest or within `tolerance` of `best`, else `best`;
-    `best` when the input pipelines cap both alike (asynchrony then gains nothing).
-    `counted` says how the predictions already hold the reasons' effect."""
+    """parameter_server when it is fastest or within `tolerance` of `best` (and not capped by
+    the input alike), else `best`; `counted` says how the predictions hold the reasons."""
     if best is ps:
         sentence = (
             f"Parameter_server is both the fastest prediction and favoured: {'; '.join(why)}."

@@ -1,39 +1,12 @@
 """The step-time model: per-step compute and communication time of a strategy on a topology.
 
-Per step and replica (per-replica batch b, forward FLOPs F per example,
-gradient bytes B in T tensors):
-
-* compute = 3 F b / (peak x achievable fraction) (forward + backward = 3 x forward),
-  at the precision's peak (FP32/TF32, or FP16/BF16 tensor cores for `mixed`);
-* ring all-reduce over n peers at bandwidth W: 2 (n-1)/n x B / W plus 2 (n-1)
-  link latencies; across machines it is one ring over all N replicas, as NCCL
-  runs it, so each machine's network (`--network-gbps` per NIC x `--nics`, of
-  which a container overlay network, `--network-path overlay`, delivers a
-  share set from a measurement) carries 2 (N-1)/N x B, and the GPU link (NVLink or PCIe of the
-  GPU's generation) the same; a hop between CPU workers is a gRPC call
-  through TensorFlow's collective executor (`CPU_RING_HOP_S`, measured by
-  `benchmarks/collective_latency.py`), not an NCCL send;
-* every tensor (or fusion bucket) of a multi-replica step costs a fixed
-  latency: models with many small tensors pay it hundreds of times a step;
-* parameter servers: each worker pulls and pushes B over its network (a round
-  trip each), and each of the P servers moves max(B/P, largest variable) for
-  every worker;
-* a synchronous step may also wait a fitted time per doubling of the replicas
-  (`sync_latency_s`), whatever its compute (fitted to 0 since the fourth and
-  fifth blind sets joined the fit: short, well-scaling steps contradict it);
-* a fitted fraction of communication hides behind back-propagation (at most
-  the backward time, 2/3 of compute) where the framework overlaps them
-  (Horovod, PyTorch DDP: most published cases); under XLA (`--jit-compile`)
-  only a fitted share of that overlap is kept. TensorFlow's all-reducing
-  strategies as Strategist builds them hide none (`Topology.overlaps_backward`):
-  every gradient goes into one all-reduce after back-propagation;
-* step = compute + exposed communication; scaling efficiency = one-GPU step /
-  step (weak scaling, fixed per-replica batch).
-
-The fitted constants (`FittedConstants`) come from `data/step_time_fit.json`,
-written by `python -m research.selection.fit` from the training part of
-the published cases (`data/published_scaling.json`); `docs/selection.md` shows
-the held-out error next to a constant guess.
+A step is compute (3 x forward FLOPs at the device's sustained rate) plus the communication it
+does not hide: one NCCL-style ring all-reduce over every replica (2 (N-1)/N x the gradient bytes
+over the slowest link, plus a latency per hop and per gradient tensor), or parameter servers'
+pulls and pushes. TensorFlow's all-reduce as Strategist builds it hides nothing unless split
+into packs (`--all-reduce-pack-mb`); parameter servers hide a fitted share. Scaling efficiency
+is the one-GPU step over the step (weak scaling). The constants are fitted
+(`device_compute.FittedConstants`); docs/selection.md describes the model.
 """
 
 from __future__ import annotations
@@ -58,35 +31,18 @@ from components.core.selection.links import (
     network_path_share,
     ring_link,
 )
-from components.core.selection.machine_speeds import (
-    mean_machine_speed,
-    slowest_machine,
-)
-from components.core.selection.memory import (
-    GRADIENT_BYTES_FACTOR,
-    server_state_bytes,
-)
+from components.core.selection.machine_speeds import mean_machine_speed, slowest_machine
+from components.core.selection.memory import GRADIENT_BYTES_FACTOR, server_state_bytes
 from components.core.selection.ps_servers import server_network_gbps, servers_share_the_host
-from components.core.selection.topology import (
-    Topology,
-)
+from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
-# tf_keras under multi_worker_mirrored all-reduces scalars across the workers every
-# step besides the gradients, each in a collective of its own: 3 for each `Mean` it
-# tracks, the loss and every compiled metric (its total and count read in cross-replica
-# context, and its log entry summed by `reduce_per_replica`, "auto" = "sum" off TPUs).
-# The traced train step over the trainer's repeated `DatasetCreator` holds 4
-# `CollectiveReduceV2` ops with the loss alone and 7 with accuracy, one of them the
-# gradients' pack (tests/allreduce_pack_probe.py); a finite input (numpy arrays) adds a
-# partial-batch check. Strategist's trainer compiles the loss and one metric.
+# tf_keras under multi_worker_mirrored all-reduces 3 scalars a step for each `Mean` it tracks (the
+# loss and every compiled metric), each in a collective of its own: the traced step holds 4
+# `CollectiveReduceV2` ops with the loss alone, 7 with accuracy (tests/allreduce_pack_probe.py).
 KERAS_LOSS_ALL_REDUCES = 3
-
-
 KERAS_METRIC_ALL_REDUCES = 3
-
-
-TRAINER_COMPILED_METRICS = 1
+TRAINER_COMPILED_METRICS = 1  # Strategist's trainer compiles the loss and one metric
 
 
 def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
@@ -116,17 +72,10 @@ def allreduce_across_machines_time(
 ) -> float:
     """One ring over every replica of every machine, as NCCL and TensorFlow run it.
 
-    TensorFlow's collective all-reduce builds one NCCL communicator (or one
-    RING reducer) over all N = M x G devices of the job
-    (tensorflow/core/nccl/nccl_manager.cc), not an all-reduce within each
-    machine and then one across them. Every link of that ring, each machine's
-    NIC included, carries 2 (N-1)/N x bytes: nccl-tests' "bus bandwidth"
-    (NVIDIA/nccl-tests doc/PERFORMANCE.md), which is why two 8-GPU machines
-    already pay almost twice the bytes a two-node hierarchical all-reduce
-    (2 (M-1)/M) would. The slowest link, usually the NIC, sets the pace. Of
-    the ring's 2 (N-1) steps, 2 M cross the network and the rest stay within
-    a machine, as NCCL's own tuning counts them (NVIDIA/nccl src/graph/tuning.cc,
-    `nInterSteps`).
+    TensorFlow builds one NCCL communicator over all N = M x G devices
+    (tensorflow/core/nccl/nccl_manager.cc): every link, each NIC included, carries 2 (N-1)/N x
+    bytes (nccl-tests' "bus bandwidth"), at the slowest link's pace. Of the 2 (N-1) steps, 2 M
+    cross the network (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
     """
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
@@ -145,63 +94,41 @@ def parameter_server_time(
     workers: int,
     ps: int,
     network_bytes_per_s: float,
-    streams_per_worker: int = 1,
-    partitioned: bool = False,
     server_bytes_per_s: float | None = None,
 ) -> float:
-    """Pull parameters and push gradients between workers and `ps` servers.
+    """Pull parameters and push gradients, one after the other, between workers and `ps` servers.
 
-    Each worker NIC moves `streams_per_worker` x bytes each way; each server
-    holds max(bytes/ps, its share of the largest variable) and moves it for
-    every stream, at `server_bytes_per_s` (default: a worker's rate). A variable
-    is whole on one server unless `partitioned`, when it is split into shards of
-    at least `PS_MIN_SHARD_BYTES`, at most one per server. Pull and push run one
-    after the other.
+    Each worker moves `nbytes` each way; each server moves its share for every worker, at
+    `server_bytes_per_s` (default: a worker's rate). A large variable is split into shards of at
+    least `PS_MIN_SHARD_BYTES`, at most one per server (`MinSizePartitioner`, as
+    components/core/strategies.py builds it), so a server's share is at least one shard.
     """
-    streams = workers * streams_per_worker
-    worker_side = streams_per_worker * nbytes / network_bytes_per_s
     largest = min(largest_variable_bytes, nbytes)
-    if partitioned:
-        largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
+    largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
     shard = max(nbytes / max(ps, 1), largest)
-    server_side = streams * shard / (server_bytes_per_s or network_bytes_per_s)
-    return 2.0 * max(worker_side, server_side)
+    server_side = workers * shard / (server_bytes_per_s or network_bytes_per_s)
+    return 2.0 * max(nbytes / network_bytes_per_s, server_side)
 
 
 def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
-    """Whether the all-reduce of a step on `machines` machines of `topology` overlaps
-    back-propagation: where a multi-machine TensorFlow run splits it into more than one
-    pack (`--all-reduce-pack-mb`, `multi_worker_mirrored` only); one pack starts once the
-    last gradient exists."""
+    """Whether a step's all-reduce on `machines` machines overlaps back-propagation: only when
+    split into more than one pack; one pack starts once the last gradient exists."""
     return step_all_reduce_packs(topology, model, machines) > 1
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
     """The all-reduces a step of `machines` machines runs: one pack, or as many packs of
-    `--all-reduce-pack-mb` as `model`'s gradients fill (`multi_worker_mirrored` across machines),
-    at most one per gradient tensor: TensorFlow's `group_by_size` fills each pack past
-    the pack size before it starts the next, and never splits a tensor
-    (tensorflow/python/distribute/cross_device_utils.py).
-
-    Each pack past the first is charged its ring's hop latency again, an upper bound: on
-    2 CPU workers, 0.02 MB packs (4 for the MLP's 69 KB) trained 11-19 % slower than one
-    pack (4,663-5,118 against 5,725-5,756 examples/s), about 0.65 ms a step per extra
-    pack where this charges 1.5 ms; the packs' rings partly run at once.
-    """
+    `--all-reduce-pack-mb` as the gradients fill across machines, at most one per tensor
+    (TensorFlow's `group_by_size` never splits a tensor, cross_device_utils.py)."""
     if machines <= 1 or topology.all_reduce_pack_mb <= 0:
         return 1
-    nbytes = _gradient_bytes(model, topology.precision)
+    nbytes = gradient_bytes(model, topology.precision)
     filled = math.ceil(nbytes / (topology.all_reduce_pack_mb * 2**20))
     return max(1, min(filled, model.tensors))
 
 
-def overlap_share(
-    overlap: float, topology: Topology, constants: FittedConstants, overlaps: bool = True
-) -> float:
-    """The share of communication `topology` hides: `overlap`, less under XLA, and none
-    when it does not `overlaps` back-propagation."""
-    if not overlaps:
-        return 0.0
+def overlap_share(overlap: float, topology: Topology, constants: FittedConstants) -> float:
+    """The share of communication `topology` hides where it overlaps: `overlap`, less under XLA."""
     return overlap * (constants.xla_overlap_kept if topology.jit_compile else 1.0)
 
 
@@ -212,16 +139,9 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
 
 
 @dataclass(frozen=True)
-class _Hw:
-    """A topology's sustained rates as the step-time model uses them.
-
-    Attributes:
-        tflops: sustained TFLOP/s of one device.
-        intra_bps: bytes/s between devices of one machine.
-        net_bps: bytes/s a collective achieves between machines.
-        ps_bps: bytes/s a parameter-server transfer achieves between machines.
-        intra_lat: seconds per ring hop between devices of one machine.
-    """
+class Rates:
+    """A topology's sustained rates: one device's TFLOP/s; bytes/s within a machine, of a
+    collective and of a parameter-server transfer between machines; seconds per hop within."""
 
     tflops: float
     intra_bps: float
@@ -230,12 +150,12 @@ class _Hw:
     intra_lat: float
 
 
-def _hw(topology: Topology, c: FittedConstants, machines: int = 1) -> _Hw:
+def rates(topology: Topology, c: FittedConstants, machines: int = 1) -> Rates:
     """The fitted rates of `topology`, its GPU links the slowest of its first `machines`
     machines' (`ring_link`)."""
     intra_bps, intra_lat, _ = ring_link(topology, machines, c)
     machine_gbps = topology.machine_network_gbps * network_path_share(topology, c)
-    return _Hw(
+    return Rates(
         tflops=achievable_tflops(topology.gpu, topology.precision, c),
         intra_bps=intra_bps,
         net_bps=machine_gbps / 8 * 1e9 * c.network_efficiency,
@@ -244,7 +164,7 @@ def _hw(topology: Topology, c: FittedConstants, machines: int = 1) -> _Hw:
     )
 
 
-def _gradient_bytes(model: ModelProfile, precision: str) -> float:
+def gradient_bytes(model: ModelProfile, precision: str) -> float:
     """Dense gradient bytes a replica exchanges per step at `precision`."""
     return model.gradient_bytes * GRADIENT_BYTES_FACTOR[precision]
 
@@ -260,12 +180,12 @@ def allreduce_step_parts(
     """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, before any
     of the communication hides behind back-propagation."""
     c = constants or FITTED
-    hw = _hw(topology, c, machines)  # one ring through every machine: its slowest link
+    hw = rates(topology, c, machines)  # one ring through every machine: its slowest link
     step = step_compute_time(model, batch, hw.tflops)
     share = step_compute_share(step)
     compute = step * devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
-    nbytes = _gradient_bytes(model, topology.precision)
+    nbytes = gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(nbytes, *ring)
     packs = step_all_reduce_packs(topology, model, machines)
@@ -301,12 +221,8 @@ def predict_allreduce(
 ) -> tuple[float, float, float]:
     """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus.
 
-    TensorFlow's all-reducing strategies as Strategist builds them put every gradient
-    into one pack, concatenated once the last one is computed
-    (`CommunicationOptions(bytes_per_pack=0)`, tensorflow/python/distribute/
-    cross_device_utils.py `group_by_size`): it hides nothing behind back-propagation.
-    Packs of `--all-reduce-pack-mb` start as their gradients appear, all but the last
-    (the first layers' gradients, computed last).
+    One pack (`CommunicationOptions(bytes_per_pack=0)`) hides nothing; packs of
+    `--all-reduce-pack-mb` start as their gradients appear, all but the last.
     """
     c = constants or FITTED
     compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
@@ -323,23 +239,16 @@ def predict_allreduce(
 # a base, and per hop within a machine (x 1.8 when the tree spans machines) and across
 # (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, `baseLat` and `hwLat`).
 NCCL_TREE_LL_BASE_S = 4.4e-6
-
-
 NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
 
 
 def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, gpus: int) -> float:
-    """Seconds a step spends on the scalar all-reduces Keras runs for `model`'s loss and
-    compiled metrics (`keras_step_scalar_all_reduces`) across `machines` machines of
-    `gpus` devices, each paying its latency in full.
+    """Seconds a step spends on Keras's scalar all-reduces across `machines` machines, each
+    paying its latency in full and never hidden (collectives run in order).
 
-    Between CPU workers each is a ring of gRPC hops, as measured
-    (`CPU_RING_HOP_S`). Between GPU machines NCCL sends a few bytes up and down a
-    tree: its own latency model, base + 2 ((G-1) hops within a machine + floor(log2 M)
-    across), a lower bound, as TensorFlow's launch of each collective adds to it.
-    Never hidden: TensorFlow launches a step's collectives in order (the ordering
-    token), and Keras reads its loss and metrics after the gradients' all-reduce.
-    Within one machine (`mirrored`) Keras sums them locally (`AddN`), without one.
+    Between CPU workers each is a ring of gRPC hops (`CPU_RING_HOP_S`); between GPU machines,
+    NCCL's tree latency, base + 2 ((G-1) hops within + floor(log2 M) across). One machine sums
+    them locally.
     """
     scalars = keras_step_scalar_all_reduces(model.compiled_metrics)
     if machines <= 1:
@@ -367,24 +276,6 @@ def server_bytes_per_s(
     return gbps * network_path_share(topology, c) / 8 * 1e9 * c.ps_network_efficiency
 
 
-@dataclass(frozen=True)
-class ServerPlacement:
-    """Where a parameter-server step's servers run, as the step time needs it.
-
-    Attributes:
-        shares_host: the servers run on the worker's one machine: traffic crosses
-            host memory over PCIe, without a network round trip.
-        server_bytes_per_s: bytes/s one server moves (None: a worker machine's rate).
-        partitioned: each large variable is split over the servers (`MinSizePartitioner`,
-            shards of at least `PS_MIN_SHARD_BYTES`, as components/core/strategies.py
-            builds them), else each variable sits whole on one server.
-    """
-
-    shares_host: bool
-    server_bytes_per_s: float | None
-    partitioned: bool = True
-
-
 def predict_parameter_server(
     topology: Topology,
     model: ModelProfile,
@@ -392,46 +283,19 @@ def predict_parameter_server(
     workers: int,
     ps: int,
     gpus: int,
-    streams_per_worker: int = 1,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
-    worker, its servers placed as `strategist train` places them: on the worker's one
-    machine for one CPU machine (`ps_servers.servers_share_the_host`), else on CPU
-    machines of `--ps-machine-type` whose egress bounds them; on one GPU machine the worker
-    moves its traffic at their rate (its NIC is at least as fast)."""
-    c = constants or FITTED
-    placement = ServerPlacement(
-        shares_host=servers_share_the_host(topology),
-        server_bytes_per_s=server_bytes_per_s(topology, model, ps, c),
-    )
-    return parameter_server_step(
-        topology, model, batch, workers, ps, gpus, placement, streams_per_worker, c
-    )
+    """(compute_s, exposed_comm_s, raw_comm_s) of an average worker's parameter-server step.
 
-
-def parameter_server_step(
-    topology: Topology,
-    model: ModelProfile,
-    batch: int,
-    workers: int,
-    ps: int,
-    gpus: int,
-    placement: ServerPlacement,
-    streams_per_worker: int = 1,
-    constants: FittedConstants | None = None,
-) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of a parameter-server step of an average
-    worker with its servers at `placement`.
-
-    Each worker first reduces its GPUs' gradients over the machine's link. Workers of
-    different speeds each run at their own pace, so the cluster's throughput is the sum
-    of theirs (compute is scaled by the harmonic mean of the slowdowns).
+    The servers share the host on one CPU machine (over PCIe), else run on `--ps-machine-type`
+    machines whose egress bounds them. Each worker first reduces its GPUs' gradients; workers of
+    different speeds each run at their own pace.
     """
     c = constants or FITTED
-    hw = _hw(topology, c)
-    server_bps = placement.server_bytes_per_s
-    if placement.shares_host:
+    hw = rates(topology, c)
+    shares_host = servers_share_the_host(topology)
+    server_bps = server_bytes_per_s(topology, model, ps, c)
+    if shares_host:
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     elif topology.machines == 1 and server_bps is not None:
@@ -439,34 +303,19 @@ def parameter_server_step(
     step = step_compute_time(model, batch, hw.tflops)
     compute = step * devices_sharing_compute(topology, gpus)
     compute /= mean_machine_speed(topology, workers, step_compute_share(step))
-    nbytes = _gradient_bytes(model, topology.precision)
-    local = (
-        ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
-        if streams_per_worker == 1
-        else 0.0
+    nbytes = gradient_bytes(model, topology.precision)
+    comm = ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
+    comm += parameter_server_time(
+        nbytes, model.largest_variable_bytes, workers, ps, hw.ps_bps, server_bps
     )
-    comm = local + parameter_server_time(
-        nbytes,
-        model.largest_variable_bytes,
-        workers,
-        ps,
-        hw.ps_bps,
-        streams_per_worker,
-        placement.partitioned,
-        server_bps,
-    )
-    comm += model.tensors * c.tensor_latency_s * streams_per_worker
-    if not placement.shares_host:
-        # the pull and the push: a round trip each. TensorFlow's parameter servers talk
-        # gRPC on GPU machines too; those keep the fitted 50 us (the published
-        # parameter-server cases were fitted with it), a CPU the measured call.
+    comm += model.tensors * c.tensor_latency_s
+    if not shares_host:
+        # the pull and the push: a round trip each (gRPC; the fitted 50 us on GPU machines)
         comm += 2 * network_hop_latency(topology)
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
         comm += 2 * max(rows / hw.ps_bps, workers * rows / max(ps, 1) / (server_bps or hw.ps_bps))
-    # TensorFlow pushes each variable's update as soon as its gradient exists (one
-    # `extended.update` per variable, tf_keras optimizer `_distributed_apply_gradients_fn`):
-    # parameter servers keep the fitted overlap
+    # each variable's update is pushed as soon as its gradient exists: the fitted overlap
     overlap = overlap_share(c.ps_overlap, topology, c)
     exposed = exposed_communication(comm, compute, overlap)
     # a worker's pull and push are round trips too: the same wait per doubling of workers

@@ -1,9 +1,5 @@
 """How `strategist select` prints an answer: the short answer (at most 12 lines of at most
-100 columns) and the rows of the full table.
-
-The choice and its layout, the predicted speed, the seed's rule that decided, the
-fastest or cheaper alternative, and the flag that settles an estimate the choice depends
-on; `--explain` prints every reason and the full table (`Recommendation.to_text`).
+100 columns), and the full table with every reason as text or Markdown.
 """
 
 from __future__ import annotations
@@ -18,6 +14,17 @@ from components.core.strategy_spec import spec_for
 
 WIDTH = 100
 MAX_LINES = 12
+HEADER = [
+    "strategy",
+    "workers/ps/gpus",
+    "step ms",
+    "compute ms",
+    "comm ms",
+    "examples/s",
+    "efficiency",
+    "measured/s",
+    "USD/1M examples",
+]
 
 
 def summary_lines(rec: Any) -> list[str]:
@@ -39,7 +46,7 @@ def summary_lines(rec: Any) -> list[str]:
         machines = f"{on} ({mix}, {layout.gpus_per_machine} GPUs each)"
     lines = [
         f"recommended: {rec.strategy} on {machines}"
-        + (f", {layout.ps} parameter servers" if layout.ps else ""),
+        + (f", {layout.ps} parameter servers" if layout.ps else "")
     ]
     if rec.deciding_inputs:  # a guess never decides silently: in the first two lines
         lines.append(
@@ -74,7 +81,7 @@ def candidate_rows(rec: Any) -> list[list[str]]:
                 [
                     f"{mark}{p.label} (infeasible: {p.note})",
                     f"{p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine}",
-                    *["-"] * (len(rec.HEADER) - 2),
+                    *["-"] * (len(HEADER) - 2),
                 ]  # fmt: skip
             )
             continue
@@ -187,3 +194,63 @@ def _fit(lines: list[str]) -> list[str]:
     if len(out) > MAX_LINES:
         out = out[: MAX_LINES - 1] + [out[-1]]
     return out
+
+
+def _on_machines_of(rec: Any) -> str:
+    """`, on the t4 machines` when the choice runs on one slower type of a mix alone."""
+    gpu = rec.chosen.machines_gpu if rec.chosen else ""
+    return f", on the {gpu} machines" if gpu else ""
+
+
+def _header(rec: Any) -> list[str]:
+    """`HEADER`, its price column in the price table's currency."""
+    currency = (rec.prices or {}).get("currency", "USD")
+    return [*HEADER[:-1], f"{currency}/1M examples"]
+
+
+def as_markdown(rec: Any) -> str:
+    """`rec` (a `recommendation.Recommendation`) as Markdown, for a KFP Markdown artifact."""
+    title = rec.strategy + ("" if rec.supported else " (not supported)")
+    lines = [f"## Recommended strategy: `{title}`", ""]
+    lines.append(
+        f"Hardware: {rec.topology.describe()}; model: "
+        f"{rec.model.name}; per-GPU batch {rec.batch_size}."
+    )
+    if rec.layout:
+        lines.append(
+            f"Layout: workers {rec.layout.workers}, ps {rec.layout.ps}, "
+            f"GPUs per machine {rec.layout.gpus_per_machine}{_on_machines_of(rec)}."
+        )
+    lines.append("")
+    rows = candidate_rows(rec)
+    if rows:
+        lines.append("| " + " | ".join(_header(rec)) + " |")
+        lines.append("|" + "---|" * len(HEADER))
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
+    lines.append("### Reasons")
+    lines.extend(f"- {r}" for r in rec.reasons)
+    return "\n".join(lines) + "\n"
+
+
+def as_text(rec: Any) -> str:
+    """`rec` as plain text for the terminal: the full table and every reason (`--explain`)."""
+    lines = [
+        f"recommended: {rec.strategy}" + ("" if rec.supported else " (not supported by Strategist)")
+    ]
+    if rec.layout:
+        lines.append(
+            f"layout:      workers {rec.layout.workers}, ps {rec.layout.ps}, "
+            f"GPUs per machine {rec.layout.gpus_per_machine}{_on_machines_of(rec)}"
+        )
+    rows = candidate_rows(rec)
+    if rows:
+        header = _header(rec)
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+        lines.append("")
+        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+        lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    lines.append("")
+    lines.append("reasons:")
+    lines.extend(f"  - {r}" for r in rec.reasons)
+    return "\n".join(lines)

@@ -14,35 +14,22 @@ from components.core.checkpoint_interval import (  # noqa: F401  (re-exported to
     CheckpointInterval,
     check_preemption_rate,
 )
-from components.core.config import (
-    FLOAT32,
-    MIXED_BFLOAT16,
-    MIXED_FLOAT16,
-    ConfigError,
-)
+from components.core.config import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, ConfigError
 from components.core.config import PRECISIONS as POLICIES
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
 from components.core.hardware import Gpu, get_gpu, interconnect_bandwidth
 
 PRECISIONS = ("fp32", "mixed")
-# A machine without GPUs: its CPU is the device (Strategist's local runs). The
-# peak is a few-core AVX2 server's order of magnitude; with a CPU, predictions
-# are rough and measurements (`--history`) should decide.
+# A machine without GPUs: its CPU is the device (a few-core AVX2 server's order of magnitude).
 CPU = Gpu("cpu", "", "", 1.0, 1.0, 16.0, "pcie", {})
 CPU_NAMES = ("cpu", "none")
-# Heterogeneous machines without a stated mix or factor (`--heterogeneous` alone):
-# half of them run this much slower than the named GPU, an assumption the
-# reasons say, with the answer at both ends of `HETEROGENEITY_RANGE`. Synchronous
-# strategies wait for the slowest every step; parameter-server workers each run
-# at their own speed.
+# `--heterogeneous` alone: half the machines run this much slower, an assumption the reasons
+# say, with the answer at both ends of `HETEROGENEITY_RANGE`.
 HETEROGENEITY_SLOWDOWN = 1.5
-# Nearly alike machines (the same GPU, a busier host) and far apart ones (about
-# an A100 against a V100 in fp32: GPU_ACHIEVABLE_TFLOPS).
 HETEROGENEITY_RANGE = (1.1, 3.0)
 MAX_HETEROGENEITY_SLOWDOWN = 100.0
-# The most GPUs of each type one machine is sold with (DGX-2: 16 V100;
-# a2-megagpu-16g: 16 A100; DGX H100: 8; g4dn.metal: 8 T4; g2-standard-96: 8 L4;
-# DGX-1: 8 P100).
+# The most GPUs of each type one machine is sold with (DGX-2: 16 V100; a2-megagpu-16g: 16 A100; DGX
+# H100: 8; g4dn.metal: 8 T4; g2-standard-96: 8 L4; DGX-1: 8 P100).
 MAX_GPUS_PER_MACHINE = {
     "t4": 8,
     "l4": 8,
@@ -57,8 +44,7 @@ MAX_GPUS_PER_MACHINE = {
     "v100-32gb": 16,
     "a10g": 8,
 }
-# The most cores of one machine: two 192-core AMD EPYC 9965 sockets. With `--gpu cpu`
-# the devices are logical CPU devices, at most one per core.
+# The most cores of one machine (two 192-core AMD EPYC 9965): logical CPU devices, one per core.
 MAX_CPU_CORES_PER_MACHINE = 384
 # Devices without NVLink (T4 and L4 are PCIe-only cards; a CPU has none).
 NO_NVLINK = frozenset({"t4", "l4", "k80", "p4", "a10g", "cpu"})
@@ -66,19 +52,14 @@ NO_NVLINK = frozenset({"t4", "l4", "k80", "p4", "a10g", "cpu"})
 MAX_NIC_GBPS = 800.0
 MAX_NICS = 16
 MIN_NETWORK_GBPS = 0.01
-# What a preemption costs (`checkpoint_interval`, shared with the comparison's price).
-# Without `examples_per_epoch`, a per-epoch checkpoint is priced as one every
-# ASSUMED_EPOCH_S.
+# What a preemption costs is `checkpoint_interval`'s (shared with the comparison's price);
+# without `examples_per_epoch`, an epoch is assumed to take ASSUMED_EPOCH_S.
 ASSUMED_EPOCH_S = 600.0
-# The network assumed when none is given (`select` says so, with the answer at
-# `NETWORK_RANGE_GBPS`, a commodity and a datacenter NIC).
+# The network assumed when none is given, with the answer at a commodity and a datacenter NIC.
 DEFAULT_NETWORK_GBPS = 10.0
 NETWORK_RANGE_GBPS = (1.0, 100.0)
-# How traffic between machines travels: `host`, the machines' own network (bare
-# metal, a VM's NIC, Kubernetes pods with hostNetwork); `overlay`, a container
-# overlay network (Kubernetes kubenet, flannel VXLAN, Calico IP-in-IP), whose
-# encapsulation and bridge hops deliver only a share of the NIC's rate
-# (device_compute.FittedConstants.overlay_network_share).
+# `host`: the machines' own network (pods with hostNetwork too); `overlay`: a container overlay
+# network, which delivers a share of one NIC's rate.
 NETWORK_PATHS = ("host", "overlay")
 
 
@@ -100,11 +81,7 @@ def a_device(name: str) -> str:
 
 
 def precision_of_policy(policy: str) -> str:
-    """The selector's precision of a run's tf-keras policy (`training.precision`).
-
-    `float32` is `fp32`; `mixed_float16` and `mixed_bfloat16` are `mixed`
-    (16-bit tensor cores and activations). A record's hand-written `fp32` is
-    read as `float32` by `RunMetrics.from_dict`.
+    """The selector's precision (`fp32`, `mixed`) of a run's tf-keras policy.
 
     Raises:
         ConfigError: any other name (no policy of a run config).
@@ -120,49 +97,29 @@ def precision_of_policy(policy: str) -> str:
 
 @dataclass(frozen=True)
 class Topology:
-    """The hardware a training job may use.
+    """The hardware a training job may use; each field is the `select` flag of its name.
 
     Attributes:
         machines: machines with GPUs.
-        gpus_per_machine: GPUs in each machine.
-        gpu: GPU name from `hardware.GPUS`, or `cpu` (also `none`) for
-            machines without GPUs (then `gpus_per_machine` counts CPU devices).
-        interconnect: link between GPUs of one machine (`nvlink` or `pcie`);
-            the GPU's usual link when None.
+        gpus_per_machine: GPUs in each machine (CPU devices with `gpu` `cpu`).
+        gpu: GPU name from `hardware.GPUS`, or `cpu` (also `none`).
+        interconnect: link between GPUs of one machine; the GPU's usual link when None.
         network_gbps: network bandwidth of one NIC, Gbit/s.
-        nics: NICs each machine has for training traffic; a machine's
-            bandwidth is `network_gbps x nics` on the host's network, one NIC's
-            through an overlay (`nics_used`).
-        network_path: `host` or `overlay` (`NETWORK_PATHS`): whether traffic
-            between machines crosses a container overlay network.
-        gpu_mix: machines per GPU type when they differ, e.g.
-            `(("a100", 2), ("t4", 6))` (`--gpu a100:2,t4:6`); `gpu` is then the
-            fastest of them and `heterogeneous` is set.
-        preemptions_per_machine_hour: expected preemptions of one preemptible
-            machine per hour (None: `step_time.PREEMPTIONS_PER_MACHINE_HOUR`).
-        input_examples_per_second: examples/s one machine's input pipeline
-            (reading, decoding, augmenting on its CPUs) can deliver; None when
-            it keeps up with any number of GPUs.
-        precision: `fp32` or `mixed` (FP16/BF16 tensor cores).
-        jit_compile: the train step is compiled with XLA (`--jit-compile`),
-            which hides less communication behind back-propagation.
-        all_reduce_pack_mb: the run splits `multi_worker_mirrored`'s
-            all-reduce into packs of this many MB (`--all-reduce-pack-mb`),
-            which start as their gradients appear: across machines it then
-            overlaps back-propagation as the published frameworks do.
-        ps_machine_type: CPU machine type each parameter server and the coordinator
-            run on (`strategist train --ps-machine-type`): its egress rate bounds the
-            servers' transfers (`ps_servers`).
-        preemptible: machines may be taken away (Spot/preemptible VMs).
-        checkpoint_every: the run's `--checkpoint-every` (`epoch`, steps or a
-            duration, `checkpoint_interval`): with `preemptible`, what each
-            preemption throws away.
-        examples_per_epoch: examples in one epoch of the run, which price a
-            per-epoch checkpoint (None: an epoch of `ASSUMED_EPOCH_S`).
+        nics: NICs each machine uses for training traffic on the host's network.
+        network_path: `host` or `overlay` (a container overlay network, one NIC).
+        gpu_mix: machines per GPU type when they differ, e.g. `(("a100", 2), ("t4", 6))`.
+        preemptions_per_machine_hour: None: `PREEMPTIONS_PER_MACHINE_HOUR`.
+        input_examples_per_second: examples/s one machine's input pipeline delivers (None:
+            unlimited).
+        precision: `fp32` or `mixed`.
+        jit_compile: the train step is compiled with XLA.
+        all_reduce_pack_mb: `multi_worker_mirrored`'s all-reduce packs, MB (0: one pack).
+        ps_machine_type: CPU machine type of each parameter server and the coordinator.
+        preemptible: machines may be taken away (Spot VMs).
+        checkpoint_every: the run's `--checkpoint-every`, which prices a preemption.
+        examples_per_epoch: examples in one epoch (None: an epoch of `ASSUMED_EPOCH_S`).
         heterogeneous: machines differ in speed.
-        heterogeneity_slowdown: with `heterogeneous` and no `gpu_mix`, how
-            many times slower than `gpu` the slower half of the machines
-            compute (`--heterogeneous FACTOR`).
+        heterogeneity_slowdown: how many times slower the slower half computes, without a mix.
     """
 
     machines: int = 1
@@ -383,10 +340,8 @@ class Topology:
 
     @property
     def nics_used(self) -> int:
-        """NICs that carry training traffic: all of them on the host's network, one through
-        a container overlay, where a pod has a single interface ("By default, Pods and nodes
-        in GKE clusters use a single primary network interface for all traffic":
-        cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods)."""
+        """NICs that carry training traffic: all of them on the host's network, one through a
+        container overlay, where a pod has a single interface."""
         return 1 if self.network_path == "overlay" else self.nics
 
     @property

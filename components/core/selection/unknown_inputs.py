@@ -58,22 +58,9 @@ def unknown_input_reasons(
     unstated: Sequence[str],
     answer: Callable[[Topology, ModelProfile], Answer],
 ) -> UnknownInputs:
-    """What was estimated or assumed, and the answer at the ends of the estimate:
-    `answer` recommends with every other setting as asked (objective, prices,
-    history), on other hardware or for another model.
-
-    A `--params` model without FLOPs gets `FLOPS_PER_PARAM_ESTIMATE` per
-    parameter; the recommendation can flip between an MLP-like model (2 per
-    parameter) and a CNN-like one (`FLOPS_PER_PARAM_HIGH`), so both are shown.
-    Machines whose network was not given (`network` in `unstated`) are
-    assumed to have one `DEFAULT_NETWORK_GBPS` NIC; the answer on a commodity
-    and a datacenter NIC (`NETWORK_RANGE_GBPS`) is shown beside it. A network
-    path not given (`network_path` in `unstated`) is assumed to be the host's;
-    the answer through a container overlay network is shown beside it. Machines
-    said to differ in speed by no mix or factor (`heterogeneity` in `unstated`)
-    are assumed `HETEROGENEITY_SLOWDOWN` apart; the answer at both ends of
-    `HETEROGENEITY_RANGE` is shown beside it.
-    """
+    """What was estimated or assumed (FLOPs and activations of a `--params` model; the network,
+    its path and the machines' speeds in `unstated`), and the answer at each estimate's ends:
+    `answer` recommends with every other setting as asked, on other hardware or model."""
     reasons = []
     deciding: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Tests of memory_fit."""
+"""Tests of prediction: the candidates, at a per-replica batch that fits the GPUs' memory."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from components.core.selection import (
     memory,
     recommend,
 )
+from components.core.selection.summary import as_markdown
 from pipelines.cli import main
 from tests.selection_helpers import MIX_A100_4_T4_1, _row
 
@@ -24,7 +25,7 @@ def test_model_that_cannot_fit_one_gpu_needs_model_parallelism():
     assert doc["supported"] is False
     assert doc["layout"] is None and doc["predicted"] is None
     assert any("80.0 GB" in r for r in doc["reasons"])
-    assert "not supported" in rec.to_markdown()
+    assert "not supported" in as_markdown(rec)
 
 
 def test_oversized_batch_is_reduced_with_a_reason():

@@ -1,4 +1,4 @@
-"""Tests of faster_machines."""
+"""Tests of machine_subsets: parts of a cluster, and a mix's faster machines alone."""
 
 from __future__ import annotations
 
