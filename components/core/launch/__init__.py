@@ -241,28 +241,36 @@ def submit_cloud(
         JobFailed: the job failed or was cancelled.
         RemoteCallFailed: the cloud's API refused a call, or stayed unreachable.
     """
-    from components.core.launch import credentials, staging
+    from components.core.launch import cloud_checks, credentials, staging
 
     if job is None:
         job = build_cloud_job(run, cloud)
-    staged = staging.stage_module(run, cloud)  # before any replica starts
-    if staged:
-        log(f"model module staged at {staged}")
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
         if client is None:
             client = vertex.make_client(cloud, credentials=credentials.google_credentials())
-        vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
         from components.core.launch import tfjob_client, tfjob_submit
 
         if client is None:
             client = tfjob_client.make_client(cloud)
+    # Before any replica starts: the module built once here, its adapted layers' state
+    # written beside the job's outputs for every replica (the shards read at a Vertex AI
+    # Pipelines step's /gcs/ mount when it has one).
+    shards = staging.shards_uri(run, cloud) or ""
+    output = staging.output_uri(run, cloud)
+    staging.build_module_once(run, cloud_checks.readable_shards(shards) or shards, output, log)
+    staged = staging.stage_module(run, cloud)
+    if staged:
+        log(f"model module staged at {staged}")
+    if cloud.target == "vertex":
+        vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
+    else:
         tfjob_submit.submit_and_wait(
             job, cloud, client=client, log=log, gcp_resources=gcp_resources
         )
-    return staging.output_uri(run, cloud)
+    return output
 
 
 def _copy_model(source: str, destination: str) -> None:
