@@ -57,17 +57,34 @@ def evaluate(
             regression, the predicted-vs-true plot (inline SVG); for a
             classification, the per-class precision, recall and F1.
         blessed: whether the model is blessed, i.e. may be promoted.
-        test_accuracy: the test accuracy (NaN for regression).
+        test_accuracy: the test accuracy (NaN for regression, and for a
+            comparison's run that failed or diverged: nothing to evaluate).
         metric_value: the candidate's value of promotion_metric (NaN when
             promotion_target is none and the task has no such metric, as a
             regression in the comparison pipeline has no test_accuracy).
         blessing_reason: why, with the numbers compared.
     """
+    import html
     from collections import namedtuple
 
-    from components.core import evaluation, evaluation_page, promotion, run_metrics, storage
+    from components.core import (
+        evaluation,
+        evaluation_page,
+        failed_run,
+        promotion,
+        run_metrics,
+        storage,
+    )
 
     promotion.check_settings(promotion_target, promotion_metric, promotion_margin)
+    Outputs = namedtuple("Outputs", ["blessed", "test_accuracy", "metric_value", "blessing_reason"])
+    record = storage.read_json(run.path)
+    if failed_run.is_failed_run(record):  # a comparison's strategy that did not finish
+        failed = failed_run.from_dict(record, run.path)
+        reason = f"not evaluated: training {failed.outcome}: {failed.error}"
+        storage.write_text(report.path, f"<p>{html.escape(reason)}</p>\n")
+        print(f"evaluate: {reason}")
+        return Outputs(False, float("nan"), float("nan"), reason)
     result = evaluation.from_record(run_metrics.read(run.path))
     for name, number in sorted(result.metrics.items()):
         metrics.log_metric(f"test_{name}", number)
@@ -89,5 +106,4 @@ def evaluate(
     print(f"evaluate: {'blessed' if blessing.blessed else 'not blessed'}: {blessing.reason}")
     metrics.log_metric("blessed", int(blessing.blessed))
     accuracy = result.accuracy if result.accuracy is not None else float("nan")
-    Outputs = namedtuple("Outputs", ["blessed", "test_accuracy", "metric_value", "blessing_reason"])
     return Outputs(blessing.blessed, accuracy, value, blessing.reason)

@@ -16,6 +16,7 @@ def train(
     cloud_config: dict = {},  # noqa: B006  (KFP takes a literal default)
     rehearse: bool = False,
     max_steps: int = 0,
+    record_failure: bool = False,
 ):
     """Trains a Keras model with a tf.distribute strategy and exports it.
 
@@ -42,6 +43,10 @@ def train(
         max_steps: N > 0 trains a pilot instead of whole epochs: N steps
             after a warm-up of N / 5, measured in 5 windows (a multiple of 5;
             it replaces run_config.training.max_steps); 0 keeps the run config's.
+        record_failure: a training that fails or diverges is recorded in
+            metrics_json (its outcome and the failing task's error line) and the
+            step succeeds with an empty model, so a comparison goes on with its
+            other strategies; bad input still fails the step.
 
     Returns:
         model: the exported SavedModel.
@@ -57,6 +62,7 @@ def train(
             another (empty resources for the local backend).
     """
     from components.core import launch
+    from components.core.failed_run import FailedRun
 
     result = launch.train_to_artifacts(
         run_config=run_config,
@@ -70,7 +76,11 @@ def train(
         rehearse=rehearse,
         tensorboard_dir=tensorboard_logs.path,
         max_steps=max_steps,
+        record_failure=record_failure,
     )
+    model.metadata.update({"strategy": result.strategy, "framework": "tensorflow"})
+    if isinstance(result, FailedRun):
+        metrics.metadata["outcome"] = result.outcome  # nothing measured to log
+        return
     for name, value in launch.headline_metrics(result).items():
         metrics.log_metric(name, value)
-    model.metadata.update({"strategy": result.strategy, "framework": "tensorflow"})

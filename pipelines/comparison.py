@@ -179,6 +179,8 @@ def build_comparison_pipeline(
                 cloud_config=cloud_config,
                 rehearse=rehearse,
                 max_steps=max_steps,
+                # A strategy that fails or diverges is recorded; the others still train.
+                record_failure=True,
             )
             trained.set_display_name("train")
             place_training(trained, placement)

@@ -38,6 +38,8 @@ _EXECUTOR_INPUT = re.compile(r"Got executor_input:\s*$")
 _TASK_OUTPUT = re.compile(r"^ {4}(?P<line>.*)$")
 # The chief's per-epoch line, as the local launcher prefixes it.
 _EPOCH = re.compile(r"^\[chief(-0)?\] (?P<line>(resuming at )?epoch \d+/\d+.*)$")
+# A train step's line for a strategy that did not finish (`launch.train_to_artifacts`).
+_DID_NOT_FINISH = re.compile(r"^train: \S+ (?P<outcome>diverged|failed), recorded: ")
 _TAIL_LINES = 25
 # Off a terminal, the longest the console stays quiet while a task runs: a CI log that
 # says nothing for minutes looks hung. Checked every `_HEARTBEAT_POLL` seconds.
@@ -72,6 +74,7 @@ class _Task:
     tail: collections.deque = None  # type: ignore[assignment]
     announced: bool = False
     last_epoch: str | None = None
+    outcome: str | None = None  # `diverged` or `failed`: the step recorded a failed run
 
     def __post_init__(self):
         self.tail = collections.deque(maxlen=_TAIL_LINES)
@@ -136,7 +139,11 @@ class TaskProgress(logging.Filter):
             status = match["status"]
             self._announce(task)
             self.timings.append(TaskTiming(task.name, seconds, status, task.label))
-            if status == "SUCCESS":
+            if status == "SUCCESS" and task.outcome:
+                self._line(
+                    f"{self._place(task)} {task.label} ... {task.outcome} after {seconds:.1f} s"
+                )
+            elif status == "SUCCESS":
                 self._line(f"{self._place(task)} {task.label} ... {seconds:.1f} s")
             else:
                 self.last_tail = list(task.tail)
@@ -182,6 +189,8 @@ class TaskProgress(logging.Filter):
                     self._announce(task)
             elif _EXECUTOR_INPUT.search(text):
                 self._executor_input = []
+            elif ended := _DID_NOT_FINISH.match(text):
+                task.outcome = ended["outcome"]
             elif epoch := _EPOCH.match(text):
                 task.last_epoch = epoch["line"].split(":")[0]
                 if self.rewrite:

@@ -26,8 +26,10 @@ import sys
 import threading
 from functools import partial
 from http import server
+from pathlib import Path
 
 BUCKET = "tf-bucket"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _certificate(folder: str) -> tuple[str, str]:
@@ -97,9 +99,49 @@ def _serve(cert_path: str, key_path: str) -> None:
     secure.serve_forever()
 
 
-def main(work_dir: str, tfds_dir: str) -> dict:
+def exact_uploads() -> None:
+    """Makes the emulator store a multipart upload's content byte for byte.
+
+    gcsfs ends a multipart upload's content with `\n` before the boundary; the
+    emulator's email parser takes a content's own last `\r` for part of a `\r\n`
+    line break and drops it (a TFRecord file whose CRC ends in 0x0D came back a
+    byte short).
+    """
+    from gcp_storage_emulator import server as emulator
+
+    original = emulator._read_data
+
+    def read_data(handler, query):
+        content_type = handler.headers.get("Content-Type") or ""
+        if not content_type.startswith("multipart/related"):
+            return original(handler, query)
+        raw = emulator._decode_raw_data(emulator._read_raw_data(handler), handler)
+        boundary = b"--" + content_type.split("boundary=", 1)[1].strip('"').encode()
+        parts = raw[: raw.rindex(boundary + b"--")].split(boundary)[1:]
+        bodies = []
+        for part in parts:
+            ends = [part.find(gap) + len(gap) for gap in (b"\r\n\r\n", b"\n\n") if gap in part]
+            head, body = part[: min(ends)], part[min(ends) :]
+            line_break = b"\r\n" if body.endswith(b"\r\n") else b"\n"
+            bodies.append((head, body[: -len(line_break)]))
+        (_, meta), (head, content) = bodies
+        kind = next(
+            (line.split(b":", 1)[1].strip().decode() for line in head.splitlines()
+             if line.lower().startswith(b"content-type:")),
+            "application/octet-stream",
+        )  # fmt: skip
+        return {"meta": json.loads(meta), "content": content, "content-type": kind}
+
+    emulator._read_data = read_data
+
+
+def start_emulator(work_dir: str) -> multiprocessing.Process:
+    """The emulator in a process of its own, and this process's environment pointed at it.
+
+    A process of its own: TensorFlow's file calls hold the GIL while they wait.
+    """
     cert_path, key_path = _certificate(work_dir)
-    # A process of its own: TensorFlow's file calls hold the GIL while they wait.
+    exact_uploads()  # in this process, before the emulator's is forked from it
     emulator = multiprocessing.get_context("fork").Process(
         target=_serve, args=(cert_path, key_path), daemon=True
     )
@@ -112,6 +154,39 @@ def main(work_dir: str, tfds_dir: str) -> dict:
     )
     os.environ.pop("STRATEGIST_GCS_LOCAL_ROOT", None)
     _wait_for_port(443)
+    return emulator
+
+
+def run_beside_emulator(script: Path, work_dir: Path, *args: str, timeout_s: float) -> dict:
+    """Runs `script WORK_DIR ARGS...` in the namespaces above; the JSON of its RESULT line.
+
+    Called by the tests; the script starts the emulator (`start_emulator`).
+    """
+    import subprocess
+
+    hosts = work_dir / "hosts"
+    hosts.write_text("127.0.0.1 localhost www.googleapis.com storage.googleapis.com\n")
+    inside = (
+        f"ip link set lo up && mount --bind {hosts} /etc/hosts && "
+        f"exec {sys.executable} {script} {work_dir} {' '.join(args)}"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("STRATEGIST_GCS_LOCAL_ROOT", None)
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--net", "--mount", "sh", "-c", inside],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def main(work_dir: str, tfds_dir: str) -> dict:
+    emulator = start_emulator(work_dir)
 
     import tensorflow as tf
 

@@ -388,7 +388,7 @@ CASES = {
         "not a valid cron expression",
     ),
     "schedule-cron-with-seconds-on-vertex": Case(
-        ("schedule", "--target", "vertex", "--pipeline", "training", "--project", "p",
+        ("schedule", "--target", "vertex", "--pipeline", "training", "--project", "my-project",
          "--region", "us-central1", "--pipeline-root", "gs://b/root", "--cron", "0 0 3 * * *"),
         "has 6 fields",
     ),

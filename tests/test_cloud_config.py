@@ -34,7 +34,7 @@ def make_cloud(**overrides) -> CloudConfig:
     base = {
         "target": "vertex",
         "image": IMAGE,
-        "project": "proj",
+        "project": "my-project",
         "region": "us-central1",
         "gpu": "t4",
         "base_output_dir": "gs://bucket/runs/x",
@@ -225,7 +225,7 @@ def cli(argv: list[str]):
 
 
 VERTEX_FLAGS = [
-    "--target", "vertex", "--project", "proj", "--region", "us-central1",
+    "--target", "vertex", "--project", "my-project", "--region", "us-central1",
     "--image", IMAGE, "--base-output-dir", "gs://bucket/runs/x",
     "--shards-dir", "gs://bucket/shards/digits",
 ]  # fmt: skip
@@ -402,7 +402,7 @@ def test_strategist_train_target_vertex_dry_run_prints_the_custom_job(capsys, tm
     from google.cloud import aiplatform_v1
 
     argv = [
-        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "train", "--target", "vertex", "--project", "my-project", "--region", "us-central1",
         "--image", IMAGE, "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/shards",
         "--strategy", "parameter_server", "--workers", "2", "--ps", "1", "--dry-run",
     ]  # fmt: skip

@@ -49,6 +49,11 @@ BAD = [
     (vertex(**{"--project": "p;$(id)"}), "--project"),
     (vertex(**{"--project": "My-Project"}), "--project"),
     (vertex(**{"--project": "a" * 31}), "--project"),
+    # Google's rule: 6 to 30 characters, a letter first, no '-' last (cloud_ids' docstring).
+    (vertex(**{"--project": "abcde"}), "--project"),
+    (vertex(**{"--project": "my-project-"}), "--project"),
+    (vertex(**{"--project": "example.com:p"}), "--project"),
+    (vertex(**{"--network": "projects/abc/global/networks/my-vpc"}), "--network"),
     (vertex(**{"--service-account": "a`id`@p.iam.gserviceaccount.com"}), "--service-account"),
     (vertex(**{"--service-account": "sa@evil.com"}), "--service-account"),
     (vertex(**{"--network": "a b;c"}), "--network"),
@@ -91,7 +96,10 @@ def test_good_identifiers_build_the_request_on_the_regions_own_host():
     ("check", "good"),
     [
         (cloud_ids.check_region, ["us-central1", "europe-west4", "me-central2", "asia-south1"]),
-        (cloud_ids.check_project, ["my-project-123", "google.com:ml-x", "123456789012"]),
+        (
+            cloud_ids.check_project,
+            ["my-project-123", "google.com:ml-exp", "abcdef", "a" * 30, "123456789012"],
+        ),
         (
             cloud_ids.check_service_account,
             [

@@ -143,3 +143,93 @@ def test_non_finite_or_shapeless_user_data_is_refused_before_launch(tmp_path, ki
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in done.stderr, done.stderr
     assert not (out / "status.json").exists()  # nothing started
+
+
+# A user's model whose arithmetic is NaN under one strategy only: built in a MirroredStrategy's
+# scope, its output is multiplied by NaN; under one_device it trains as a plain linear model.
+NAN_UNDER_MIRRORED = textwrap.dedent(
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    def build_model(spec):
+        inputs = keras.Input(shape=spec.single_feature.shape)
+        x = keras.layers.Flatten()(inputs)
+        outputs = keras.layers.Dense(spec.label.num_classes)(x)
+        if isinstance(tf.distribute.get_strategy(), tf.distribute.MirroredStrategy):
+            outputs = keras.layers.Lambda(lambda t: t * float("nan"))(outputs)
+        return keras.Model(inputs, outputs)
+    """
+)
+
+
+@pytest.mark.cluster
+def test_compare_reports_a_diverged_strategy_and_compares_the_others(tmp_path, digits_shards):
+    module = tmp_path / "nan_under_mirrored.py"
+    module.write_text(NAN_UNDER_MIRRORED)
+    out = tmp_path / "cmp"
+    done = subprocess.run(
+        [
+            STRATEGIST, "compare", "--strategies", "mirrored,one_device", "--epochs", "1",
+            "--warmup-epochs", "0", "--learning-rate", "0.01", "--model-module", str(module),
+            "--shards-dir", digits_shards, "--output", str(out),
+        ],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    # The diverged strategy ran first; the other still trained, and the report was written.
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    errors = done.stderr.strip().splitlines()
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert errors[0].startswith(
+        "strategist compare: error: 1 of 2 strategies did not finish: mirrored diverged "
+        "(chief-0 exited 3: training diverged: loss is nan at epoch 1, step 1;"
+    ), errors[0]
+    strict = {"parse_constant": lambda name: pytest.fail(f"{name} in comparison.json")}
+    report = json.loads((out / "comparison.json").read_text(), **strict)
+    assert [r["strategy"] for r in report["results"]] == ["one_device"]
+    assert report["results"][0]["eval_accuracy"] > 0.5  # it trained (10 classes)
+    [failed] = report["failed"]
+    assert (failed["strategy"], failed["outcome"]) == ("mirrored", "diverged")
+    assert "training diverged" in failed["error"]
+    assert report["winner"] != "mirrored"
+    assert re.search(r"^mirrored\s+diverged(\s+–)+$", done.stdout, re.M), done.stdout
+    assert re.search(r"^\[\d+/\d+\] train mirrored \.\.\. diverged after ", done.stdout, re.M)
+    assert "| mirrored | diverged |" in (out / "summary.md").read_text()
+    assert 'data-name="mirrored"' in (out / "report.html").read_text()
+    status = json.loads((out / "status.json").read_text())
+    assert status["state"] == "failed" and "mirrored diverged" in status["error"]
+    assert "Fail to serialize" not in (out / "pipeline.log").read_text()
+    assert trainer_pids(str(out)) == []
+
+
+def test_a_strategy_with_a_failed_run_is_listed_apart_and_never_wins():
+    """Without a cluster: `build_report` on records as the train steps write them. A strategy
+    any of whose repeats diverged is out of the results and the verdict; a crashed one too."""
+    from components.core import comparison
+    from components.core.failed_run import FailedRun
+    from tests.test_comparison import record
+
+    def failed(strategy: str, outcome: str, workers: int = 1, gpus: int = 1) -> dict:
+        return FailedRun(strategy, workers, 0, gpus, outcome, f"chief-0 {outcome}").to_dict()
+
+    runs = [
+        record("one_device", 1000.0),
+        record("mirrored", 9000.0, replicas=2),  # fastest, but its repeat diverged
+        record("one_device", 1010.0),
+        failed("mirrored", "diverged", gpus=2),
+        failed("multi_worker_mirrored", "failed", workers=2),
+    ]
+    report = comparison.build_report(runs)
+    assert [r["name"] for r in report["results"]] == ["one_device"]
+    assert report["winner"] == "one_device"
+    assert [(f["name"], f["outcome"], f["runs_failed"], f["runs"]) for f in report["failed"]] == [
+        ("mirrored", "diverged", 1, 2),
+        ("multi_worker_mirrored", "failed", 1, 1),
+    ]
+    files = comparison.render_files(report)
+    json.loads(files["comparison.json"], parse_constant=lambda name: pytest.fail(name))
+    table = comparison.summary_table(report)
+    assert re.search(r"^mirrored\s+diverged(\s+–)+$", table, re.M), table
+    assert "mirrored diverged (1 of 2 runs): chief-0 diverged; it is not compared" in table
+    assert "| multi_worker_mirrored | failed |" in files["summary.md"].decode()
+    assert 'class="did-not-finish" data-name="mirrored"' in files["report.html"].decode()

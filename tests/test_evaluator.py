@@ -77,3 +77,51 @@ def test_the_evaluator_evaluates_checkpoints_and_never_trains(
     assert "evaluator-0" not in tasks
     assert json.loads((tmp_path / "evaluator" / "evaluations.json").read_text()) == evaluations
     assert not trainer_pids(str(tmp_path))
+
+
+@pytest.mark.cluster
+def test_a_restarted_evaluator_evaluates_the_checkpoints_it_missed(digits_shards, tmp_path):
+    """The evaluator is frozen after its first result while the chief trains on, then killed;
+    the launcher restarts it alone, and the new one evaluates every epoch it missed."""
+    import os
+    import re
+    import signal
+
+    from tests.test_faults import Events, run_with_faults
+
+    epochs = 8
+    config = RunConfig(
+        data=DataConfig(shards_dir=digits_shards),
+        cluster=ClusterConfig("one_device", evaluator=True),
+        training=TrainingConfig(epochs=epochs),
+        output_dir=str(tmp_path),
+    )
+    events = Events()
+    cluster = LocalCluster(config, log=events.log)
+
+    def pid(name: str) -> int:
+        return next(t.process.pid for t in cluster.tasks if t.name == name)
+
+    def script() -> None:
+        # The chief waits at epoch 2 until the evaluator has a result, so some are left to miss.
+        events.wait_for(r"^\[chief-0\] epoch 2/")
+        os.kill(pid("chief-0"), signal.SIGSTOP)
+        events.wait_for(r"^\[evaluator-0\] evaluator: epoch \d/")
+        os.kill(pid("evaluator-0"), signal.SIGSTOP)
+        os.kill(pid("chief-0"), signal.SIGCONT)
+        events.wait_for(r"^\[chief-0\] epoch 6/")
+        os.kill(pid("evaluator-0"), signal.SIGKILL)
+
+    metrics = run_with_faults(cluster, events, script)
+    text = events.text()
+    # Every epoch has its evaluation, the missed ones evaluated first after the restart.
+    assert [e["epoch"] for e in metrics["sidecar_evaluations"]] == list(range(1, epochs + 1))
+    missed = re.search(
+        r"evaluator: restarted; first evaluating the epoch\(s\) it missed: (.*)", text
+    )
+    assert missed and len(missed.group(1).split(", ")) >= 3, text[-3000:]
+    assert "[launcher] evaluator-0 exited -9; restarting it (1/3), it first evaluates the " in text
+    assert "retried on the other workers" not in text
+    assert [f["action"] for f in metrics["failures"]] == ["evaluator restart"]
+    assert metrics["worker_restarts"] == 0 and metrics["restarts"] == 0
+    assert not trainer_pids(str(tmp_path))

@@ -949,6 +949,45 @@ def test_strategist_train_stall_timeout_fails_a_run_stopped_before_its_first_epo
     )
 
 
+@pytest.mark.cluster
+def test_the_stall_clock_starts_when_the_chiefs_tensorflow_is_up(digits_shards, tmp_path):
+    """`strategist train --stall-timeout 6` on a machine so busy that the chief's TensorFlow
+    import outlasts 6 s (two busy loops beside it while it imports): the import is no stall,
+    so the run trains; the clock starts at the chief's "imported tensorflow" line."""
+    stall_timeout_s = 6
+    out = tmp_path / "run"
+    command = [
+        "nice", "-n", "10", str(STRATEGIST), "train", "--local", "--strategy", "one_device",
+        "--epochs", "1", "--batch-size", "256", "--stall-timeout", str(stall_timeout_s),
+        "--shards-dir", digits_shards, "--output", str(out),
+    ]  # fmt: skip
+    proc, events, reader = start_streaming(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    busy: list[subprocess.Popen] = []
+    try:
+        started = events.wait_for(r"^\[launcher\] started 1 process")
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        # Until the chief's TensorFlow is up (or, without the fix, the launcher kills it).
+        up = events.wait_for(r"^\[chief-0\] imported tensorflow |^\[launcher\] no epoch for")
+        for loop in busy:
+            loop.kill()
+        returncode = proc.wait(timeout=600)
+    finally:
+        for loop in busy:
+            loop.kill()
+            loop.wait()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    text = events.text()
+    assert returncode == 0, text[-3000:]
+    assert "[launcher] no epoch for" not in text
+    assert up - started > stall_timeout_s, "the import was quicker than the stall timeout"
+    assert re.search(r"^\[chief-0\] epoch 1/1: ", text, re.M)
+    assert not trainer_pids(str(out))
+    report("the chief's TensorFlow import under load", import_s=up - started)
+
+
 class _Launched(Exception):
     """Raised in place of the cluster run: what reached the launcher is all that is asked."""
 
@@ -1066,8 +1105,9 @@ def small_disk(tmp_path):
 def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards, small_disk):
     """The output's file system (a real tmpfs) is filled in epoch 2: the command exits 1
     with one line of its own ('No space left on device', no traceback of its own; before,
-    a chained OSError traceback), `strategist status` does not say 'running', and once space
-    is freed the same command resumes from the backup (not 'corrupted')."""
+    a chained OSError traceback), `strategist status` says 'failed' with the error (the
+    run's reserve is given up to write it; before, 'interrupted'), and once space is freed
+    the same command resumes from the backup (not 'corrupted')."""
     out = small_disk / "run"
     command = [
         str(STRATEGIST), "train", "--local", "--strategy", "mirrored", "--epochs", "30",
@@ -1090,10 +1130,13 @@ def test_a_full_disk_mid_run_ends_in_one_line_and_the_run_resumes(digits_shards,
     own = [line for line in text.splitlines() if line.startswith("strategist")]
     assert len(own) == 1 and "No space left on device" in own[0], text[-3000:]
     assert not re.search(r"^Traceback", text, re.M), text[-3000:]
+    # The run's reserve was given up for its status: it says failed, and why.
     status = subprocess.run(
         [str(STRATEGIST), "status", str(out)], capture_output=True, text=True, timeout=60
     )
-    assert json.loads(status.stdout)["state"] in ("failed", "interrupted"), status.stdout
+    told = json.loads(status.stdout)
+    assert told["state"] == "failed" and "No space left on device" in told["error"], told
+    assert not (out / ".strategist-reserve").exists()
 
     (small_disk / "filler").unlink()
     events = interrupted_at(command, r"\] resuming at epoch \d+/30 from the backup")

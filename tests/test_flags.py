@@ -427,7 +427,7 @@ def test_one_name_one_meaning_one_default_across_commands():
 
 
 CLOUD = [
-    "--project", "proj", "--region", "us-central1", "--image",
+    "--project", "my-project", "--region", "us-central1", "--image",
     "us-docker.pkg.dev/proj/strategist/strategist-trainer:1", "--output", "gs://bucket/runs/x",
     "--shards-dir", "gs://bucket/shards/digits", "--job-name", "gpus", "--dry-run",
 ]  # fmt: skip

@@ -474,7 +474,7 @@ def test_a_non_finite_history_figure_exits_2_naming_the_file(tmp_path, capsys, v
     assert main([*HISTORY_ARGV, "--history", path]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "Traceback" not in captured.err
-    assert f"--history {path} holds {word} is not a JSON number" in captured.err
+    assert f"--history {path} holds {word}, which is not a JSON number" in captured.err
 
 
 @pytest.mark.parametrize(

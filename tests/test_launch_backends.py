@@ -17,7 +17,7 @@ COMMON = dict(
 
 
 def test_vertex_paths_map_back_to_cloud_storage():
-    settings = {"project": "p", "region": "us-central1", "image": "r/i:1"}
+    settings = {"project": "my-project", "region": "us-central1", "image": "r/i:1"}
     _, cloud = launch._cloud_run(RunConfig(), "vertex", settings)
     assert cloud.target == "vertex"
     config = RunConfig.from_dict(
@@ -40,7 +40,7 @@ def test_unknown_cloud_setting_is_refused():
     [
         ("slurm", {}, "unknown backend"),
         ("vertex", {"region": "us-central1", "image": "r/i:1"}, "project"),
-        ("vertex", {"project": "p", "region": "us-central1"}, "image"),
+        ("vertex", {"project": "my-project", "region": "us-central1"}, "image"),
     ],
 )
 def test_bad_backend_settings_fail_before_submission(tmp_path, backend, cloud, message):

@@ -64,7 +64,7 @@ class FakeJobService:
     `JobState` (get: the job's next state), or None (create: accepted).
     """
 
-    PARENT = "projects/proj/locations/us-central1"
+    PARENT = "projects/my-project/locations/us-central1"
 
     def __init__(self, create=(None,), get=(), cancel=()):
         self.create_script, self.get_script = list(create), list(get)
@@ -153,7 +153,7 @@ def test_vertex_gcp_resources_is_gcpc_format(tmp_path):
             {
                 "resourceType": "CustomJob",
                 "resourceUri": "https://us-central1-aiplatform.googleapis.com/v1/"
-                "projects/proj/locations/us-central1/customJobs/1000",
+                "projects/my-project/locations/us-central1/customJobs/1000",
             }
         ]
     }
@@ -209,7 +209,7 @@ def test_vertex_restart_in_the_middle_re_attaches_without_a_second_create(tmp_pa
     assert result.state == State.JOB_STATE_SUCCEEDED
     assert fake.calls.count("create") == 1 and len(fake.jobs) == 1
     assert not fake.cancelled
-    assert any(line.startswith("vertex: re-attached to projects/proj") for line in lines)
+    assert any(line.startswith("vertex: re-attached to projects/my-project") for line in lines)
 
 
 def test_vertex_restart_after_a_succeeded_job_only_reads_it(tmp_path):
@@ -506,7 +506,7 @@ def test_train_step_records_the_job_before_it_ends(tmp_path, monkeypatch):
 # -- pre-launch checks: the local ones, before any request ----------------------------
 
 CLOUD_ARGS = {
-    "vertex": ["--target", "vertex", "--project", "proj", "--region", "us-central1"],
+    "vertex": ["--target", "vertex", "--project", "my-project", "--region", "us-central1"],
     "kubeflow": ["--target", "kubeflow", "--namespace", "ml"],
 }
 

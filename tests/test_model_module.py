@@ -233,7 +233,7 @@ def test_the_module_is_staged_beside_the_outputs_and_every_vertex_replica_reads_
     from google.cloud import aiplatform_v1
 
     argv = [
-        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "train", "--target", "vertex", "--project", "my-project", "--region", "us-central1",
         "--image", "us-docker.pkg.dev/p/r/trainer:1", "--output", "gs://bucket/runs/x",
         "--shards-dir", "gs://bucket/shards", "--strategy", "multi_worker_mirrored",
         "--workers", "2", "--model-module", str(CNN_MODULE), "--dry-run",
@@ -269,7 +269,7 @@ def test_kubeflow_replicas_fetch_the_staged_module_from_cloud_storage(capsys):
 
 def test_an_importable_module_name_is_imported_from_the_image(capsys):
     argv = [
-        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "train", "--target", "vertex", "--project", "my-project", "--region", "us-central1",
         "--image", "img:1", "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/s",
         "--strategy", "one_device", "--model-module", "examples.digits_cnn_module", "--dry-run",
     ]  # fmt: skip
@@ -638,7 +638,7 @@ def dry_run_config(extra: list[str], capsys) -> dict:
     from google.cloud import aiplatform_v1
 
     argv = [
-        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "train", "--target", "vertex", "--project", "my-project", "--region", "us-central1",
         "--image", "img:1", "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/s",
         "--strategy", "multi_worker_mirrored", "--workers", "2",
         "--model-module", str(SGD_MODULE), "--dry-run", *extra,

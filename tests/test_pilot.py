@@ -97,8 +97,13 @@ def test_the_dry_run_of_a_cloud_comparison_prices_its_pilot(monkeypatch, capsys)
         raise AssertionError("a dry run asked for credentials")
 
     monkeypatch.setattr(credentials, "google_credentials", no_credentials)
-    job = {"gpu": "t4", "project": "p", "region": "us-central1", "base_output_dir": "gs://b/r"}
-    argv = ["submit", "--pipeline", "comparison", "--target", "vertex", "--project", "p",
+    job = {
+        "gpu": "t4",
+        "project": "my-proj",
+        "region": "us-central1",
+        "base_output_dir": "gs://b/r",
+    }
+    argv = ["submit", "--pipeline", "comparison", "--target", "vertex", "--project", "my-proj",
             "--region", "us-central1", "--pipeline-root", "gs://b/root", "--dry-run",
             "--param", f"cloud_config={json.dumps(job)}"]  # fmt: skip
     assert main([*argv, "--param", "max_steps=500"]) == 0
@@ -142,7 +147,7 @@ def test_a_rehearsed_vertex_comparison_pilot_stops_its_cloud_job_at_n_steps(tmp_
     run_config.pop("cluster")
     cloud = {
         "image": "us-docker.pkg.dev/p/strategist/trainer:1.0",
-        "project": "p",
+        "project": "my-proj",
         "region": "us-central1",
         "base_output_dir": f"{bucket}/runs/pipeline",
         "shards_dir": f"{bucket}/shards/digits",

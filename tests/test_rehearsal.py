@@ -49,7 +49,7 @@ def run_and_cloud(target: str, cluster: ClusterConfig, output: str = f"{BUCKET}/
     cloud = CloudConfig(
         target=target,
         image="example.com/strategist/trainer:test",
-        project="p" if target == "vertex" else None,
+        project="my-project" if target == "vertex" else None,
         region="us-central1" if target == "vertex" else None,
         job_name="rehearsed" if target == "kubeflow" else None,
     )
@@ -138,7 +138,7 @@ def test_reduction_server_cannot_be_rehearsed(capsys):
             "--image",
             "example.com/strategist/trainer:test",
             "--project",
-            "p",
+            "my-project",
             "--region",
             "us-central1",
             "--output",
@@ -237,7 +237,7 @@ def test_the_rehearsal_claims_no_cloud_machine(target, tmp_path):
 
 
 def cloud_argv(target: str, *flags: str, output: str = f"{BUCKET}/runs/x") -> list[str]:
-    where = ["--project", "p", "--region", "us-central1"] if target == "vertex" else []
+    where = ["--project", "my-project", "--region", "us-central1"] if target == "vertex" else []
     return [
         "train",
         "--target",
@@ -459,7 +459,7 @@ def test_a_comparison_pipeline_rehearses_a_vertex_comparison_under_kfp_local(tmp
     ).to_pipeline_parameter()
     cloud = {
         "image": "example.com/strategist/trainer:test",
-        "project": "p",
+        "project": "my-project",
         "region": "us-central1",
         "base_output_dir": f"{BUCKET}/runs/pipeline",
         "shards_dir": SHARDS,

@@ -11,7 +11,6 @@ calls that bypass the storage layer.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import socket
 import subprocess
@@ -593,25 +592,10 @@ def test_tensorflow_reads_and_writes_gs_through_its_own_filesystem(tmp_path, tfd
     TensorFlow has no endpoint setting, so the emulator takes Google's host names
     inside private namespaces (see tests/tensorflow_gcs_check.py).
     """
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 localhost www.googleapis.com storage.googleapis.com\n")
+    from tests.tensorflow_gcs_check import run_beside_emulator
+
     script = Path(__file__).with_name("tensorflow_gcs_check.py")
-    inside = (
-        f"ip link set lo up && mount --bind {hosts} /etc/hosts && "
-        f"exec {sys.executable} {script} {tmp_path} {tfds_dir}"
-    )
-    env = {**os.environ, "PYTHONPATH": str(CORE.parents[1]), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--net", "--mount", "sh", "-c", inside],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_beside_emulator(script, tmp_path, str(tfds_dir), timeout_s=300)
     assert result["tf_listdir"] == result["storage_listdir"]
     assert "manifest.json" in result["tf_listdir"] and result["tf_exists_manifest"]
     assert result["test_examples_read_by_tf"] == result["test_examples_in_manifest"] > 0

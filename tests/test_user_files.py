@@ -83,7 +83,7 @@ def _array(path: Path) -> None:
 BAD = {
     "deep": (_deep, "nests deeper than 64 levels"),
     "long_int": (_long_int, "an integer of 5,000 digits"),
-    "nan": (_nan, "NaN is not a JSON number"),
+    "nan": (_nan, "NaN, which is not a JSON number"),
     "huge_float": (_huge_float, "beyond float range"),
     "fifo": (_fifo, "not a regular file"),
     "binary": (_binary, "not UTF-8"),

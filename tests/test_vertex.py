@@ -107,7 +107,7 @@ def test_job_settings_reach_the_spec():
         restart_job_on_worker_restart=True,
         service_account="trainer@proj.iam.gserviceaccount.com",
         network="projects/123/global/networks/vpc",
-        tensorboard="projects/proj/locations/us-central1/tensorboards/42",
+        tensorboard="projects/my-project/locations/us-central1/tensorboards/42",
         job_name="nightly",
     )
     job = parse_strictly(vertex.build_custom_job(make_run(), cloud))
@@ -144,7 +144,7 @@ def test_kubeflow_config_is_refused():
 class FakeJobService:
     """The remote JobService: hands out a scripted sequence of job states."""
 
-    NAME = "projects/proj/locations/us-central1/customJobs/8675309"
+    NAME = "projects/my-project/locations/us-central1/customJobs/8675309"
 
     def __init__(self, states, error="", on_get=None):
         self.states = list(states)
@@ -203,11 +203,11 @@ def test_success_prints_link_and_each_state_change_once():
     result, lines = wait(fake)
     assert result.state == State.JOB_STATE_SUCCEEDED
     parent, sent = fake.created[0]
-    assert parent == "projects/proj/locations/us-central1"
+    assert parent == "projects/my-project/locations/us-central1"
     assert sent.job_spec.worker_pool_specs[0].container_spec.image_uri == IMAGE
     assert (
         "vertex: console https://console.cloud.google.com/vertex-ai/locations/us-central1"
-        "/training/8675309?project=proj"
+        "/training/8675309?project=my-project"
     ) in lines
     states = [line for line in lines if "JOB_STATE" in line]
     assert states == [
@@ -292,7 +292,7 @@ def test_real_client_with_only_the_grpc_endpoint_mocked():
     assert result.state == State.JOB_STATE_SUCCEEDED
     create, *gets = requests
     assert isinstance(create, aiplatform_v1.CreateCustomJobRequest)
-    assert create.parent == "projects/proj/locations/us-central1"
+    assert create.parent == "projects/my-project/locations/us-central1"
     assert create.custom_job == job
     assert [type(r) for r in gets] == [aiplatform_v1.GetCustomJobRequest] * 2
     assert gets[0].name == name
@@ -317,7 +317,7 @@ def test_sigterm_on_strategist_train_target_vertex_exits_143(monkeypatch, capsys
     )
     previous = signal.getsignal(signal.SIGTERM)
     argv = [
-        "train", "--target", "vertex", "--project", "proj", "--region", "us-central1",
+        "train", "--target", "vertex", "--project", "my-project", "--region", "us-central1",
         "--image", IMAGE, "--output", "gs://bucket/runs/x", "--shards-dir", "gs://bucket/shards",
         "--strategy", "multi_worker_mirrored", "--workers", "2",
     ]  # fmt: skip
@@ -358,7 +358,7 @@ def test_train_attach_follows_a_running_vertex_job_and_creates_nothing(monkeypat
             job.error.message = "The replica workerpool0-0 exited with a non-zero status of 1."
         return job
 
-    argv = ["train", "--target", "vertex", "--project", "proj", "--region", "us-central1"]
+    argv = ["train", "--target", "vertex", "--project", "my-project", "--region", "us-central1"]
     with mock.patch.object(
         type(vertex.make_client(make_cloud(), AnonymousCredentials()).transport.get_custom_job),
         "__call__",
@@ -378,11 +378,11 @@ def test_train_attach_follows_a_running_vertex_job_and_creates_nothing(monkeypat
 
         assert cli.main([*argv, "--attach", "42"]) == 2
         err = capsys.readouterr().err
-        assert "no Vertex AI job projects/proj/locations/us-central1/customJobs/42" in err
+        assert "no Vertex AI job projects/my-project/locations/us-central1/customJobs/42" in err
         sent = len(requests)
         for bad, says in (
             ("my-job", "give the job's ID or its name"),
-            ("projects/proj/locations/europe-west4/customJobs/7", "--region europe-west4"),
+            ("projects/my-project/locations/europe-west4/customJobs/7", "--region europe-west4"),
         ):
             assert cli.main([*argv, "--attach", bad]) == 2
             assert says in capsys.readouterr().err

@@ -36,6 +36,25 @@ def state_path(output_dir: str) -> str:
     return storage.join(output_dir, STATE_DIR, STATE_NAME)
 
 
+def with_training_split(manifest, preprocess=None, validation_fraction: float = 0.0):
+    """The shards' `InputSpec` whose `training_data()` is their training split.
+
+    One pass over the split, batched, through the module's `preprocess`, without
+    the validation share (what training reads); the shards are read through their
+    own paths, local or `gs://`.
+    """
+    import dataclasses
+
+    def split():
+        from components.core import datasets
+
+        return datasets.eval_dataset(
+            manifest, "train", preprocess=preprocess, validation_fraction=validation_fraction
+        )
+
+    return dataclasses.replace(manifest.input_spec, training_data_fn=split)
+
+
 def _preprocessing_layer_class():
     from tf_keras.src.engine.base_preprocessing_layer import PreprocessingLayer
 
@@ -132,10 +151,12 @@ def apply_state(layer, state: dict[str, Any]) -> None:
 
 
 def write(output_dir: str, states: list[dict[str, Any]]) -> None:
-    """Keeps the states for the tasks (none: nothing written)."""
+    """Keeps the states for the tasks (none: an earlier run's states there are removed)."""
     if states:
         storage.makedirs(storage.join(output_dir, STATE_DIR))
         storage.write_json(state_path(output_dir), states)
+    else:
+        storage.remove_file(state_path(output_dir))
 
 
 def read(output_dir: str) -> list[dict[str, Any]] | None:

@@ -50,12 +50,12 @@ def _int(text: str) -> int:
 def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _Refused(f"the number {text[:40]} is beyond float range")
+        raise _Refused(f"a number beyond float range ({text[:40]})")
     return value
 
 
 def _constant(name: str) -> float:
-    raise _Refused(f"{name} is not a JSON number (a non-finite value)")
+    raise _Refused(f"{name}, which is not a JSON number (a non-finite value)")
 
 
 def depth(text: str) -> int:

@@ -7,7 +7,6 @@ loss: a bad module is refused before any cluster starts.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -42,19 +41,12 @@ def preflight(config: RunConfig, manifest) -> float:
     # Read back as every task reads it (its features in the stored order), so the module
     # adapts its layers in the order the tasks' builds replay them.
     manifest = datasets.load_manifest(manifest.root)
-    spec = manifest.input_spec
+    # What training reads: the validation share is not adapted on.
+    spec = adapt_once.with_training_split(
+        manifest, module.preprocess, config.training.validation_fraction
+    )
     try:
         with tf.device("/cpu:0"):
-            spec = dataclasses.replace(
-                spec,
-                # What training reads: the validation share is not adapted on.
-                training_data_fn=lambda: datasets.eval_dataset(
-                    manifest,
-                    "train",
-                    preprocess=module.preprocess,
-                    validation_fraction=config.training.validation_fraction,
-                ),
-            )
             built = build_compiled(config, spec, module)
             module_callbacks(module, spec, validates=bool(config.training.validation_fraction))
             adapt_once.write(config.output_dir, built.adapted)

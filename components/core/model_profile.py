@@ -423,40 +423,42 @@ def write_bundled(path: Path = BUNDLED_PATH) -> dict[str, Any]:
     return data
 
 
-def profile_for(model, shards_dir: str | None = None) -> ModelProfile:
+def profile_for(
+    model, shards_dir: str | None = None, *, validation_fraction: float = 0.0
+) -> ModelProfile:
     """The profile of a run's model (`RunConfig.model`): a built-in, or the user's module.
 
     With shards, the model is built as the run trains it, for the shards'
     examples (a built-in's input shape and classes come from the data too),
     and counted: its size, its trainable tensors and the metrics it compiles.
-    Nothing is cached, since a module's file may change between runs. Without
-    shards, a built-in's bundled profile (its default input, 10 classes).
+    `spec.training_data()` is the training split less the `validation_fraction`
+    share, as the run adapts on it. Nothing is cached (a module's file may
+    change). Without shards, a built-in's bundled profile (default input, 10 classes).
 
     Raises:
         ConfigError: an unknown built-in, a module without shards to size it,
             or a module that fails to build (naming its file and line).
     """
+    if not shards_dir and model.module:
+        raise ConfigError(f"profiling model module {model.module} needs the shards it trains on")
     if not shards_dir:
-        if model.module:
-            raise ConfigError(
-                f"profiling model module {model.module} needs the shards it trains on"
-            )
         return profile_model(model.name)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    from components.core import datasets, model_build, models
+    from components.core import adapt_once, datasets, model_build, models
 
-    spec = datasets.load_manifest(shards_dir).input_spec
+    manifest = datasets.load_manifest(shards_dir)
     module = models.resolve(model)
+    spec = adapt_once.with_training_split(manifest, module.preprocess, validation_fraction)
     built = model_build.build_model(module, spec)
     macs, activations = layer_counts.count_macs_and_activations(built)
+    # A lookup layer's vocabulary is tracked as a weight without a shape.
+    shapes = [w.shape for w in built.weights if hasattr(w, "shape")]
     return ModelProfile(
         name=model.name,
         params=int(built.count_params()),
         flops_per_example=float(max(2 * macs, 1)),
         activation_bytes_per_example=float(activations * BYTES_PER_VALUE),
-        largest_variable_params=max(
-            (int(layer_counts.element_count(w.shape)) for w in built.weights), default=0
-        ),
+        largest_variable_params=max(map(layer_counts.element_count, shapes), default=0),
         source=f"built from {model.module or model.name} for {', '.join(spec.features)}",
         tensors=max(1, len(built.trainable_weights)),
         compiled_metrics=model_build.compiled_metric_count(module, built, spec),

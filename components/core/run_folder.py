@@ -22,6 +22,7 @@ removes only the entries a run writes (`RUN_ENTRIES`), never other files.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -40,6 +41,10 @@ STATUS_NAME = "status.json"
 # The file a run holds its `flock` on: created 0600 and opened without following a link,
 # so only its owner (or root) can open it, and another user cannot hold the lock.
 LOCK_NAME = ".strategist-lock"
+# Space a run holds back in its folder while it runs, given up to write its final status on
+# a full disk (a temporary file and its rename take a block or two).
+RESERVE_NAME = ".strategist-reserve"
+RESERVE_BYTES = 256 * 1024
 # What a training run writes at the top of its output folder: all a replaced
 # run's cleanup may remove (components/core/training.py, sidecar.py, launch/local.py).
 FINAL_ENTRIES = ("metrics.json", "model", "config.json", "evaluation.html", "tasks")
@@ -179,8 +184,49 @@ def read_status(path: str, *, lock_held_here: bool = False) -> dict[str, Any] | 
 
 
 def write_status(path: str, state: str, **extra: Any) -> None:
-    """Writes `status.json` (atomically, a local folder or a bucket): `state` and `extra`."""
-    storage.write_json(storage.join(path, STATUS_NAME), {"state": state, **extra})
+    """Writes `status.json` (atomically, a local folder or a bucket): `state` and `extra`.
+
+    On a full disk the run's reserve (`claim`) is given up and the write tried again, so a
+    run that the full disk stopped still says it failed.
+
+    Raises:
+        OSError: it cannot be written (a full disk without a reserve left, among others).
+    """
+    target, status = storage.join(path, STATUS_NAME), {"state": state, **extra}
+    try:
+        storage.write_json(target, status)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT) or not _release_reserve(path):
+            raise
+        storage.write_json(target, status)
+
+
+def _hold_reserve(path: str) -> None:
+    """Allocates the run's reserve (`RESERVE_NAME`) in `path`; a disk too full for it runs on
+    without one."""
+    try:
+        fd = os.open(
+            os.path.join(path, RESERVE_NAME),
+            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+    except OSError:
+        return
+    try:
+        os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks, not a sparse file
+    except OSError:
+        _release_reserve(path)
+    finally:
+        os.close(fd)
+
+
+def _release_reserve(path: str) -> bool:
+    """Frees the run's reserve; whether there was one to free."""
+    try:
+        os.unlink(os.path.join(path, RESERVE_NAME))
+    except OSError:
+        return False
+    return True
 
 
 def _open_lock(path: str, create: bool) -> int:
@@ -225,7 +271,9 @@ def claim(
     configuration, is refused unless `overwrite`, which first removes the
     entries a run writes. Final artifacts left by an unfinished attempt
     (`metrics.json`, `model/`) are removed, so a failed run never shows an
-    older run's results.
+    older run's results. While the run holds the folder, `RESERVE_BYTES` of it
+    are held back (`RESERVE_NAME`) for its final status on a full disk
+    (`write_status`).
 
     Args:
         path: the output folder.
@@ -254,7 +302,11 @@ def claim(
         except BlockingIOError:
             raise _in_use(path) from None
         _take_over(path, config_digest(config_json), overwrite, entries, stale, log)
-        yield path
+        _hold_reserve(path)
+        try:
+            yield path
+        finally:
+            _release_reserve(path)
     finally:
         os.close(fd)  # releases the lock
 

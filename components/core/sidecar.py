@@ -49,8 +49,11 @@ def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
 
     The loop of tf-keras' `SidecarEvaluator` (`tf.train.checkpoints_iterator`
     over the chief's checkpoint folder), kept here so that each result names
-    the checkpoint it came from even when training outpaces evaluation and
-    some checkpoints are skipped.
+    the checkpoint it came from. A restarted evaluator keeps the results it
+    wrote before and first evaluates, in epoch order, every whole checkpoint it
+    has no result for (the chief keeps each epoch's): a restart loses no epoch.
+    When training outpaces evaluation, the iterator skips to the newest
+    checkpoint; the last line then names the epochs left without a result.
 
     Args:
         config: the run's `RunConfig`.
@@ -59,26 +62,29 @@ def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
         eval_data: the test split as a `tf.data.Dataset`.
 
     Returns:
-        One entry per evaluated checkpoint: `checkpoint`, `epoch`, and each
-        metric (`loss`, `accuracy`). Written after each evaluation to
-        `<output_dir>/evaluator/evaluations.json`.
+        One entry per evaluated checkpoint, in epoch order: `checkpoint`,
+        `epoch`, and each metric (`loss`, `accuracy`). Written after each
+        evaluation to `<output_dir>/evaluator/evaluations.json`.
     """
     import tensorflow as tf
 
-    results: list[dict[str, Any]] = []
     path = storage.join(config.output_dir, EVALUATIONS_PATH)
+    results = read_evaluations(config.output_dir)  # a restarted evaluator's earlier results
     watched = storage.local_view(checkpoint_dir(config.output_dir))
-    for checkpoint in tf.train.checkpoints_iterator(watched):
+
+    def evaluate(checkpoint: str) -> int | None:
+        """Evaluates one checkpoint and records it; returns its epoch (None: not readable)."""
         epoch = _epoch_of(checkpoint)
         try:
             model.load_weights(checkpoint).expect_partial()
         except (tf.errors.OpError, ValueError) as err:  # the chief is still writing it
             print(f"evaluator: {os.path.basename(checkpoint)} not readable yet ({err})")
-            continue
+            return None
         logs = model.evaluate(eval_data, verbose=0, return_dict=True)
         entry = {"checkpoint": os.path.basename(checkpoint), "epoch": epoch}
         entry.update({name: float(value) for name, value in logs.items()})
         results.append(entry)
+        results.sort(key=lambda e: e["epoch"] or 0)
         storage.write_json(path, results)
         print(
             f"evaluator: epoch {epoch}/{config.training.epochs} checkpoint: loss "
@@ -86,9 +92,41 @@ def evaluate_checkpoints(config, model, eval_data) -> list[dict[str, Any]]:
             f"{entry.get('accuracy', float('nan')):.4f}",
             flush=True,
         )
-        if epoch is not None and epoch >= config.training.epochs:
-            return results
+        return epoch
+
+    def evaluated() -> set[int | None]:
+        return {e["epoch"] for e in results}
+
+    missed = [c for c in _saved_checkpoints(watched) if _epoch_of(c) not in evaluated()]
+    if results and missed:
+        epochs = ", ".join(str(_epoch_of(c)) for c in missed)
+        print(f"evaluator: restarted; first evaluating the epoch(s) it missed: {epochs}")
+    for checkpoint in missed:
+        evaluate(checkpoint)
+    final = config.training.epochs
+    if final in evaluated():
+        return results
+    for checkpoint in tf.train.checkpoints_iterator(watched):
+        if _epoch_of(checkpoint) in evaluated():
+            continue
+        epoch = evaluate(checkpoint)
+        if epoch is not None and epoch >= final:
+            break
+    skipped = sorted(set(range(1, final + 1)) - evaluated())
+    if skipped:
+        print(
+            "evaluator: no result for epoch(s) "
+            f"{', '.join(map(str, skipped))}: training outpaced the evaluation"
+        )
     return results
+
+
+def _saved_checkpoints(folder: str) -> list[str]:
+    """The whole epoch checkpoints in `folder` (their `.index` is written last), by epoch."""
+    import tensorflow as tf
+
+    prefixes = [p.removesuffix(".index") for p in tf.io.gfile.glob(f"{folder}/ckpt-*.index")]
+    return sorted((p for p in prefixes if _epoch_of(p) is not None), key=_epoch_of)
 
 
 def read_evaluations(output_dir: str) -> list[dict[str, Any]]:

@@ -71,7 +71,9 @@ def choose_for_pipeline(
     """
     config = validate_pipeline_run(run_config)
     strategy = config.cluster.strategy
-    profile = profile_for(config.model, shards_dir)
+    profile = profile_for(
+        config.model, shards_dir, validation_fraction=config.training.validation_fraction
+    )
     topology = Topology(
         machines=machines,
         gpus_per_machine=gpus_per_machine,

@@ -14,6 +14,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 from components.core import datasets, divergence, reduction_server, storage, strategies, training
 from components.core.config import ConfigError, RunConfig, validate_run
@@ -27,6 +28,8 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # Exit code of a task that found its input unusable: launchers do not restart it,
 # since a restart would fail the same way.
 CONFIG_ERROR_EXIT = 2
+# How the line a task prints once TensorFlow is imported begins.
+TENSORFLOW_UP = "imported tensorflow"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,8 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError, ValueError) as err:
         print(f"trainer: error: {err}", file=sys.stderr)
         return CONFIG_ERROR_EXIT
+    started = time.monotonic()
     import tensorflow as tf
 
+    # The launcher's stall clock starts at this line (`launch.liveness`): importing
+    # TensorFlow takes seconds to minutes on a loaded machine, and is no stall.
+    print(f"{TENSORFLOW_UP} {tf.__version__} in {time.monotonic() - started:.1f} s", flush=True)
     tf.get_logger().setLevel("ERROR")  # retracing chatter from checkpoint saves
     if strategies.is_server_role(config.cluster, role):
         strategies.run_server(role)

@@ -106,6 +106,9 @@ def _run(argv: list[str] | None) -> int:
     # TensorFlow's C++ INFO/WARNING lines (no CUDA here, CPU features) drown the CLI's output;
     # set before any subcommand imports TensorFlow. An explicit setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # One Keras in every process the command starts, as in the trainer's: tf-keras. Without
+    # it, `import tensorflow` also loads Keras 3 (and scikit-learn): 2-4 s a process.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -465,11 +465,18 @@ def _compare(args: argparse.Namespace, arguments: dict, output: str) -> int:
         },
     )
     report = comparison.load_report(os.path.join(output, "comparison.json"))
-    run_folder.write_status(output, "succeeded", winner=report.get("winner"))
+    unfinished = comparison.did_not_finish(report)
+    if unfinished:
+        run_folder.write_status(output, "failed", error=unfinished, winner=report.get("winner"))
+    else:
+        run_folder.write_status(output, "succeeded", winner=report.get("winner"))
     print()
     print(comparison.summary_table(report), end="")
     print(f"{len(timings)} tasks in {wall:.1f} s. Why, the rule, hardware, plots: report.html,")
     print(f"summary.md and {len(report_files) - 2} more files in {output}")
+    if unfinished:
+        print(f"strategist compare: error: {unfinished}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -69,8 +69,9 @@ def add_parser(subparsers) -> None:
         "--stall-timeout",
         type=arg_types.bounded_int(0, 7 * 24 * 3600),
         default=3600,
-        help="seconds a local run may go without progress before its first epoch ends; "
-        "after it, 10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
+        help="seconds a local run may go without progress before its first epoch ends, "
+        "counted from the chief's TensorFlow import (which may take up to 600 s); after it, "
+        "10 x the slowest epoch (at least 120 s). A stalled run is failed naming "
         "the stopped task, or restarted within --restarts. 0: never; at most 604,800 (a week) "
         "(default: 3600)",
     )

@@ -21,6 +21,7 @@ One concept per module:
 - `plots`: the PNG plots.
 - `html`: the self-contained HTML page.
 - `files`: rendering and writing every report file, reading reports back.
+- `failures`: strategies that did not finish (failed or diverged), apart from the results.
 - `gating`: the CI regression gate (`gate`).
 - `errors` and `values`: `ReportError` and small helpers the others share.
 
@@ -30,6 +31,7 @@ or KFP.
 
 from components.core.comparison.analysis import build_report, choose_baseline, time_to_target
 from components.core.comparison.errors import ReportError
+from components.core.comparison.failures import did_not_finish
 from components.core.comparison.files import (
     REPORT_HTML,
     REPORT_JSON,
@@ -87,6 +89,7 @@ __all__ = [
     "StrategyCheck",
     "build_report",
     "choose_baseline",
+    "did_not_finish",
     "estimate_cost",
     "gate",
     "load_metrics",

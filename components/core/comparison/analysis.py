@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.core.comparison.errors import ReportError
+from components.core.comparison.failures import split_runs
 from components.core.comparison.measured_on import measured_on, rehearsal_note
 from components.core.comparison.pricing import Capacity, PriceTable, estimate_cost, load_prices
 from components.core.comparison.repeats import combine, group_runs, run_key, runs_per_result
@@ -194,7 +195,8 @@ def build_report(
     with the medians of its runs and their spread.
 
     Args:
-        results: one `metrics.json` record per run; not modified.
+        results: one `metrics.json` record per run, or a `FailedRun`'s record
+            for a run that failed or diverged; not modified.
         target_value: the training value of `target_metric` that counts as
             "trained" for `time_to_target_s` and the winner (0-1 for
             accuracy).
@@ -223,7 +225,9 @@ def build_report(
         `winner` (None when no winner is clear), `winner_reason`,
         `winner_line` (one line), `decided_by`, `runner_up`,
         `speedup_over_runner_up`, `needed_speedup` (`verdict.decide`),
-        `winner_rule`, `repeats` (runs per strategy), `target_value`,
+        `winner_rule`, `repeats` (runs per strategy), `failed` (per strategy
+        whose training failed or diverged: how, and its error line; never in
+        `results`, `failures.split_runs`), `target_value`,
         `target_metric`, `equal_quality_confidence`, `recommendation`,
         `prices`, `prices_as_of`, `capacity` (`Capacity.describe`), `dataset`,
         `model` and `generated_at`.
@@ -236,7 +240,8 @@ def build_report(
         raise ReportError(f"target accuracy must be in (0, 1], got {target_value!r}")
     prices = prices if prices is not None else load_prices()
     capacity = capacity or Capacity()
-    runs = _named_records(results)
+    finished, failed = split_runs(results)
+    runs = _named_records(finished)
     for run in runs:
         _add_run_derived(run, target_value, target_metric, prices, capacity)
     quality = "eval_accuracy" if target_metric == ACCURACY else f"eval_metrics.{target_metric}"
@@ -274,6 +279,7 @@ def build_report(
         "prices": prices.describe(),
         "capacity": capacity.describe(),
         "results": records,
+        "failed": failed,
     }
 
 

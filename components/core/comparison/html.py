@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from components.core import speed_options
+from components.core.comparison import failures
 from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.plots import PLOT_FILES, render_plots, strategy_colors
@@ -48,6 +49,7 @@ td { text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tbody tr:last-child td { border-bottom: none; }
 tr.is-winner td { background: #f0fdf4; font-weight: 600; }
+tr.did-not-finish td { background: #fef2f2; color: #991b1b; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 8px; }
 .muted { color: #9ca3af; font-weight: 400; }
 .plots { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
@@ -203,6 +205,17 @@ def _table_body(report: Mapping[str, Any]) -> str:
         )
         cls = ' class="is-winner"' if r["name"] == winner else ""
         rows.append(f'<tr{cls} data-name="{escape(r["name"])}">{cells}</tr>')
+    for entry, texts in zip(
+        report.get("failed") or [], failures.table_rows(report, len(TEXT_COLUMNS)), strict=True
+    ):
+        cells = "".join(
+            f'<td data-key="{key}" class="{entry["outcome"]}">{escape(text)}</td>'
+            for (key, _, _), text in zip(TEXT_COLUMNS, texts, strict=True)
+        )
+        rows.append(
+            f'<tr class="did-not-finish" data-name="{escape(entry["name"])}" '
+            f'title="{escape(entry["error"])}">{cells}</tr>'
+        )
     return "\n".join(rows)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from components.core import speed_options
+from components.core.comparison import failures
 from components.core.comparison.analysis import target_words
 from components.core.comparison.measured_on import hardware_lines, recommendation_check
 from components.core.comparison.values import usd
@@ -167,9 +168,16 @@ def summary_table(report: Mapping[str, Any]) -> str:
             title = "Cost*"
         columns.append((key, title, fmt))
     rows = [[_cell(r, key, fmt) for key, _, fmt in columns] for r in report.get("results", [])]
+    rows += failures.table_rows(report, len(columns))
     lines = _aligned([title for _, title, _ in columns], rows)
     line = report.get("winner_line") or f"Winner: {report.get('winner') or '–'}."
-    lines += ["", line, *(report.get("stall_notes") or []), *price_basis(report)]
+    lines += [
+        "",
+        line,
+        *failures.failure_lines(report),
+        *(report.get("stall_notes") or []),
+        *price_basis(report),
+    ]
     if rehearsal:
         lines.append("* a local CPU rehearsal, priced as cloud machines for its time in epochs")
     return "\n".join(lines) + "\n"
@@ -204,6 +212,8 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
         if r.get("name") == winner:
             cells[0] = f"**{cells[0]}**"
         out.append("| " + " | ".join(cells) + " |")
+    for cells in failures.table_rows(report, len(headers)):
+        out.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     out.append("")
     heading = spread_heading(report)
     if heading:
@@ -237,7 +247,7 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     Returns:
         One sentence or more per note, in display order.
     """
-    out = []
+    out = failures.failure_lines(report)
     if report.get("winner_rule"):
         out.append(report["winner_rule"])
     if report.get("baseline"):

@@ -12,11 +12,17 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from components.core import run_metrics, storage, storage_trees
+from components.core import failed_run, run_metrics, storage, storage_trees
 from components.core.config import BACKENDS, ConfigError, RunConfig, validate_run
+from components.core.failed_run import FailedRun
 from components.core.launch import remote
+from components.core.launch.cloud import JobFailed
+from components.core.launch.cluster_failure import ClusterFailed
 from components.core.run_metrics import RunMetrics
 from components.core.targets import canonical
+
+# How a training that ran can fail: a local (or rehearsed) cluster, a cloud job.
+_TRAINING_FAILED = (ClusterFailed, JobFailed)
 
 
 def train_to_artifacts(
@@ -32,7 +38,8 @@ def train_to_artifacts(
     rehearse: bool = False,
     tensorboard_dir: str | None = None,
     max_steps: int = 0,
-) -> RunMetrics:
+    record_failure: bool = False,
+) -> RunMetrics | FailedRun:
     """Trains on `backend` and places the SavedModel and metrics.json at the given paths.
 
     Args:
@@ -53,13 +60,18 @@ def train_to_artifacts(
             artifact); None: they are not kept.
         max_steps: N > 0 makes the run a pilot of N steps after a warm-up
             (`training.max_steps`, replacing the run config's); 0 keeps it.
+        record_failure: a training that fails (a task crashed or stalled with no
+            restart left, training diverged, a cloud job failed) is recorded as a
+            `FailedRun` at `metrics_path`, with an empty model, instead of raising:
+            a comparison goes on with its other strategies. Bad input still raises.
 
     Returns:
-        The run's record.
+        The run's record (a `FailedRun` when it failed and `record_failure`).
 
     Raises:
         ConfigError: for an unknown backend, `rehearse` without a cloud
             backend, or a configuration the strategy cannot run.
+        ClusterFailed, JobFailed: training failed (without `record_failure`).
     """
     from components.core import models
 
@@ -82,37 +94,23 @@ def train_to_artifacts(
         )
         validate_run(config)
         models.check_model(config.model)
-        if backend == "local":
-            from components.core.launch.local import run_local
+        try:
+            metrics, source = _train_on(config, backend, cloud_config, gcp_resources_path, rehearse)
+        except _TRAINING_FAILED as failure:
+            from components.core.trainer import CONFIG_ERROR_EXIT
 
-            if config.model.module:  # a bad module is refused before the cluster starts
-                from components.core import datasets, model_preflight
-
-                model_preflight.preflight(config, datasets.load_manifest(shards_dir))
-            metrics = run_local(config)
-            source = workdir
-        elif rehearse:
-            from components.core.launch import staging
-            from components.core.launch.rehearsal import rehearse as rehearse_job
-
-            run, cloud = _cloud_run(config, backend, cloud_config)
-            metrics, local = rehearse_job(
-                build_cloud_job(run, cloud),
-                cloud.target,
-                data_dir=run.data.data_dir,
-                staged=staging.files_to_stage(run, cloud),
-            )
-            source = local.output_dir
-        else:
-            source = submit_cloud(
-                *_cloud_run(config, backend, cloud_config), gcp_resources=gcp_resources_path
-            )
-            metrics = RunMetrics.from_json(
-                storage.read_text(storage.join(source, "metrics.json")), source
-            )
-        if gcp_resources_path and (backend == "local" or rehearse):
-            # No remote job: an empty record, so the output exists for the UI.
-            storage.write_text(gcp_resources_path, remote.gcp_resources_json([]))
+            # A task that refused its input is bad input, never one strategy's failure.
+            if not record_failure or getattr(failure, "returncode", None) == CONFIG_ERROR_EXIT:
+                raise
+            failed = failed_run.from_failure(config.cluster, failure)
+            print(f"train: {failed.strategy} {failed.outcome}, recorded: {failed.error}")
+            for folder in (model_dir, tensorboard_dir):  # the step's outputs exist, empty
+                if folder:
+                    storage.makedirs(folder)
+            _record_no_remote_job(gcp_resources_path, backend, rehearse)
+            storage.write_json(metrics_path, failed.to_dict())
+            return failed
+        _record_no_remote_job(gcp_resources_path, backend, rehearse)
         _copy_model(storage.join(source, "model"), model_dir)
         if tensorboard_dir:
             # TensorBoard names a run by its folder: the strategy's, where a comparison's
@@ -122,6 +120,57 @@ def train_to_artifacts(
         return metrics
     finally:
         storage.remove_tree(workdir)
+
+
+def _record_no_remote_job(gcp_resources_path: str | None, backend: str, rehearse: bool) -> None:
+    """A run without a remote job (local, rehearsed) records an empty `gcp_resources`, so
+    the step's output exists for the UI."""
+    if gcp_resources_path and (backend == "local" or rehearse):
+        storage.write_text(gcp_resources_path, remote.gcp_resources_json([]))
+
+
+def _train_on(
+    config: RunConfig,
+    backend: str,
+    cloud_config: Mapping[str, Any] | None,
+    gcp_resources_path: str | None,
+    rehearse: bool,
+) -> tuple[RunMetrics, str]:
+    """Trains `config` on `backend`; returns its record and the folder holding its outputs.
+
+    Raises:
+        ClusterFailed: a local (or rehearsed) cluster failed with no restart left.
+        JobFailed: the cloud job ended without success.
+    """
+    if backend == "local":
+        from components.core.launch.local import run_local
+
+        if config.model.module:  # a bad module is refused before the cluster starts
+            from components.core import datasets, model_preflight
+
+            model_preflight.preflight(config, datasets.load_manifest(config.data.shards_dir))
+        metrics = run_local(config)
+        source = config.output_dir
+    elif rehearse:
+        from components.core.launch import staging
+        from components.core.launch.rehearsal import rehearse as rehearse_job
+
+        run, cloud = _cloud_run(config, backend, cloud_config)
+        metrics, local = rehearse_job(
+            build_cloud_job(run, cloud),
+            cloud.target,
+            data_dir=run.data.data_dir,
+            staged=staging.files_to_stage(run, cloud),
+        )
+        source = local.output_dir
+    else:
+        source = submit_cloud(
+            *_cloud_run(config, backend, cloud_config), gcp_resources=gcp_resources_path
+        )
+        metrics = RunMetrics.from_json(
+            storage.read_text(storage.join(source, "metrics.json")), source
+        )
+    return metrics, source
 
 
 def _cloud_run(config: RunConfig, backend: str, cloud_config: Mapping[str, Any] | None):
@@ -192,28 +241,36 @@ def submit_cloud(
         JobFailed: the job failed or was cancelled.
         RemoteCallFailed: the cloud's API refused a call, or stayed unreachable.
     """
-    from components.core.launch import credentials, staging
+    from components.core.launch import cloud_checks, credentials, staging
 
     if job is None:
         job = build_cloud_job(run, cloud)
-    staged = staging.stage_module(run, cloud)  # before any replica starts
-    if staged:
-        log(f"model module staged at {staged}")
     if cloud.target == "vertex":
         from components.core.launch import vertex
 
         if client is None:
             client = vertex.make_client(cloud, credentials=credentials.google_credentials())
-        vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
     else:
         from components.core.launch import tfjob_client, tfjob_submit
 
         if client is None:
             client = tfjob_client.make_client(cloud)
+    # Before any replica starts: the module built once here, its adapted layers' state
+    # written beside the job's outputs for every replica (the shards read at a Vertex AI
+    # Pipelines step's /gcs/ mount when it has one).
+    shards = staging.shards_uri(run, cloud) or ""
+    output = staging.output_uri(run, cloud)
+    staging.build_module_once(run, cloud_checks.readable_shards(shards) or shards, output, log)
+    staged = staging.stage_module(run, cloud)
+    if staged:
+        log(f"model module staged at {staged}")
+    if cloud.target == "vertex":
+        vertex.submit_and_wait(job, cloud, client=client, log=log, gcp_resources=gcp_resources)
+    else:
         tfjob_submit.submit_and_wait(
             job, cloud, client=client, log=log, gcp_resources=gcp_resources
         )
-    return staging.output_uri(run, cloud)
+    return output
 
 
 def _copy_model(source: str, destination: str) -> None:

@@ -26,6 +26,7 @@ class ClusterFailed(RuntimeError):
         task: the failing task's name (`worker-1`).
         returncode: its exit code (negative: killed by that signal).
         tail: its last log lines, without TensorFlow's start-up notices.
+        summary: one line, the task and how it ended, with its own error line.
     """
 
     def __init__(self, task: str, returncode: int, tail: list[str], stalled_s: float = 0.0):
@@ -42,7 +43,8 @@ class ClusterFailed(RuntimeError):
         elif returncode > 0 and not stalled_s and error_line(tail):
             how = f"{how}: {error_line(tail)}"
         lines = "\n".join(f"  [{task}] {line}" for line in tail)
-        super().__init__(f"{task} {how}; its last log lines:\n{lines}")
+        self.summary = f"{task} {how}"  # one line: the task and its own error
+        super().__init__(f"{self.summary}; its last log lines:\n{lines}")
 
     @property
     def diverged(self) -> bool:

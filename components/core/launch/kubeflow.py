@@ -258,7 +258,11 @@ def _model_profile(run: RunConfig, cloud: CloudConfig) -> ModelProfile | None:
     shards = cloud_checks.readable_shards(shards_uri(run, cloud))
     if run.model.module and shards is None:
         return None
-    return model_profile.profile_for(run.model, shards if run.model.module else None)
+    if not run.model.module:
+        return model_profile.profile_for(run.model)
+    return model_profile.profile_for(
+        run.model, shards, validation_fraction=run.training.validation_fraction
+    )
 
 
 def _machine(machine_type: str) -> tuple[int, float]:

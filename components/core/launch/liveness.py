@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from components.core.launch.local_tasks import Task, signal_group
+from components.core.trainer import TENSORFLOW_UP
 
 # The chief's line at the end of each epoch (epoch_records.EpochRecorder), with its seconds.
 _EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+: .*?(\d+(?:\.\d+)?)s ")
@@ -18,24 +19,30 @@ class Liveness:
     """When a run that makes no progress is failed, naming the task that stalls it.
 
     Progress is a line from the chief (each epoch ends with one, which also
-    gives the epoch's seconds). Until the first epoch ends the run has
-    `startup_s` (imports, cluster start, the first epoch); after that a gap
-    of `epoch_factor` times the slowest epoch measured so far (at least
+    gives the epoch's seconds). The clock of each attempt starts when the
+    chief's TensorFlow is up (its `trainer.TENSORFLOW_UP` line): importing
+    TensorFlow may take up to `import_s`, however small `startup_s` is, unless
+    a task is stopped meanwhile. Until the first epoch ends the run has
+    `startup_s` (cluster start, the first epoch); after that a gap of
+    `epoch_factor` times the slowest epoch measured so far (at least
     `floor_s`, which covers export and evaluation) is a stall. The stalled
     task is the one the kernel shows stopped (SIGSTOP, a debugger), else the
     chief; it is killed, and the restart policy decides what follows, as for
     a crash.
 
     Attributes:
-        startup_s: seconds allowed before the first epoch ends; 0 turns the
-            check off.
+        startup_s: seconds allowed before the first epoch ends, counted from
+            the chief's TensorFlow up; 0 turns the check off.
         epoch_factor: allowed gap, in slowest epochs.
         floor_s: the smallest allowed gap, seconds.
+        import_s: seconds a running (not stopped) chief may take to import
+            TensorFlow before the clock starts anyway.
     """
 
     startup_s: float = 3600.0
     epoch_factor: float = 10.0
     floor_s: float = 120.0
+    import_s: float = 600.0
 
     def allowed_gap(self, slowest_epoch_s: float | None) -> float:
         """Seconds without progress allowed now (infinite when `startup_s` is 0: off)."""
@@ -50,7 +57,8 @@ class StallWatch:
     """`LocalCluster`'s watch on its tasks' progress and stalls.
 
     Uses the cluster's `tasks`, `log`, `liveness`, `stalls`, `_started`,
-    `_last_progress`, `_slowest_epoch_s`, `_stalled_s` and `_epochs_done`.
+    `_last_progress`, `_tensorflow_up` (the attempt's chief has imported
+    TensorFlow), `_slowest_epoch_s`, `_stalled_s` and `_epochs_done`.
     """
 
     def _check_liveness(self) -> None:
@@ -60,8 +68,10 @@ class StallWatch:
             return
         running = [t for t in self.tasks if t.process and t.process.poll() is None]
         stopped = [t for t in running if _process_state(t.process.pid) == "T"]
+        if not stopped and not self._tensorflow_up and gap <= self.liveness.import_s:
+            return  # the chief still imports TensorFlow: the clock has not started
         culprit = (stopped or [t for t in running if t.task_type == "chief"] or running)[0]
-        how = "stopped (SIGSTOP or a debugger)" if stopped else "no progress"
+        how = "stopped (SIGSTOP or a debugger)" if stopped else "making no progress"
         self.log(
             f"[launcher] no epoch for {gap:.0f} s (allowed: "
             f"{self.liveness.allowed_gap(self._slowest_epoch_s):.0f} s); {culprit.name} is "
@@ -76,10 +86,13 @@ class StallWatch:
         self._last_progress = time.monotonic()  # the restart policy takes it from here
 
     def _note_progress(self, task: Task, line: str) -> None:
-        """Any line of the chief is progress; its epoch lines also time the epochs."""
+        """Any line of the chief is progress; its epoch lines also time the epochs, and its
+        TensorFlow-up line starts the clock."""
         if task.task_type != "chief":
             return
         self._last_progress = time.monotonic()
+        if line.startswith(TENSORFLOW_UP):
+            self._tensorflow_up = True
         epoch = _EPOCH_LINE.match(line)
         if epoch:
             self._epochs_done = int(epoch.group(1))

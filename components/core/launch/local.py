@@ -52,6 +52,7 @@ from components.core.launch.preflight import check_rehearsal
 from components.core.preemption import PREEMPTED_EXIT_CODE, check_backup_readable
 from components.core.run_metrics import RunMetrics
 from components.core.signals import signals_deferred, signals_ignored, sigterm_raises
+from components.core.strategy_spec import EVALUATOR
 from components.core.trainer import CONFIG_ERROR_EXIT
 from components.core.training import METRICS_NAME
 
@@ -133,6 +134,7 @@ class LocalCluster(StallWatch):
         self.overwrite = overwrite
         self.liveness = liveness
         self._last_progress = time.monotonic()
+        self._tensorflow_up = False
         self._slowest_epoch_s: float | None = None
         self._stalled_s = 0.0
         self._epochs_done = 0
@@ -326,7 +328,7 @@ class LocalCluster(StallWatch):
         """Runs the cluster once; returns the task that failed, or None on success."""
         cluster = self.config.cluster
         self.tasks = self.plan()
-        self._last_progress = time.monotonic()
+        self._last_progress, self._tensorflow_up = time.monotonic(), False
         for task in self.tasks:
             self._start(task)
         shape = ", ".join(t.name for t in self.tasks)
@@ -344,11 +346,16 @@ class LocalCluster(StallWatch):
                     continue
                 if self._may_restart_alone(task):
                     task.restarts += 1
-                    self._record_failure(task, "worker restart")
+                    evaluator = task.task_type == EVALUATOR
+                    self._record_failure(task, f"{task.task_type} restart")
                     self.log(
                         f"[launcher] {task.name} exited {code}; restarting it "
-                        f"({task.restarts}/{self.restart.worker_restarts}), its steps "
-                        "are retried on the other workers"
+                        f"({task.restarts}/{self.restart.worker_restarts}), "
+                        + (
+                            "it first evaluates the checkpoints it missed"
+                            if evaluator
+                            else "its steps are retried on the other workers"
+                        )
                     )
                     self._start(task)
                     done = False

@@ -13,6 +13,9 @@ not re-derived from the RunConfig. What changes, and is printed:
   (`storage.local_view`), so the args keep the request's paths;
 - the container's `python` is this interpreter, started in the folder that holds
   the `components` package (the image's WORKDIR holds it too);
+- a model module is built once on the job's shards before the replicas start, as
+  submission builds it (`staging.build_module_once`), its adapted layers' state
+  written to the job's output folder;
 - the platform recorded in `metrics.json` is `rehearsal of vertex|kubeflow`, and the
   cloud machine type and GPUs the request names are not claimed;
 - GPUs are logical CPU devices, as in a local run (`strategies.configure_devices`),
@@ -38,7 +41,7 @@ from components.core.launch.local import LocalCluster
 from components.core.launch.local_tasks import HOST, Task, free_ports, task_environment
 from components.core.launch.preflight import check_rehearsal
 from components.core.launch.replicas import Replica, replicas_of
-from components.core.launch.staging import copy_file
+from components.core.launch.staging import build_module_once, copy_file
 from components.core.run_metrics import RunMetrics
 from components.core.storage_paths import GCSFUSE_PREFIX, GS_PREFIX
 
@@ -276,6 +279,15 @@ def rehearse(
     for uri, source in (staged or {}).items():
         copy_file(source, local_path(uri, root), "--model-module")
         log(f"rehearsal: {source} staged at {local_path(uri, root)}, as submission stages it")
+    # As submission does: the module built once on the job's shards, its adapted layers'
+    # state in the job's output folder, where every replica's build takes it.
+    module = local_path(config.model.module, root)
+    build_module_once(
+        dataclasses.replace(config, model=dataclasses.replace(config.model, module=module)),
+        config.data.shards_dir or "",
+        config.output_dir,
+        log,
+    )
     log(
         f"rehearsal of {target}: {len(replicas)} replica(s) "
         f"({', '.join(r.name for r in replicas)}), each with its container's command, "
