@@ -156,7 +156,7 @@ def test_a_kubeflow_parameter_server_job_sizes_its_servers_with_an_adapting_modu
 
 def cloud_argv(target: str, output: str, module: Path, *flags: str) -> list[str]:
     where = (
-        ["--project", "p", "--region", "us-central1"]
+        ["--project", "my-project", "--region", "us-central1"]
         if target == "vertex"
         else ["--job-name", "adapted"]
     )

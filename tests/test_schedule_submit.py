@@ -420,9 +420,9 @@ def test_cloud_config_is_a_typed_parameter_set_field_by_field(tmp_path):
     path = compile_pipeline("training", "vertex", tmp_path / "t.yaml")
     spec = yaml.safe_load(path.read_text())
     typed = submission.typed_params(
-        spec, {"cloud_config.project": "acme", "cloud_config.region": "europe-west4"}
+        spec, {"cloud_config.project": "acme-ml", "cloud_config.region": "europe-west4"}
     )
-    assert typed["cloud_config"] == {"project": "acme", "region": "europe-west4"}
+    assert typed["cloud_config"] == {"project": "acme-ml", "region": "europe-west4"}
     with pytest.raises(cli.ConfigError, match="not a CloudConfig"):
         submission.typed_params(spec, {"cloud_config.zone": "mars-1"})
 
