@@ -47,7 +47,9 @@ def assert_failed_as_diverged(done, out: Path, *, says: str) -> str:
     return first
 
 
-@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
+@pytest.mark.parametrize(
+    "strategy", [pytest.param("one_device", marks=pytest.mark.heavy), "mirrored"]
+)
 def test_a_learning_rate_that_blows_up_fails_the_run_at_once(tmp_path, digits_shards, strategy):
     out = tmp_path / "run"
     done = train(

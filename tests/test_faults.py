@@ -316,6 +316,7 @@ def test_a_multi_worker_mirrored_worker_killed_later_resumes_from_the_backup(
 
 
 @pytest.mark.cluster
+@pytest.mark.heavy  # `make test-heavy`: resumes after a kill are test_preemption's in `make test`
 def test_a_mirrored_process_killed_twice_resumes_each_time(digits_shards, tmp_path):
     """Two restarts, each resuming after the last checkpointed epoch.
 
@@ -717,7 +718,7 @@ def interrupt_during_startup(config: RunConfig, sig: int, delay_s: float | None,
 
 @pytest.mark.cluster
 def test_signals_at_every_point_of_the_start_up_leave_no_process(digits_shards, tmp_path):
-    """SIGINT and SIGTERM, real, sent to the launcher at 12 moments spread over its
+    """SIGINT and SIGTERM, real, sent to the launcher at 8 moments spread over its
     start-up (output folder claimed, namespace holder started, four tasks forked): once
     `run()` has raised, no process it started is alive, so "every process was stopped"
     is true. On main a signal that landed inside `Popen`, after the fork, left that task
@@ -735,7 +736,7 @@ def test_signals_at_every_point_of_the_start_up_leave_no_process(digits_shards, 
     startup_s, left = interrupt_during_startup(config("calibrate"), signal.SIGINT, None, "cal")
     assert startup_s is not None and not left
     leftovers = {}
-    trials = 12  # `make test`'s budget; the original defect showed in 3 of 22 trials
+    trials = 8  # `make test`'s budget; the original defect showed in 3 of 22 trials
     for i in range(trials):
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
         delay = startup_s * 1.2 * i / (trials - 1)

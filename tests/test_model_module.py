@@ -518,7 +518,7 @@ def regression_run(diabetes_csv, tmp_path_factory):
     [
         "mirrored",  # the evaluate-step test below reads this run too
         pytest.param("multi_worker_mirrored", marks=pytest.mark.heavy),
-        "parameter_server",
+        pytest.param("parameter_server", marks=pytest.mark.heavy),
     ],
 )
 def test_the_regression_example_learns_a_float_csv_label_with_every_strategy(
