@@ -274,9 +274,7 @@ class StrategySpec:
         if cluster.ps < 0:
             errors.append(f"--ps must be 0 or more, got {cluster.ps}")
         if cluster.gpus_per_machine < 1:
-            errors.append(
-                f"--gpus-per-machine must be at least 1, got {cluster.gpus_per_machine}"
-            )
+            errors.append(f"--gpus-per-machine must be at least 1, got {cluster.gpus_per_machine}")
         if not self.multi_machine and cluster.workers != 1:
             errors.append(
                 f"{self.name} runs on one machine: use --workers 1, or choose "
