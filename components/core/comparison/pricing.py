@@ -51,17 +51,12 @@ class Capacity:
     preemptible: bool = False
     preemptions_per_machine_hour: float = PREEMPTIONS_PER_MACHINE_HOUR
 
-    @property
-    def rate(self) -> float:
-        """Expected preemptions of one machine per hour."""
-        return self.preemptions_per_machine_hour
-
     def describe(self) -> dict[str, Any]:
         """What a report records about the capacity its runs were priced on."""
         return {
             "preemptible": self.preemptible,
-            "preemptions_per_machine_hour": self.rate,
-            "rate_given": self.rate != PREEMPTIONS_PER_MACHINE_HOUR,
+            "preemptions_per_machine_hour": self.preemptions_per_machine_hour,
+            "rate_given": self.preemptions_per_machine_hour != PREEMPTIONS_PER_MACHINE_HOUR,
             "restart_seconds": RESTART_S,
         }
 
@@ -172,7 +167,7 @@ def estimate_cost(
         return CostEstimate(None, hourly, priced_as, "the record has no wall time", priced_on)
     if not preemptible:
         return CostEstimate(hourly * seconds / 3600.0, hourly, priced_as, note, priced_on)
-    preemption = _preemption(record, count, capacity.rate, seconds)
+    preemption = _preemption(record, count, capacity.preemptions_per_machine_hour, seconds)
     if preemption is None:
         return CostEstimate(
             None, hourly, priced_as, "no measured step time to price preemptions by", priced_on
@@ -183,7 +178,7 @@ def estimate_cost(
             hourly,
             priced_as,
             f"its expected preemption losses fill every hour ({preemption['machines']} "
-            f"machines x {capacity.rate:g} preemptions an hour x "
+            f"machines x {capacity.preemptions_per_machine_hour:g} preemptions an hour x "
             f"{preemption['loss_seconds']:,.0f} s each)",
             priced_on,
             preemption,
