@@ -28,8 +28,7 @@ def test_input_capping_every_candidate_alike_leaves_asynchrony_nothing_to_gain(c
         assert out.startswith("recommended: multi_worker_mirrored"), extra
         assert "within the" not in out
         assert ("but the input pipelines cap it at 100 examples/s, as multi_worker_mirrored at "
-                "100: its workers would wait for input as multi_worker_mirrored's do, so "
-                "asynchronous updates gain nothing and multi_worker_mirrored keeps training "
+                "100: asynchronous updates gain nothing and multi_worker_mirrored keeps training "
                 "synchronous.") in out  # fmt: skip
 
 

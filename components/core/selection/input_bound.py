@@ -30,8 +30,8 @@ def fewest_gpus_the_input_keeps_busy(
     history: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[Prediction, Topology, list[str]]:
     """The input-bound `chosen` on the fewest GPUs per machine (of the GPU's machine types) that
-    still take all the input (within `SIMPLER_MARGIN`), the machines that run it, and the
-    sentence that says so; the same strategy where it can, and a measured `chosen` stays."""
+    still take all the input, the machines that run it, and the sentence that says so; the
+    same strategy where it can, and a measured `chosen` stays."""
     if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
         return chosen, on, []
     gpu = device(on.gpu)
@@ -67,20 +67,17 @@ def fewest_gpus_the_input_keeps_busy(
 
 def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
     """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
-    slowdowns = machine_slowdowns(
-        topology, full.layout.workers, step_compute_share(full.single_gpu_step_s)
-    )
+    share = step_compute_share(full.single_gpu_step_s)
+    slowdowns = machine_slowdowns(topology, full.layout.workers, share)
     slowest = machine_gpus(topology, full.layout.workers)[slowdowns.index(max(slowdowns))]
     per_gpu = full.per_replica_batch / full.single_gpu_step_s / max(slowdowns)
     g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
     gpus = f"{g} GPU{'s' if g > 1 else ''}"
     which = f"one {slowest}" + (" (the slowest)" if max(slowdowns) > 1 else "")
     return (
-        f"More GPUs per machine buy nothing here: each machine's input pipeline feeds "
-        f"{topology.input_examples_per_second:,.0f} examples/s and {which} alone "
-        f"computes {per_gpu:,.0f}, so {gpus} of each machine's {all_g} "
-        f"{'takes' if g == 1 else 'take'} all of it: {fed.strategy} on "
-        f"{fed.layout.workers}/{fed.layout.ps}/{g} workers/ps/gpus trains "
+        "More GPUs per machine buy nothing here: each machine's input pipeline feeds "
+        f"{topology.input_examples_per_second:,.0f} examples/s and {which} alone computes "
+        f"{per_gpu:,.0f}, so {fed.strategy} on {gpus} per machine trains "
         f"{fed.rank_examples_per_second:,.0f} examples/s, against "
         f"{full.examples_per_second:,.0f} for {full.strategy} on all {all_g}. Use {gpus} per "
         f"machine and leave {all_g - g} free."

@@ -44,20 +44,14 @@ def best_on_each_machine_count(
 
 
 def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
-    """Throughput on `k` machines over the sum of what each of them gives alone (a mix's slower
-    machine proportionally less), both known alike: a predicted count over one machine's
-    prediction even when one machine was measured (`_one_machine_alike`)."""
-    alone = k * mean_machine_speed(topology, k)
-    return best_on[k].rank_examples_per_second / (alone * _one_machine_alike(best_on, k))
-
-
-def _one_machine_alike(best_on: dict[int, Prediction], k: int) -> float:
-    """One machine's best throughput, known as `best_on[k]`'s is: measured for a measured
-    count when one machine was measured, else predicted."""
+    """Throughput on `k` machines over what each of them gives alone (a mix's slower machine
+    proportionally less), both known alike: a predicted count over one machine's prediction
+    even when one machine was measured."""
     one = best_on[1]
-    if best_on[k].measured_examples_per_second is None:
-        return one.examples_per_second
-    return one.rank_examples_per_second
+    measured = best_on[k].measured_examples_per_second is not None
+    one_alone = one.rank_examples_per_second if measured else one.examples_per_second
+    alone = k * mean_machine_speed(topology, k)
+    return best_on[k].rank_examples_per_second / (alone * one_alone)
 
 
 def _one_device_alike(candidate: Prediction, one_device_measured: float | None) -> float:
@@ -72,7 +66,7 @@ def fewer_machines(
     topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None = None
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
     """The answer when all the machines scale below EFFICIENCY_FLOOR: fewer machines only where
-    they are faster than all of them, else all of them, with the most machines above the floor
+    they are faster than all of them, else all of them, the most machines above the floor
     named as the cheaper alternative.
 
     Args:
@@ -96,74 +90,63 @@ def fewer_machines(
     ]
     n = max(best_on)  # all of the machines, or the measured part of them that was chosen
     fastest = max(best_on, key=lambda m: (best_on[m].rank_examples_per_second, -m))
-    replaces = fastest != n
-    k = (
-        fastest
-        if replaces
-        else max([m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR] or [1])
-    )
+    above = [m for m, _, _, eff in options if eff >= EFFICIENCY_FLOOR]
+    k = fastest if fastest != n else max(above or [1])
     fewer, full = best_on[k], best_on[n]
-    on_n = topology if n == topology.machines else on_first_machines(topology, n)
+    use = f"{_machines(fewer.layout.workers)} ({fewer.strategy})"
+    if fastest != n:
+        advice = f"Use {use} and leave the rest free."
+    else:
+        share = fewer.rank_examples_per_second / full.rank_examples_per_second
+        advice = (
+            f"All of them train, the fastest answer; {use} would keep {share:.0%} of its "
+            "speed and leave the rest free (--objective cost weighs what each costs)."
+        )
     listing = "; ".join(
-        f"{m} machine{'s' if m > 1 else ''} ({st}"
-        f"{', measured' if best_on[m].measured_examples_per_second is not None else ''}): "
-        f"{x:,.1f}x one {topology.gpu}, {pct_against(e, EFFICIENCY_FLOOR)} machine efficiency"
+        f"{_machines(m)} ({st}{', measured' if _measured(best_on[m]) else ''}): {x:,.1f}x one "
+        f"{topology.gpu}, {pct_against(e, EFFICIENCY_FLOOR)} machine efficiency"
         for m, st, x, e in options
     )
-    over = _speed_up_basis(topology, best_on, one_device_measured)
+    on_n = topology if n == topology.machines else on_first_machines(topology, n)
     sentence = (
         f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
-        f"machines ({_gpus_said(on_n)}, {full.strategy}) are {_how_known(full)} at "
-        f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} "
-        f"machine scaling efficiency (throughput over what the {n} machines "
-        f"give alone), below the {EFFICIENCY_FLOOR:.0%} floor. {_advice(fewer, full, replaces)} "
-        f"Speed-up by machine count (predicted unless measured{over}): {listing}."
+        f"machines ({_gpus_said(on_n)}, {full.strategy}) are "
+        f"{'measured' if _measured(full) else 'predicted'} at "
+        f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} machine scaling efficiency "
+        f"(throughput over what they give alone), below the {EFFICIENCY_FLOOR:.0%} floor. "
+        f"{advice} Speed-up by machine count (predicted unless measured"
+        f"{_speed_up_basis(topology, best_on, one_device_measured)}): {listing}."
     )
-    return (fewer if replaces else full), options, [sentence]
-
-
-def _advice(fewer: Prediction, full: Prediction, replaces: bool) -> str:
-    """What to do with the floor's `fewer` machines: use them, or (slower than all of
-    them, under the time objective) know them as the cheaper alternative."""
-    k = fewer.layout.workers
-    machines = f"{k} machine{'s' if k > 1 else ''} ({fewer.strategy})"
-    if replaces:
-        return f"Use {machines} and leave the rest free."
-    share = fewer.rank_examples_per_second / full.rank_examples_per_second
-    return (
-        f"All of them train, the fastest answer; {machines} would keep {share:.0%} of its "
-        "speed and leave the rest free (--objective cost weighs what each costs)."
-    )
+    return (fewer if fastest != n else full), options, [sentence]
 
 
 def _speed_up_basis(
     topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None
 ) -> str:
-    """What the speed-ups are over when a measurement takes part (`; over one t4's measured 90
-    examples/s`); nothing when all is predicted."""
-    predicted = [p for p in best_on.values() if p.measured_examples_per_second is None]
+    """What the speed-ups are over when a measurement takes part; nothing when all is
+    predicted."""
+    predicted = [p for p in best_on.values() if not _measured(p)]
     over_measured = one_device_measured and len(predicted) < len(best_on)
-    over_predicted = predicted and (
-        one_device_measured or best_on[1].measured_examples_per_second is not None
-    )
-    if over_measured and not over_predicted:
-        return f"; over one {topology.gpu}'s measured {one_device_measured:,.0f} examples/s"
-    if not over_predicted:
-        return ""
-    alike = "as if every count fell short of its prediction alike"
-    one = _one_device_alike(predicted[0], None)
-    if not over_measured:
-        return f"; a predicted count over one machine's prediction, {alike}"
-    return (
-        f"; measured counts over one {topology.gpu}'s measured {one_device_measured:,.0f} "
-        f"examples/s, predicted ones over its predicted {one:,.0f} and one machine's "
-        f"prediction, {alike}"
-    )
+    over_predicted = predicted and (one_device_measured or _measured(best_on[1]))
+    said = []
+    if over_measured:
+        said.append(
+            f"measured counts over one {topology.gpu}'s measured {one_device_measured:,.0f} "
+            "examples/s"
+        )
+    if over_predicted:
+        one = _one_device_alike(predicted[0], None)
+        its = f"its predicted {one:,.0f} and " if over_measured else ""
+        said.append(f"predicted counts over {its}one machine's prediction")
+    return f"; {', '.join(said)}" if said else ""
 
 
-def _how_known(candidate: Prediction) -> str:
-    """`measured` or `predicted`, for a sentence on `candidate`'s throughput."""
-    return "predicted" if candidate.measured_examples_per_second is None else "measured"
+def _measured(candidate: Prediction) -> bool:
+    return candidate.measured_examples_per_second is not None
+
+
+def _machines(k: int) -> str:
+    return f"{k} machine{'s' if k > 1 else ''}"
 
 
 def _gpus_said(topology: Topology) -> str:
