@@ -10,11 +10,7 @@ from typing import Any
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import step_compute_share
 from components.core.selection.history import apply_history
-from components.core.selection.machine_speeds import (
-    machine_gpus,
-    machine_slowdowns,
-    slowest_machine,
-)
+from components.core.selection.machine_speeds import gpu_types, slowest_machine
 from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.prediction import Prediction, candidates_that_fit
 from components.core.selection.rules import asynchronous_allowed
@@ -38,12 +34,7 @@ def fewest_gpus_the_input_keeps_busy(
     counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
     # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
-    share = step_compute_share(chosen.single_gpu_step_s)
-    slowest_gpu = (
-        chosen.per_replica_batch
-        / chosen.single_gpu_step_s
-        / slowest_machine(on, chosen.layout.workers, share)
-    )
+    _, slowest_gpu = _slowest_gpu(chosen, on)
     feed = on.input_examples_per_second
     for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
@@ -67,33 +58,31 @@ def fewest_gpus_the_input_keeps_busy(
 
 def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
     """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
-    share = step_compute_share(full.single_gpu_step_s)
-    slowdowns = machine_slowdowns(topology, full.layout.workers, share)
-    slowest = machine_gpus(topology, full.layout.workers)[slowdowns.index(max(slowdowns))]
-    per_gpu = full.per_replica_batch / full.single_gpu_step_s / max(slowdowns)
+    slowest, per_gpu = _slowest_gpu(full, topology)
+    one = f"one {gpu_types(topology, full.layout.workers)[-1]}"
+    one += " (the slowest)" if slowest > 1 else ""
     g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
     gpus = f"{g} GPU{'s' if g > 1 else ''}"
-    which = f"one {slowest}" + (" (the slowest)" if max(slowdowns) > 1 else "")
     return (
         "More GPUs per machine buy nothing here: each machine's input pipeline feeds "
-        f"{topology.input_examples_per_second:,.0f} examples/s and {which} alone computes "
+        f"{topology.input_examples_per_second:,.0f} examples/s and {one} alone computes "
         f"{per_gpu:,.0f}, so {fed.strategy} on {gpus} per machine trains "
-        f"{fed.rank_examples_per_second:,.0f} examples/s, against "
-        f"{full.examples_per_second:,.0f} for {full.strategy} on all {all_g}. Use {gpus} per "
-        f"machine and leave {all_g - g} free."
+        f"{fed.rank_examples_per_second:,.0f} examples/s, against {full.examples_per_second:,.0f} "
+        f"for {full.strategy} on all {all_g}. Use {gpus} per machine and leave {all_g - g} free."
     )
 
 
 def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
     """Why parameter-server `chosen` trains fewer examples than its GPUs compute: its faster
     machines' input pipelines feed less than those compute."""
-    feed = chosen.machine_feed
-    computed = chosen.computed_examples_per_second
-    kinds = _machine_kinds(topology, chosen.layout.workers)
+    feed, computed = chosen.machine_feed, chosen.computed_examples_per_second
+    # one word per group of machines of a speed, fastest first
+    mix = topology.gpu_mix
+    kinds = gpu_types(topology, chosen.layout.workers) if mix else ["faster", "slower"]
     held: list[str] = []
     kept: list[str] = []
     for (share, n), kind in zip(chosen.machine_shares, kinds, strict=True):
-        one = a_device(kind) if topology.gpu_mix else f"a {kind}"
+        one = a_device(kind) if mix else f"a {kind}"
         said = f"{one} machine" if n == 1 else f"{n} {kind} machines"
         (held if computed * share > feed else kept).append(f"{said} ({computed * share:,.0f})")
     return (
@@ -105,9 +94,8 @@ def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
     )
 
 
-def _machine_kinds(topology: Topology, workers: int) -> list[str]:
-    """One word per `machine_slowdowns` group of the first `workers` machines: each GPU
-    type of a mix (fastest first), or `faster` and `slower` (`--heterogeneous`)."""
-    if topology.gpu_mix:
-        return list(dict.fromkeys(machine_gpus(topology, workers)))
-    return ["faster", "slower"]
+def _slowest_gpu(candidate: Prediction, topology: Topology) -> tuple[float, float]:
+    """How much slower `candidate`'s slowest machine computes, and one of its GPUs' examples/s."""
+    share = step_compute_share(candidate.single_gpu_step_s)
+    slowest = slowest_machine(topology, candidate.layout.workers, share)
+    return slowest, candidate.per_replica_batch / candidate.single_gpu_step_s / slowest
