@@ -44,9 +44,8 @@ def test_fewer_gpus_that_only_parameter_servers_keep_fed_say_why_asynchronous(ca
     assert out.startswith("recommended: parameter_server")
     assert "layout:      workers 2, ps 2, GPUs per machine 2" in out
     assert "0% slower" not in out and "within the 25%" not in out
-    assert ("on 2 GPUs per machine its workers, each at its own speed, still take all the "
-            "input, which multi_worker_mirrored on as few does not. It trains "
-            "asynchronously") in out  # fmt: skip
+    assert ("on 2 GPUs per machine only its workers, each at its own speed, take all the "
+            "input, not multi_worker_mirrored's. It trains asynchronously") in out  # fmt: skip
 
 
 def test_each_machines_input_pipeline_caps_only_its_own_parameter_server_worker(capsys):

@@ -25,9 +25,8 @@ def fewest_gpus_the_input_keeps_busy(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[Prediction, Topology, list[str]]:
-    """The input-bound `chosen` on the fewest GPUs per machine (of the GPU's machine types) that
-    still take all the input, the machines that run it, and the sentence that says so; the
-    same strategy where it can, and a measured `chosen` stays."""
+    """The input-bound `chosen` on the fewest GPUs per machine (of its machine types) that still
+    take all the input, preferably its strategy, the machines running it, and the sentence."""
     if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
         return chosen, on, []
     gpu = device(on.gpu)
@@ -35,20 +34,15 @@ def fewest_gpus_the_input_keeps_busy(
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
     # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
     _, slowest_gpu = _slowest_gpu(chosen, on)
-    feed = on.input_examples_per_second
+    feed, least = on.input_examples_per_second, chosen.examples_per_second
     for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
         predicted, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
         if history:
             apply_history(predicted, history, fewer, model, batch)
-        pool = [
-            p
-            for p in predicted
-            if p.feasible
-            and p.layout.workers == chosen.layout.workers
-            and asynchronous_allowed(p, fewer, model, async_ok)
-            and (p.input_bound or p.rank_examples_per_second >= chosen.examples_per_second)
-        ]
+        pool = [p for p in predicted if p.feasible and p.layout.workers == chosen.layout.workers]
+        pool = [p for p in pool if p.input_bound or p.rank_examples_per_second >= least]
+        pool = [p for p in pool if asynchronous_allowed(p, fewer, model, async_ok)]
         pool = [p for p in pool if p.strategy == chosen.strategy] or pool
         if pool:
             fed = max(pool, key=lambda p: p.rank_examples_per_second)

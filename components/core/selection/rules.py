@@ -39,8 +39,7 @@ def apply_rules(
     model: ModelProfile,
     async_ok: bool,
 ) -> tuple[Prediction, list[str]]:
-    """Moves from `best` (`prefer_simpler`'s) to parameter_server when a practitioner rule
-    favours it and its speed allows; returns the choice and the sentences on the verdict."""
+    """`best` (`prefer_simpler`'s), or parameter_server where a rule favours it, and why."""
     ps = next((p for p in ranked if _asynchronous(p)), None)
     if ps is None or (best is not ps and topology.machines < 2):
         return best, []
@@ -60,10 +59,8 @@ def rules_for_the_cheapest(
 ) -> tuple[Prediction, list[str]]:
     """`apply_rules`' verdict on asynchrony for `--objective cost`'s `cheapest` (`by_price`
     first); `claim` says what it saves, for the sentence that sets it aside."""
-    if not _asynchronous(cheapest) or cheapest.layout.workers < 2:
-        return cheapest, []
-    why, _, _ = _why_parameter_server(topology, model, async_ok, cheapest)
-    if not why:
+    why = _why_parameter_server(topology, model, async_ok, cheapest)[0]
+    if not why or not _asynchronous(cheapest) or cheapest.layout.workers < 2:
         return _dense_model_verdict(cheapest, by_price, claim=claim)
     said = f"Parameter_server is both the cheapest and favoured: {why}."
     return cheapest, [said + _asynchrony_warning(cheapest, async_ok)]
@@ -72,8 +69,7 @@ def rules_for_the_cheapest(
 def asynchronous_allowed(
     prediction: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
 ) -> bool:
-    """Whether `prediction` may be recommended on its prediction alone: it is synchronous,
-    measured, or parameter_server with a reason that favours it."""
+    """Whether `prediction` may be recommended unmeasured: synchronous, or favoured."""
     if not _asynchronous(prediction) or _measured(prediction):
         return True
     return bool(_why_parameter_server(topology, model, async_ok)[0])
@@ -82,14 +78,13 @@ def asynchronous_allowed(
 def input_fed_on_fewer_gpus(
     fed: Prediction, full: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
 ) -> list[str]:
-    """Why parameter_server `fed` replaces the synchronous `full` when the input caps both
-    alike on every GPU and only `fed` takes all of it on fewer GPUs per machine."""
-    why, _, _ = _why_parameter_server(topology, model, async_ok)
-    g = fed.layout.gpus_per_machine
+    """Why parameter_server `fed` replaces `full`, input-bound alike on all GPUs: on fewer
+    GPUs per machine only `fed` takes all the input."""
+    why, g = _why_parameter_server(topology, model, async_ok)[0], fed.layout.gpus_per_machine
     return [
-        f"Parameter_server is favoured because {why}: on {g} GPU{'s' if g > 1 else ''} "
-        f"per machine its workers, each at its own speed, still take all the input, which "
-        f"{full.strategy} on as few does not." + _asynchrony_warning(fed, async_ok)
+        f"Parameter_server is favoured because {why}: on {g} GPU{'s' if g > 1 else ''} per "
+        f"machine only its workers, each at its own speed, take all the input, not "
+        f"{full.strategy}'s." + _asynchrony_warning(fed, async_ok)
     ]
 
 
@@ -104,8 +99,8 @@ def _measured(p: Prediction) -> bool:
 def _why_parameter_server(
     topology: Topology, model: ModelProfile, async_ok: bool, against: Prediction | None = None
 ) -> tuple[str, float, str]:
-    """The reasons that favour parameter_server over `against` (any candidate when None), the
-    slack they grant, and how the predictions count those that grant none."""
+    """The reasons for parameter_server over `against` (any when None), the slack they grant,
+    and how the predictions count those that grant none."""
     # a step that is mostly the fixed launch time runs about as long on any GPU of a mix
     share = step_compute_share(against.single_gpu_step_s) if against is not None else 1.0
     slowest = slowest_machine(topology, topology.machines, share)
@@ -144,8 +139,7 @@ def _why_parameter_server(
 def _verdict(
     best: Prediction, ps: Prediction, reasons: tuple[str, float, str], async_ok: bool
 ) -> tuple[Prediction, list[str]]:
-    """parameter_server when it is fastest or within the `reasons`' tolerance of `best` (and
-    not capped by the input alike), else `best`."""
+    """`ps` when fastest or within the `reasons`' slack of `best` (not input-bound alike)."""
     why, tolerance, counted = reasons
     if best is ps:
         said = f"Parameter_server is both the fastest prediction and favoured: {why}."
@@ -172,8 +166,8 @@ def _verdict(
 def _dense_model_verdict(
     best: Prediction, ranked: list[Prediction], async_ok: bool = False, claim: str = ""
 ) -> tuple[Prediction, list[str]]:
-    """`best` with a warning when it is a measured asynchronous parameter_server, or the best
-    synchronous candidate when it is an unmeasured one; `claim` says what `best` gains."""
+    """A measured parameter_server `best` with a warning, an unmeasured one replaced by the best
+    synchronous candidate (`claim`: what `best` gains), any other `best` as it is."""
     if not _asynchronous(best) or best.layout.workers < 2 or async_ok:
         return best, []  # one worker's updates are not stale
     sync = next((p for p in ranked if not _asynchronous(p)), None)
