@@ -73,8 +73,7 @@ def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
     # one word per group of machines of a speed, fastest first
     mix = topology.gpu_mix
     kinds = gpu_types(topology, chosen.layout.workers) if mix else ["faster", "slower"]
-    held: list[str] = []
-    kept: list[str] = []
+    held, kept = [], []
     for (share, n), kind in zip(chosen.machine_shares, kinds, strict=True):
         one = a_device(kind) if mix else f"a {kind}"
         said = f"{one} machine" if n == 1 else f"{n} {kind} machines"

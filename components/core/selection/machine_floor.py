@@ -28,8 +28,7 @@ def best_on_each_machine_count(
     async_ok: bool,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> dict[int, Prediction]:
-    """The fastest allowed candidate on 1, 2, 4, ... machines (`predicted_on_fewer_machines`);
-    `full` on all of them. A count where nothing is feasible is left out."""
+    """The fastest allowed candidate on 1, 2, 4, ... machines, `full` on all; none: left out."""
     best_on: dict[int, Prediction] = {}
     for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
         if k >= full.layout.workers:
@@ -43,8 +42,7 @@ def best_on_each_machine_count(
 
 
 def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
-    """Throughput on `k` machines over what each gives alone (a mix's slower machine less),
-    known alike: a predicted count over one machine's prediction even if one was measured."""
+    """Throughput on `k` machines over what each gives alone, both measured or both predicted."""
     one = best_on[1]
     one_alone = one.rank_examples_per_second if _measured(best_on[k]) else one.examples_per_second
     alone = k * mean_machine_speed(topology, k)
@@ -54,10 +52,8 @@ def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: in
 def fewer_machines(
     topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None = None
 ) -> tuple[Prediction, list[tuple[int, str, float, float]], list[str]]:
-    """The answer when all the machines scale below EFFICIENCY_FLOOR (fewer machines where they
-    are faster, else all, with the most above the floor as the cheaper option), each count's
-    (machines, strategy, speed-up over one device, machine scaling efficiency), and the
-    sentence. A measured count's speed-up is over `one_device_measured` when given."""
+    """The answer when all machines scale below EFFICIENCY_FLOOR (fewer where faster, else all),
+    each count's (machines, strategy, speed-up over one device, efficiency), and why."""
     options = []
     for k, p in best_on.items():
         one_device = p.per_replica_batch / p.single_gpu_step_s
@@ -88,20 +84,19 @@ def fewer_machines(
         f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} machine scaling efficiency "
         f"(throughput over what they give alone), below the {EFFICIENCY_FLOOR:.0%} floor. "
         f"{advice} Speed-up by machine count (predicted unless measured"
-        f"{_speed_up_basis(topology, best_on, one_device_measured)}): {listing}."
+        f"{_speed_up_basis(best_on, one_device_measured, topology.gpu)}): {listing}."
     )
     return (fewer if fastest != n else full), options, [sentence]
 
 
-def _speed_up_basis(
-    topology: Topology, best_on: dict[int, Prediction], one_device_measured: float | None
-) -> str:
+def _speed_up_basis(best_on: dict[int, Prediction], one_measured: float | None, gpu: str) -> str:
     """What the speed-ups are over when a measurement takes part; nothing when none does."""
     predicted = [p for p in best_on.values() if not _measured(p)]
-    over_measured = one_device_measured and len(predicted) < len(best_on)
-    said = [f"measured counts over one {topology.gpu}'s measured {one_device_measured:,.0f} "
-            "examples/s"] if over_measured else []  # fmt: skip
-    if predicted and (one_device_measured or _measured(best_on[1])):
+    over_measured = one_measured and len(predicted) < len(best_on)
+    said = []
+    if over_measured:
+        said.append(f"measured counts over one {gpu}'s measured {one_measured:,.0f} examples/s")
+    if predicted and (one_measured or _measured(best_on[1])):
         one = predicted[0].per_replica_batch / predicted[0].single_gpu_step_s
         its = f"its predicted {one:,.0f} and " if over_measured else ""
         said.append(f"predicted counts over {its}one machine's prediction")

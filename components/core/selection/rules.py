@@ -1,7 +1,6 @@
 """Practitioner rules applied to the ranked candidates.
 
-The fastest wins, or a simpler one within SIMPLER_MARGIN; parameter_server wins within a tolerance
-when a reason favours it. Else a dense model trains synchronously: its gradients would be stale.
+A dense model trains synchronously unless a reason favours parameter_server: stale gradients.
 """
 
 from __future__ import annotations
@@ -45,8 +44,10 @@ def apply_rules(
         return best, []
     if _measured(best) and _measured(ps):  # the measurement decides
         return _dense_model_verdict(best, ranked, async_ok)
-    why = _why_parameter_server(topology, model, async_ok, best)
-    return _verdict(best, ps, why, async_ok) if why[0] else _dense_model_verdict(best, ranked)
+    why, tolerance = _why_parameter_server(topology, model, async_ok, best)
+    if not why:
+        return _dense_model_verdict(best, ranked)
+    return _verdict(best, ps, why, tolerance, async_ok)
 
 
 def rules_for_the_cheapest(
@@ -59,7 +60,7 @@ def rules_for_the_cheapest(
 ) -> tuple[Prediction, list[str]]:
     """`apply_rules`' verdict on asynchrony for `--objective cost`'s `cheapest` (`by_price`
     first); `claim` says what it saves, for the sentence that sets it aside."""
-    why = _why_parameter_server(topology, model, async_ok, cheapest)[0]
+    why, _ = _why_parameter_server(topology, model, async_ok, cheapest)
     if not why or not _asynchronous(cheapest) or cheapest.layout.workers < 2:
         return _dense_model_verdict(cheapest, by_price, claim=claim)
     said = f"Parameter_server is both the cheapest and favoured: {why}."
@@ -98,9 +99,8 @@ def _measured(p: Prediction) -> bool:
 
 def _why_parameter_server(
     topology: Topology, model: ModelProfile, async_ok: bool, against: Prediction | None = None
-) -> tuple[str, float, str]:
-    """The reasons for parameter_server over `against` (any when None), the slack they grant,
-    and how the predictions count those that grant none."""
+) -> tuple[str, float]:
+    """The reasons for parameter_server over `against` (any when None), and the slack they grant."""
     # a step that is mostly the fixed launch time runs about as long on any GPU of a mix
     share = step_compute_share(against.single_gpu_step_s) if against is not None else 1.0
     slowest = slowest_machine(topology, topology.machines, share)
@@ -119,28 +119,25 @@ def _why_parameter_server(
     # machine's loss stops every worker, so preemptions favour nothing there
     table = [
         (differ, f"the machines differ in speed ({slower}) and only synchronous steps wait for "
-         "the slowest", 0.0, "each machine's speed"),
+         "the slowest", 0.0),
         (preemption_rate(topology) > 0 and topology.machines > 1, "the machines are "
          "preemptible and a lost worker stops every synchronous replica, not the other "
-         "parameter-server workers", 0.0, "the restarts preemptions cost"),
-        (async_ok, "asynchronous updates are acceptable", tolerance, ""),
+         "parameter-server workers", 0.0),
+        (async_ok, "asynchronous updates are acceptable", tolerance),
         (async_ok and topology.machines >= MANY_WORKERS, f"with {topology.machines} workers "
-         "a single failure would otherwise restart all of them", 2 * tolerance, ""),
+         "a single failure would otherwise restart all of them", 2 * tolerance),
         # a table in the servers' host memory leaves every GPU's free
         (bool(model.sparse_embedding_params), "the sparse embedding table lives on the "
-         "parameter servers", tolerance, ""),
+         "parameter servers", tolerance),
     ]  # fmt: skip
-    held = [row for applies, *row in table if applies]
-    why = "; ".join(said for said, _, _ in held)
-    counted = " and ".join(counted for _, _, counted in held if counted)
-    return why, max((slack for _, slack, _ in held), default=0.0), counted
+    held = [(said, slack) for applies, said, slack in table if applies]
+    return "; ".join(said for said, _ in held), max((slack for _, slack in held), default=0.0)
 
 
 def _verdict(
-    best: Prediction, ps: Prediction, reasons: tuple[str, float, str], async_ok: bool
+    best: Prediction, ps: Prediction, why: str, tolerance: float, async_ok: bool
 ) -> tuple[Prediction, list[str]]:
-    """`ps` when fastest or within the `reasons`' slack of `best` (not input-bound alike)."""
-    why, tolerance, counted = reasons
+    """`ps` when fastest or within `tolerance` of `best` (not input-bound alike), and why."""
     if best is ps:
         said = f"Parameter_server is both the fastest prediction and favoured: {why}."
         return ps, [said + _asynchrony_warning(ps, async_ok)]
@@ -157,10 +154,10 @@ def _verdict(
         within = f"; {slower}, within the {pct(tolerance)} such reasons justify" if gap >= 0 else ""
         said = f"Parameter_server is preferred because {why}{within}."
         return ps, [said + _asynchrony_warning(ps, async_ok)]
-    beyond = f"more than the {pct(tolerance)} such reasons justify"
-    return best, [
-        f"{considered} {slower}, {beyond if tolerance else f'with {counted} already counted'}."
-    ]
+    beyond = " with that already counted"  # the speeds and preemptions that grant no slack
+    if tolerance:
+        beyond = f", more than the {pct(tolerance)} such reasons justify"
+    return best, [f"{considered} {slower}{beyond}."]
 
 
 def _dense_model_verdict(
