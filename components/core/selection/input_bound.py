@@ -79,11 +79,10 @@ def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
         said = f"{one} machine" if n == 1 else f"{n} {kind} machines"
         (held if computed * share > feed else kept).append(f"{said} ({computed * share:,.0f})")
     return (
-        f"Each machine's input pipeline feeds only its own GPUs, {feed:,.0f} examples/s: "
-        f"less than the GPUs of {' and '.join(held)} compute, more than those of "
-        f"{' and '.join(kept)}, so {chosen.strategy} trains "
-        f"{chosen.examples_per_second:,.0f} examples/s where its GPUs compute "
-        f"{computed:,.0f}: faster input on the {kinds[0]} machines pays first."
+        f"Each machine's input pipeline feeds only its own GPUs, {feed:,.0f} examples/s: less than "
+        f"the GPUs of {' and '.join(held)} compute, more than those of {' and '.join(kept)}, so "
+        f"{chosen.strategy} trains {chosen.examples_per_second:,.0f} examples/s where its GPUs "
+        f"compute {computed:,.0f}: faster input on the {kinds[0]} machines pays first."
     )
 
 

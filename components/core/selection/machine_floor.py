@@ -66,13 +66,11 @@ def fewer_machines(
     above = [m for m, _, _, efficiency in options if efficiency >= EFFICIENCY_FLOOR]
     fewer, full = best_on[fastest if fastest != n else max(above or [1])], best_on[n]
     use = f"{_machines(fewer.layout.workers)} ({fewer.strategy})"
-    share = fewer.rank_examples_per_second / full.rank_examples_per_second
-    advice = (
-        f"Use {use} and leave the rest free."
-        if fastest != n
-        else f"All of them train, the fastest answer; {use} would keep {share:.0%} of its speed "
-        "(--objective cost weighs the price)."
-    )
+    advice = f"Use {use} and leave the rest free."
+    if fastest == n:
+        share = fewer.rank_examples_per_second / full.rank_examples_per_second
+        advice = f"All of them train, the fastest answer; {use} would keep {share:.0%} of its "
+        advice += "speed (--objective cost weighs the price)."
     listing = "; ".join(
         f"{_machines(m)} ({st}{', measured' if _measured(best_on[m]) else ''}): {x:,.1f}x one "
         f"{topology.gpu}, {pct_against(e, EFFICIENCY_FLOOR)} machine efficiency"
@@ -81,10 +79,9 @@ def fewer_machines(
     sentence = (
         f"Adding machines buys little here: {'all ' if n == topology.machines else ''}{n} "
         f"machines ({full.strategy}) are {'measured' if _measured(full) else 'predicted'} at "
-        f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} machine scaling efficiency "
-        f"(throughput over what they give alone), below the {EFFICIENCY_FLOOR:.0%} floor. "
-        f"{advice} Speed-up by machine count (predicted unless measured"
-        f"{_speed_up_basis(best_on, one_device_measured, topology.gpu)}): {listing}."
+        f"{pct_against(options[-1][3], EFFICIENCY_FLOOR)} machine scaling efficiency, below the "
+        f"{EFFICIENCY_FLOOR:.0%} floor. {advice} Speed-up by machine count (predicted unless "
+        f"measured{_speed_up_basis(best_on, one_device_measured, topology.gpu)}): {listing}."
     )
     return (fewer if fastest != n else full), options, [sentence]
 

@@ -121,8 +121,7 @@ def _why_parameter_server(
         (differ, f"the machines differ in speed ({slower}) and only synchronous steps wait for "
          "the slowest", 0.0),
         (preemption_rate(topology) > 0 and topology.machines > 1, "the machines are "
-         "preemptible and a lost worker stops every synchronous replica, not the other "
-         "parameter-server workers", 0.0),
+         "preemptible and a lost worker stops every synchronous replica", 0.0),
         (async_ok, "asynchronous updates are acceptable", tolerance),
         (async_ok and topology.machines >= MANY_WORKERS, f"with {topology.machines} workers "
          "a single failure would otherwise restart all of them", 2 * tolerance),
@@ -145,9 +144,8 @@ def _verdict(
     considered = f"Parameter_server was considered because {why}, but"
     if gap >= 0 and ps.input_bound and best.input_bound:
         return best, [
-            f"{considered} the input pipelines cap it at {ps.rank_examples_per_second:,.0f} "
-            f"examples/s, as {best.strategy} at {best.rank_examples_per_second:,.0f}: "
-            f"asynchronous updates gain nothing and {best.strategy} keeps training synchronous."
+            f"{considered} the input caps it at {ps.rank_examples_per_second:,.0f} examples/s, "
+            f"{best.strategy} at {best.rank_examples_per_second:,.0f}: asynchrony gains nothing."
         ]
     slower = f"it is predicted {pct_shown(gap)} slower than {best.strategy}"
     if gap <= tolerance:
@@ -183,14 +181,11 @@ def _dense_model_verdict(
     if not claim:
         gain = best.rank_examples_per_second / sync.rank_examples_per_second - 1
         claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
-    if sync.step_time_s > best.step_time_s and sync.replicas == best.replicas:
-        step = f"a step of {best.step_time_s * 1e3:,.1f} ms against {sync.step_time_s * 1e3:,.1f}"
-        claim += f" ({step}: {_why_shorter(best, sync)})"
     return sync, [
-        f"{claim}, but asynchronous examples are worth less to a dense model."
-        f"{_asynchrony_warning(best, async_ok)} Without a reason for parameter servers "
-        "(--async-ok, an embedding table, machines that differ in speed or are preemptible), "
-        f"{sync.strategy} keeps training synchronous."
+        f"{claim}{_shorter_step(best, sync)}, but asynchronous examples are worth less to a "
+        f"dense model.{_asynchrony_warning(best, async_ok)} Without a reason for parameter "
+        "servers (--async-ok, an embedding table, machines that differ in speed or are "
+        f"preemptible), {sync.strategy} keeps training synchronous."
     ]
 
 
@@ -208,8 +203,10 @@ def _asynchrony_warning(ps: Prediction, async_ok: bool) -> str:
     )
 
 
-def _why_shorter(ps: Prediction, sync: Prediction) -> str:
-    """Where a parameter-server step saves time over a synchronous one, in ms."""
+def _shorter_step(ps: Prediction, sync: Prediction) -> str:
+    """Where `ps`'s step saves time over a synchronous one of as many replicas, in ms."""
+    if sync.step_time_s <= ps.step_time_s or sync.replicas != ps.replicas:
+        return ""
     # a tenth of the saving, and at least what one decimal of a millisecond shows
     worth = max((sync.step_time_s - ps.step_time_s) / 10, 0.05e-3)
     savings = [
@@ -218,4 +215,5 @@ def _why_shorter(ps: Prediction, sync: Prediction) -> str:
         (sync.compute_s - ps.compute_s, "less compute (no worker waits for the slowest replica)"),
     ]  # fmt: skip
     said = [f"{saved * 1e3:,.1f} ms {what}" for saved, what in savings if saved >= worth]
-    return " and ".join(said) or "about the same work, differently spread"
+    step = f"a step of {ps.step_time_s * 1e3:,.1f} ms against {sync.step_time_s * 1e3:,.1f}"
+    return f" ({step}: {' and '.join(said) or 'about the same work, differently spread'})"
