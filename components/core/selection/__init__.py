@@ -23,7 +23,7 @@ Modules:
 * `rules`: practitioner rules over the ranked candidates;
 * `cost`: prices (money) and `--objective cost`;
 * `unknown_inputs`: the answer at both ends of an assumed input;
-* `explanation`, `percent`: the reasons, as sentences with numbers;
+* `explanation`: the reasons, as sentences with numbers;
 * `summary`: the short answer `select` prints (`--explain` prints every reason);
 * `recommendation`: `recommend` and its answer, `Recommendation`.
 """
