@@ -124,8 +124,8 @@ def _alternatives(rec: Any) -> list[str]:
     out = [f"{named(fast)}, {fast.rank_examples_per_second:,.0f} examples/s ({ratio:.2f}x)"]
     priced = [a for a in feasible if a.usd_per_million_examples is not None]
     cost = chosen.usd_per_million_examples
-    cheap = min(priced, key=lambda a: a.usd_per_million_examples) if priced else None
-    if cost is not None and cheap and cheap is not fast and cheap.usd_per_million_examples < cost:
+    cheap = min(priced, key=lambda a: a.usd_per_million_examples) if priced else fast  # no other
+    if cost is not None and cheap is not fast and cheap.usd_per_million_examples < cost:
         out.append(f"{named(cheap)} is cheaper per example, "
                    f"{cheap.rank_examples_per_second:,.0f} examples/s")  # fmt: skip
     return out
