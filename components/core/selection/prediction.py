@@ -7,9 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from components.core.checkpoint_interval import CheckpointInterval
-from components.core.checkpoint_interval import preemption_loss_seconds as loss_per_preemption
-from components.core.checkpoint_interval import preemption_share as hourly_share
+from components.core import checkpoint_interval
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection import device_compute, machine_speeds, memory, ranges
@@ -206,9 +204,8 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     gw = 1 if topology.gpu == "cpu" else g
     shapes = [("one_device", Layout(1, 0, 1), (single, 0.0, 0.0))]
     if g > 1:
-        shapes.append(
-            ("mirrored", Layout(1, 0, g), predict_allreduce(topology, model, batch, 1, g))
-        )
+        parts = predict_allreduce(topology, model, batch, 1, g)
+        shapes.append(("mirrored", Layout(1, 0, g), parts))
     if m > 1:
         parts = predict_allreduce(topology, model, batch, m, gw)
         shapes.append(("multi_worker_mirrored", Layout(m, 0, gw), parts))
@@ -247,13 +244,13 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
 
 
 def preemption_loss_seconds(
-    c: Prediction, topology: Topology, interval: CheckpointInterval
+    c: Prediction, topology: Topology, interval: checkpoint_interval.CheckpointInterval
 ) -> float:
     """Expected seconds one preemption loses `c`: the restart, half an `interval` retrained."""
     step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
     examples = topology.examples_per_epoch
     epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
-    return loss_per_preemption(interval, epoch_s, step_s)
+    return checkpoint_interval.preemption_loss_seconds(interval, epoch_s, step_s)
 
 
 def _preempted_machines(c: Prediction) -> int:
@@ -262,12 +259,12 @@ def _preempted_machines(c: Prediction) -> int:
 
 
 def preemption_share(
-    c: Prediction, topology: Topology, interval: CheckpointInterval
+    c: Prediction, topology: Topology, interval: checkpoint_interval.CheckpointInterval
 ) -> tuple[float, float]:
     """Seconds one preemption loses `c`, and the share of each hour preemptions take (<= 1)."""
     loss_s = preemption_loss_seconds(c, topology, interval)
     rate = machine_speeds.preemption_rate(topology)
-    return loss_s, hourly_share(loss_s, _preempted_machines(c), rate)
+    return loss_s, checkpoint_interval.preemption_share(loss_s, _preempted_machines(c), rate)
 
 
 def candidates_that_fit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,9 +147,7 @@ def recommend(
         chosen, lead, why, alternatives = cost.cheapest(
             preds + cheaper, topology, model, batch, reasons + history_reasons, prices, async_ok
         )
-        fewer = [
-            input_bound.fewer_gpus_sentence(full, p, topology) for full, p in fed if p is chosen
-        ]
+        fewer = [input_bound.fewer_gpus_sentence(f, p, topology) for f, p in fed if p is chosen]
         why = [lead, *basis, *fewer, *why]  # the table's basis right after the price that decided
         rec = Recommendation(
             chosen.strategy, True, chosen.layout, chosen, alternatives, why, topology, model, batch
@@ -164,12 +163,9 @@ def recommend(
             rec.reasons += priced + basis
     if prices is not None:
         rec.prices = cost.prices_used(topology, prices)
-
-    def answer(on: Topology, variant: ModelProfile) -> Recommendation:
-        """The answer, all else as asked, on other hardware or for another model."""
-        return recommend(on, variant, batch_size=batch_size, async_ok=async_ok,
-                         history=history, prices=prices, objective=objective)  # fmt: skip
-
+    # the answer, all else as asked, on other hardware or for another model
+    answer = functools.partial(recommend, batch_size=batch_size, async_ok=async_ok,
+                               history=history, prices=prices, objective=objective)  # fmt: skip
     unknown = unknown_input_reasons(topology, model, batch_size, unstated, answer)
     rec.reasons += unknown.reasons
     rec.deciding_inputs = list(unknown.deciding)
@@ -213,24 +209,20 @@ def _choose(
     # servers no case against it
     rules_on = on_first_machines(topology, best.layout.workers) if best in alone else topology
     chosen, rule_reasons = apply_rules(best, feasible, rules_on, model, async_ok)
-    on = topology
-    if chosen.layout.workers not in (1, topology.machines):
-        on = on_first_machines(topology, chosen.layout.workers)
+    workers = chosen.layout.workers
+    on = topology if workers in (1, topology.machines) else on_first_machines(topology, workers)
     faster = [faster_machines_sentence(chosen, preds, topology, model)] if chosen in alone else []
     fewer = (
         [machine_floor.measured_part_sentence(chosen, topology)] if chosen in measured_fewer else []
     )
     options, weighed = [], [*measured_fewer, *alone]  # candidates the full table lacks
-    if chosen.layout.workers > 1:
+    if workers > 1:
         best_on = machine_floor.best_on_each_machine_count(
             chosen, preds, topology, model, batch, async_ok, history
         )
         weighed += [p for p in best_on.values() if p not in preds]
-        if (
-            1 in best_on
-            and machine_floor.machine_efficiency(topology, best_on, chosen.layout.workers)
-            < machine_floor.EFFICIENCY_FLOOR
-        ):
+        floor = machine_floor.EFFICIENCY_FLOOR  # all the machines below it: weigh fewer
+        if 1 in best_on and machine_floor.machine_efficiency(topology, best_on, workers) < floor:
             one = explanation.measured_one_device(preds)
             answer, options, fewer = machine_floor.fewer_machines(topology, best_on, one)
             if answer is not chosen:  # fewer machines are faster than all of them
