@@ -295,12 +295,13 @@ def candidates_that_fit(
             "rows a step touches.",
             *_sharded_embedding_reasons(topology, model, gpu),
         ]
-    for p in preds if topology.gpu_mix else ():  # the first machine's GPU was checked already
+    mixed = [p for p in preds if p.feasible] if topology.gpu_mix else []
+    for p in mixed:  # a replica must fit the smallest GPU of the machines it runs on
         gpus = machine_speeds.machine_gpus(topology, p.layout.workers)
         smallest = min(map(device, gpus), key=lambda g: g.memory_gb)
         replicated = not spec_for(p.strategy).uses_ps
         fits = memory.max_batch_that_fits(model, smallest.memory_gb, replicated, topology.precision)
-        if p.feasible and fits < p.per_replica_batch:
+        if fits < p.per_replica_batch:
             p.feasible, p.misfit = False, True
             p.note = f"a replica does not fit {a_device(smallest.name)}"
     return preds, batch, reasons

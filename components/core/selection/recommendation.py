@@ -27,9 +27,6 @@ from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
 OBJECTIVES = ("time", "cost")
-# the chosen candidate's parts of the answer, as `Prediction.to_dict` gives them
-_CHOSEN_KEYS = ("machines_gpu", "predicted", "measured", "usd_per_million_examples")
-_CHOSEN_KEYS += ("usd_per_million_examples_range",)
 
 
 @dataclass
@@ -53,14 +50,15 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
-        # a GPU mix's slower type the choice runs on alone (None: its first machines), and
-        # the price in the currency `prices` names (the key keeps its name for its readers)
+        # the chosen candidate's, as its `to_dict` says them: a GPU mix's slower type it runs on
+        # alone (None: the first machines), its price in the currency `prices` names
         chosen = self.chosen.to_dict() if self.chosen else {}
+        keys = ("machines_gpu", "predicted", "measured", "usd_per_million_examples")
         return {
             "strategy": self.strategy,
             "supported": self.supported,
             "layout": self.layout.to_dict() if self.layout else None,
-            **{key: chosen.get(key) for key in _CHOSEN_KEYS},
+            **{key: chosen.get(key) for key in (*keys, "usd_per_million_examples_range")},
             "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
