@@ -23,8 +23,7 @@ SERVER_MEMORY_HEADROOM = 1.25
 
 
 def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -> float:
-    """Activation bytes one example keeps for back-propagation: a share of the summed layer
-    outputs, or a user's figure (`kept_activations_given`) whole."""
+    """Activation bytes one example keeps for back-propagation (a user's figure whole)."""
     kept = 1.0 if model.kept_activations_given else KEPT_ACTIVATION_FRACTION
     return model.activation_bytes_per_example * kept * ACTIVATION_BYTES_FACTOR[precision]
 

@@ -87,8 +87,7 @@ def network_path_share(topology: Topology, constants: FittedConstants | None = N
 
 
 def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
-    """Scalars Keras all-reduces every `multi_worker_mirrored` step with `metrics` compiled
-    metrics besides the loss (None: the trainer's one)."""
+    """Scalars Keras all-reduces a step with `metrics` compiled metrics (None: the trainer's)."""
     metrics = TRAINER_COMPILED_METRICS if metrics is None else metrics
     return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
 
@@ -251,9 +250,8 @@ def predict_allreduce(
 
 
 def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, gpus: int) -> float:
-    """Seconds a step spends on Keras's scalar all-reduces across machines, each paying its
-    latency in full (collectives run in order): between CPU workers a ring of gRPC hops, between
-    GPU machines NCCL's tree, base + 2 ((G-1) hops within + floor(log2 M) across)."""
+    """Seconds of Keras's scalar all-reduces across machines, each a full latency in turn: a ring
+    of gRPC hops between CPU workers, else NCCL's tree, base + 2 ((G-1) + floor(log2 M)) hops."""
     if machines <= 1:
         return 0.0
     if topology.gpu == "cpu":

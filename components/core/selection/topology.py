@@ -170,9 +170,9 @@ class Topology:
             yield (f"{' and '.join(given)} {verb} the work a preemption loses: add --preemptible, "
                    f"or drop {them}")  # fmt: skip
         for gpu in sorted({self.gpu, *(name for name, _ in self.gpu_mix)}):
-            most = MAX_DEVICES_PER_MACHINE.get(gpu)
-            if most is not None and self.gpus_per_machine > most:
-                yield self._too_many_devices(gpu, most)
+            limit = MAX_DEVICES_PER_MACHINE.get(gpu)
+            if limit is not None and self.gpus_per_machine > limit:
+                yield self._too_many_devices(gpu, limit)
             if gpu in NO_NVLINK and (self.interconnect or "").lower() == "nvlink":
                 yield f"--interconnect nvlink: {gpu} GPUs have no NVLink; use --interconnect pcie"
         if not MIN_NETWORK_GBPS <= self.network_gbps <= MAX_NIC_GBPS:
