@@ -128,11 +128,10 @@ def measured_on_fewer_machines(
 
 def measured_part_sentence(chosen: Prediction, topology: Topology) -> str:
     """Why a measured candidate on some of the machines is the answer."""
-    k, n = chosen.layout.workers, topology.machines
+    k, n, ran = chosen.layout.workers, topology.machines, chosen.measured_examples_per_second
     return (
-        f"Measured on {k} of the {n} machines, {chosen.strategy} ran at "
-        f"{chosen.measured_examples_per_second:,.0f} examples/s, more than any candidate on all "
-        f"{n} is measured or predicted to give: use {k} machines and leave the rest free."
+        f"Measured on {k} of the {n} machines, {chosen.strategy} ran at {ran:,.0f} examples/s, "
+        f"more than any candidate on all {n}: use {k} machines and leave the rest free."
     )
 
 

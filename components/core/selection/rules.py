@@ -42,11 +42,9 @@ def apply_rules(
     ps = next((p for p in ranked if _asynchronous(p)), None)
     if ps is None or (best is not ps and topology.machines < 2):
         return best, []
-    if _measured(best) and _measured(ps):  # the measurement decides
-        return _dense_model_verdict(best, ranked, async_ok)
     why, tolerance = _why_parameter_server(topology, model, async_ok, best)
-    if not why:
-        return _dense_model_verdict(best, ranked)
+    if not why or (_measured(best) and _measured(ps)):  # nothing favours it, or measured both
+        return _dense_model_verdict(best, ranked, async_ok)
     return _verdict(best, ps, why, tolerance, async_ok)
 
 
@@ -62,7 +60,7 @@ def rules_for_the_cheapest(
     first); `claim` says what it saves, for the sentence that sets it aside."""
     why, _ = _why_parameter_server(topology, model, async_ok, cheapest)
     if not why or not _asynchronous(cheapest) or cheapest.layout.workers < 2:
-        return _dense_model_verdict(cheapest, by_price, claim=claim)
+        return _dense_model_verdict(cheapest, by_price, async_ok, claim)
     said = f"Parameter_server is both the cheapest and favoured: {why}."
     return cheapest, [said + _asynchrony_warning(cheapest, async_ok)]
 
@@ -107,13 +105,9 @@ def _why_parameter_server(
     # one machine waits for no slower one: the machines' speeds weigh only against several
     spans = against is None or against.layout.workers > 1
     differ = topology.heterogeneous and spans and slowest > 1 + SIMPLER_MARGIN
-    slower = ""
-    if differ:
-        slower = (
-            f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"
-            if topology.gpu_mix
-            else f"{slower_machines_phrase(topology)} {slowest:.2g}x slower than the rest"
-        )
+    slower = f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"
+    if differ and not topology.gpu_mix:
+        slower = f"{slower_machines_phrase(topology)} {slowest:.2g}x slower than the rest"
     tolerance = PS_TOLERANCE_ASYNC_OK
     # speeds and preemptions are in the predictions already, so they grant no slack; one
     # machine's loss stops every worker, so preemptions favour nothing there
@@ -159,7 +153,7 @@ def _verdict(
 
 
 def _dense_model_verdict(
-    best: Prediction, ranked: list[Prediction], async_ok: bool = False, claim: str = ""
+    best: Prediction, ranked: list[Prediction], async_ok: bool, claim: str = ""
 ) -> tuple[Prediction, list[str]]:
     """A measured parameter_server `best` with a warning, an unmeasured one replaced by the best
     synchronous candidate (`claim`: what `best` gains), any other `best` as it is."""
