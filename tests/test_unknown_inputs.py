@@ -91,4 +91,4 @@ def test_a_model_family_replaces_the_one_size_flops_guess(capsys):
     assert main([*argv, "--model-family", "transformer"]) == 2
     assert "give --sequence-length" in capsys.readouterr().err
     assert main([*argv, "--model-family", "cnn", "--sequence-length", "8"]) == 2
-    assert "--sequence-length applies to transformers" in capsys.readouterr().err
+    assert "--sequence-length is for transformers" in capsys.readouterr().err

@@ -1,8 +1,6 @@
 """Measured throughput from earlier `comparison.json` files, matched to candidates.
 
-A record decides a candidate when it ran the same device, strategy, cluster shape (a machine per
-worker), per-replica batch, precision, XLA setting and model (and parameter count, when stated):
-the median of the matching records replaces that candidate's prediction.
+The median of the records that ran a candidate as asked (`mismatch`) replaces its prediction.
 """
 
 from __future__ import annotations
@@ -11,10 +9,10 @@ import dataclasses
 import os
 import posixpath
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from components.core import json_input, storage
 from components.core.config import STRATEGIES, ConfigError
@@ -26,14 +24,10 @@ from components.core.selection.step_time import predict_parameter_server
 from components.core.selection.topology import Topology, precision_of_policy
 from components.core.strategy_spec import spec_for
 
-# Measured above this multiple of perfect scaling, records are questioned.
-SUPERLINEAR_MARGIN = 1.05
+SUPERLINEAR_MARGIN = 1.05  # measured above this multiple of perfect scaling: questioned
 Record = Mapping[str, Any]  # a run record of a comparison.json, `_source` naming the file
 _speed = itemgetter("examples_per_second")  # a record's measured throughput
-_RUN_ONE = (  # what to do when --history holds no run
-    "run `strategist compare` first (it writes runs/<timestamp>-compare/comparison.json), "
-    "or leave --history out"
-)
+_RUN_ONE = "run `strategist compare` first (it writes runs/<timestamp>-compare/), or drop --history"
 
 
 def load_history(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
@@ -48,11 +42,9 @@ def load_history(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]
         if not found:
             raise ConfigError(f"--history {path}: no comparison.json in this folder; {_RUN_ONE}")
         for file in found:
-            if storage.is_uri(file):
-                scheme, rest = file.split("://", 1)
-                files.setdefault(f"{scheme}://{posixpath.normpath(rest)}", file)
-            else:
-                files.setdefault(os.path.realpath(storage.local_view(file)), file)
+            uri = storage.is_uri(file)
+            name = posixpath.normpath(file) if uri else os.path.realpath(storage.local_view(file))
+            files.setdefault(name, file)
     return [record for file in files.values() for record in _records(file)]
 
 
@@ -126,8 +118,7 @@ def _shape(strategy: str, workers: int, gpus: int, ps: int | None) -> str:
 def _at_one_server_count(
     p: Prediction, mine: list[Record], topology: Topology, model: ModelProfile, batch: int
 ) -> list[Record]:
-    """A parameter_server candidate's records at its fastest server count (median), the
-    candidate re-predicted at it; other candidates' records unchanged."""
+    """A parameter_server candidate's records at its fastest server count, re-predicted there."""
     if not mine or not spec_for(p.strategy).uses_ps:
         return mine
     by_count: dict[int, list[Record]] = {}
@@ -142,8 +133,7 @@ def _at_one_server_count(
     return by_count[ps]
 
 
-@dataclass(frozen=True)
-class HistoryFindings:
+class HistoryFindings(NamedTuple):
     """What the history records said about the candidates, as sentences by kind."""
 
     measured: tuple[str, ...] = ()  # one per candidate a measurement now ranks
@@ -179,19 +169,14 @@ def apply_history(
         if not mine:
             continue
         used.update(map(id, fitting))  # another server count's records: weighed and slower
-        p.measured_examples_per_second = float(statistics.median(map(_speed, mine)))
+        speed = p.measured_examples_per_second = float(statistics.median(map(_speed, mine)))
         p.measured_source = mine[(len(mine) - 1) // 2]["_source"]  # the lower middle's file
-        low, high = _speed(mine[0]), _speed(mine[-1])
-        spread = (
-            f"median of {len(mine)} records, {low:,.0f}-{high:,.0f}"
-            if len(mine) > 1
-            else "1 record"
-        )
+        n, low, high = len(mine), _speed(mine[0]), _speed(mine[-1])
+        spread = f"median of {n} records, {low:,.0f}-{high:,.0f}" if n > 1 else "1 record"
         layout = _shape(p.strategy, p.layout.workers, p.layout.gpus_per_machine, p.layout.ps)
         measured.append(
-            f"Measured: {p.strategy} ({layout}) ran at {p.measured_examples_per_second:,.0f} "
-            f"examples/s in {p.measured_source} ({spread}); it replaces the predicted "
-            f"{p.examples_per_second:,.0f}."
+            f"Measured: {p.strategy} ({layout}) ran at {speed:,.0f} examples/s in "
+            f"{p.measured_source} ({spread}), replacing the {p.examples_per_second:,.0f} predicted."
         )
         if p.layout.workers > 1:
             network = (
@@ -199,26 +184,20 @@ def apply_history(
                 f"{topology.machine_network_gbps:g} Gbps asked about.",
             )
     ignored = [r for r in records if id(r) not in used]
-    count: dict[tuple[str, str], int] = {}  # ignored records by file and why
+    count: Counter[tuple[str, str]] = Counter()  # the ignored records by file and why
     for r in ignored:
         why = mismatch(r, topology, model, batch)
         if why is None:  # all matches but the cluster shape
             strategy, workers, machines, gpus = _ran(r)
             shape = _shape(strategy, workers, gpus, r.get("ps"))
             why = f"{strategy} on {shape} across {machines} machine(s), no candidate's shape"
-        count[(r["_source"], why)] = count.get((r["_source"], why), 0) + 1
-    why = "; ".join(
-        f"{file} ({n} record{'s' if n > 1 else ''}): {why}"
-        for (file, why), n in sorted(count.items())
-    )
-    tally = (
-        f"{len(ignored)} of the {len(records)} history records match no candidate here: {why}."
-        if used
-        else f"None of the {len(records)} history records matches a candidate here: {why}.",
-    )
-    return HistoryFindings(
-        tuple(measured), tuple(_above_perfect_scaling(preds)), tally if ignored else (), network
-    )
+        count[(r["_source"], why)] += 1
+    said = "; ".join(f"{f} ({n} record{'s' * (n > 1)}): {w}" for (f, w), n in sorted(count.items()))
+    lead = f"{len(ignored)} of the {len(records)} history records match no candidate here"
+    if not used:
+        lead = f"None of the {len(records)} history records matches a candidate here"
+    tally = (f"{lead}: {said}.",) if ignored else ()
+    return HistoryFindings(tuple(measured), tuple(_above_perfect_scaling(preds)), tally, network)
 
 
 def _above_perfect_scaling(preds: Sequence[Prediction]) -> list[str]:
@@ -233,7 +212,7 @@ def _above_perfect_scaling(preds: Sequence[Prediction]) -> list[str]:
             out.append(
                 f"{p.strategy} measured {speed:,.0f} examples/s, {speed / perfect:.2f}x perfect "
                 f"scaling of one_device's measured {one.measured_examples_per_second:,.0f} over "
-                f"{p.replicas} replicas ({perfect:,.0f}): faster than linear is rare; check "
-                f"that {files} ran alike (data, caching, steps, load)."
+                f"{p.replicas} replicas ({perfect:,.0f}): faster than linear is rare; check that "
+                f"{files} ran alike."
             )
     return out

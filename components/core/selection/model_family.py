@@ -26,11 +26,7 @@ def flops_per_param(family: str | None, sequence_length: int | None) -> float | 
             raise ConfigError("--model-family transformer: give --sequence-length (tokens)")
         return 2.0 * sequence_length
     if sequence_length is not None:
-        raise ConfigError(
-            f"--sequence-length applies to transformers, not --model-family {family}"
-            if family
-            else "--sequence-length describes a transformer: add --model-family"
-        )
+        raise ConfigError("--sequence-length is for transformers: give --model-family transformer")
     return FAMILY_FLOPS_PER_PARAM[family] if family else None
 
 

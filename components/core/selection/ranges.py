@@ -3,7 +3,6 @@ and the unknown input that makes them wide."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import NamedTuple
 
 from components.core.selection.device_compute import FIT_PATH, read_fit
@@ -18,8 +17,7 @@ class Unknown(NamedTuple):
 
 _RUN_IT = "a short run (strategist compare), then --history"
 _NETWORK = Unknown("the network path between machines", "a two-machine run, then --history")
-# By efficiency group, the unknown that widens its range most over the group before it
-# (one machine in fp32: the overlap alone); and one GPU's own speed.
+# By efficiency group, what widens its range most over the group before; one GPU's own speed.
 UNKNOWNS = {
     "one_machine": Unknown("the all-reduce's overlap with compute", _RUN_IT),
     "one_machine_mixed": Unknown("kernel speed under mixed precision or XLA", _RUN_IT),
@@ -40,24 +38,17 @@ def speed_group(mixed_or_xla: bool) -> str:
 
 
 class RangeWidths(NamedTuple):
-    """By group, the (low, high) ratios of published to predicted figures on the fit's training
-    part (10th and 90th percentiles): scaling efficiencies by `efficiency_group` (ratios: an
-    11 % prediction is not 33 points off) and one GPU's throughput by `speed_group`."""
+    """By group, the 10th and 90th percentiles of published over predicted on the fit's data."""
 
-    efficiency: dict[str, tuple[float, float]]
-    one_gpu_speed: dict[str, tuple[float, float]]
+    efficiency: dict[str, tuple[float, float]]  # by `efficiency_group` (ratios, not points)
+    one_gpu_speed: dict[str, tuple[float, float]]  # one GPU's throughput, by `speed_group`
 
 
-def load_widths(path: str | Path = FIT_PATH) -> RangeWidths:
-    """The widths stored in `path` (`ranges`; none there: point ranges)."""
-    data = (read_fit(path) or {}).get("ranges", {})
-    return RangeWidths(
-        *({k: (float(lo), float(hi)) for k, (lo, hi) in data.get(kind, {}).items()}
-          for kind in RangeWidths._fields)
-    )  # fmt: skip
-
-
-WIDTHS = load_widths()
+_STORED = (read_fit(FIT_PATH) or {}).get("ranges", {})  # none stored: point ranges
+WIDTHS = RangeWidths(
+    *({k: (float(lo), float(hi)) for k, (lo, hi) in _STORED.get(kind, {}).items()}
+      for kind in RangeWidths._fields)
+)  # fmt: skip
 
 
 def efficiency_range(
