@@ -509,7 +509,7 @@ def test_an_empty_history_exits_2_saying_what_to_pass(tmp_path, capsys):
     assert main([*HISTORY_ARGV, "--history", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
-    assert f"--history {path}: no run recorded (no or an empty 'results' list)" in err
+    assert f"--history {path}: no run in its 'results' list (missing or empty)" in err
     assert "run `strategist compare` first" in err
 
 

@@ -57,7 +57,7 @@ def _records(path: str) -> list[dict[str, Any]]:
         raise ConfigError(f"{where}: cannot read it ({err.strerror or err}); {_RUN_ONE}") from None
     results = data.get("results") if isinstance(data, dict) else None
     if not isinstance(results, list) or not results:
-        raise ConfigError(f"{where}: no run recorded (no or an empty 'results' list); {_RUN_ONE}")
+        raise ConfigError(f"{where}: no run in its 'results' list (missing or empty); {_RUN_ONE}")
     records = []
     for raw in results:
         run = RunMetrics.from_dict(raw, where)
