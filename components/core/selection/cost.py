@@ -15,7 +15,7 @@ from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
 from components.core.selection.machine_speeds import machine_gpus
-from components.core.selection.machine_subsets import History, machines_running
+from components.core.selection.machine_subsets import History
 from components.core.selection.memory import server_machine, servers_share_the_host
 from components.core.selection.prediction import Prediction, six_digits
 from components.core.selection.rules import rules_for_the_cheapest
@@ -25,21 +25,16 @@ from components.core.strategy_spec import spec_for
 CPU_UNPRICED = "CPU machines (--gpu cpu) are not priced"
 
 
-def _spot(topology: Topology, prices: PriceTable) -> bool:
-    """Whether `topology`'s GPU machines are priced at Spot prices."""
-    return topology.preemptible and prices.has_spot_prices
-
-
 def price_basis(topology: Topology, prices: PriceTable) -> str:
     """What the candidates are priced at, with the table's date, for a sentence."""
-    if _spot(topology, prices):
+    if topology.preemptible and prices.has_spot_prices:
         return f"Spot prices for the GPU machines ({prices.as_of})"
     return f"on-demand list prices ({prices.as_of})"
 
 
 def prices_used(topology: Topology, prices: PriceTable) -> dict[str, str]:
     """What `select --json` records about the prices: which, of when, in what currency."""
-    gpu_machines = "spot" if _spot(topology, prices) else "on-demand"
+    gpu_machines = "spot" if topology.preemptible and prices.has_spot_prices else "on-demand"
     return {"gpu_machines": gpu_machines, "parameter_servers": "on-demand",
             "as_of": prices.as_of, "currency": prices.currency}  # fmt: skip
 
@@ -48,51 +43,45 @@ def price_basis_reasons(topology: Topology, prices: PriceTable) -> list[str]:
     """A sentence when preemptible machines are priced on demand for want of Spot prices."""
     if not topology.preemptible or prices.has_spot_prices:
         return []
-    return ["--preemptible: the price table has no Spot prices (spot_usd_per_hour), so GPU "
-            "machines are priced at on-demand list prices, above Spot: add them (--prices FILE)."]  # fmt: skip
+    no_spot = "--preemptible: the price table has no Spot prices (spot_usd_per_hour), so GPU"
+    return [f"{no_spot} machines are priced at on-demand list prices, above Spot (--prices FILE)."]
 
 
 def _hourly(candidate: Prediction, topology: Topology,
             prices: PriceTable) -> tuple[float | None, list[str]]:  # fmt: skip
     """Hourly list price of `candidate`'s machines (None: the table lacks what it says)."""
-    spot = _spot(topology, prices)
+    spot = topology.preemptible and prices.has_spot_prices
     field = "spot_usd_per_hour" if spot else "usd_per_hour"
     gpus = candidate.layout.gpus_per_machine
     machines = machine_gpus(topology, candidate.layout.workers)
-    rates: dict[str, float] = {}
-    missing: list[str] = []
+    rates, missing = {}, []
     for name in dict.fromkeys(machines):
         gpu = device(name)
-        machine_type = gpu.machine_types.get(gpus)
-        if gpu.name == "cpu" or machine_type is None:
-            cpu = gpu.name == "cpu"
-            missing.append(CPU_UNPRICED if cpu else f"no machine type takes {gpus} {gpu.name}")
-            continue
+        machine_type = gpu.machine_types.get(gpus) if gpu.name != "cpu" else None
         # the type's price includes its GPUs: the table says so, or the GPU is sold no other way
         bundled = machine_type in prices.bundled_gpus or gpu.sold_in_its_machines
-        machine = prices.machine_price(machine_type, spot)
+        machine = prices.machine_price(machine_type, spot) if machine_type else None
         accelerator = 0.0 if bundled else prices.accelerator_price(gpu.name, spot)
-        if machine is None:
-            sold = f' ({gpu.name} comes only in it: "bundled_gpus": {gpus})'
-            missing.append(f"machine type {machine_type} has no {field}")
-            missing[-1] += sold if gpu.sold_in_its_machines else ""
-        if accelerator is None:
-            missing.append(f"accelerator {gpu.name} has no {field}")
-        elif machine is not None:
+        sold = f' ({gpu.name} comes only in it: "bundled_gpus": {gpus})'
+        sold = sold if gpu.sold_in_its_machines else ""
+        lacks = {  # each entry the price needs: whether the table lacks it
+            CPU_UNPRICED: gpu.name == "cpu",
+            f"no machine type takes {gpus} {gpu.name}": gpu.name != "cpu" and not machine_type,
+            f"machine type {machine_type} has no {field}{sold}": machine_type and machine is None,
+            f"accelerator {gpu.name} has no {field}": machine_type and accelerator is None,
+        }
+        missing += [entry for entry, lacking in lacks.items() if lacking]
+        if machine is not None and accelerator is not None:
             rates[name] = machine if bundled else machine + gpus * accelerator
-    types: tuple[str, ...] = ()
-    if spec_for(candidate.strategy).uses_ps and not servers_share_the_host(topology):
-        # the servers and the coordinator, on demand on CPU machines of their own
-        types = (server_machine_type(candidate, topology), topology.ps_machine_type)
-        missing += [f"machine type {t} has no usd_per_hour"
-                    for t in dict.fromkeys(types) if prices.machine_price(t) is None]  # fmt: skip
+    # the servers and the coordinator, on demand on CPU machines of their own
+    servers = spec_for(candidate.strategy).uses_ps and not servers_share_the_host(topology)
+    types = (server_machine_type(candidate, topology), topology.ps_machine_type) if servers else ()
+    missing += [f"machine type {t} has no usd_per_hour"
+                for t in dict.fromkeys(types) if prices.machine_price(t) is None]  # fmt: skip
     if missing:
         return None, missing
-    hourly = sum(rates[name] for name in machines)
-    if types:
-        server, coordinator = map(prices.machine_price, types)
-        hourly = hourly + candidate.layout.ps * server + coordinator
-    return hourly, []
+    server, coordinator = map(prices.machine_price, types) if servers else (0.0, 0.0)
+    return sum(rates[name] for name in machines) + candidate.layout.ps * server + coordinator, []
 
 
 def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) -> float | None:
@@ -102,7 +91,7 @@ def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) 
 
 def _missing(candidate: Prediction, topology: Topology, prices: PriceTable) -> list[str]:
     """What the price of `candidate`, on the machines it runs on, needs and the table lacks."""
-    return _hourly(candidate, machines_running(candidate, topology), prices)[1]
+    return _hourly(candidate, subsets.machines_running(candidate, topology), prices)[1]
 
 
 def server_machine_type(candidate: Prediction, topology: Topology) -> str:
@@ -134,7 +123,8 @@ def price_candidates(preds: list[Prediction], topology: Topology, prices: Any) -
 def on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
                       batch: int, history: History, prices: Any) -> list[Prediction]:  # fmt: skip
     """The feasible candidates on fewer machines that `preds` lacks, priced on their machines."""
-    lacking = subsets.lacking_on_fewer_machines(preds, topology, model, batch, history)
+    counts = range(1, topology.machines)
+    lacking = subsets.on_faster_machines(preds, topology, model, batch, history, counts)
     for p in lacking:
         price_candidates([p], subsets.on_first_machines(topology, p.layout.workers), prices)
     return lacking
@@ -142,10 +132,8 @@ def on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelP
 
 def on_one_gpu_type(topology: Topology, model: ModelProfile, batch: int, history: History,
                     prices: Any) -> tuple[list[Prediction], list[str]]:  # fmt: skip
-    """The feasible candidates on a mix's slower GPU types alone, priced on them, and a sentence
-    for each that `history` measured there."""
-    out: list[Prediction] = []
-    measured: list[str] = []
+    """The feasible candidates on a mix's slower GPU types alone, priced, and `history`'s word."""
+    out, measured = [], []
     first = machine_gpus(topology, 1)[0]
     for name, count in (gc for gc in topology.gpu_mix if gc[0] != first):
         for k in subsets.machine_counts(count):
@@ -165,8 +153,7 @@ def on_one_gpu_type(topology: Topology, model: ModelProfile, batch: int, history
 def on_fewer_gpus(preds: list[Prediction], topology: Topology, model: ModelProfile, batch: int,
                   history: History,
                   prices: Any) -> list[tuple[Prediction, Prediction]]:  # fmt: skip
-    """(input-bound candidate, its throughput on fewer GPUs per machine, priced) pairs that
-    `preds` lacks."""
+    """(input-bound candidate, the same on fewer GPUs per machine, priced) pairs not in `preds`."""
     known = {(p.strategy, p.layout) for p in preds}
     out: list[tuple[Prediction, Prediction]] = []
     for p in [p for p in preds if p.feasible and p.input_bound]:
@@ -187,7 +174,7 @@ def cost_sentences(chosen: Prediction, preds: list[Prediction], topology: Topolo
         missing = "; ".join(_missing(chosen, topology, prices))
         return [f"No price for this hardware among the table's {basis}: {missing}."]
     out = [f"At {basis}, {chosen.strategy} costs {_price_said(chosen, topology, prices)}."]
-    cheapest, _ = _cost_choice(_cheapest_first(preds), topology, model, async_ok, prices)
+    _, cheapest, _ = _cost_choice(preds, topology, model, async_ok, prices)
     if cheapest is not chosen:
         ratio = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
         speed = f"{ratio:,.1f}x slower" if ratio >= 1 else f"{1 / ratio:,.2f}x faster"
@@ -198,8 +185,7 @@ def cost_sentences(chosen: Prediction, preds: list[Prediction], topology: Topolo
 
 def _unpriced_sentences(chosen: Prediction, preds: list[Prediction], topology: Topology,
                         prices: Any) -> list[str]:  # fmt: skip
-    """The candidates the table cannot price, what it lacks, and when one is faster than
-    `chosen`, the hourly price under which it would cost less per example."""
+    """What the table lacks to price candidates; the break-even price of one faster than chosen."""
     lacking: dict[tuple[str, ...], list[Prediction]] = {}
     for p in preds:  # priced machines that train nothing (preemption restarts) lack nothing
         if p.feasible and p.usd_per_million_examples is None:
@@ -212,12 +198,10 @@ def _unpriced_sentences(chosen: Prediction, preds: list[Prediction], topology: T
     speed, chosen_speed = fastest.rank_examples_per_second, chosen.rank_examples_per_second
     if speed > chosen_speed:
         # its machines' hourly price at which a million examples cost what the choice's do
-        even = chosen.usd_per_million_examples * speed * 3600 / 1e6
-        out.append(
-            f"The unpriced {_named(fastest)} is predicted {speed / chosen_speed:,.1f}x as fast as "
-            f"{chosen.label} ({speed:,.0f} examples/s): cheaper per example if its machines cost "
-            f"under {price_shown(even)} {prices.currency} an hour in all."
-        )
+        even = price_shown(chosen.usd_per_million_examples * speed * 3600 / 1e6)
+        out.append(f"The unpriced {_named(fastest)} is predicted {speed / chosen_speed:,.1f}x as "
+                   f"fast as {chosen.label} ({speed:,.0f} examples/s): the cheaper per example if "
+                   f"its machines cost under {even} {prices.currency} an hour.")  # fmt: skip
     return out
 
 
@@ -227,11 +211,10 @@ def _per_million(value: float, prices: PriceTable) -> str:
 
 
 def _price_said(candidate: Prediction, topology: Topology, prices: Any) -> str:
-    """`candidate`'s price per million examples; on fewer GPUs per machine than given, the
-    machine type it is priced as and its price on those given."""
+    """`candidate`'s price per million examples, and on the machines given if it uses fewer GPUs."""
     said = _per_million(candidate.usd_per_million_examples, prices)
     layout, given = candidate.layout, topology.gpus_per_machine
-    on = machines_running(candidate, topology)
+    on = subsets.machines_running(candidate, topology)
     if layout.gpus_per_machine == given or on.gpu == "cpu":
         return said
     gpus = dict.fromkeys(machine_gpus(on, layout.workers))
@@ -247,55 +230,46 @@ def _named(p: Prediction) -> str:
     return f"{p.label} ({p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine})"
 
 
-def _cost_choice(by_price: list[Prediction], topology: Topology, model: ModelProfile,
-                 async_ok: bool, prices: Any) -> tuple[Prediction, list[str]]:  # fmt: skip
-    """The cheapest of `by_price` under the rules on asynchrony, and the sentences on it."""
+def _cost_choice(preds: list[Prediction], topology: Topology, model: ModelProfile, async_ok: bool,
+                 prices: Any) -> tuple[list[Prediction], Prediction | None, list[str]]:  # fmt: skip
+    """The feasible priced candidates cheapest first (equal to six digits, the faster first), and
+    the cheapest under the rules on asynchrony with the sentences on it (None: none priced)."""
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    by_price = sorted(priced, key=lambda p: (six_digits(p.usd_per_million_examples),
+                                             -p.rank_examples_per_second))  # fmt: skip
+    if not by_price:
+        return by_price, None, []
     cheapest = by_price[0]
     sync = next((p for p in by_price if not spec_for(p.strategy).uses_ps), None)
-    claim = "" if sync is None else (
-        "Parameter_server is predicted the cheapest per example, "
-        f"{_per_million(cheapest.usd_per_million_examples, prices)} against "
-        f"{sync.label}'s {price_shown(sync.usd_per_million_examples)}"
-    )  # fmt: skip
-    on = machines_running(cheapest, topology)
-    return rules_for_the_cheapest(cheapest, by_price, on, model, async_ok, claim)
-
-
-def _cheapest_first(preds: list[Prediction]) -> list[Prediction]:
-    """The feasible priced candidates, cheapest first; prices equal to six digits (the same
-    machines, more of them) tie, and the faster goes first."""
-    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
-    return sorted(
-        priced, key=lambda p: (six_digits(p.usd_per_million_examples), -p.rank_examples_per_second)
-    )
+    price = _per_million(cheapest.usd_per_million_examples, prices)
+    claim = "" if sync is None else (f"Parameter_server is predicted the cheapest per example, "
+                                     f"{price} against {sync.label}'s "
+                                     f"{price_shown(sync.usd_per_million_examples)}")  # fmt: skip
+    on = subsets.machines_running(cheapest, topology)
+    return by_price, *rules_for_the_cheapest(cheapest, by_price, on, model, async_ok, claim)
 
 
 def cheapest(preds: list[Prediction], topology: Topology, model: ModelProfile, batch: int,
              reasons: list[str], prices: Any, async_ok: bool = False,
              ) -> tuple[Prediction, str, list[str], list[Prediction]]:  # fmt: skip
-    """The candidate cheapest per example under the rules on asynchrony, the sentence of its
-    price, why, and the others, cheapest first."""
-    feasible = _cheapest_first(preds)
-    if not feasible:
+    """The cheapest candidate under the rules on asynchrony, its price, why, and the others."""
+    feasible, chosen, rule_reasons = _cost_choice(preds, topology, model, async_ok, prices)
+    if chosen is None:
         missing = [m for p in preds if p.feasible for m in _missing(p, topology, prices)]
         add = "" if set(missing) == {CPU_UNPRICED} else "add them to it (--prices FILE), or "
-        raise ConfigError(
-            f"--objective cost: the price table's {price_basis(topology, prices)} have no "
-            f"price for {topology.describe()}: {'; '.join(dict.fromkeys(missing))}; "
-            f"{add}use --objective time"
-        )
-    chosen, rule_reasons = _cost_choice(feasible, topology, model, async_ok, prices)
+        basis, lacks = price_basis(topology, prices), "; ".join(dict.fromkeys(missing))
+        raise ConfigError(f"--objective cost: the price table's {basis} have no price for "
+                          f"{topology.describe()}: {lacks}; {add}use --objective time")  # fmt: skip
     unpriced = _unpriced_sentences(chosen, preds, topology, prices)
-    among = " synchronous" if chosen is not feasible[0] else ""
-    if unpriced or among:
-        among = f" of the{among} candidates{' priced' if unpriced else ''}"
+    sync = " synchronous" if chosen is not feasible[0] else ""
+    among = f" of the{sync} candidates{' priced' if unpriced else ''}" if unpriced or sync else ""
     lead = (
         f"Objective cost: {chosen.label} is the cheapest per example{among} at "
         f"{price_basis(topology, prices)}: {_price_said(chosen, topology, prices)}."
     )
     # "communication costs more than the GPUs give" argues time, not money
     argued_by_time = spec_for(chosen.strategy).single_device and topology.total_gpus > 1
-    on = machines_running(chosen, topology)
+    on = subsets.machines_running(chosen, topology)
     why = explain(chosen, feasible, on, model, batch, strategy_sentence=not argued_by_time)
     others = [p for p in feasible if p is not chosen] + [p for p in preds if p not in feasible]
     return chosen, lead, unpriced + why + rule_reasons + reasons, others

@@ -3,9 +3,9 @@ candidates predicted on them, and why a mix's slower machines are better left fr
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from components.core.model_profile import ModelProfile
@@ -39,18 +39,16 @@ def on_first_machines(topology: Topology, machines: int) -> Topology:
     if not topology.gpu_mix:
         fast = topology.machines - topology.machines // 2  # `machine_slowdowns`' order
         uneven = topology.heterogeneous and machines > fast
-        return dataclasses.replace(topology, machines=machines, heterogeneous=uneven)
+        return replace(topology, machines=machines, heterogeneous=uneven)
     mix = tuple(Counter(machine_gpus(topology, machines)).items())
     if len(mix) == 1:
         return of_one_type(topology, mix[0][0], machines)
-    return dataclasses.replace(topology, machines=machines, gpu_mix=mix)
+    return replace(topology, machines=machines, gpu_mix=mix)
 
 
 def of_one_type(topology: Topology, gpu: str, machines: int) -> Topology:
     """`machines` machines of a GPU mix's type `gpu`, as plain hardware."""
-    return dataclasses.replace(
-        topology, machines=machines, gpu=gpu, gpu_mix=(), heterogeneous=False
-    )
+    return replace(topology, machines=machines, gpu=gpu, gpu_mix=(), heterogeneous=False)
 
 
 def machines_running(candidate: Prediction, topology: Topology) -> Topology:
@@ -59,7 +57,7 @@ def machines_running(candidate: Prediction, topology: Topology) -> Topology:
     on = of_one_type(topology, gpu, k) if gpu else on_first_machines(topology, k)
     if spec_for(candidate.strategy).single_device or topology.gpu == "cpu":
         return on  # their layouts say 1 of the machine's
-    return dataclasses.replace(on, gpus_per_machine=candidate.layout.gpus_per_machine)
+    return replace(on, gpus_per_machine=candidate.layout.gpus_per_machine)
 
 
 def predicted_on(on: Topology, model: ModelProfile, batch: int) -> list[Prediction]:
@@ -72,8 +70,7 @@ def predicted_on(on: Topology, model: ModelProfile, batch: int) -> list[Predicti
 def predicted_on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
                                 batch: int, history: History,
                                 ) -> Iterator[tuple[int, Topology, list[Prediction]]]:  # fmt: skip
-    """(count, its machines, every candidate on them) for 1, 2, 4, ... machines and each kind's
-    end: those `preds` has taken from it, the others given the `history` that measured them."""
+    """(k, the first k machines, every candidate on them, `preds`' own or measured by `history`)."""
     known = {(p.strategy, p.layout): p for p in preds}
     for k in machine_counts(topology.machines, faster_machine_counts(topology))[:-1]:
         on = on_first_machines(topology, k)
@@ -84,43 +81,33 @@ def predicted_on_fewer_machines(preds: list[Prediction], topology: Topology, mod
         yield k, on, [known.get((p.strategy, p.layout), p) for p in predicted]
 
 
-def lacking_on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
-                              batch: int, history: History,
-                              counts: set[int] | None = None) -> list[Prediction]:  # fmt: skip
-    """The feasible candidates on all of fewer machines (`counts` of them) that `preds` lacks."""
-    known = {(p.strategy, p.layout) for p in preds}
-    return [
-        p
-        for k, _, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history)
-        if counts is None or k in counts
-        for p in predicted
-        if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
-    ]
-
-
 def on_faster_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
-                       batch: int, history: History) -> list[Prediction]:  # fmt: skip
-    """The feasible candidates on each kind of faster machines alone that `preds` lacks."""
-    ends = set(faster_machine_counts(topology))
-    return lacking_on_fewer_machines(preds, topology, model, batch, history, ends)
+                       batch: int, history: History,
+                       counts: Collection[int] | None = None) -> list[Prediction]:  # fmt: skip
+    """The feasible candidates `preds` lacks on the fastest k machines alone, for each k of
+    `counts`, fewer than all (by default each kind's end: a mix's GPU type, a faster half)."""
+    counts = faster_machine_counts(topology) if counts is None else counts
+    known = {(p.strategy, p.layout) for p in preds}
+    out = []
+    for k, _, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
+        new = [p for p in predicted if p.feasible and (p.strategy, p.layout) not in known]
+        out += [p for p in new if p.layout.workers == k and k in counts]
+    return out
 
 
 def faster_machines_sentence(chosen: Prediction, preds: list[Prediction], topology: Topology,
                              model: ModelProfile) -> str:  # fmt: skip
-    """Why `chosen` leaves the slower machines free: a replica does not fit them, or they slow
-    every synchronous step (`preds`: the candidates weighed)."""
+    """Why `chosen` leaves the slower machines free: too little memory, or too slow (`preds`)."""
     k, n = chosen.layout.workers, topology.machines
     gpus = machine_gpus(topology, n)
     kinds = gpus if topology.gpu_mix else ["faster"] * k + ["slower"] * (n - k)
     head = f"Use {_machines_said(kinds[:k])} alone and leave {_machines_said(kinds[k:])} free"
     on_all = [p for p in preds if p.layout.workers == n]
     if short := [p.strategy for p in on_all if p.misfit]:
-        smallest = min(map(device, gpus[k:]), key=lambda gpu: gpu.memory_gb)
-        return (
-            f"{head}: a replica of {model.name} at a per-GPU batch of {chosen.per_replica_batch} "
-            f"does not fit {a_device(smallest.name)} ({smallest.memory_gb:g} GB), so "
-            f"{' and '.join(short)} on all {n} machines cannot run."
-        )
+        small = min(map(device, gpus[k:]), key=lambda gpu: gpu.memory_gb)
+        replica = f"a replica of {model.name} at a per-GPU batch of {chosen.per_replica_batch}"
+        return (f"{head}: {replica} does not fit {a_device(small.name)} ({small.memory_gb:g} GB), "
+                f"so {' and '.join(short)} on all {n} machines cannot run.")  # fmt: skip
     slowest = max(machine_slowdowns(topology, n)[k:])
     head += f" ({slowest:.2g}x slower)" if slowest > 1.0 else ""
     same = next((p for p in on_all if p.strategy == chosen.strategy and p.feasible), None)
