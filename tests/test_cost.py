@@ -350,7 +350,7 @@ def test_a_gpu_sold_only_in_its_machines_is_not_asked_an_accelerator_price(tmp_p
     assert main([*argv, "--prices", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "machine type g2-standard-24 has no usd_per_hour" in out
-    assert '(l4 comes only in it: "bundled_gpus": 2)' in out
+    assert '(with its l4: "bundled_gpus": 2)' in out
     assert "accelerator l4" not in out
     # given the machine type, without the flag, it is priced without an accelerator
     path = _price_file(tmp_path, lambda raw: raw["machine_types"].update({"g2-standard-24": 2.0}))
@@ -432,8 +432,8 @@ def test_objective_cost_names_the_candidates_it_cannot_price_and_a_faster_one(ca
     for named in ["one_device (1/0/1)", "multi_worker_mirrored (3/0/1)",
                   "parameter_server (3/3/1)"]:  # fmt: skip
         assert named in unpriced
-    assert unpriced.endswith(': machine type a3-highgpu-1g has no usd_per_hour (h100 comes only '
-                             'in it: "bundled_gpus": 1).')  # fmt: skip
+    assert unpriced.endswith(': machine type a3-highgpu-1g has no usd_per_hour (with its h100: '
+                             '"bundled_gpus": 1).')  # fmt: skip
     h100 = next(a for a in doc["alternatives"]
                 if a["strategy"] == "one_device" and not a.get("machines_gpu"))  # fmt: skip
     speed = h100["predicted"]["examples_per_second"]

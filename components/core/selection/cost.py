@@ -1,5 +1,4 @@
-"""What each candidate costs at list prices, per hour and per million examples, in the table's
-currency, and `--objective cost`: the cheaper layouts it weighs and the cheapest of them."""
+"""What candidates cost at list prices, per hour and per million examples; `--objective cost`."""
 
 from __future__ import annotations
 
@@ -49,7 +48,7 @@ def price_basis_reasons(topology: Topology, prices: PriceTable) -> list[str]:
 
 def _hourly(candidate: Prediction, topology: Topology,
             prices: PriceTable) -> tuple[float | None, list[str]]:  # fmt: skip
-    """Hourly list price of `candidate`'s machines (None: the table lacks what it says)."""
+    """Hourly list price of `candidate`'s machines, each for its GPU; or None and what's missing."""
     spot = topology.preemptible and prices.has_spot_prices
     field = "spot_usd_per_hour" if spot else "usd_per_hour"
     gpus = candidate.layout.gpus_per_machine
@@ -62,8 +61,7 @@ def _hourly(candidate: Prediction, topology: Topology,
         bundled = machine_type in prices.bundled_gpus or gpu.sold_in_its_machines
         machine = prices.machine_price(machine_type, spot) if machine_type else None
         accelerator = 0.0 if bundled else prices.accelerator_price(gpu.name, spot)
-        sold = f' ({gpu.name} comes only in it: "bundled_gpus": {gpus})'
-        sold = sold if gpu.sold_in_its_machines else ""
+        sold = f' (with its {gpu.name}: "bundled_gpus": {gpus})' if gpu.sold_in_its_machines else ""
         lacks = {  # each entry the price needs: whether the table lacks it
             CPU_UNPRICED: gpu.name == "cpu",
             f"no machine type takes {gpus} {gpu.name}": gpu.name != "cpu" and not machine_type,
@@ -187,17 +185,15 @@ def _unpriced_sentences(chosen: Prediction, preds: list[Prediction], topology: T
                         prices: Any) -> list[str]:  # fmt: skip
     """What the table lacks to price candidates; the break-even price of one faster than chosen."""
     lacking: dict[tuple[str, ...], list[Prediction]] = {}
-    for p in preds:  # priced machines that train nothing (preemption restarts) lack nothing
-        if p.feasible and p.usd_per_million_examples is None:
-            lacking.setdefault(tuple(_missing(p, topology, prices)), []).append(p)
-    lacking.pop((), None)
+    for p in [p for p in preds if p.feasible]:  # lacking nothing, it trains nothing: no price
+        if p.usd_per_million_examples is None and (lacks := _missing(p, topology, prices)):
+            lacking.setdefault(tuple(lacks), []).append(p)
     out = [f"Not priced, so not weighed: {', '.join(map(_named, ps))}: {'; '.join(m)}."
            for m, ps in lacking.items()]  # fmt: skip
     unpriced = [p for ps in lacking.values() for p in ps]
     fastest = max(unpriced, key=lambda p: p.rank_examples_per_second, default=chosen)
     speed, chosen_speed = fastest.rank_examples_per_second, chosen.rank_examples_per_second
     if speed > chosen_speed:
-        # its machines' hourly price at which a million examples cost what the choice's do
         even = price_shown(chosen.usd_per_million_examples * speed * 3600 / 1e6)
         out.append(f"The unpriced {_named(fastest)} is predicted {speed / chosen_speed:,.1f}x as "
                    f"fast as {chosen.label} ({speed:,.0f} examples/s): the cheaper per example if "
@@ -214,9 +210,9 @@ def _price_said(candidate: Prediction, topology: Topology, prices: Any) -> str:
     """`candidate`'s price per million examples, and on the machines given if it uses fewer GPUs."""
     said = _per_million(candidate.usd_per_million_examples, prices)
     layout, given = candidate.layout, topology.gpus_per_machine
-    on = subsets.machines_running(candidate, topology)
-    if layout.gpus_per_machine == given or on.gpu == "cpu":
+    if layout.gpus_per_machine == given:
         return said
+    on = subsets.machines_running(candidate, topology)
     gpus = dict.fromkeys(machine_gpus(on, layout.workers))
     types = " and ".join(device(gpu).machine_type(layout.gpus_per_machine) for gpu in gpus)
     full = dataclasses.replace(layout, gpus_per_machine=given)
@@ -232,8 +228,7 @@ def _named(p: Prediction) -> str:
 
 def _cost_choice(preds: list[Prediction], topology: Topology, model: ModelProfile, async_ok: bool,
                  prices: Any) -> tuple[list[Prediction], Prediction | None, list[str]]:  # fmt: skip
-    """The feasible priced candidates cheapest first (equal to six digits, the faster first), and
-    the cheapest under the rules on asynchrony with the sentences on it (None: none priced)."""
+    """The priced, cheapest first (six-digit ties: the faster), and the cheapest the rules allow."""
     priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
     by_price = sorted(priced, key=lambda p: (six_digits(p.usd_per_million_examples),
                                              -p.rank_examples_per_second))  # fmt: skip
@@ -254,19 +249,18 @@ def cheapest(preds: list[Prediction], topology: Topology, model: ModelProfile, b
              ) -> tuple[Prediction, str, list[str], list[Prediction]]:  # fmt: skip
     """The cheapest candidate under the rules on asynchrony, its price, why, and the others."""
     feasible, chosen, rule_reasons = _cost_choice(preds, topology, model, async_ok, prices)
+    basis = price_basis(topology, prices)
     if chosen is None:
         missing = [m for p in preds if p.feasible for m in _missing(p, topology, prices)]
         add = "" if set(missing) == {CPU_UNPRICED} else "add them to it (--prices FILE), or "
-        basis, lacks = price_basis(topology, prices), "; ".join(dict.fromkeys(missing))
+        lacks = "; ".join(dict.fromkeys(missing))
         raise ConfigError(f"--objective cost: the price table's {basis} have no price for "
                           f"{topology.describe()}: {lacks}; {add}use --objective time")  # fmt: skip
     unpriced = _unpriced_sentences(chosen, preds, topology, prices)
     sync = " synchronous" if chosen is not feasible[0] else ""
     among = f" of the{sync} candidates{' priced' if unpriced else ''}" if unpriced or sync else ""
-    lead = (
-        f"Objective cost: {chosen.label} is the cheapest per example{among} at "
-        f"{price_basis(topology, prices)}: {_price_said(chosen, topology, prices)}."
-    )
+    lead = f"Objective cost: {chosen.label} is the cheapest per example{among} at {basis}: "
+    lead += f"{_price_said(chosen, topology, prices)}."
     # "communication costs more than the GPUs give" argues time, not money
     argued_by_time = spec_for(chosen.strategy).single_device and topology.total_gpus > 1
     on = subsets.machines_running(chosen, topology)

@@ -1,5 +1,4 @@
-"""Parts of a cluster a candidate can run on (its first machines, one GPU type of a mix), the
-candidates predicted on them, and why a mix's slower machines are better left free."""
+"""The parts of a cluster candidates run on, and why a mix's slower machines are left free."""
 
 from __future__ import annotations
 
@@ -37,8 +36,8 @@ def faster_machine_counts(topology: Topology) -> list[int]:
 def on_first_machines(topology: Topology, machines: int) -> Topology:
     """`topology`'s first `machines` machines (a mix's fastest), as plain hardware if alike."""
     if not topology.gpu_mix:
-        fast = topology.machines - topology.machines // 2  # `machine_slowdowns`' order
-        uneven = topology.heterogeneous and machines > fast
+        # the faster half first, as `machine_slowdowns` has it
+        uneven = topology.heterogeneous and machines > topology.machines - topology.machines // 2
         return replace(topology, machines=machines, heterogeneous=uneven)
     mix = tuple(Counter(machine_gpus(topology, machines)).items())
     if len(mix) == 1:
@@ -70,7 +69,7 @@ def predicted_on(on: Topology, model: ModelProfile, batch: int) -> list[Predicti
 def predicted_on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
                                 batch: int, history: History,
                                 ) -> Iterator[tuple[int, Topology, list[Prediction]]]:  # fmt: skip
-    """(k, the first k machines, every candidate on them, `preds`' own or measured by `history`)."""
+    """(k, first k machines, their candidates, `preds`' kept), k = 1, 2, 4, ... and kinds' ends."""
     known = {(p.strategy, p.layout): p for p in preds}
     for k in machine_counts(topology.machines, faster_machine_counts(topology))[:-1]:
         on = on_first_machines(topology, k)
@@ -84,15 +83,12 @@ def predicted_on_fewer_machines(preds: list[Prediction], topology: Topology, mod
 def on_faster_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
                        batch: int, history: History,
                        counts: Collection[int] | None = None) -> list[Prediction]:  # fmt: skip
-    """The feasible candidates `preds` lacks on the fastest k machines alone, for each k of
-    `counts`, fewer than all (by default each kind's end: a mix's GPU type, a faster half)."""
+    """Feasible candidates `preds` lacks on the fastest k machines, k in `counts` or kinds' ends."""
     counts = faster_machine_counts(topology) if counts is None else counts
     known = {(p.strategy, p.layout) for p in preds}
-    out = []
-    for k, _, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
-        new = [p for p in predicted if p.feasible and (p.strategy, p.layout) not in known]
-        out += [p for p in new if p.layout.workers == k and k in counts]
-    return out
+    parts = predicted_on_fewer_machines(preds, topology, model, batch, history)
+    new = [(k, p) for k, _, ps in parts for p in ps if (p.strategy, p.layout) not in known]
+    return [p for k, p in new if p.feasible and p.layout.workers == k and k in counts]
 
 
 def faster_machines_sentence(chosen: Prediction, preds: list[Prediction], topology: Topology,
