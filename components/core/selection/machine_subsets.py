@@ -109,7 +109,7 @@ def faster_machines_sentence(chosen: Prediction, preds: list[Prediction], topolo
     same = next((p for p in on_all if p.strategy == chosen.strategy and p.feasible), None)
     if same is None:
         return f"{head}."
-    waits = "" if spec_for(same.strategy).uses_ps else ": every synchronous step waits for them"
+    waits = "" if spec_for(same.strategy).uses_ps else ": synchronous steps wait for the slowest"
     return (f"{head}{waits}; {same.strategy} on all {n}: {same.rank_examples_per_second:,.0f} "
             f"examples/s against {chosen.rank_examples_per_second:,.0f}.")  # fmt: skip
 
