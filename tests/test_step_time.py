@@ -74,8 +74,10 @@ def test_strategist_parameter_servers_split_a_params_model_over_all_of_them(caps
 
 
 def test_compute_overlap_and_memory_formulas():
-    # 3 x 1 GFLOP x 64 / 10 TFLOP/s
-    assert device_compute.compute_time(1e9, 64, 10.0) == pytest.approx(0.0192)
+    # 3 x 1 GFLOP x 64 / 10 TFLOP/s, and the launch
+    one_gflop = model_profile.ModelProfile("m", 1_000_000, 1e9)
+    step = device_compute.step_compute_time(one_gflop, 64, 10.0)
+    assert step == pytest.approx(0.0192 + device_compute.STEP_LAUNCH_S)
     # half of 0.1 s hides behind 0.2 s of backward
     assert step_time.exposed_communication(0.1, 0.3, 0.5) == pytest.approx(0.05)
     # at most the backward time (2/3 of 0.3 s) hides
@@ -155,7 +157,7 @@ def test_an_overlay_network_delivers_a_fitted_share_of_the_nics():
         step_time.predict_allreduce(dataclasses.replace(host, machines=1), RESNET101, 64, 1, 8,
                                     constants=c)
     )  # fmt: skip
-    with pytest.raises(ConfigError, match="--network-path 'vxlan': choose one of host, overlay"):
+    with pytest.raises(ConfigError, match="--network-path must be host or overlay, got 'vxlan'"):
         dataclasses.replace(host, network_path="vxlan").validate()
 
 
