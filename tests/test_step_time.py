@@ -233,10 +233,10 @@ def test_a_parameter_server_record_decides_the_server_count_it_ran(tmp_path):
                     async_ok=True)  # fmt: skip
     ps = next(p for p in [rec.chosen, *rec.alternatives] if p.strategy == "parameter_server")
     assert (ps.layout.ps, ps.measured_examples_per_second) == (4, 6000.0)
-    assert any("(4 worker(s) x 8 device(s), 4 parameter server(s), batch 64" in r
-               and "1 matching record" in r for r in rec.reasons)  # fmt: skip
+    assert any("(4 worker(s) x 8 device(s), 4 parameter server(s))" in r
+               and "(1 record)" in r for r in rec.reasons)  # fmt: skip
     assert any("4 servers as measured (" in r for r in rec.reasons)
-    assert not any("were ignored" in r for r in rec.reasons)  # the 1-server one was weighed
+    assert not any("match no candidate" in r for r in rec.reasons)  # the 1-server one was weighed
     # re-costed at the measured count: its prediction is that of 4 servers
     from components.core.selection import step_time
 
