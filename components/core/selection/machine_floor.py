@@ -42,7 +42,8 @@ def best_on_each_machine_count(
 
 
 def machine_efficiency(topology: Topology, best_on: dict[int, Prediction], k: int) -> float:
-    """Throughput on `k` machines over what each gives alone, both measured or both predicted."""
+    """Throughput on `k` machines over what each gives alone (a predicted count over one
+    machine's prediction, even when one machine was measured)."""
     one = best_on[1]
     one_alone = one.rank_examples_per_second if _measured(best_on[k]) else one.examples_per_second
     alone = k * mean_machine_speed(topology, k)
