@@ -17,7 +17,7 @@ from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.machine_subsets import History
 from components.core.selection.memory import server_machine, servers_share_the_host
 from components.core.selection.prediction import Prediction, six_digits
-from components.core.selection.rules import rules_for_the_cheapest
+from components.core.selection.rules import apply_rules
 from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
@@ -241,7 +241,7 @@ def _cost_choice(preds: list[Prediction], topology: Topology, model: ModelProfil
                                      f"{price} against {sync.label}'s "
                                      f"{price_shown(sync.usd_per_million_examples)}")  # fmt: skip
     on = subsets.machines_running(cheapest, topology)
-    return by_price, *rules_for_the_cheapest(cheapest, by_price, on, model, async_ok, claim)
+    return by_price, *apply_rules(cheapest, by_price, on, model, async_ok, claim)
 
 
 def cheapest(preds: list[Prediction], topology: Topology, model: ModelProfile, batch: int,

@@ -1,14 +1,11 @@
-"""Practitioner rules applied to the ranked candidates.
-
-A dense model trains synchronously unless a reason favours parameter_server: stale gradients.
-"""
+"""Practitioner rules applied to the ranked candidates."""
 
 from __future__ import annotations
 
 from components.core.config import STRATEGIES
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import step_compute_share
-from components.core.selection.explanation import pct, pct_shown, slower_machines_phrase
+from components.core.selection.explanation import pct, pct_shown, plural, slower_machines_phrase
 from components.core.selection.machine_speeds import preemption_rate, slowest_machine
 from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
@@ -37,32 +34,36 @@ def apply_rules(
     topology: Topology,
     model: ModelProfile,
     async_ok: bool,
+    claim: str | None = None,
 ) -> tuple[Prediction, list[str]]:
-    """`best` (`prefer_simpler`'s), or parameter_server where a rule favours it, and why."""
+    """`best`, or parameter_server where a reason favours it over a synchronous dense model, and
+    why; with `claim` (what it saves), `--objective cost`'s cheapest `best` is weighed alone."""
+    why, tolerance = _why_parameter_server(topology, model, async_ok, best)
     ps = next((p for p in ranked if _asynchronous(p)), None)
+    if claim is not None:  # the cheapest parameter_server only
+        ps = best if _asynchronous(best) and best.layout.workers > 1 else None
     if ps is None or (best is not ps and topology.machines < 2):
         return best, []
-    why, tolerance = _why_parameter_server(topology, model, async_ok, best)
-    if not why or (_measured(best) and _measured(ps)):  # nothing favours it, or measured both
-        return _dense_model_verdict(best, ranked, async_ok)
-    return _verdict(best, ps, why, tolerance, async_ok)
-
-
-def rules_for_the_cheapest(
-    cheapest: Prediction,
-    by_price: list[Prediction],
-    topology: Topology,
-    model: ModelProfile,
-    async_ok: bool,
-    claim: str,
-) -> tuple[Prediction, list[str]]:
-    """`apply_rules`' verdict on asynchrony for `--objective cost`'s `cheapest` (`by_price`
-    first); `claim` says what it saves, for the sentence that sets it aside."""
-    why, _ = _why_parameter_server(topology, model, async_ok, cheapest)
-    if not why or not _asynchronous(cheapest) or cheapest.layout.workers < 2:
-        return _dense_model_verdict(cheapest, by_price, async_ok, claim)
-    said = f"Parameter_server is both the cheapest and favoured: {why}."
-    return cheapest, [said + _asynchrony_warning(cheapest, async_ok)]
+    if not why or (claim is None and _measured(best) and _measured(ps)):  # measurements decide
+        return _dense_model_verdict(best, ranked, async_ok, claim)
+    warning = _asynchrony_warning(ps, async_ok)
+    if best is ps:
+        first = "fastest prediction" if claim is None else "cheapest"
+        return ps, [f"Parameter_server is both the {first} and favoured: {why}.{warning}"]
+    gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
+    considered = f"Parameter_server was considered because {why}, but"
+    if gap >= 0 and ps.input_bound and best.input_bound:
+        caps = f"{ps.rank_examples_per_second:,.0f} examples/s, {best.strategy} at "
+        caps += f"{best.rank_examples_per_second:,.0f}"
+        return best, [f"{considered} the input caps it at {caps}: asynchrony gains nothing."]
+    slower = f"it is predicted {pct_shown(gap)} slower than {best.strategy}"
+    if gap <= tolerance:
+        within = f"; {slower}, within the {pct(tolerance)} such reasons justify" if gap >= 0 else ""
+        return ps, [f"Parameter_server is preferred because {why}{within}.{warning}"]
+    beyond = " with that already counted"  # the speeds and preemptions that grant no slack
+    if tolerance:
+        beyond = f", more than the {pct(tolerance)} such reasons justify"
+    return best, [f"{considered} {slower}{beyond}."]
 
 
 def asynchronous_allowed(
@@ -77,13 +78,13 @@ def asynchronous_allowed(
 def input_fed_on_fewer_gpus(
     fed: Prediction, full: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
 ) -> list[str]:
-    """Why parameter_server `fed` replaces `full`, input-bound alike on all GPUs: on fewer
-    GPUs per machine only `fed` takes all the input."""
-    why, g = _why_parameter_server(topology, model, async_ok)[0], fed.layout.gpus_per_machine
+    """Why parameter_server `fed` replaces `full`, input-bound alike on all GPUs: on fewer GPUs
+    per machine only `fed` takes all the input."""
+    why, gpus = _why_parameter_server(topology, model, async_ok)[0], fed.layout.gpus_per_machine
     return [
-        f"Parameter_server is favoured because {why}: on {g} GPU{'s' if g > 1 else ''} per "
-        f"machine only its workers, each at its own speed, take all the input, not "
-        f"{full.strategy}'s." + _asynchrony_warning(fed, async_ok)
+        f"Parameter_server is favoured because {why}: on {plural(gpus, 'GPU')} per machine only "
+        f"its workers, each at its own speed, take all the input, not {full.strategy}'s."
+        + _asynchrony_warning(fed, async_ok)
     ]
 
 
@@ -127,39 +128,15 @@ def _why_parameter_server(
     return "; ".join(said for said, _ in held), max((slack for _, slack in held), default=0.0)
 
 
-def _verdict(
-    best: Prediction, ps: Prediction, why: str, tolerance: float, async_ok: bool
-) -> tuple[Prediction, list[str]]:
-    """`ps` when fastest or within `tolerance` of `best` (not input-bound alike), and why."""
-    if best is ps:
-        said = f"Parameter_server is both the fastest prediction and favoured: {why}."
-        return ps, [said + _asynchrony_warning(ps, async_ok)]
-    gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
-    considered = f"Parameter_server was considered because {why}, but"
-    if gap >= 0 and ps.input_bound and best.input_bound:
-        return best, [
-            f"{considered} the input caps it at {ps.rank_examples_per_second:,.0f} examples/s, "
-            f"{best.strategy} at {best.rank_examples_per_second:,.0f}: asynchrony gains nothing."
-        ]
-    slower = f"it is predicted {pct_shown(gap)} slower than {best.strategy}"
-    if gap <= tolerance:
-        within = f"; {slower}, within the {pct(tolerance)} such reasons justify" if gap >= 0 else ""
-        said = f"Parameter_server is preferred because {why}{within}."
-        return ps, [said + _asynchrony_warning(ps, async_ok)]
-    beyond = " with that already counted"  # the speeds and preemptions that grant no slack
-    if tolerance:
-        beyond = f", more than the {pct(tolerance)} such reasons justify"
-    return best, [f"{considered} {slower}{beyond}."]
-
-
 def _dense_model_verdict(
-    best: Prediction, ranked: list[Prediction], async_ok: bool, claim: str = ""
+    best: Prediction, ranked: list[Prediction], async_ok: bool, claim: str | None
 ) -> tuple[Prediction, list[str]]:
     """A measured parameter_server `best` with a warning, an unmeasured one replaced by the best
     synchronous candidate (`claim`: what `best` gains), any other `best` as it is."""
     if not _asynchronous(best) or best.layout.workers < 2 or async_ok:
         return best, []  # one worker's updates are not stale
     sync = next((p for p in ranked if not _asynchronous(p)), None)
+    warning = _asynchrony_warning(best, async_ok)
     if _measured(best):  # a measurement decides, but not what asynchrony costs accuracy
         against = ""
         if sync is not None:
@@ -167,8 +144,7 @@ def _dense_model_verdict(
             against = f" against {sync.strategy}'s {sync.rank_examples_per_second:,.0f} ({known})"
         return best, [
             f"Parameter_server is chosen on its measured {best.rank_examples_per_second:,.0f} "
-            f"examples/s{against}, but examples/s is not time to train here."
-            + _asynchrony_warning(best, async_ok)
+            f"examples/s{against}, but examples/s is not time to train here.{warning}"
         ]
     if sync is None:
         return best, []
@@ -176,10 +152,10 @@ def _dense_model_verdict(
         gain = best.rank_examples_per_second / sync.rank_examples_per_second - 1
         claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
     return sync, [
-        f"{claim}{_shorter_step(best, sync)}, but asynchronous examples are worth less to a "
-        f"dense model.{_asynchrony_warning(best, async_ok)} Without a reason for parameter "
-        "servers (--async-ok, an embedding table, machines that differ in speed or are "
-        f"preemptible), {sync.strategy} keeps training synchronous."
+        f"{claim}{_shorter_step(best, sync)}, but asynchronous examples are worth less to a dense "
+        f"model.{warning} Without a reason for parameter servers (--async-ok, an embedding table, "
+        f"machines that differ in speed or are preemptible), {sync.strategy} keeps training "
+        "synchronous."
     ]
 
 
@@ -187,10 +163,9 @@ def _asynchrony_warning(ps: Prediction, async_ok: bool) -> str:
     """What asynchrony costs `ps`, unless --async-ok accepts it or one worker runs its steps."""
     if async_ok or ps.layout.workers < 2:
         return ""
-    late = ps.layout.workers - 1
     return (
         " It trains asynchronously: TF2's ParameterServerStrategy applies each worker's gradients "
-        f"about {late} update{'s' if late > 1 else ''} after the weights they were computed on "
+        f"about {plural(ps.layout.workers - 1, 'update')} after the weights they were computed on "
         "were read, and stale gradients cost a dense model accuracy and steps to converge (Chen "
         "et al. 2016, https://arxiv.org/abs/1604.00981). Compare its accuracy with a synchronous "
         "run's (strategist compare, then --history) before relying on it, or give --async-ok."
