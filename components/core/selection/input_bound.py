@@ -1,53 +1,50 @@
-"""An input-bound answer on the fewest GPUs per machine that take all the input, and an
-answer whose faster machines alone the input holds back."""
+"""Input-bound answers: on the fewest GPUs per machine that take all the input, or held back."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import step_compute_share
+from components.core.selection.explanation import plural
 from components.core.selection.history import apply_history
 from components.core.selection.machine_speeds import gpu_types, slowest_machine
+from components.core.selection.machine_subsets import History
 from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.prediction import Prediction, candidates_that_fit
-from components.core.selection.rules import asynchronous_allowed
+from components.core.selection.rules import asynchronous_allowed, measured
 from components.core.selection.topology import Topology, a_device, device
 
 
 def fewest_gpus_the_input_keeps_busy(
-    chosen: Prediction,
+    full: Prediction,
     on: Topology,
     model: ModelProfile,
     batch: int,
     async_ok: bool,
-    history: Sequence[Mapping[str, Any]] = (),
+    history: History,
 ) -> tuple[Prediction, Topology, list[str]]:
-    """The input-bound `chosen` on the fewest GPUs per machine (of its machine types) that still
-    take all the input, preferably its strategy, the machines running it, and the sentence."""
-    if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
-        return chosen, on, []
+    """The input-bound `full` on the fewest GPUs per machine that take all the input, where, why."""
+    gpus, least = full.layout.gpus_per_machine, full.examples_per_second
+    if measured(full) or gpus < 2:
+        return full, on, []
     gpu = device(on.gpu)
-    counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
     # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
-    _, slowest_gpu = _slowest_gpu(chosen, on)
-    feed, least = on.input_examples_per_second, chosen.examples_per_second
-    for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
+    per_gpu = _slowest_gpu(full, on)[1]
+    counts = sorted(gpu.machine_types) or range(1, gpus)
+    for g in (c for c in counts if c < gpus and c * per_gpu > on.input_examples_per_second):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
         predicted, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
-        if history:
-            apply_history(predicted, history, fewer, model, batch)
-        pool = [p for p in predicted if p.feasible and p.layout.workers == chosen.layout.workers]
+        apply_history(predicted, history, fewer, model, batch)
+        pool = [p for p in predicted if p.feasible and p.layout.workers == full.layout.workers]
         pool = [p for p in pool if p.input_bound or p.rank_examples_per_second >= least]
         pool = [p for p in pool if asynchronous_allowed(p, fewer, model, async_ok)]
-        pool = [p for p in pool if p.strategy == chosen.strategy] or pool
+        pool = [p for p in pool if p.strategy == full.strategy] or pool
         if pool:
             fed = max(pool, key=lambda p: p.rank_examples_per_second)
-            return fed, fewer, [fewer_gpus_sentence(chosen, fed, on)]
-    return chosen, on, []
+            return fed, fewer, [fewer_gpus_sentence(full, fed, on)]
+    return full, on, []
 
 
 def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
@@ -56,26 +53,24 @@ def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -
     one = f"one {gpu_types(topology, full.layout.workers)[-1]}"
     one += " (the slowest)" if slowest > 1 else ""
     g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
-    gpus = f"{g} GPU{'s' if g > 1 else ''}"
     return (
         "More GPUs per machine buy nothing here: each machine's input pipeline feeds "
         f"{topology.input_examples_per_second:,.0f} examples/s and {one} alone computes "
-        f"{per_gpu:,.0f}, so {fed.strategy} on {gpus} per machine trains "
+        f"{per_gpu:,.0f}, so {fed.strategy} on {plural(g, 'GPU')} per machine trains "
         f"{fed.rank_examples_per_second:,.0f} examples/s, against {full.examples_per_second:,.0f} "
-        f"for {full.strategy} on all {all_g}. Use {gpus} per machine and leave {all_g - g} free."
+        f"for {full.strategy} on all {all_g}. Use {plural(g, 'GPU')} per machine and leave "
+        f"{all_g - g} free."
     )
 
 
 def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
-    """Why parameter-server `chosen` trains fewer examples than its GPUs compute: its faster
-    machines' input pipelines feed less than those compute."""
+    """Why parameter-server `chosen` trains less than its GPUs compute: its faster ones starve."""
     feed, computed = chosen.machine_feed, chosen.computed_examples_per_second
     # one word per group of machines of a speed, fastest first
-    mix = topology.gpu_mix
-    kinds = gpu_types(topology, chosen.layout.workers) if mix else ["faster", "slower"]
+    kinds = gpu_types(topology, chosen.layout.workers) if topology.gpu_mix else ["faster", "slower"]
     held, kept = [], []
     for (share, n), kind in zip(chosen.machine_shares, kinds, strict=True):
-        one = a_device(kind) if mix else f"a {kind}"
+        one = a_device(kind) if topology.gpu_mix else f"a {kind}"
         said = f"{one} machine" if n == 1 else f"{n} {kind} machines"
         (held if computed * share > feed else kept).append(f"{said} ({computed * share:,.0f})")
     return (

@@ -191,7 +191,7 @@ def _choose(
     rules, the machine floor and the input pipelines' feed, and explains the choice on the
     machines it runs on."""
     measured_fewer = machine_floor.measured_on_fewer_machines(
-        preds, topology, model, batch, async_ok, history
+        preds, topology, model, batch, history
     )
     # a mix's faster machines alone: a slower or memory-short machine must not hold back
     # the rest (priced like the full table: a candidate prices its own first machines)

@@ -11,12 +11,9 @@ from components.core.selection.prediction import Prediction
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import spec_for
 
-# How much slower than the fastest parameter_server may be predicted and still be chosen, when a
-# reason the predictions leave out favours it.
-PS_TOLERANCE_ASYNC_OK = 0.10
-MANY_WORKERS = 16
-# Rank ties within this relative margin go to the simpler strategy.
-SIMPLER_MARGIN = 0.03
+PS_SLACK = 0.10  # how much slower parameter_server may be predicted, for a reason not predicted
+MANY_WORKERS = 16  # so many workers that restarting all on one failure favours asynchrony
+SIMPLER_MARGIN = 0.03  # rank ties within this relative margin go to the simpler strategy
 SIMPLICITY = {name: i for i, name in enumerate(STRATEGIES)}
 
 
@@ -24,7 +21,7 @@ def prefer_simpler(ranked: list[Prediction]) -> Prediction:
     """The fastest candidate, or a simpler one within SIMPLER_MARGIN of it."""
     top = ranked[0].rank_examples_per_second
     close = [p for p in ranked if p.rank_examples_per_second >= top * (1 - SIMPLER_MARGIN)]
-    close = [p for p in close if _measured(p)] or close
+    close = [p for p in close if measured(p)] or close
     return min(close, key=lambda p: (p.replicas < ranked[0].replicas, SIMPLICITY[p.strategy]))
 
 
@@ -36,15 +33,14 @@ def apply_rules(
     async_ok: bool,
     claim: str | None = None,
 ) -> tuple[Prediction, list[str]]:
-    """`best`, or parameter_server where a reason favours it over a synchronous dense model, and
-    why; with `claim` (what it saves), `--objective cost`'s cheapest `best` is weighed alone."""
-    why, tolerance = _why_parameter_server(topology, model, async_ok, best)
+    """`best` or a favoured parameter_server, and why; `claim`: what the cheapest `best` saves."""
+    why, slack = _why_parameter_server(topology, model, async_ok, best)
     ps = next((p for p in ranked if _asynchronous(p)), None)
     if claim is not None:  # the cheapest parameter_server only
         ps = best if _asynchronous(best) and best.layout.workers > 1 else None
     if ps is None or (best is not ps and topology.machines < 2):
         return best, []
-    if not why or (claim is None and _measured(best) and _measured(ps)):  # measurements decide
+    if not why or (claim is None and measured(best) and measured(ps)):  # measurements decide
         return _dense_model_verdict(best, ranked, async_ok, claim)
     warning = _asynchrony_warning(ps, async_ok)
     if best is ps:
@@ -57,12 +53,12 @@ def apply_rules(
         caps += f"{best.rank_examples_per_second:,.0f}"
         return best, [f"{considered} the input caps it at {caps}: asynchrony gains nothing."]
     slower = f"it is predicted {pct_shown(gap)} slower than {best.strategy}"
-    if gap <= tolerance:
-        within = f"; {slower}, within the {pct(tolerance)} such reasons justify" if gap >= 0 else ""
+    if gap <= slack:
+        within = f"; {slower}, within the {pct(slack)} such reasons justify" if gap >= 0 else ""
         return ps, [f"Parameter_server is preferred because {why}{within}.{warning}"]
     beyond = " with that already counted"  # the speeds and preemptions that grant no slack
-    if tolerance:
-        beyond = f", more than the {pct(tolerance)} such reasons justify"
+    if slack:
+        beyond = f", more than the {pct(slack)} such reasons justify"
     return best, [f"{considered} {slower}{beyond}."]
 
 
@@ -70,7 +66,7 @@ def asynchronous_allowed(
     prediction: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
 ) -> bool:
     """Whether `prediction` may be recommended unmeasured: synchronous, or favoured."""
-    if not _asynchronous(prediction) or _measured(prediction):
+    if not _asynchronous(prediction) or measured(prediction):
         return True
     return bool(_why_parameter_server(topology, model, async_ok)[0])
 
@@ -78,8 +74,7 @@ def asynchronous_allowed(
 def input_fed_on_fewer_gpus(
     fed: Prediction, full: Prediction, topology: Topology, model: ModelProfile, async_ok: bool
 ) -> list[str]:
-    """Why parameter_server `fed` replaces `full`, input-bound alike on all GPUs: on fewer GPUs
-    per machine only `fed` takes all the input."""
+    """Why parameter_server `fed` on fewer GPUs replaces `full`: only its workers take all input."""
     why, gpus = _why_parameter_server(topology, model, async_ok)[0], fed.layout.gpus_per_machine
     return [
         f"Parameter_server is favoured because {why}: on {plural(gpus, 'GPU')} per machine only "
@@ -88,12 +83,13 @@ def input_fed_on_fewer_gpus(
     ]
 
 
+def measured(p: Prediction) -> bool:
+    """Whether `p` ran: `--history` measured it."""
+    return p.measured_examples_per_second is not None
+
+
 def _asynchronous(p: Prediction) -> bool:
     return spec_for(p.strategy).uses_ps
-
-
-def _measured(p: Prediction) -> bool:
-    return p.measured_examples_per_second is not None
 
 
 def _why_parameter_server(
@@ -109,7 +105,6 @@ def _why_parameter_server(
     slower = f"the slowest is {slowest:.2g}x slower than one {topology.gpu}"
     if differ and not topology.gpu_mix:
         slower = f"{slower_machines_phrase(topology)} {slowest:.2g}x slower than the rest"
-    tolerance = PS_TOLERANCE_ASYNC_OK
     # speeds and preemptions are in the predictions already, so they grant no slack; one
     # machine's loss stops every worker, so preemptions favour nothing there
     table = [
@@ -117,12 +112,12 @@ def _why_parameter_server(
          "the slowest", 0.0),
         (preemption_rate(topology) > 0 and topology.machines > 1, "the machines are "
          "preemptible and a lost worker stops every synchronous replica", 0.0),
-        (async_ok, "asynchronous updates are acceptable", tolerance),
+        (async_ok, "asynchronous updates are acceptable", PS_SLACK),
         (async_ok and topology.machines >= MANY_WORKERS, f"with {topology.machines} workers "
-         "a single failure would otherwise restart all of them", 2 * tolerance),
+         "a single failure would otherwise restart all of them", 2 * PS_SLACK),
         # a table in the servers' host memory leaves every GPU's free
         (bool(model.sparse_embedding_params), "the sparse embedding table lives on the "
-         "parameter servers", tolerance),
+         "parameter servers", PS_SLACK),
     ]  # fmt: skip
     held = [(said, slack) for applies, said, slack in table if applies]
     return "; ".join(said for said, _ in held), max((slack for _, slack in held), default=0.0)
@@ -131,16 +126,15 @@ def _why_parameter_server(
 def _dense_model_verdict(
     best: Prediction, ranked: list[Prediction], async_ok: bool, claim: str | None
 ) -> tuple[Prediction, list[str]]:
-    """A measured parameter_server `best` with a warning, an unmeasured one replaced by the best
-    synchronous candidate (`claim`: what `best` gains), any other `best` as it is."""
+    """`best`, with a warning if a measured parameter_server, the best synchronous if unmeasured."""
     if not _asynchronous(best) or best.layout.workers < 2 or async_ok:
         return best, []  # one worker's updates are not stale
     sync = next((p for p in ranked if not _asynchronous(p)), None)
     warning = _asynchrony_warning(best, async_ok)
-    if _measured(best):  # a measurement decides, but not what asynchrony costs accuracy
+    if measured(best):  # a measurement decides, but not what asynchrony costs accuracy
         against = ""
         if sync is not None:
-            known = "measured" if _measured(sync) else "predicted"
+            known = "measured" if measured(sync) else "predicted"
             against = f" against {sync.strategy}'s {sync.rank_examples_per_second:,.0f} ({known})"
         return best, [
             f"Parameter_server is chosen on its measured {best.rank_examples_per_second:,.0f} "
@@ -154,8 +148,7 @@ def _dense_model_verdict(
     return sync, [
         f"{claim}{_shorter_step(best, sync)}, but asynchronous examples are worth less to a dense "
         f"model.{warning} Without a reason for parameter servers (--async-ok, an embedding table, "
-        f"machines that differ in speed or are preemptible), {sync.strategy} keeps training "
-        "synchronous."
+        f"uneven or preemptible machines), {sync.strategy} keeps training synchronous."
     ]
 
 
