@@ -167,11 +167,9 @@ def _all_reduce_sentence(p: Prediction, topology: Topology, model: ModelProfile,
         over = f"{links[0]} within a machine" if len(links) == 1 else over
         ring = f"one all-reduce ring over all {p.replicas} GPUs (over {over}, the network "
         ring += "between them)"
-    if scalar_s := step_time.step_scalar_seconds(topology, model, workers, gpus):
+    if scalar_ms := 1e3 * step_time.step_scalar_seconds(topology, model, workers, gpus):
         scalars = step_time.keras_step_scalar_all_reduces(model.compiled_metrics)
-        ms += (
-            f" ({scalar_s * 1e3:,.1f} ms in the {scalars} scalar all-reduces Keras runs every step)"
-        )
+        ms += f" ({scalar_ms:,.1f} ms in the {scalars} scalar all-reduces Keras runs every step)"
     kind = "heterogeneous" if topology.heterogeneous else "homogeneous"
     return (f"{topology.machines} {kind} machines on a {topology.network_phrase}: {ring} takes "
             f"{ms} a step, {shown}: {eff} on {p.replicas} {devices}.")  # fmt: skip
