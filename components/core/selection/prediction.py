@@ -204,8 +204,7 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     tflops = device_compute.achievable_tflops(topology.gpu, topology.precision)
     single = device_compute.step_compute_time(model, batch, tflops)
     m, g = topology.machines, topology.gpus_per_machine
-    # TensorFlow gives each worker of a multi-worker strategy one CPU device, so on CPU
-    # machines those run a device per worker (`StrategySpec.cpu_rehearsal`)
+    # TensorFlow gives a multi-worker strategy's worker one CPU device (`cpu_rehearsal`)
     gw = 1 if topology.gpu == "cpu" else g
     shapes = [("one_device", Layout(1, 0, 1), (single, 0.0, 0.0))]
     if g > 1:

@@ -41,8 +41,7 @@ class Recommendation:
     topology: Topology  # the hardware asked about
     model: ModelProfile  # the model asked about
     batch_size: int = 64  # the per-replica batch the predictions use
-    # (machines, strategy, speed-up over one device, machine scaling efficiency) of each
-    # machine count, when the cluster scales below the floor
+    # (machines, strategy, speed-up, machine efficiency) per machine count, below the floor
     machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
     prices: dict[str, Any] | None = None  # what the candidates were priced at (`prices_used`)
     deciding_inputs: list[str] = dataclasses.field(default_factory=list)  # assumed, deciding
@@ -138,14 +137,12 @@ def recommend(
         cheaper += [p for _, p in fed]
     if objective == "cost":
         if any(p.measured_examples_per_second is not None for p in cheaper):
-            # one tally over every candidate weighed (a mix's slower type alone is matched on
-            # its own machines, so it stays out of this one)
+            # one tally over every candidate weighed, but a mix's slower type (its own machines)
             alike = [p for p in preds + cheaper if not p.machines_gpu]
             findings = apply_history(alike, history, topology, model, batch)
             history_reasons = findings.sentences
         if measured_alone:
-            # records of a slower type matched on its own machines: the tally over the mix's
-            # first machines would call them unmatched or ignored
+            # a slower type's records match its own machines, not the first machines' tally
             history_reasons = (findings.about_the_measured if findings else []) + measured_alone
         chosen, lead, why, others = cost.cheapest(
             preds + cheaper, topology, model, batch, reasons + history_reasons, prices, async_ok
@@ -194,8 +191,7 @@ def _choose(
     measured_fewer = machine_floor.measured_on_fewer_machines(
         preds, topology, model, batch, async_ok, history
     )
-    # a mix's faster machines alone: a slower or memory-short machine must not hold back
-    # the rest (priced like the full table: a candidate prices its own first machines)
+    # a mix's faster machines alone: a slower or memory-short machine must not hold back the rest
     alone = on_faster_machines([*preds, *measured_fewer], topology, model, batch, history)
     if prices is not None:
         for p in measured_fewer:  # each on the machines it ran on, as the table's others
@@ -204,8 +200,7 @@ def _choose(
     preds = [*preds, *measured_fewer, *alone]  # a measured part of the cluster weighs as it ran
     feasible = _ranked(preds)
     best = prefer_simpler(feasible)
-    # the rules weigh the machines the best runs on: machines of one speed give parameter
-    # servers no case against it
+    # the rules weigh the machines the best runs on (one speed: no case for parameter servers)
     rules_on = on_first_machines(topology, best.layout.workers) if best in alone else topology
     chosen, rule_reasons = apply_rules(best, feasible, rules_on, model, async_ok)
     workers = chosen.layout.workers
@@ -235,8 +230,7 @@ def _choose(
             chosen, on, model, batch, async_ok, history
         )
         if spec_for(chosen.strategy).uses_ps and not spec_for(full.strategy).uses_ps:
-            # the rule kept all GPUs synchronous (capped alike, asynchrony gains nothing); on
-            # fewer GPUs per machine only parameter_server takes all the input
+            # all GPUs stayed synchronous (capped alike); on fewer only parameter_server is fed
             rule_reasons = input_fed_on_fewer_gpus(chosen, full, on, model, async_ok)
     elif chosen.input_capped:  # its faster machines only: each runs at its own speed
         fed = [input_bound.partly_fed_sentence(chosen, on)]
@@ -257,8 +251,7 @@ def _choose(
 
 def _unmeasured_choice_reasons(chosen: Prediction, preds: list[Prediction]) -> list[str]:
     """A warning when the choice is unmeasured while the measured fell short of predictions."""
-    # a candidate that trains nothing (preemption restarts fill its hours) has no ratio; both
-    # are less the same expected preemption losses (a benchmark ran too briefly for them)
+    # one that trains nothing has no ratio; both sides are less the same preemption losses
     measured = [p for p in preds if p.measured_examples_per_second is not None and p.feasible]
     ratios = [p.rank_examples_per_second / p.examples_per_second for p in measured]
     if chosen.measured_examples_per_second is not None or min(ratios, default=1) >= 0.9:
