@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from components.core.checkpoint_interval import CheckpointInterval
+from components.core.checkpoint_interval import RESTART_S, CheckpointInterval
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection import Topology, recommend
 from components.core.selection.prediction import preemption_loss_seconds
-from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S
+from components.core.selection.topology import ASSUMED_EPOCH_S
 from pipelines.cli import main
 
 QUESTION = ["select", "--machines", "4", "--gpus-per-machine", "1", "--model", "resnet50",

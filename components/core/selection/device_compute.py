@@ -41,24 +41,21 @@ class FittedConstants:
     overlay_network_share: float = 1.0
 
 
-def read_fit(path: str | Path = FIT_PATH) -> dict | None:
-    """The fit file at `path`, None when it does not exist (ConfigError: not JSON)."""
+def read_fit() -> dict:
+    """The stored fit, `{}` when there is none (ConfigError: not JSON)."""
     try:
-        return json.loads(storage.read_text(path))
+        return json.loads(storage.read_text(FIT_PATH))
     except OSError:
-        return None
+        return {}
     except ValueError as err:
-        raise ConfigError(f"cannot read {path}: {err}") from None
+        raise ConfigError(f"cannot read {FIT_PATH}: {err}") from None
 
 
-def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
-    """The fitted constants from `path` (the defaults when it does not exist)."""
-    fitted = (read_fit(path) or {"constants": {}})["constants"]
-    known = {f.name for f in dataclasses.fields(FittedConstants)}
-    return FittedConstants(**{k: float(v) for k, v in fitted.items() if k in known})
-
-
-FITTED = load_fitted()
+STORED_FIT = read_fit()  # the constants (the defaults where it has none) and the ranges' widths
+_KNOWN = {f.name for f in dataclasses.fields(FittedConstants)}
+FITTED = FittedConstants(
+    **{k: float(v) for k, v in STORED_FIT.get("constants", {}).items() if k in _KNOWN}
+)
 # Fixed time of launching one training step (tf.function dispatch, kernel launches, the
 # optimizer update): small models never reach millions of steps/s.
 STEP_LAUNCH_S = 1e-3

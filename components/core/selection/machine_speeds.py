@@ -3,8 +3,9 @@ computes, and the share of a parameter-server step each worker takes."""
 
 from __future__ import annotations
 
+from components.core.checkpoint_interval import PREEMPTIONS_PER_MACHINE_HOUR
 from components.core.selection.device_compute import achievable_tflops
-from components.core.selection.topology import PREEMPTIONS_PER_MACHINE_HOUR, Topology, device
+from components.core.selection.topology import Topology, device
 
 
 def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:

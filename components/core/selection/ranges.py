@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from components.core.selection.device_compute import FIT_PATH, read_fit
+from components.core.selection.device_compute import STORED_FIT
 
 
 class Unknown(NamedTuple):
@@ -44,7 +44,7 @@ class RangeWidths(NamedTuple):
     one_gpu_speed: dict[str, tuple[float, float]]  # one GPU's throughput, by `speed_group`
 
 
-_STORED = (read_fit(FIT_PATH) or {}).get("ranges", {})  # none stored: point ranges
+_STORED = STORED_FIT.get("ranges", {})  # none stored: point ranges
 WIDTHS = RangeWidths(
     *({k: (float(lo), float(hi)) for k, (lo, hi) in _STORED.get(kind, {}).items()}
       for kind in RangeWidths._fields)

@@ -1,7 +1,4 @@
-"""The step-time model: per-step compute and communication time of a strategy on a topology.
-
-A step is compute plus the communication it does not hide (docs/selection.md).
-"""
+"""The step-time model: per-step compute and communication time of a strategy on a topology."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ CPU_RING_HOP_S = 0.75e-3
 # tf_keras under multi_worker_mirrored all-reduces 3 scalars a step for each `Mean` it tracks (the
 # loss and every compiled metric), each in a collective of its own: the traced step holds 4
 # `CollectiveReduceV2` ops with the loss alone, 7 with accuracy (tests/allreduce_pack_probe.py).
-KERAS_LOSS_ALL_REDUCES = 3
-KERAS_METRIC_ALL_REDUCES = 3
+KERAS_ALL_REDUCES_PER_MEAN = 3
 TRAINER_COMPILED_METRICS = 1  # Strategist's trainer compiles the loss and one metric
 # NCCL's latency model of a small all-reduce (tree algorithm, LL protocol), in seconds: a base,
 # and per hop within a machine (x 1.8 when the tree spans machines) and across
@@ -89,7 +85,7 @@ def network_path_share(topology: Topology, constants: FittedConstants | None = N
 def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
     """Scalars Keras all-reduces a step with `metrics` compiled metrics (None: the trainer's)."""
     metrics = TRAINER_COMPILED_METRICS if metrics is None else metrics
-    return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
+    return KERAS_ALL_REDUCES_PER_MEAN * (1 + metrics)
 
 
 def ring_allreduce_time(
@@ -143,11 +139,6 @@ def parameter_server_time(
     shard = max(nbytes / max(ps, 1), largest)
     server_side = workers * shard / (server_bytes_per_s or network_bytes_per_s)
     return 2.0 * max(nbytes / network_bytes_per_s, server_side)
-
-
-def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
-    """Whether the all-reduce overlaps back-propagation: only in more than one pack."""
-    return step_all_reduce_packs(topology, model, machines) > 1
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:

@@ -8,13 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from components.core.checkpoint_interval import (  # noqa: F401  (re-exported to the selection)
-    EPOCH,
-    PREEMPTIONS_PER_MACHINE_HOUR,
-    RESTART_S,
-    CheckpointInterval,
-    check_preemption_rate,
-)
+from components.core.checkpoint_interval import EPOCH, CheckpointInterval, check_preemption_rate
 from components.core.config import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, ConfigError
 from components.core.config import PRECISIONS as POLICIES
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
@@ -104,8 +98,7 @@ class Topology:
     examples_per_epoch: int | None = None  # None: an epoch of `ASSUMED_EPOCH_S`
 
     def __post_init__(self) -> None:
-        """Merges a mix's repeated names; a mix of one name is plain hardware, and only GPUs of
-        different speeds make it heterogeneous (an A100 40GB and 80GB differ in memory alone)."""
+        """Merges a mix's names: one name is plain hardware; unlike speeds are heterogeneous."""
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
             object.__setattr__(self, "gpu", "cpu")
         if not all(isinstance(n, int) and not isinstance(n, bool) for _, n in self.gpu_mix):
@@ -223,11 +216,6 @@ class Topology:
         nics = f" ({self.nics_used} x {self.network_gbps:g})" if self.nics_used > 1 else ""
         return f"{self.machine_network_gbps:g} Gbps network{nics}"
 
-    @property
-    def link(self) -> str:
-        """The intra-machine link of a machine of `gpu` (a mix's first machines)."""
-        return self.link_of(self.gpu)
-
     def link_of(self, gpu: str) -> str:
         """The intra-machine link of a machine of `gpu`: `--interconnect`, else the GPU's usual."""
         return (self.interconnect or device(gpu).default_interconnect).lower()
@@ -238,8 +226,7 @@ class Topology:
         return self.machines * self.gpus_per_machine
 
     def describe(self) -> str:
-        """One line for people: `4 x 8 v100 (nvlink), 100 Gbps network, preemptible`, or
-        `2 x 8 a100 (nvlink) + 6 x 8 t4 (pcie), ...` for a GPU mix."""
+        """One line for people: `2 x 8 a100 (nvlink) + 6 x 8 t4 (pcie), 100 Gbps network, XLA`."""
         per = self.gpus_per_machine
         mix = self.gpu_mix or ((self.gpu, self.machines),)
         text = " + ".join(
