@@ -1,5 +1,4 @@
-"""Sustained compute: the fitted constants, a device's achievable TFLOP/s, and the
-compute time of a step."""
+"""Sustained compute: the fitted constants, a device's TFLOP/s, and a step's compute time."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Measured throughput from earlier `comparison.json` files, matched to candidates.
-
-The median of the records that ran a candidate as asked (`mismatch`) replaces its prediction.
-"""
+"""Measured throughput from earlier `comparison.json` files, matched to candidates."""
 
 from __future__ import annotations
 
@@ -31,11 +28,8 @@ _RUN_ONE = "run `strategist compare` first (it writes runs/<timestamp>-compare/)
 
 
 def load_history(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """The run records of each comparison.json given or under a folder given, each file once.
-
-    Raises:
-        ConfigError: a folder without one, or a file unreadable or holding a bad record.
-    """
+    """The run records of each comparison.json given or in a folder given, each file once
+    (ConfigError: a folder without one, a file unreadable or holding a bad record)."""
     files: dict[str, str] = {}  # by a name that is the same however the file was written
     for path in map(str, paths):
         found = storage.find(path, "comparison.json") if storage.isdir(path) else [path]

@@ -1,6 +1,4 @@
-"""Memory a step's state needs: the bytes one device needs for a replica (weights, gradients,
-Adam state and the activations back-propagation keeps), and the CPU machines parameter servers
-run on, as `select` predicts and bills them."""
+"""Memory: a replica's bytes on one device, and the CPU machines parameter servers run on."""
 
 from __future__ import annotations
 
@@ -66,9 +64,8 @@ def servers_share_the_host(topology: Topology) -> bool:
 
 
 def server_machine(topology: Topology, state_bytes_per_server: float) -> CpuMachine | None:
-    """The CPU machine each parameter server runs on: `--ps-machine-type` or a larger shape that
-    holds `state_bytes_per_server`, as Vertex AI's ps pool (`launch.cloud.layout`); None on the
-    worker's machine."""
+    """Each parameter server's CPU machine: `--ps-machine-type` or a larger one that holds its
+    state, as Vertex AI's ps pool (`launch.cloud.layout`); None on the worker's machine."""
     if servers_share_the_host(topology):
         return None
     return holding(cpu_machine(topology.ps_machine_type), servers_memory_gb(state_bytes_per_server))

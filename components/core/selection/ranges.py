@@ -1,5 +1,4 @@
-"""How far a prediction may be off: the ranges around a predicted scaling efficiency and throughput,
-and the unknown input that makes them wide."""
+"""How far a prediction may be off, and the unknown input that makes its range wide."""
 
 from __future__ import annotations
 

@@ -7,21 +7,9 @@ import math
 from dataclasses import dataclass
 
 from components.core.model_profile import ModelProfile
-from components.core.selection.device_compute import (
-    FITTED,
-    FittedConstants,
-    achievable_tflops,
-    devices_sharing_compute,
-    step_compute_share,
-    step_compute_time,
-)
+from components.core.selection import device_compute, memory
+from components.core.selection.device_compute import FITTED, FittedConstants
 from components.core.selection.machine_speeds import gpu_types, mean_machine_speed, slowest_machine
-from components.core.selection.memory import (
-    GRADIENT_BYTES_FACTOR,
-    server_network_gbps,
-    server_state_bytes,
-    servers_share_the_host,
-)
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
@@ -106,12 +94,8 @@ def allreduce_across_machines_time(
     intra_latency_s: float = 0.0,
     network_latency_s: float = 0.0,
 ) -> float:
-    """One ring over every replica of every machine, as NCCL and TensorFlow run it.
-
-    One communicator spans all N = M x G devices (tensorflow/core/nccl/nccl_manager.cc): each link
-    carries 2 (N-1)/N x bytes at the slowest's pace; 2 M of the 2 (N-1) steps cross the network
-    (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
-    """
+    """One ring over all N = M x G devices (tensorflow/core/nccl/nccl_manager.cc), at the slowest
+    link's pace; 2 M of its 2 (N-1) steps cross the network (NVIDIA/nccl tuning.cc nInterSteps)."""
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
     replicas = machines * gpus_per_machine
@@ -176,14 +160,14 @@ def rates(topology: Topology, c: FittedConstants, machines: int = 1) -> Rates:
     """The fitted rates of `topology`, its GPU links the slowest of its first `machines`'."""
     intra_bps, intra_lat, _ = ring_link(topology, machines, c)
     machine_bps = topology.machine_network_gbps * network_path_share(topology, c) / 8 * 1e9
-    tflops = achievable_tflops(topology.gpu, topology.precision, c)
+    tflops = device_compute.achievable_tflops(topology.gpu, topology.precision, c)
     net_bps, ps_bps = machine_bps * c.network_efficiency, machine_bps * c.ps_network_efficiency
     return Rates(tflops, intra_bps, net_bps, ps_bps, intra_lat)
 
 
 def gradient_bytes(model: ModelProfile, precision: str) -> float:
     """Dense gradient bytes a replica exchanges per step at `precision`."""
-    return model.gradient_bytes * GRADIENT_BYTES_FACTOR[precision]
+    return model.gradient_bytes * memory.GRADIENT_BYTES_FACTOR[precision]
 
 
 def allreduce_step_parts(
@@ -197,8 +181,8 @@ def allreduce_step_parts(
     """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, nothing hidden."""
     c = constants or FITTED
     hw = rates(topology, c, machines)  # one ring through every machine: its slowest link
-    step = step_compute_time(model, batch, hw.tflops)
-    compute = step * devices_sharing_compute(topology, gpus)
+    step = device_compute.step_compute_time(model, batch, hw.tflops)
+    compute = step * device_compute.devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(gradient_bytes(model, topology.precision), *ring)
@@ -212,7 +196,8 @@ def allreduce_step_parts(
         comm += (replicas - 1) * rows / (hw.net_bps if machines > 1 else hw.intra_bps)
     compute *= 1 + c.sync_overhead * math.log2(replicas)
     # every step waits for the slowest machine: its compute, the same launch
-    return compute * slowest_machine(topology, machines, step_compute_share(step)), comm
+    share = device_compute.step_compute_share(step)
+    return compute * slowest_machine(topology, machines, share), comm
 
 
 def sync_wait_s(replicas: int, constants: FittedConstants | None = None) -> float:
@@ -268,8 +253,8 @@ def predict_parameter_server(
     worker reduces its GPUs' gradients first, then talks to the servers at their egress rate."""
     c = constants or FITTED
     hw = rates(topology, c)
-    shares_host = servers_share_the_host(topology)
-    gbps = server_network_gbps(topology, server_state_bytes(model) / max(ps, 1))
+    shares_host = memory.servers_share_the_host(topology)
+    gbps = memory.server_network_gbps(topology, memory.server_state_bytes(model) / max(ps, 1))
     share = network_path_share(topology, c)
     server_bps = None if gbps is None else gbps * share / 8 * 1e9 * c.ps_network_efficiency
     if shares_host:  # one CPU machine: over PCIe
@@ -277,9 +262,9 @@ def predict_parameter_server(
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     elif topology.machines == 1 and server_bps is not None:
         hw = dataclasses.replace(hw, net_bps=server_bps, ps_bps=server_bps)
-    step = step_compute_time(model, batch, hw.tflops)
-    compute = step * devices_sharing_compute(topology, gpus)
-    compute /= mean_machine_speed(topology, workers, step_compute_share(step))
+    step = device_compute.step_compute_time(model, batch, hw.tflops)
+    compute = step * device_compute.devices_sharing_compute(topology, gpus)
+    compute /= mean_machine_speed(topology, workers, device_compute.step_compute_share(step))
     nbytes = gradient_bytes(model, topology.precision)
     comm = ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
     comm += parameter_server_time(

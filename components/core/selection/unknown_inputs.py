@@ -1,5 +1,4 @@
-"""What was estimated or assumed for inputs the user did not give, and the answer at
-both ends of each estimate."""
+"""What was estimated or assumed for inputs not given, and the answer at both ends of each."""
 
 from __future__ import annotations
 
@@ -73,22 +72,22 @@ def unknown_input_reasons(
         reasons.append(f"{said} The answer {lead}: {at_ends}. Give {flag} for one answer.")
     if "activations" in model.estimated:
         memory_gb = device(machine_gpus(topology, 1)[0]).memory_gb  # what `recommend` checks
-        low = mp.ACTIVATION_BYTES_PER_FLOP_LOW * model.flops_per_example
-        fits, fits_low = (
-            max_batch_that_fits(m, memory_gb, True, topology.precision)
-            for m in (model, replace(model, activation_bytes_per_example=low))
-        )
-        cap = (
-            f" The estimate decides the batch: {fits:,} per GPU fits at it, "
-            f"{min(fits_low, batch_size):,} at the low end ({mp.ACTIVATION_BYTES_PER_FLOP_LOW:g} "
-            "bytes per FLOP, VGG-16). Give --activation-bytes-per-example for one answer."
-        )
-        reasons.append(
+        low = mp.ACTIVATION_BYTES_PER_FLOP_LOW
+        at_low = replace(model, activation_bytes_per_example=low * model.flops_per_example)
+        fits = max_batch_that_fits(model, memory_gb, True, topology.precision)
+        fits_low = max_batch_that_fits(at_low, memory_gb, True, topology.precision)
+        said = (
             "Activation memory was not given (--activation-bytes-per-example): estimated at "
             f"{model.activation_bytes_per_example / 1e6:,.3g} MB per example "
-            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of the "
-            f"published CNNs).{cap if fits != 0 and fits < batch_size else ''}"
+            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, published CNNs' high end)."
         )
+        if 0 < fits < batch_size:
+            said += (
+                f" The estimate decides the batch: {fits:,} per GPU fits at it, "
+                f"{min(fits_low, batch_size):,} at the low end ({low:g} bytes per FLOP, VGG-16). "
+                "Give --activation-bytes-per-example for one answer."
+            )
+        reasons.append(said)
     return UnknownInputs(tuple(reasons), tuple(deciding))
 
 
