@@ -40,17 +40,12 @@ class FittedConstants:
     overlay_network_share: float = 1.0
 
 
-def read_fit() -> dict:
-    """The stored fit, `{}` when there is none (ConfigError: not JSON)."""
-    try:
-        return json.loads(storage.read_text(FIT_PATH))
-    except OSError:
-        return {}
-    except ValueError as err:
-        raise ConfigError(f"cannot read {FIT_PATH}: {err}") from None
-
-
-STORED_FIT = read_fit()  # the constants (the defaults where it has none) and the ranges' widths
+try:  # the stored fit: the constants (the defaults where it has none) and the ranges' widths
+    STORED_FIT = json.loads(storage.read_text(FIT_PATH))
+except OSError:
+    STORED_FIT = {}
+except ValueError as err:
+    raise ConfigError(f"cannot read {FIT_PATH}: {err}") from None
 _KNOWN = {f.name for f in dataclasses.fields(FittedConstants)}
 FITTED = FittedConstants(
     **{k: float(v) for k, v in STORED_FIT.get("constants", {}).items() if k in _KNOWN}

@@ -52,16 +52,13 @@ def _records(path: str) -> list[dict[str, Any]]:
     results = data.get("results") if isinstance(data, dict) else None
     if not isinstance(results, list) or not results:
         raise ConfigError(f"{where}: no run in its 'results' list (missing or empty); {_RUN_ONE}")
-    records = []
-    for raw in results:
-        run = RunMetrics.from_dict(raw, where)
-        if run.examples_per_second <= 0:
-            raise ConfigError(
-                f"{where} {run.strategy}: 'examples_per_second' is 0, no measured throughput; "
-                "correct the record or remove it from the file"
-            )
-        records.append({**run.to_dict(), "_source": path})
-    return records
+    runs = [RunMetrics.from_dict(raw, where) for raw in results]
+    if idle := next((run for run in runs if run.examples_per_second <= 0), None):
+        raise ConfigError(
+            f"{where} {idle.strategy}: 'examples_per_second' is 0, no measured throughput; "
+            "correct the record or remove it from the file"
+        )
+    return [{**run.to_dict(), "_source": path} for run in runs]
 
 
 def mismatch(record: Record, topology: Topology, model: ModelProfile, batch: int) -> str | None:

@@ -29,8 +29,7 @@ def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -
 def memory_needed_bytes(
     model: ModelProfile, per_replica_batch: int, replicated_embedding: bool, precision: str = "fp32"
 ) -> float:
-    """Bytes one GPU needs: weights, gradients, Adam state and activations (sparse embedding
-    tables only when every replica holds them: parameter servers keep them off the GPU)."""
+    """Bytes one GPU needs: weights, gradients, Adam state, activations (sparse tables if held)."""
     params = model.params if replicated_embedding else model.dense_params
     static = params * 4 * (1 + GRADIENT_BYTES_FACTOR[precision] + OPTIMIZER_STATE_FACTOR)
     return static + activation_bytes_per_example(model, precision) * per_replica_batch

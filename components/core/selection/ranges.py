@@ -64,8 +64,7 @@ def speed_range(group: str, widths: RangeWidths = WIDTHS) -> tuple[float, float]
 
 
 def widest_unknown(efficiency: float, group: str | None, speed: str) -> Unknown:
-    """The unknown behind the wider part of a range: one GPU's speed, or what the efficiency
-    `group` adds (None: one GPU)."""
+    """The unknown behind the wider part of a range: one GPU's speed, or what `group` adds."""
     low, high = speed_range(speed)
     if group is not None:
         e_low, e_high = efficiency_range(efficiency, group)

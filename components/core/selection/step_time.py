@@ -7,9 +7,8 @@ import math
 from dataclasses import dataclass
 
 from components.core.model_profile import ModelProfile
-from components.core.selection import device_compute, memory
+from components.core.selection import device_compute, machine_speeds, memory
 from components.core.selection.device_compute import FITTED, FittedConstants
-from components.core.selection.machine_speeds import gpu_types, mean_machine_speed, slowest_machine
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
@@ -54,7 +53,8 @@ def ring_link(
     """A ring through the first `machines` machines' GPU links: the bytes/s it reaches on the
     slowest (a mix's T4 PCIe, not its A100 NVLink), the longest hop latency, the links' names."""
     c = constants or FITTED
-    links = {gpu: topology.link_of(gpu) for gpu in gpu_types(topology, machines)}
+    gpus = machine_speeds.machine_gpus(topology, max(machines, 1))
+    links = {gpu: topology.link_of(gpu) for gpu in gpus}  # each GPU type once, fastest first
     efficiency = {"nvlink": c.nvlink_efficiency}  # any other link: PCIe's
     bps = min(
         link_bandwidth_gbps(topology, gpu) * 1e9 * efficiency.get(link, c.pcie_efficiency)
@@ -115,9 +115,8 @@ def parameter_server_time(
     network_bytes_per_s: float,
     server_bytes_per_s: float | None = None,
 ) -> float:
-    """Pulls then pushes: each worker moves `nbytes` each way, each server (default: at a worker's
-    rate) its share for every worker, at least one of `MinSizePartitioner`'s shards of the largest
-    variable (of `PS_MIN_SHARD_BYTES` or more, at most one per server: core/strategies.py)."""
+    """Pulls then pushes: each worker moves `nbytes` each way, each server its share for every
+    worker, at least one `MinSizePartitioner` shard of the largest variable (core/strategies.py)."""
     largest = min(largest_variable_bytes, nbytes)
     largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
     shard = max(nbytes / max(ps, 1), largest)
@@ -197,7 +196,7 @@ def allreduce_step_parts(
     compute *= 1 + c.sync_overhead * math.log2(replicas)
     # every step waits for the slowest machine: its compute, the same launch
     share = device_compute.step_compute_share(step)
-    return compute * slowest_machine(topology, machines, share), comm
+    return compute * machine_speeds.slowest_machine(topology, machines, share), comm
 
 
 def sync_wait_s(replicas: int, constants: FittedConstants | None = None) -> float:
@@ -264,7 +263,8 @@ def predict_parameter_server(
         hw = dataclasses.replace(hw, net_bps=server_bps, ps_bps=server_bps)
     step = device_compute.step_compute_time(model, batch, hw.tflops)
     compute = step * device_compute.devices_sharing_compute(topology, gpus)
-    compute /= mean_machine_speed(topology, workers, device_compute.step_compute_share(step))
+    share = device_compute.step_compute_share(step)
+    compute /= machine_speeds.mean_machine_speed(topology, workers, share)
     nbytes = gradient_bytes(model, topology.precision)
     comm = ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
     comm += parameter_server_time(

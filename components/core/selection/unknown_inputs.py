@@ -32,8 +32,7 @@ def unknown_input_reasons(
     unstated: Sequence[str],
     answer: Callable[[Topology, ModelProfile], Recommendation],
 ) -> UnknownInputs:
-    """Each estimate or assumption, with the answer at its ends (`answer` recommends with every
-    other setting as asked); `unstated` names the hardware inputs the user did not give."""
+    """A sentence per estimate or assumption (`unstated` inputs), with `answer` at its ends."""
     replace, several = dataclasses.replace, topology.machines > 1
     assumed = []  # (flag, what was assumed, the (label, hardware, model) at each end)
     if "flops" in model.estimated:
