@@ -73,8 +73,7 @@ def server_machine(topology: Topology, state_bytes_per_server: float) -> CpuMach
 def server_network_gbps(topology: Topology, state_bytes_per_server: float) -> float | None:
     """Gbit/s one parameter server moves: its machine's egress, at most one NIC of the network
     between machines (with one GPU machine, the egress alone); None on the worker's machine."""
-    machine = server_machine(topology, state_bytes_per_server)
-    if machine is None:
+    if (machine := server_machine(topology, state_bytes_per_server)) is None:
         return None
     network = topology.network_gbps if topology.machines > 1 else machine.egress_gbps
     return min(machine.egress_gbps, network)

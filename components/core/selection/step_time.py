@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from components.core.model_profile import ModelProfile
 from components.core.selection import device_compute, machine_speeds, memory
@@ -144,8 +143,7 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
     return max(0.0, comm_s - min(overlap * comm_s, 2.0 / 3.0 * compute_s))
 
 
-@dataclass(frozen=True)
-class Rates:
+class Rates(NamedTuple):
     """Sustained rates: TFLOP/s; bytes/s within, collective and parameter-server; hop latency."""
 
     tflops: float
@@ -258,9 +256,9 @@ def predict_parameter_server(
     server_bps = None if gbps is None else gbps * share / 8 * 1e9 * c.ps_network_efficiency
     if shares_host:  # one CPU machine: over PCIe
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
-        hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
+        hw = hw._replace(net_bps=host, ps_bps=host)
     elif topology.machines == 1 and server_bps is not None:
-        hw = dataclasses.replace(hw, net_bps=server_bps, ps_bps=server_bps)
+        hw = hw._replace(net_bps=server_bps, ps_bps=server_bps)
     step = device_compute.step_compute_time(model, batch, hw.tflops)
     compute = step * device_compute.devices_sharing_compute(topology, gpus)
     share = device_compute.step_compute_share(step)
