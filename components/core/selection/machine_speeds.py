@@ -35,6 +35,11 @@ def machine_gpus(topology: Topology, machines: int) -> list[str]:
     return [gpu for gpu, n in _gpu_groups(topology, machines) for _ in range(n)]
 
 
+def gpu_types(topology: Topology, machines: int) -> list[str]:
+    """The GPU types of the first `machines` machines (at least one), fastest first, each once."""
+    return [gpu for gpu, _ in _gpu_groups(topology, max(machines, 1))]
+
+
 def _slowdown_groups(
     topology: Topology, machines: int, compute_share: float = 1.0
 ) -> list[tuple[float, int]]:

@@ -52,8 +52,7 @@ def ring_link(
     """A ring through the first `machines` machines' GPU links: the bytes/s it reaches on the
     slowest (a mix's T4 PCIe, not its A100 NVLink), the longest hop latency, the links' names."""
     c = constants or FITTED
-    gpus = machine_speeds.machine_gpus(topology, max(machines, 1))
-    links = {gpu: topology.link_of(gpu) for gpu in gpus}  # each GPU type once, fastest first
+    links = {gpu: topology.link_of(gpu) for gpu in machine_speeds.gpu_types(topology, machines)}
     efficiency = {"nvlink": c.nvlink_efficiency}  # any other link: PCIe's
     bps = min(
         link_bandwidth_gbps(topology, gpu) * 1e9 * efficiency.get(link, c.pcie_efficiency)
