@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from components.core.checkpoint_interval import CheckpointInterval
+from components.core.checkpoint_interval import RESTART_S, CheckpointInterval
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection import Topology, recommend
 from components.core.selection.prediction import preemption_share
-from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S
+from components.core.selection.topology import ASSUMED_EPOCH_S
 from pipelines.cli import main
 
 QUESTION = ["select", "--machines", "4", "--gpus-per-machine", "1", "--model", "resnet50",
@@ -74,7 +74,7 @@ def test_the_loss_per_preemption_is_the_restart_and_half_the_interval(interval):
         (["--preemptible", "--checkpoint-every", "0s"], "a duration of 1s to 168h"),
         (["--checkpoint-every", "100"], "--checkpoint-every prices the work a preemption"),
         (["--preemptible", "--examples-per-epoch", "0"], "--examples-per-epoch"),
-        (["--examples-per-epoch", "5000", "--checkpoint-every", "9"], "price the work"),
+        (["--examples-per-epoch", "5000", "--checkpoint-every", "9"], "prices the work"),
     ],
 )  # fmt: skip
 def test_bad_checkpoint_values_exit_2_with_one_line(extra, message, capsys):

@@ -274,7 +274,7 @@ def test_cli_gpu_mix_and_preemption_rate(capsys):
          "no machine holds more than 8 t4 GPUs"),
         (["--gpu", "a100:2,t4:6", "--gpus-per-machine", "2", "--interconnect", "nvlink"],
          "t4 GPUs have no NVLink"),
-        (["--gpu", "cpu", "--gpus-per-machine", "500"], "at most one per core"),
+        (["--gpu", "cpu", "--gpus-per-machine", "500"], "CPU devices (one per core)"),
         (["--preemptible", "--preemptions-per-machine-hour", "-1"], "a number from 0 up"),
         (["--sparse-embedding-params", "1000", "--embedding-lookups-per-example", "0"],
          "--embedding-lookups-per-example"),

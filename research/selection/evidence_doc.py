@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components.core.checkpoint_interval import RESTART_S
 from components.core.cpu_machine import (
     DEFAULT_PS_MACHINE_TYPE,
     EGRESS_GBPS_PER_VCPU,
@@ -23,7 +24,7 @@ from components.core.selection.device_compute import FITTED, FittedConstants
 from components.core.selection.memory import KEPT_ACTIVATION_FRACTION, SERVER_MEMORY_HEADROOM
 from components.core.selection.prediction import candidates
 from components.core.selection.step_time import NVLINK_GBPS, PCIE3_GBPS, PCIE_GBPS
-from components.core.selection.topology import RESTART_S, Topology
+from components.core.selection.topology import Topology
 from research.selection.evidence import (
     BLIND_RECORD_PATHS,
     EVIDENCE_PATH,

@@ -13,7 +13,6 @@ the product's formulas, so the product carries no published-only input.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +141,7 @@ def published_parameter_server(
     shares_host = topology.machines == 1
     if shares_host:
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
-        hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
+        hw = hw._replace(net_bps=host, ps_bps=host)
     step = step_compute_time(model, batch, hw.tflops)
     compute = step * devices_sharing_compute(topology, gpus)
     compute /= mean_machine_speed(topology, workers, step_compute_share(step))

@@ -104,18 +104,15 @@ def price_shown(value: float) -> str:
     return f"{value:,.{decimals}f}"
 
 
-def _usd_per_million(candidate: Prediction, topology: Topology, prices: Any) -> float | None:
-    """List price of training on a million examples with `candidate` (None when unpriced)."""
-    hourly = usd_per_hour(candidate, topology, prices)
-    if hourly is None or candidate.rank_examples_per_second <= 0:
-        return None  # unpriced, or trains nothing (preemption restarts fill its hours)
-    return hourly / (candidate.rank_examples_per_second * 3600) * 1e6
-
-
 def price_candidates(preds: list[Prediction], topology: Topology, prices: Any) -> None:
-    """Sets each candidate's list price per million examples (none for one that cannot run)."""
+    """Sets each candidate's list price per million examples (None: unpriced or cannot run)."""
     for p in preds:
-        p.usd_per_million_examples = _usd_per_million(p, topology, prices) if p.feasible else None
+        hourly = usd_per_hour(p, topology, prices) if p.feasible else None
+        # no price either for one that trains nothing (preemption restarts fill its hours)
+        if hourly is None or (speed := p.rank_examples_per_second) <= 0:
+            p.usd_per_million_examples = None
+        else:
+            p.usd_per_million_examples = hourly / (speed * 3600) * 1e6
 
 
 def on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
@@ -215,8 +212,11 @@ def _price_said(candidate: Prediction, topology: Topology, prices: Any) -> str:
     on = subsets.machines_running(candidate, topology)
     gpus = dict.fromkeys(machine_gpus(on, layout.workers))
     types = " and ".join(device(gpu).machine_type(layout.gpus_per_machine) for gpu in gpus)
-    full = dataclasses.replace(layout, gpus_per_machine=given)
-    on_given = _usd_per_million(dataclasses.replace(candidate, layout=full), on, prices)
+    full = dataclasses.replace(
+        candidate, layout=dataclasses.replace(layout, gpus_per_machine=given)
+    )
+    price_candidates([full], on, prices)
+    on_given = full.usd_per_million_examples
     there = "" if on_given is None else f"; {_per_million(on_given, prices)} on the {given} given"
     return f"{said} on {layout.gpus_per_machine} GPU per machine ({types}{there})"
 

@@ -1,5 +1,4 @@
-"""Sustained compute: the fitted constants, a device's achievable TFLOP/s, and the
-compute time of a step."""
+"""Sustained compute: the fitted constants, a device's TFLOP/s, and a step's compute time."""
 
 from __future__ import annotations
 
@@ -41,24 +40,16 @@ class FittedConstants:
     overlay_network_share: float = 1.0
 
 
-def read_fit(path: str | Path = FIT_PATH) -> dict | None:
-    """The fit file at `path`, None when it does not exist (ConfigError: not JSON)."""
-    try:
-        return json.loads(storage.read_text(path))
-    except OSError:
-        return None
-    except ValueError as err:
-        raise ConfigError(f"cannot read {path}: {err}") from None
-
-
-def load_fitted(path: str | Path = FIT_PATH) -> FittedConstants:
-    """The fitted constants from `path` (the defaults when it does not exist)."""
-    fitted = (read_fit(path) or {"constants": {}})["constants"]
-    known = {f.name for f in dataclasses.fields(FittedConstants)}
-    return FittedConstants(**{k: float(v) for k, v in fitted.items() if k in known})
-
-
-FITTED = load_fitted()
+try:  # the stored fit: the constants (the defaults where it has none) and the ranges' widths
+    STORED_FIT = json.loads(storage.read_text(FIT_PATH))
+except OSError:
+    STORED_FIT = {}
+except ValueError as err:
+    raise ConfigError(f"cannot read {FIT_PATH}: {err}") from None
+_KNOWN = {f.name for f in dataclasses.fields(FittedConstants)}
+FITTED = FittedConstants(
+    **{k: float(v) for k, v in STORED_FIT.get("constants", {}).items() if k in _KNOWN}
+)
 # Fixed time of launching one training step (tf.function dispatch, kernel launches, the
 # optimizer update): small models never reach millions of steps/s.
 STEP_LAUNCH_S = 1e-3

@@ -3,14 +3,14 @@ compares."""
 
 from __future__ import annotations
 
-from components.core.checkpoint_interval import MIN_SECONDS, CheckpointInterval
+from components.core.checkpoint_interval import MIN_SECONDS, RESTART_S, CheckpointInterval
 from components.core.cpu_machine import EGRESS_GBPS_PER_VCPU, MAX_EGRESS_GBPS
 from components.core.model_profile import ModelProfile
 from components.core.selection import memory, prediction, step_time
 from components.core.selection.device_compute import achievable_tflops
 from components.core.selection.machine_speeds import machine_slowdowns, preemption_rate
 from components.core.selection.prediction import Prediction
-from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S, Topology, device
+from components.core.selection.topology import ASSUMED_EPOCH_S, Topology, device
 from components.core.strategy_spec import spec_for
 
 DEVICES = {"cpu": "CPU devices"}  # what computes the gradients, by --gpu: else GPUs
@@ -151,13 +151,14 @@ def _all_reduce_sentence(p: Prediction, topology: Topology, model: ModelProfile,
     ms, devices = f"{p.raw_communication_s * 1e3:,.1f} ms", DEVICES.get(topology.gpu, "GPUs")
     shown = f"{p.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
     workers, gpus = p.layout.workers, p.layout.gpus_per_machine
-    if not step_time.all_reduce_overlaps(topology, model, workers):
+    if step_time.step_all_reduce_packs(topology, model, workers) == 1:
         shown = "all of it exposed (one pack after back-propagation"
         shown += "; --all-reduce-pack-mb splits it)" if topology.machines > 1 else ")"
     if not spec_for(p.strategy).multi_machine:
         link = "in host memory"
         if topology.gpu != "cpu":
-            link = f"over {topology.link} ({step_time.link_bandwidth_gbps(topology):g} GB/s)"
+            gbps = step_time.link_bandwidth_gbps(topology)
+            link = f"over {topology.link_of(topology.gpu)} ({gbps:g} GB/s)"
         return (f"One machine with {topology.gpus_per_machine} {devices}: mirrored all-reduces "
                 f"the gradients {link} in {ms}, {shown}: {eff}.")  # fmt: skip
     ring = "ring all-reduce across machines"

@@ -1,7 +1,4 @@
-"""Measured throughput from earlier `comparison.json` files, matched to candidates.
-
-The median of the records that ran a candidate as asked (`mismatch`) replaces its prediction.
-"""
+"""Measured throughput from earlier `comparison.json` files, matched to candidates."""
 
 from __future__ import annotations
 
@@ -31,11 +28,8 @@ _RUN_ONE = "run `strategist compare` first (it writes runs/<timestamp>-compare/)
 
 
 def load_history(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """The run records of each comparison.json given or under a folder given, each file once.
-
-    Raises:
-        ConfigError: a folder without one, or a file unreadable or holding a bad record.
-    """
+    """The run records of each comparison.json given or in a folder given, each file once
+    (ConfigError: a folder without one, a file unreadable or holding a bad record)."""
     files: dict[str, str] = {}  # by a name that is the same however the file was written
     for path in map(str, paths):
         found = storage.find(path, "comparison.json") if storage.isdir(path) else [path]
@@ -58,16 +52,13 @@ def _records(path: str) -> list[dict[str, Any]]:
     results = data.get("results") if isinstance(data, dict) else None
     if not isinstance(results, list) or not results:
         raise ConfigError(f"{where}: no run in its 'results' list (missing or empty); {_RUN_ONE}")
-    records = []
-    for raw in results:
-        run = RunMetrics.from_dict(raw, where)
-        if run.examples_per_second <= 0:
-            raise ConfigError(
-                f"{where} {run.strategy}: 'examples_per_second' is 0, no measured throughput; "
-                "correct the record or remove it from the file"
-            )
-        records.append({**run.to_dict(), "_source": path})
-    return records
+    runs = [RunMetrics.from_dict(raw, where) for raw in results]
+    if idle := next((run for run in runs if run.examples_per_second <= 0), None):
+        raise ConfigError(
+            f"{where} {idle.strategy}: 'examples_per_second' is 0, no measured throughput; "
+            "correct the record or remove it from the file"
+        )
+    return [{**run.to_dict(), "_source": path} for run in runs]
 
 
 def mismatch(record: Record, topology: Topology, model: ModelProfile, batch: int) -> str | None:

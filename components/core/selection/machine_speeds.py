@@ -1,10 +1,10 @@
-"""Machines of different speeds: each machine's GPU in a mix, how much slower each
-computes, and the share of a parameter-server step each worker takes."""
+"""Machines of different speeds: a mix's GPUs, how much slower each is, each worker's share."""
 
 from __future__ import annotations
 
+from components.core.checkpoint_interval import PREEMPTIONS_PER_MACHINE_HOUR
 from components.core.selection.device_compute import achievable_tflops
-from components.core.selection.topology import PREEMPTIONS_PER_MACHINE_HOUR, Topology, device
+from components.core.selection.topology import Topology, device
 
 
 def machine_rank(gpu_name: str, precision: str = "fp32") -> tuple[float, float, str]:
@@ -43,9 +43,8 @@ def gpu_types(topology: Topology, machines: int) -> list[str]:
 def _slowdown_groups(
     topology: Topology, machines: int, compute_share: float = 1.0
 ) -> list[tuple[float, int]]:
-    """(slowdown, machines) of the first `machines` machines, fastest first, against
-    `topology.gpu`: by each GPU's sustained TFLOP/s for the `compute_share` of the step that
-    scales with it, or `heterogeneity_slowdown` for the slower half of `--heterogeneous` ones."""
+    """(slowdown against `topology.gpu`, machines) of the first `machines`, fastest first: by
+    TFLOP/s for the step's `compute_share`, or a `--heterogeneous` half's own slowdown."""
     if topology.gpu_mix:
         ref, share = achievable_tflops(topology.gpu, topology.precision), compute_share
         groups = _gpu_groups(topology, machines)

@@ -1,6 +1,4 @@
-"""Memory a step's state needs: the bytes one device needs for a replica (weights, gradients,
-Adam state and the activations back-propagation keeps), and the CPU machines parameter servers
-run on, as `select` predicts and bills them."""
+"""Memory: a replica's bytes on one device, and the CPU machines parameter servers run on."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ def activation_bytes_per_example(model: ModelProfile, precision: str = "fp32") -
 def memory_needed_bytes(
     model: ModelProfile, per_replica_batch: int, replicated_embedding: bool, precision: str = "fp32"
 ) -> float:
-    """Bytes one GPU needs: weights, gradients, Adam state and activations (sparse embedding
-    tables only when every replica holds them: parameter servers keep them off the GPU)."""
+    """Bytes one GPU needs: weights, gradients, Adam state, activations (sparse tables if held)."""
     params = model.params if replicated_embedding else model.dense_params
     static = params * 4 * (1 + GRADIENT_BYTES_FACTOR[precision] + OPTIMIZER_STATE_FACTOR)
     return static + activation_bytes_per_example(model, precision) * per_replica_batch
@@ -66,9 +63,8 @@ def servers_share_the_host(topology: Topology) -> bool:
 
 
 def server_machine(topology: Topology, state_bytes_per_server: float) -> CpuMachine | None:
-    """The CPU machine each parameter server runs on: `--ps-machine-type` or a larger shape that
-    holds `state_bytes_per_server`, as Vertex AI's ps pool (`launch.cloud.layout`); None on the
-    worker's machine."""
+    """Each parameter server's CPU machine: `--ps-machine-type` or a larger one that holds its
+    state, as Vertex AI's ps pool (`launch.cloud.layout`); None on the worker's machine."""
     if servers_share_the_host(topology):
         return None
     return holding(cpu_machine(topology.ps_machine_type), servers_memory_gb(state_bytes_per_server))
@@ -77,8 +73,7 @@ def server_machine(topology: Topology, state_bytes_per_server: float) -> CpuMach
 def server_network_gbps(topology: Topology, state_bytes_per_server: float) -> float | None:
     """Gbit/s one parameter server moves: its machine's egress, at most one NIC of the network
     between machines (with one GPU machine, the egress alone); None on the worker's machine."""
-    machine = server_machine(topology, state_bytes_per_server)
-    if machine is None:
+    if (machine := server_machine(topology, state_bytes_per_server)) is None:
         return None
     network = topology.network_gbps if topology.machines > 1 else machine.egress_gbps
     return min(machine.egress_gbps, network)

@@ -16,11 +16,8 @@ FAMILIES = ("transformer", *FAMILY_FLOPS_PER_PARAM)
 
 
 def flops_per_param(family: str | None, sequence_length: int | None) -> float | None:
-    """Forward FLOPs per parameter and example of `family` (None without a family).
-
-    Raises:
-        ConfigError: a transformer without its sequence length, or one for another family.
-    """
+    """Forward FLOPs per parameter and example of `family`, None without one (ConfigError: a
+    transformer without `sequence_length`, or one given to another family)."""
     if family == "transformer":
         if not sequence_length or sequence_length < 1:
             raise ConfigError("--model-family transformer: give --sequence-length (tokens)")

@@ -1,11 +1,10 @@
-"""How far a prediction may be off: the ranges around a predicted scaling efficiency and throughput,
-and the unknown input that makes them wide."""
+"""How far a prediction may be off, and the unknown input that makes its range wide."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from components.core.selection.device_compute import FIT_PATH, read_fit
+from components.core.selection.device_compute import STORED_FIT
 
 
 class Unknown(NamedTuple):
@@ -44,7 +43,7 @@ class RangeWidths(NamedTuple):
     one_gpu_speed: dict[str, tuple[float, float]]  # one GPU's throughput, by `speed_group`
 
 
-_STORED = (read_fit(FIT_PATH) or {}).get("ranges", {})  # none stored: point ranges
+_STORED = STORED_FIT.get("ranges", {})  # none stored: point ranges
 WIDTHS = RangeWidths(
     *({k: (float(lo), float(hi)) for k, (lo, hi) in _STORED.get(kind, {}).items()}
       for kind in RangeWidths._fields)
@@ -65,8 +64,7 @@ def speed_range(group: str, widths: RangeWidths = WIDTHS) -> tuple[float, float]
 
 
 def widest_unknown(efficiency: float, group: str | None, speed: str) -> Unknown:
-    """The unknown behind the wider part of a range: one GPU's speed, or what the efficiency
-    `group` adds (None: one GPU)."""
+    """The unknown behind the wider part of a range: one GPU's speed, or what `group` adds."""
     low, high = speed_range(speed)
     if group is not None:
         e_low, e_high = efficiency_range(efficiency, group)

@@ -1,30 +1,13 @@
-"""The step-time model: per-step compute and communication time of a strategy on a topology.
-
-A step is compute plus the communication it does not hide (docs/selection.md).
-"""
+"""The step-time model: per-step compute and communication time of a strategy on a topology."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from components.core.model_profile import ModelProfile
-from components.core.selection.device_compute import (
-    FITTED,
-    FittedConstants,
-    achievable_tflops,
-    devices_sharing_compute,
-    step_compute_share,
-    step_compute_time,
-)
-from components.core.selection.machine_speeds import gpu_types, mean_machine_speed, slowest_machine
-from components.core.selection.memory import (
-    GRADIENT_BYTES_FACTOR,
-    server_network_gbps,
-    server_state_bytes,
-    servers_share_the_host,
-)
+from components.core.selection import device_compute, machine_speeds, memory
+from components.core.selection.device_compute import FITTED, FittedConstants
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
@@ -41,8 +24,7 @@ CPU_RING_HOP_S = 0.75e-3
 # tf_keras under multi_worker_mirrored all-reduces 3 scalars a step for each `Mean` it tracks (the
 # loss and every compiled metric), each in a collective of its own: the traced step holds 4
 # `CollectiveReduceV2` ops with the loss alone, 7 with accuracy (tests/allreduce_pack_probe.py).
-KERAS_LOSS_ALL_REDUCES = 3
-KERAS_METRIC_ALL_REDUCES = 3
+KERAS_ALL_REDUCES_PER_MEAN = 3
 TRAINER_COMPILED_METRICS = 1  # Strategist's trainer compiles the loss and one metric
 # NCCL's latency model of a small all-reduce (tree algorithm, LL protocol), in seconds: a base,
 # and per hop within a machine (x 1.8 when the tree spans machines) and across
@@ -70,7 +52,7 @@ def ring_link(
     """A ring through the first `machines` machines' GPU links: the bytes/s it reaches on the
     slowest (a mix's T4 PCIe, not its A100 NVLink), the longest hop latency, the links' names."""
     c = constants or FITTED
-    links = {gpu: topology.link_of(gpu) for gpu in gpu_types(topology, machines)}
+    links = {gpu: topology.link_of(gpu) for gpu in machine_speeds.gpu_types(topology, machines)}
     efficiency = {"nvlink": c.nvlink_efficiency}  # any other link: PCIe's
     bps = min(
         link_bandwidth_gbps(topology, gpu) * 1e9 * efficiency.get(link, c.pcie_efficiency)
@@ -89,7 +71,7 @@ def network_path_share(topology: Topology, constants: FittedConstants | None = N
 def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
     """Scalars Keras all-reduces a step with `metrics` compiled metrics (None: the trainer's)."""
     metrics = TRAINER_COMPILED_METRICS if metrics is None else metrics
-    return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
+    return KERAS_ALL_REDUCES_PER_MEAN * (1 + metrics)
 
 
 def ring_allreduce_time(
@@ -110,12 +92,8 @@ def allreduce_across_machines_time(
     intra_latency_s: float = 0.0,
     network_latency_s: float = 0.0,
 ) -> float:
-    """One ring over every replica of every machine, as NCCL and TensorFlow run it.
-
-    One communicator spans all N = M x G devices (tensorflow/core/nccl/nccl_manager.cc): each link
-    carries 2 (N-1)/N x bytes at the slowest's pace; 2 M of the 2 (N-1) steps cross the network
-    (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
-    """
+    """One ring over all N = M x G devices (tensorflow/core/nccl/nccl_manager.cc), at the slowest
+    link's pace; 2 M of its 2 (N-1) steps cross the network (NVIDIA/nccl tuning.cc nInterSteps)."""
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
     replicas = machines * gpus_per_machine
@@ -135,19 +113,13 @@ def parameter_server_time(
     network_bytes_per_s: float,
     server_bytes_per_s: float | None = None,
 ) -> float:
-    """Pulls then pushes: each worker moves `nbytes` each way, each server (default: at a worker's
-    rate) its share for every worker, at least one of `MinSizePartitioner`'s shards of the largest
-    variable (of `PS_MIN_SHARD_BYTES` or more, at most one per server: core/strategies.py)."""
+    """Pulls then pushes: each worker moves `nbytes` each way, each server its share for every
+    worker, at least one `MinSizePartitioner` shard of the largest variable (core/strategies.py)."""
     largest = min(largest_variable_bytes, nbytes)
     largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
     shard = max(nbytes / max(ps, 1), largest)
     server_side = workers * shard / (server_bytes_per_s or network_bytes_per_s)
     return 2.0 * max(nbytes / network_bytes_per_s, server_side)
-
-
-def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
-    """Whether the all-reduce overlaps back-propagation: only in more than one pack."""
-    return step_all_reduce_packs(topology, model, machines) > 1
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
@@ -170,8 +142,7 @@ def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> fl
     return max(0.0, comm_s - min(overlap * comm_s, 2.0 / 3.0 * compute_s))
 
 
-@dataclass(frozen=True)
-class Rates:
+class Rates(NamedTuple):
     """Sustained rates: TFLOP/s; bytes/s within, collective and parameter-server; hop latency."""
 
     tflops: float
@@ -185,14 +156,14 @@ def rates(topology: Topology, c: FittedConstants, machines: int = 1) -> Rates:
     """The fitted rates of `topology`, its GPU links the slowest of its first `machines`'."""
     intra_bps, intra_lat, _ = ring_link(topology, machines, c)
     machine_bps = topology.machine_network_gbps * network_path_share(topology, c) / 8 * 1e9
-    tflops = achievable_tflops(topology.gpu, topology.precision, c)
+    tflops = device_compute.achievable_tflops(topology.gpu, topology.precision, c)
     net_bps, ps_bps = machine_bps * c.network_efficiency, machine_bps * c.ps_network_efficiency
     return Rates(tflops, intra_bps, net_bps, ps_bps, intra_lat)
 
 
 def gradient_bytes(model: ModelProfile, precision: str) -> float:
     """Dense gradient bytes a replica exchanges per step at `precision`."""
-    return model.gradient_bytes * GRADIENT_BYTES_FACTOR[precision]
+    return model.gradient_bytes * memory.GRADIENT_BYTES_FACTOR[precision]
 
 
 def allreduce_step_parts(
@@ -206,8 +177,8 @@ def allreduce_step_parts(
     """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, nothing hidden."""
     c = constants or FITTED
     hw = rates(topology, c, machines)  # one ring through every machine: its slowest link
-    step = step_compute_time(model, batch, hw.tflops)
-    compute = step * devices_sharing_compute(topology, gpus)
+    step = device_compute.step_compute_time(model, batch, hw.tflops)
+    compute = step * device_compute.devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
     comm = allreduce_across_machines_time(gradient_bytes(model, topology.precision), *ring)
@@ -221,7 +192,8 @@ def allreduce_step_parts(
         comm += (replicas - 1) * rows / (hw.net_bps if machines > 1 else hw.intra_bps)
     compute *= 1 + c.sync_overhead * math.log2(replicas)
     # every step waits for the slowest machine: its compute, the same launch
-    return compute * slowest_machine(topology, machines, step_compute_share(step)), comm
+    share = device_compute.step_compute_share(step)
+    return compute * machine_speeds.slowest_machine(topology, machines, share), comm
 
 
 def sync_wait_s(replicas: int, constants: FittedConstants | None = None) -> float:
@@ -277,18 +249,19 @@ def predict_parameter_server(
     worker reduces its GPUs' gradients first, then talks to the servers at their egress rate."""
     c = constants or FITTED
     hw = rates(topology, c)
-    shares_host = servers_share_the_host(topology)
-    gbps = server_network_gbps(topology, server_state_bytes(model) / max(ps, 1))
+    shares_host = memory.servers_share_the_host(topology)
+    gbps = memory.server_network_gbps(topology, memory.server_state_bytes(model) / max(ps, 1))
     share = network_path_share(topology, c)
     server_bps = None if gbps is None else gbps * share / 8 * 1e9 * c.ps_network_efficiency
     if shares_host:  # one CPU machine: over PCIe
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
-        hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
+        hw = hw._replace(net_bps=host, ps_bps=host)
     elif topology.machines == 1 and server_bps is not None:
-        hw = dataclasses.replace(hw, net_bps=server_bps, ps_bps=server_bps)
-    step = step_compute_time(model, batch, hw.tflops)
-    compute = step * devices_sharing_compute(topology, gpus)
-    compute /= mean_machine_speed(topology, workers, step_compute_share(step))
+        hw = hw._replace(net_bps=server_bps, ps_bps=server_bps)
+    step = device_compute.step_compute_time(model, batch, hw.tflops)
+    compute = step * device_compute.devices_sharing_compute(topology, gpus)
+    share = device_compute.step_compute_share(step)
+    compute /= machine_speeds.mean_machine_speed(topology, workers, share)
     nbytes = gradient_bytes(model, topology.precision)
     comm = ring_allreduce_time(nbytes, gpus, hw.intra_bps, hw.intra_lat)
     comm += parameter_server_time(

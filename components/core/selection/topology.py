@@ -8,14 +8,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from components.core.checkpoint_interval import (  # noqa: F401  (re-exported to the selection)
-    EPOCH,
-    PREEMPTIONS_PER_MACHINE_HOUR,
-    RESTART_S,
-    CheckpointInterval,
-    check_preemption_rate,
-)
-from components.core.config import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, ConfigError
+from components.core.checkpoint_interval import EPOCH, CheckpointInterval, check_preemption_rate
+from components.core.config import FLOAT32, ConfigError
 from components.core.config import PRECISIONS as POLICIES
 from components.core.cpu_machine import DEFAULT_PS_MACHINE_TYPE, cpu_machine
 from components.core.hardware import GPUS, Gpu, get_gpu, interconnect_bandwidth
@@ -58,11 +52,9 @@ def a_device(name: str) -> str:
 
 def precision_of_policy(policy: str) -> str:
     """The selector's precision (`fp32`, `mixed`) of a tf-keras policy (ConfigError: another)."""
-    if policy in (FLOAT32, MIXED_FLOAT16, MIXED_BFLOAT16):
-        return "fp32" if policy == FLOAT32 else "mixed"
-    raise ConfigError(
-        f"unknown precision {policy!r}; a run's precision is one of {', '.join(POLICIES)}"
-    )
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown precision {policy!r}; a run's is one of {', '.join(POLICIES)}")
+    return "fp32" if policy == FLOAT32 else "mixed"
 
 
 WHOLE, POSITIVE = "a whole number of at least 1", "a positive number"
@@ -104,8 +96,7 @@ class Topology:
     examples_per_epoch: int | None = None  # None: an epoch of `ASSUMED_EPOCH_S`
 
     def __post_init__(self) -> None:
-        """Merges a mix's repeated names; a mix of one name is plain hardware, and only GPUs of
-        different speeds make it heterogeneous (an A100 40GB and 80GB differ in memory alone)."""
+        """Merges a mix's names: one name is plain hardware; unlike speeds are heterogeneous."""
         if isinstance(self.gpu, str) and self.gpu.lower() in CPU_NAMES:
             object.__setattr__(self, "gpu", "cpu")
         if not all(isinstance(n, int) and not isinstance(n, bool) for _, n in self.gpu_mix):
@@ -163,16 +154,17 @@ class Topology:
                    "--machines 2 or more")  # fmt: skip
         check_preemption_rate(self.preemptions_per_machine_hour, self.preemptible)
         self.checkpoint_interval()
-        flags = {"--checkpoint-every": self.checkpoint_every != EPOCH,
-                 "--examples-per-epoch": examples is not None}  # fmt: skip
-        if (given := [flag for flag, on in flags.items() if on]) and not self.preemptible:
-            verb, them = ("price", "them") if len(given) > 1 else ("prices", "it")
-            yield (f"{' and '.join(given)} {verb} the work a preemption loses: add --preemptible, "
-                   f"or drop {them}")  # fmt: skip
+        for flag, given in (("--checkpoint-every", self.checkpoint_every != EPOCH),
+                            ("--examples-per-epoch", examples is not None)):  # fmt: skip
+            if given and not self.preemptible:
+                yield f"{flag} prices the work a preemption loses: add --preemptible, or drop it"
         for gpu in sorted({self.gpu, *(name for name, _ in self.gpu_mix)}):
-            limit = MAX_DEVICES_PER_MACHINE.get(gpu)
-            if limit is not None and self.gpus_per_machine > limit:
-                yield self._too_many_devices(gpu, limit)
+            most, per = MAX_DEVICES_PER_MACHINE.get(gpu), self.gpus_per_machine
+            if most is not None and per > most:
+                what = "CPU devices (one per core)" if gpu == "cpu" else f"{gpu} GPUs"
+                yield (f"--gpus-per-machine {per}: no machine holds more than {most} {what}; give "
+                       f"more machines (e.g. --machines {math.ceil(per / most)} "
+                       f"--gpus-per-machine {most})")  # fmt: skip
             if gpu in NO_NVLINK and (self.interconnect or "").lower() == "nvlink":
                 yield f"--interconnect nvlink: {gpu} GPUs have no NVLink; use --interconnect pcie"
         if not MIN_NETWORK_GBPS <= self.network_gbps <= MAX_NIC_GBPS:
@@ -180,15 +172,6 @@ class Topology:
                    f"Gbit/s ({MIN_NETWORK_GBPS:g} to {MAX_NIC_GBPS:g}) and --nics")  # fmt: skip
         if self.nics > MAX_NICS:
             yield f"--nics {self.nics}: machines carry at most {MAX_NICS} NICs"
-
-    def _too_many_devices(self, gpu: str, most: int) -> str:
-        """Why a machine of `gpu` cannot hold `gpus_per_machine` devices, and a shape that can."""
-        what = "logical CPU devices, at most one per core" if gpu == "cpu" else f"{gpu} GPUs"
-        return (
-            f"--gpus-per-machine {self.gpus_per_machine}: no machine holds more than {most} "
-            f"{what}; give more machines (e.g. --machines "
-            f"{math.ceil(self.gpus_per_machine / most)} --gpus-per-machine {most})"
-        )
 
     def _cpu_in_mix(self) -> str:
         """Why a mix cannot hold machines without GPUs, and the question to ask instead."""
@@ -223,11 +206,6 @@ class Topology:
         nics = f" ({self.nics_used} x {self.network_gbps:g})" if self.nics_used > 1 else ""
         return f"{self.machine_network_gbps:g} Gbps network{nics}"
 
-    @property
-    def link(self) -> str:
-        """The intra-machine link of a machine of `gpu` (a mix's first machines)."""
-        return self.link_of(self.gpu)
-
     def link_of(self, gpu: str) -> str:
         """The intra-machine link of a machine of `gpu`: `--interconnect`, else the GPU's usual."""
         return (self.interconnect or device(gpu).default_interconnect).lower()
@@ -238,8 +216,7 @@ class Topology:
         return self.machines * self.gpus_per_machine
 
     def describe(self) -> str:
-        """One line for people: `4 x 8 v100 (nvlink), 100 Gbps network, preemptible`, or
-        `2 x 8 a100 (nvlink) + 6 x 8 t4 (pcie), ...` for a GPU mix."""
+        """One line for people: `2 x 8 a100 (nvlink) + 6 x 8 t4 (pcie), 100 Gbps network, XLA`."""
         per = self.gpus_per_machine
         mix = self.gpu_mix or ((self.gpu, self.machines),)
         text = " + ".join(

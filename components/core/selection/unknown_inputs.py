@@ -1,5 +1,4 @@
-"""What was estimated or assumed for inputs the user did not give, and the answer at
-both ends of each estimate."""
+"""What was estimated or assumed for inputs not given, and the answer at both ends of each."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def unknown_input_reasons(
     unstated: Sequence[str],
     answer: Callable[[Topology, ModelProfile], Recommendation],
 ) -> UnknownInputs:
-    """Each estimate or assumption, with the answer at its ends (`answer` recommends with every
-    other setting as asked); `unstated` names the hardware inputs the user did not give."""
+    """A sentence per estimate or assumption (`unstated` inputs), with `answer` at its ends."""
     replace, several = dataclasses.replace, topology.machines > 1
     assumed = []  # (flag, what was assumed, the (label, hardware, model) at each end)
     if "flops" in model.estimated:
@@ -73,22 +71,22 @@ def unknown_input_reasons(
         reasons.append(f"{said} The answer {lead}: {at_ends}. Give {flag} for one answer.")
     if "activations" in model.estimated:
         memory_gb = device(machine_gpus(topology, 1)[0]).memory_gb  # what `recommend` checks
-        low = mp.ACTIVATION_BYTES_PER_FLOP_LOW * model.flops_per_example
-        fits, fits_low = (
-            max_batch_that_fits(m, memory_gb, True, topology.precision)
-            for m in (model, replace(model, activation_bytes_per_example=low))
-        )
-        cap = (
-            f" The estimate decides the batch: {fits:,} per GPU fits at it, "
-            f"{min(fits_low, batch_size):,} at the low end ({mp.ACTIVATION_BYTES_PER_FLOP_LOW:g} "
-            "bytes per FLOP, VGG-16). Give --activation-bytes-per-example for one answer."
-        )
-        reasons.append(
+        low = mp.ACTIVATION_BYTES_PER_FLOP_LOW
+        at_low = replace(model, activation_bytes_per_example=low * model.flops_per_example)
+        fits = max_batch_that_fits(model, memory_gb, True, topology.precision)
+        fits_low = max_batch_that_fits(at_low, memory_gb, True, topology.precision)
+        said = (
             "Activation memory was not given (--activation-bytes-per-example): estimated at "
             f"{model.activation_bytes_per_example / 1e6:,.3g} MB per example "
-            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, the high end of the "
-            f"published CNNs).{cap if fits != 0 and fits < batch_size else ''}"
+            f"({mp.ACTIVATION_BYTES_PER_FLOP:g} bytes per forward FLOP, published CNNs' high end)."
         )
+        if 0 < fits < batch_size:
+            said += (
+                f" The estimate decides the batch: {fits:,} per GPU fits at it, "
+                f"{min(fits_low, batch_size):,} at the low end ({low:g} bytes per FLOP, VGG-16). "
+                "Give --activation-bytes-per-example for one answer."
+            )
+        reasons.append(said)
     return UnknownInputs(tuple(reasons), tuple(deciding))
 
 
