@@ -360,9 +360,10 @@ EXPECTED = {
 }
 
 
-# `make test-heavy`: a rehearsed Vertex AI parameter-server job learns in make test's
-# test_adapt_once_cloud (its vertex case), and the other cases here hold the request's check.
-HEAVY = {"vertex-ps-2+1"}
+# `make test-heavy`; each is covered in `make test`: a rehearsed Vertex AI parameter-server
+# job learns in test_adapt_once_cloud (its vertex case); mirrored is rehearsed as
+# vertex-mirrored-1x2, a TFJob as the other kubeflow cases; each checks the request whole.
+HEAVY = {"vertex-ps-2+1", "kubeflow-mirrored-1x2"}
 
 
 @pytest.mark.cluster
