@@ -361,9 +361,10 @@ EXPECTED = {
 
 
 # `make test-heavy`; each is covered in `make test`: a rehearsed Vertex AI parameter-server
-# job learns in test_adapt_once_cloud (its vertex case); mirrored is rehearsed as
-# vertex-mirrored-1x2, a TFJob as the other kubeflow cases; each checks the request whole.
-HEAVY = {"vertex-ps-2+1", "kubeflow-mirrored-1x2"}
+# job learns in test_adapt_once_cloud (its vertex case); multi-worker mirrored is rehearsed as
+# vertex-mwms-2-evaluator-module, which stages the module; a TFJob's replicas take a staged
+# gs:// module in test_adapt_once_cloud's storage-server test.
+HEAVY = {"vertex-ps-2+1", "kubeflow-mwms-2-module"}
 
 
 @pytest.mark.cluster
