@@ -9,7 +9,7 @@ from components.core.selection import (
     machine_speeds,
     recommend,
 )
-from components.core.selection.percent import pct_against
+from components.core.selection.explanation import pct_against
 from pipelines.cli import main
 from tests.selection_helpers import RESNET101
 

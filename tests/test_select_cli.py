@@ -175,9 +175,9 @@ def test_cli_history_and_text(tmp_path, capsys):
          "--sparse-embedding-params 10: a table of fewer parameters than one row of "
          "--embedding-dim 64 holds no row; give rows x dim parameters (at least 64)"),
         (["--machines", "2", "--gpus-per-machine", "1", "--gpu", "cpu:1,t4:1", "--params",
-          "1000"], "--gpu cpu:1,t4:1: machines without GPUs cannot be part of a GPU mix "
-         "(--gpus-per-machine counts their CPU devices only with --gpu cpu alone); ask about "
-         "the GPU machines alone (--gpu t4 --machines 1), or the CPU machines alone (--gpu cpu)"),
+          "1000"], "--gpu cpu:1,t4:1: machines without GPUs cannot be part of a GPU mix; ask "
+         "about the GPU machines alone (--gpu t4 --machines 1), or the CPU machines alone "
+         "(--gpu cpu)"),
         (["--machines", "2", "--gpus-per-machine", "8", "--model", "gpt9"], "unknown model"),
         (["--machines", "2", "--gpus-per-machine", "8", "--params", "10", "--history",
           "/nonexistent/comparison.json"], "run `strategist compare` first"),

@@ -79,3 +79,18 @@ def test_the_answer_gives_its_range_and_what_makes_it_wide(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert any(line.endswith("100% scaling efficiency") for line in lines), lines
     assert "unsure:      one GPU's speed" in "\n".join(lines)
+
+
+@pytest.mark.parametrize(("question", "why"), [
+    ("one a100", "one device"),
+    ("4 t4, resnet50", "one machine with several GPUs"),
+    ("4 x 4 v100 on 1 gbit/s", "one machine, predicted faster than more"),
+    ("bert-large 2 x 8 a100", "several machines, synchronous"),
+    ("20 preemptible t4", "preemptible machines and machines of uneven speed: parameter servers"),
+    ("8 x 1 v100, embedding", "a large sparse embedding table: parameter servers"),
+])  # fmt: skip
+def test_why_is_the_first_rule_that_holds(question, why, capsys):
+    """`why:` names the rule that decided, from the answer's data (the first that holds)."""
+    assert main(["select", *EVERYDAY[question].split()]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert next(line for line in lines if line.startswith("why:")).startswith(f"why:         {why}")

@@ -17,13 +17,13 @@ def test_params_model_without_flops_is_estimated_and_shows_both_ends():
     assert (rec.strategy, rec.layout.workers) == ("multi_worker_mirrored", 16)
     assert rec.reasons[0].startswith("Adding machines buys little here: all 16 machines")
     reason = next(r for r in rec.reasons if "FLOPs per example were not given" in r)
-    assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored, 16 worker(s)" in reason
+    assert "CNN-like (480 FLOPs per parameter): multi_worker_mirrored on 16 machine(s)" in reason
     assert "Give --gflops-per-example" in reason
     spot = recommend(Topology(20, 1, "t4", network_gbps=10, preemptible=True), model)
     assert (spot.strategy, spot.layout.workers) == ("parameter_server", 20)
     reason = next(r for r in spot.reasons if "FLOPs per example were not given" in r)
     # all 20: parameter servers, predicted faster and favoured on preemptible machines
-    assert "CNN-like (480 FLOPs per parameter): parameter_server, 20 worker(s)" in reason
+    assert "CNN-like (480 FLOPs per parameter): parameter_server on 20 machine(s)" in reason
     assert any("Activation memory was not given" in r for r in rec.reasons)
     given = from_params(44_549_160, 15.7e9, 1.7e8)
     assert not any("not given" in r for r in recommend(Topology(16, 4, "v100"), given).reasons)
@@ -66,7 +66,7 @@ def test_an_unstated_network_path_is_assumed_out_loud_with_the_overlay_answer(ca
     assert main([*argv, "--network-path", "overlay"]) == 0
     overlay = json.loads(capsys.readouterr().out)
     answer = f"{overlay['strategy']} on {overlay['layout']['workers']} machine(s)"
-    assert f"the answer would be {answer}." in said[0]
+    assert f"through a container overlay (kubenet, flannel VXLAN): {answer};" in said[0]
     assert overlay["predicted"] != unstated["predicted"]  # it differs here
     # given, host is the same prediction and nothing is said
     assert main([*argv, "--network-path", "host"]) == 0
@@ -91,4 +91,4 @@ def test_a_model_family_replaces_the_one_size_flops_guess(capsys):
     assert main([*argv, "--model-family", "transformer"]) == 2
     assert "give --sequence-length" in capsys.readouterr().err
     assert main([*argv, "--model-family", "cnn", "--sequence-length", "8"]) == 2
-    assert "--sequence-length applies to transformers" in capsys.readouterr().err
+    assert "--sequence-length is for transformers" in capsys.readouterr().err

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.core.model_profile import ModelProfile
+from components.core.selection.explanation import pct_against
 from components.core.selection.machine_speeds import mean_machine_speed
 from components.core.selection.machine_subsets import on_first_machines, predicted_on_fewer_machines
-from components.core.selection.percent import pct_against
 from components.core.selection.prediction import Prediction
 from components.core.selection.rules import asynchronous_allowed
 from components.core.selection.topology import Topology

@@ -3,53 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import ConfigError
 from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
-from components.core.selection.cost import (
-    cheapest,
-    cost_sentences,
-    on_fewer_gpus,
-    on_fewer_machines,
-    on_one_gpu_type,
-    price_basis_reasons,
-    price_candidates,
-    prices_used,
-)
-from components.core.selection.explanation import (
-    communication_sentences,
-    explain,
-    measured_one_device,
-    pct_shown,
-)
+from components.core.selection import cost, explanation, input_bound, machine_floor, memory
 from components.core.selection.history import apply_history
-from components.core.selection.input_bound import (
-    fewer_gpus_sentence,
-    fewest_gpus_the_input_keeps_busy,
-    partly_fed_sentence,
-)
-from components.core.selection.machine_floor import (
-    EFFICIENCY_FLOOR,
-    best_on_each_machine_count,
-    fewer_machines,
-    machine_efficiency,
-    measured_on_fewer_machines,
-    measured_part_sentence,
-)
 from components.core.selection.machine_speeds import machine_gpus
 from components.core.selection.machine_subsets import (
     faster_machines_sentence,
     on_faster_machines,
     on_first_machines,
-)
-from components.core.selection.memory import (
-    USABLE_MEMORY_FRACTION,
-    max_batch_that_fits,
-    memory_needed_bytes,
 )
 from components.core.selection.prediction import Prediction, candidates_that_fit
 from components.core.selection.rules import apply_rules, input_fed_on_fewer_gpus, prefer_simpler
@@ -58,73 +26,46 @@ from components.core.selection.unknown_inputs import unknown_input_reasons
 from components.core.strategy_spec import spec_for
 
 MODEL_PARALLELISM = "model_parallelism"
-
-
 OBJECTIVES = ("time", "cost")
 
 
 @dataclass
 class Recommendation:
-    """The selector's answer.
+    """The selector's answer."""
 
-    Attributes:
-        strategy: one of `config.STRATEGIES`, or `model_parallelism`.
-        supported: False when Strategist cannot train the model as asked.
-        layout: workers / ps / GPUs per machine, or None when unsupported.
-        chosen: the chosen candidate's prediction, or None when unsupported.
-        alternatives: the other candidates, best first.
-        reasons: plain sentences with numbers.
-        topology: the hardware asked about.
-        model: the model asked about.
-        batch_size: the per-replica batch the predictions use.
-        machine_options: (machines, strategy, speed-up over one device, machine scaling
-            efficiency) of each machine count, when the cluster scales below the floor.
-        prices: what the candidates were priced at (`cost.prices_used`), or None.
-        deciding_inputs: the flags of assumed inputs whose value changes the choice.
-    """
-
-    strategy: str
-    supported: bool
-    layout: Layout | None
-    chosen: Prediction | None
-    alternatives: list[Prediction]
-    reasons: list[str]
-    topology: Topology
-    model: ModelProfile
-    batch_size: int = 64
+    strategy: str  # one of `config.STRATEGIES`, or `model_parallelism`
+    supported: bool  # False when Strategist cannot train the model as asked
+    layout: Layout | None  # None when unsupported
+    chosen: Prediction | None  # the chosen candidate, None when unsupported
+    alternatives: list[Prediction]  # the other candidates, best first
+    reasons: list[str]  # plain sentences with numbers
+    topology: Topology  # the hardware asked about
+    model: ModelProfile  # the model asked about
+    batch_size: int = 64  # the per-replica batch the predictions use
+    # (machines, strategy, speed-up over one device, machine scaling efficiency) of each
+    # machine count, when the cluster scales below the floor
     machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
-    prices: dict[str, Any] | None = None
-    deciding_inputs: list[str] = dataclasses.field(default_factory=list)
+    prices: dict[str, Any] | None = None  # what the candidates were priced at (`prices_used`)
+    deciding_inputs: list[str] = dataclasses.field(default_factory=list)  # assumed, deciding
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
-        chosen = self.chosen.to_dict() if self.chosen else None
+        # the chosen candidate's, as its `to_dict` says them: a GPU mix's slower type it runs on
+        # alone (None: the first machines), its price in the currency `prices` names
+        chosen = self.chosen.to_dict() if self.chosen else {}
+        keys = ("machines_gpu", "predicted", "measured", "usd_per_million_examples")
         return {
             "strategy": self.strategy,
             "supported": self.supported,
             "layout": self.layout.to_dict() if self.layout else None,
-            # a GPU mix's slower type the choice runs on alone (None: its first machines)
-            "machines_gpu": (self.chosen.machines_gpu or None) if self.chosen else None,
-            "predicted": chosen["predicted"] if chosen else None,
-            "measured": chosen.get("measured") if chosen else None,
-            # As each alternative carries it: the text table's price column, when priced; in
-            # the currency `prices` names (the key keeps its name for the readers of it).
-            "usd_per_million_examples": chosen.get("usd_per_million_examples") if chosen else None,
-            "usd_per_million_examples_range": (
-                chosen.get("usd_per_million_examples_range") if chosen else None
-            ),
+            **{key: chosen.get(key) for key in (*keys, "usd_per_million_examples_range")},
             "prices": self.prices,
             "alternatives": [a.to_dict() for a in self.alternatives],
             "reasons": list(self.reasons),
             "depends_on": list(self.deciding_inputs),
             "machine_options": [
-                {
-                    "machines": m,
-                    "strategy": st,
-                    "speedup": round(x, 3),
-                    "machine_efficiency": round(e, 4),
-                }
-                for m, st, x, e in self.machine_options
+                dict(machines=m, strategy=s, speedup=round(x, 3), machine_efficiency=round(e, 4))
+                for m, s, x, e in self.machine_options
             ],
             "inputs": {
                 "topology": dataclasses.asdict(self.topology),
@@ -153,13 +94,12 @@ def recommend(
         batch_size: per-GPU (per-replica) batch.
         async_ok: asynchronous updates (parameter_server in TF2) are acceptable.
         history: `comparison.json` result records (`load_history`).
-        prices: a `prices.PriceTable`; each candidate is then priced per million examples.
-        objective: `time` (fastest above the machine efficiency floor) or `cost` (cheapest
-            per example; needs `prices`).
+        prices: a `prices.PriceTable` to price each candidate per million examples.
+        objective: `time` (fastest above the machine floor) or `cost` (needs `prices`).
         unstated: hardware inputs the user did not give (`network`), answered at both ends.
 
     Returns:
-        The recommendation; `model_parallelism`, unsupported, when the model fits no GPU.
+        The answer; `model_parallelism`, unsupported, when the model fits no GPU.
 
     Raises:
         ConfigError: invalid hardware or batch size, or no candidate can run.
@@ -170,45 +110,42 @@ def recommend(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"--batch-size must be a whole number of at least 1, got {batch_size!r}")
     gpu = device(machine_gpus(topology, 1)[0])  # a mix's first machine, its largest if tied
-    fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
-    fit_ps = max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
+    fit_replicated = memory.max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
+    fit_ps = memory.max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
-        return _model_parallelism(topology, model, batch_size, gpu)
+        return _unsupported(topology, model, batch_size, gpu)
     preds, batch, reasons = candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
     if not any(p.feasible for p in preds):
         # one machine whose GPU holds no replica with the table, nor its host the servers
-        raise ConfigError(
-            f"no strategy runs on {topology.describe()}: "
-            + "; ".join(f"{p.strategy}: {p.note}" for p in preds)
-        )
+        notes = "; ".join(f"{p.strategy}: {p.note}" for p in preds)
+        raise ConfigError(f"no strategy runs on {topology.describe()}: {notes}")
     findings = apply_history(preds, history, topology, model, batch) if history else None
     history_reasons = findings.sentences if findings else []
-    basis: list[str] = []
+    basis, cheaper, fed, measured_alone = [], [], [], []
     if prices is not None:
-        basis = price_basis_reasons(topology, prices)
-        price_candidates(preds, topology, prices)
+        basis = cost.price_basis_reasons(topology, prices)
+        cost.price_candidates(preds, topology, prices)
         # fewer machines, a mix's slower type alone, or fewer GPUs can cost less per example
-        cheaper = on_fewer_machines(preds, topology, model, batch, history, prices)
-        of_one_type, measured_alone = on_one_gpu_type(topology, model, batch, history, prices)
+        cheaper = cost.on_fewer_machines(preds, topology, model, batch, history, prices)
+        of_one_type, measured_alone = cost.on_one_gpu_type(topology, model, batch, history, prices)
         cheaper += of_one_type
-        fed = on_fewer_gpus(preds + cheaper, topology, model, batch, history, prices)
+        fed = cost.on_fewer_gpus(preds + cheaper, topology, model, batch, history, prices)
         cheaper += [p for _, p in fed]
     if objective == "cost":
         if any(p.measured_examples_per_second is not None for p in cheaper):
-            # one tally over every candidate weighed (a mix's slower type alone is
-            # matched on its own machines, so it stays out of this one)
+            # one tally over every candidate weighed (a mix's slower type alone is matched on
+            # its own machines, so it stays out of this one)
             alike = [p for p in preds + cheaper if not p.machines_gpu]
             findings = apply_history(alike, history, topology, model, batch)
             history_reasons = findings.sentences
         if measured_alone:
-            # records of a slower type matched on its own machines: the tally over the
-            # mix's first machines would call them unmatched or ignored
-            said = findings.about_the_measured if findings else []
-            history_reasons = said + measured_alone
-        chosen, lead, why, alternatives = cheapest(
+            # records of a slower type matched on its own machines: the tally over the mix's
+            # first machines would call them unmatched or ignored
+            history_reasons = (findings.about_the_measured if findings else []) + measured_alone
+        chosen, lead, why, alternatives = cost.cheapest(
             preds + cheaper, topology, model, batch, reasons + history_reasons, prices, async_ok
         )
-        fewer = [fewer_gpus_sentence(full, p, topology) for full, p in fed if p is chosen]
+        fewer = [input_bound.fewer_gpus_sentence(f, p, topology) for f, p in fed if p is chosen]
         why = [lead, *basis, *fewer, *why]  # the table's basis right after the price that decided
         rec = Recommendation(
             chosen.strategy, True, chosen.layout, chosen, alternatives, why, topology, model, batch
@@ -217,63 +154,26 @@ def recommend(
         rec = _choose(
             preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
         )
-        if prices is not None and rec.chosen is not None:
+        if prices is not None:
             # what --objective cost weighs: the table, the floor's count and the cheaper layouts
             weighed = [rec.chosen, *rec.alternatives, *cheaper]
-            rec.reasons.extend(
-                cost_sentences(rec.chosen, weighed, topology, model, async_ok, prices) + basis
-            )
-
+            priced = cost.cost_sentences(rec.chosen, weighed, topology, model, async_ok, prices)
+            rec.reasons += priced + basis
     if prices is not None:
-        rec.prices = prices_used(topology, prices)
-
-    def answer(on: Topology, variant: ModelProfile) -> Recommendation:
-        """The answer, all else as asked, on other hardware or for another model."""
-        return recommend(on, variant, batch_size=batch_size, async_ok=async_ok,
-                         history=history, prices=prices, objective=objective)  # fmt: skip
-
+        rec.prices = cost.prices_used(topology, prices)
+    # the answer, all else as asked, on other hardware or for another model
+    answer = functools.partial(recommend, batch_size=batch_size, async_ok=async_ok,
+                               history=history, prices=prices, objective=objective)  # fmt: skip
     unknown = unknown_input_reasons(topology, model, batch_size, unstated, answer)
-    rec.reasons.extend(unknown.reasons)
+    rec.reasons += unknown.reasons
     rec.deciding_inputs = list(unknown.deciding)
-    rec.reasons.extend(_unmeasured_choice_reasons(rec, preds))
+    rec.reasons += _unmeasured_choice_reasons(rec.chosen, preds)
     return rec
 
 
-def _unmeasured_choice_reasons(rec: Recommendation, preds: list[Prediction]) -> list[str]:
-    """A warning when the choice is unmeasured while the measured fell short of predictions."""
-    chosen = rec.chosen
-    # a candidate that trains nothing (preemption restarts fill its hours) has no ratio
-    measured = [p for p in preds if p.measured_examples_per_second is not None and p.feasible]
-    if chosen is None or chosen.measured_examples_per_second is not None or not measured:
-        return []
-    # both less the same expected preemption losses (a benchmark ran too briefly for them)
-    ratios = [p.rank_examples_per_second / p.examples_per_second for p in measured]
-    if min(ratios) >= 0.9:
-        return []
-    low, high = pct_shown(min(ratios)), pct_shown(max(ratios))
-    return [
-        f"{chosen.strategy} is chosen on its prediction alone, while the measured candidates "
-        f"here ran at {low if low == high else f'{low}-{high}'} of their predictions: "
-        f"measure it (strategist compare --strategies {chosen.strategy},...) before relying "
-        "on it."
-    ]
-
-
-def _model_parallelism(
-    topology: Topology, model: ModelProfile, batch: int, gpu: Gpu
-) -> Recommendation:
-    """The unsupported answer for a model whose weights and state do not fit one GPU."""
-    static_gb = memory_needed_bytes(model, 0, False) / 1e9
-    reasons = [
-        f"{model.name} needs {static_gb:,.1f} GB for weights, gradients and Adam state "
-        f"({model.dense_params:,} parameters x 16 bytes) plus activations, more than the "
-        f"{gpu.memory_gb * USABLE_MEMORY_FRACTION:.0f} GB usable on one {gpu.name} "
-        f"({gpu.memory_gb:g} GB): data parallelism keeps a full copy per GPU, so it cannot run.",
-        "Split the model across GPUs (tensor or pipeline parallelism, e.g. DTensor or "
-        "Mesh TensorFlow), or use GPUs with more memory; Strategist does not do model "
-        "parallelism.",
-    ]
-    return Recommendation(MODEL_PARALLELISM, False, None, None, [], reasons, topology, model, batch)
+def _ranked(preds: Iterable[Prediction]) -> list[Prediction]:
+    """The feasible of `preds`, the fastest (measured, else predicted) first."""
+    return sorted((p for p in preds if p.feasible), key=lambda p: -p.rank_examples_per_second)
 
 
 def _choose(
@@ -283,92 +183,102 @@ def _choose(
     batch: int,
     async_ok: bool,
     reasons: list[str],
-    history: Sequence[Mapping[str, Any]] = (),
-    history_reasons: Sequence[str] = (),
-    prices: Any = None,
+    history: Sequence[Mapping[str, Any]],
+    history_reasons: list[str],
+    prices: Any,
 ) -> Recommendation:
     """Ranks the feasible candidates (a mix's faster machines alone among them), applies the
-    rules and the machine floor, and explains the choice on the machines it runs on."""
-    measured_fewer = measured_on_fewer_machines(preds, topology, model, batch, async_ok, history)
+    rules, the machine floor and the input pipelines' feed, and explains the choice on the
+    machines it runs on."""
+    measured_fewer = machine_floor.measured_on_fewer_machines(
+        preds, topology, model, batch, async_ok, history
+    )
     # a mix's faster machines alone: a slower or memory-short machine must not hold back
     # the rest (priced like the full table: a candidate prices its own first machines)
     alone = on_faster_machines([*preds, *measured_fewer], topology, model, batch, history)
     if prices is not None:
         for p in measured_fewer:  # each on the machines it ran on, as the table's others
-            price_candidates([p], on_first_machines(topology, p.layout.workers), prices)
-        price_candidates(alone, topology, prices)
+            cost.price_candidates([p], on_first_machines(topology, p.layout.workers), prices)
+        cost.price_candidates(alone, topology, prices)
     preds = [*preds, *measured_fewer, *alone]  # a measured part of the cluster weighs as it ran
-    feasible = [p for p in preds if p.feasible]
-    feasible.sort(key=lambda p: -p.rank_examples_per_second)
+    feasible = _ranked(preds)
     best = prefer_simpler(feasible)
-    # the rules weigh the machines the best runs on: machines of one speed give
-    # parameter servers no case against it
+    # the rules weigh the machines the best runs on: machines of one speed give parameter
+    # servers no case against it
     rules_on = on_first_machines(topology, best.layout.workers) if best in alone else topology
     chosen, rule_reasons = apply_rules(best, feasible, rules_on, model, async_ok)
-    options: list[tuple[int, str, float, float]] = []
-    fewer: list[str] = []
-    on = topology if chosen.layout.workers in (1, topology.machines) else (
-        on_first_machines(topology, chosen.layout.workers)
-    )  # fmt: skip
-    if chosen in measured_fewer:
-        fewer.append(measured_part_sentence(chosen, topology))
+    workers = chosen.layout.workers
+    on = topology if workers in (1, topology.machines) else on_first_machines(topology, workers)
     faster = [faster_machines_sentence(chosen, preds, topology, model)] if chosen in alone else []
-    weighed: list[Prediction] = [*measured_fewer, *alone]  # candidates the full table lacks
-    if chosen.layout.workers > 1:
-        best_on = best_on_each_machine_count(
+    fewer = (
+        [machine_floor.measured_part_sentence(chosen, topology)] if chosen in measured_fewer else []
+    )
+    options, weighed = [], [*measured_fewer, *alone]  # candidates the full table lacks
+    if workers > 1:
+        best_on = machine_floor.best_on_each_machine_count(
             chosen, preds, topology, model, batch, async_ok, history
         )
         weighed += [p for p in best_on.values() if p not in preds]
-        if 1 in best_on and machine_efficiency(topology, best_on, chosen.layout.workers) < (
-            EFFICIENCY_FLOOR
-        ):
-            full = chosen
-            one = measured_one_device(preds)
-            answer, options, said = fewer_machines(topology, best_on, one)
-            if answer is not full:  # fewer machines are faster than all of them
-                chosen, fewer = answer, said
-                fewer += communication_sentences(full, on, model, one)
-                on = on_first_machines(topology, chosen.layout.workers)
+        floor = machine_floor.EFFICIENCY_FLOOR  # all the machines below it: weigh fewer
+        if 1 in best_on and machine_floor.machine_efficiency(topology, best_on, workers) < floor:
+            one = explanation.measured_one_device(preds)
+            answer, options, fewer = machine_floor.fewer_machines(topology, best_on, one)
+            if answer is not chosen:  # fewer machines are faster than all of them
+                fewer += explanation.communication_sentences(chosen, on, model, one)
+                chosen, on = answer, on_first_machines(topology, answer.layout.workers)
                 _, rule_reasons = apply_rules(chosen, [chosen], on, model, async_ok)
-            else:
-                fewer = said
-    input_sentences: list[str] = []
+    fed = []
     if chosen.input_bound:
-        full_gpus = chosen
-        chosen, on, input_sentences = fewest_gpus_the_input_keeps_busy(
+        full = chosen
+        chosen, on, fed = input_bound.fewest_gpus_the_input_keeps_busy(
             chosen, on, model, batch, async_ok, history
         )
-        if spec_for(chosen.strategy).uses_ps and not spec_for(full_gpus.strategy).uses_ps:
-            # the rule kept all GPUs synchronous (capped alike, asynchrony gains nothing);
-            # on fewer GPUs per machine only parameter_server takes all the input
-            rule_reasons = input_fed_on_fewer_gpus(chosen, full_gpus, on, model, async_ok)
+        if spec_for(chosen.strategy).uses_ps and not spec_for(full.strategy).uses_ps:
+            # the rule kept all GPUs synchronous (capped alike, asynchrony gains nothing); on
+            # fewer GPUs per machine only parameter_server takes all the input
+            rule_reasons = input_fed_on_fewer_gpus(chosen, full, on, model, async_ok)
     elif chosen.input_capped:  # its faster machines only: each runs at its own speed
-        input_sentences = [partly_fed_sentence(chosen, on)]
+        fed = [input_bound.partly_fed_sentence(chosen, on)]
     if chosen not in preds:  # fewer machines or GPUs than all: a candidate of its own
         if prices is not None:
-            price_candidates([chosen], on, prices)
+            cost.price_candidates([chosen], on, prices)
         preds = [*preds, chosen]
         feasible.append(chosen)
     if any(p.measured_examples_per_second is not None for p in weighed):
         # one tally over every candidate weighed, the fewer machines' measured ones included
         extra = [p for p in weighed if p not in preds]
         history_reasons = apply_history([*preds, *extra], history, topology, model, batch).sentences
-    reasons = [
-        *faster, *fewer, *input_sentences, *explain(chosen, feasible, on, model, batch),
-        *rule_reasons, *reasons, *history_reasons,
-    ]  # fmt: skip
-    alternatives = [p for p in preds if p is not chosen and p.feasible]
-    alternatives.sort(key=lambda p: -p.rank_examples_per_second)
-    alternatives += [p for p in preds if not p.feasible]
+    explained = explanation.explain(chosen, feasible, on, model, batch)
+    why = [*faster, *fewer, *fed, *explained, *rule_reasons, *reasons, *history_reasons]
+    others = _ranked(p for p in preds if p is not chosen) + [p for p in preds if not p.feasible]
     return Recommendation(
-        chosen.strategy,
-        True,
-        chosen.layout,
-        chosen,
-        alternatives,
-        reasons,
-        topology,
-        model,
-        batch,
-        options,
+        chosen.strategy, True, chosen.layout, chosen, others, why, topology, model, batch, options
     )
+
+
+def _unmeasured_choice_reasons(chosen: Prediction, preds: list[Prediction]) -> list[str]:
+    """A warning when the choice is unmeasured while the measured fell short of predictions."""
+    # a candidate that trains nothing (preemption restarts fill its hours) has no ratio; both
+    # are less the same expected preemption losses (a benchmark ran too briefly for them)
+    measured = [p for p in preds if p.measured_examples_per_second is not None and p.feasible]
+    ratios = [p.rank_examples_per_second / p.examples_per_second for p in measured]
+    if chosen.measured_examples_per_second is not None or min(ratios, default=1) >= 0.9:
+        return []
+    low, high = explanation.pct_shown(min(ratios)), explanation.pct_shown(max(ratios))
+    return [
+        f"{chosen.strategy} is chosen on its prediction alone, while the measured candidates "
+        f"here ran at {low if low == high else f'{low}-{high}'} of their predictions: measure "
+        f"it (strategist compare --strategies {chosen.strategy},...) before relying on it."
+    ]
+
+
+def _unsupported(topology: Topology, model: ModelProfile, batch: int, gpu: Gpu) -> Recommendation:
+    """The answer for a model whose weights and state do not fit one GPU: model parallelism."""
+    static_gb = memory.memory_needed_bytes(model, 0, False) / 1e9
+    usable_gb = gpu.memory_gb * memory.USABLE_MEMORY_FRACTION
+    reasons = [
+        f"{model.name} needs {static_gb:,.1f} GB for weights, gradients and Adam state, more "
+        f"than the {usable_gb:.0f} GB usable on one {gpu.name}: split the model across GPUs "
+        "(tensor or pipeline parallelism, which Strategist does not do) or use larger GPUs."
+    ]
+    return Recommendation(MODEL_PARALLELISM, False, None, None, [], reasons, topology, model, batch)

@@ -1,12 +1,6 @@
 """The step-time model: per-step compute and communication time of a strategy on a topology.
 
-A step is compute (3 x forward FLOPs at the device's sustained rate) plus the communication it
-does not hide: one NCCL-style ring all-reduce over every replica (2 (N-1)/N x the gradient bytes
-over the slowest link, plus a latency per hop and per gradient tensor), or parameter servers'
-pulls and pushes. TensorFlow's all-reduce as Strategist builds it hides nothing unless split
-into packs (`--all-reduce-pack-mb`); parameter servers hide a fitted share. Scaling efficiency
-is the one-GPU step over the step (weak scaling). The constants are fitted
-(`device_compute.FittedConstants`); docs/selection.md describes the model.
+A step is compute plus the communication it does not hide (docs/selection.md).
 """
 
 from __future__ import annotations
@@ -34,27 +28,27 @@ from components.core.selection.memory import (
 from components.core.selection.topology import Topology
 from components.core.strategy_spec import PS_MIN_SHARD_BYTES
 
-# Nominal one-direction bandwidth of one GPU's link, GB/s, by generation: NVLink 1 (P100, 4 links x
-# 20 GB/s), 2 (V100, 6 x 25), 3 (A100, 12 x 25), 4 (H100, 18 x 25); PCIe x16 gen 3/4/5
-# (15.8/31.5/63). NVIDIA's P100/V100/A100/H100 data sheets and the PCI-SIG specifications.
-NVLINK_GBPS = {
-    "p100": 80.0,
-    "v100": 150.0,
-    "v100-32gb": 150.0,
-    "a100": 300.0,
-    "a100-80gb": 300.0,
-    "h100": 450.0,
-    "h200": 450.0,
-}
+# One GPU link's one-way GB/s: NVLink 1-4 (P100 4 x 20, V100 6 x 25, A100 12 x 25, H100 18 x 25),
+# PCIe x16 gen 3/4/5 (15.8/31.5/63): NVIDIA's data sheets and the PCI-SIG specifications.
+NVLINK_GBPS = {"p100": 80.0, "v100": 150.0, "v100-32gb": 150.0, "a100": 300.0,
+               "a100-80gb": 300.0, "h100": 450.0, "h200": 450.0}  # fmt: skip
 PCIE_GBPS = {"a100": 31.5, "a100-80gb": 31.5, "l4": 31.5, "a10g": 31.5, "h100": 63.0, "h200": 63.0}
-
 PCIE3_GBPS = 15.8
-# Link latency per ring hop, seconds.
-LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}
-
+LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "network": 50e-6}  # per ring hop
 # One ring hop of TensorFlow's collective all-reduce between CPU workers, a gRPC call: measured on
 # 127.0.0.1 by `python -m benchmarks.collective_latency` (docs/benchmarks.md section 8).
 CPU_RING_HOP_S = 0.75e-3
+# tf_keras under multi_worker_mirrored all-reduces 3 scalars a step for each `Mean` it tracks (the
+# loss and every compiled metric), each in a collective of its own: the traced step holds 4
+# `CollectiveReduceV2` ops with the loss alone, 7 with accuracy (tests/allreduce_pack_probe.py).
+KERAS_LOSS_ALL_REDUCES = 3
+KERAS_METRIC_ALL_REDUCES = 3
+TRAINER_COMPILED_METRICS = 1  # Strategist's trainer compiles the loss and one metric
+# NCCL's latency model of a small all-reduce (tree algorithm, LL protocol), in seconds: a base,
+# and per hop within a machine (x 1.8 when the tree spans machines) and across
+# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, `baseLat` and `hwLat`).
+NCCL_TREE_LL_BASE_S = 4.4e-6
+NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
 
 
 def network_hop_latency(topology: Topology) -> float:
@@ -63,54 +57,37 @@ def network_hop_latency(topology: Topology) -> float:
 
 
 def link_bandwidth_gbps(topology: Topology, gpu: str | None = None) -> float:
-    """Nominal one-direction bandwidth of one GPU's link in `topology`, GB/s: of
-    `topology.gpu`, or of `gpu`'s machines in a mix."""
+    """Nominal one-direction GB/s of one GPU's link: of `topology.gpu`, or of `gpu`'s machines."""
     gpu = gpu or topology.gpu
     if topology.link_of(gpu) == "nvlink":
         return NVLINK_GBPS.get(gpu, NVLINK_GBPS["v100"])
     return PCIE_GBPS.get(gpu, PCIE3_GBPS)
 
 
-def _link_efficiency(link: str, constants: FittedConstants) -> float:
-    """The share of a `link`'s nominal bandwidth a ring reaches."""
-    return constants.nvlink_efficiency if link == "nvlink" else constants.pcie_efficiency
-
-
 def ring_link(
     topology: Topology, machines: int, constants: FittedConstants | None = None
 ) -> tuple[float, float, tuple[str, ...]]:
-    """The GPU links of the first `machines` machines as a ring through all of them
-    meets them: the bytes/s it reaches on the slowest (a mix's T4 machines' PCIe, not
-    its A100s' NVLink, sets the pace), the longest hop latency, and the links' names.
-    """
+    """A ring through the first `machines` machines' GPU links: the bytes/s it reaches on the
+    slowest (a mix's T4 PCIe, not its A100 NVLink), the longest hop latency, the links' names."""
     c = constants or FITTED
-    types = gpu_types(topology, machines)
-    names = tuple(dict.fromkeys(topology.link_of(g) for g in types))
+    links = {gpu: topology.link_of(gpu) for gpu in gpu_types(topology, machines)}
+    efficiency = {"nvlink": c.nvlink_efficiency}  # any other link: PCIe's
     bps = min(
-        link_bandwidth_gbps(topology, g) * 1e9 * _link_efficiency(topology.link_of(g), c)
-        for g in types
+        link_bandwidth_gbps(topology, gpu) * 1e9 * efficiency.get(link, c.pcie_efficiency)
+        for gpu, link in links.items()
     )
-    latency = max(LATENCY_S.get(name, LATENCY_S["pcie"]) for name in names)
-    return bps, latency, names
+    names = tuple(dict.fromkeys(links.values()))
+    return bps, max(LATENCY_S.get(name, LATENCY_S["pcie"]) for name in names), names
 
 
 def network_path_share(topology: Topology, constants: FittedConstants | None = None) -> float:
     """The share of the machines' network rate `topology`'s network path delivers."""
-    c = constants or FITTED
-    return c.overlay_network_share if topology.network_path == "overlay" else 1.0
-
-
-# tf_keras under multi_worker_mirrored all-reduces 3 scalars a step for each `Mean` it tracks (the
-# loss and every compiled metric), each in a collective of its own: the traced step holds 4
-# `CollectiveReduceV2` ops with the loss alone, 7 with accuracy (tests/allreduce_pack_probe.py).
-KERAS_LOSS_ALL_REDUCES = 3
-KERAS_METRIC_ALL_REDUCES = 3
-TRAINER_COMPILED_METRICS = 1  # Strategist's trainer compiles the loss and one metric
+    overlay = topology.network_path == "overlay"
+    return (constants or FITTED).overlay_network_share if overlay else 1.0
 
 
 def keras_step_scalar_all_reduces(metrics: int | None = TRAINER_COMPILED_METRICS) -> int:
-    """The scalars Keras all-reduces every `multi_worker_mirrored` step when the model
-    is compiled with `metrics` metrics besides its loss (None: the trainer's one)."""
+    """Scalars Keras all-reduces a step with `metrics` compiled metrics (None: the trainer's)."""
     metrics = TRAINER_COMPILED_METRICS if metrics is None else metrics
     return KERAS_LOSS_ALL_REDUCES + KERAS_METRIC_ALL_REDUCES * metrics
 
@@ -135,19 +112,18 @@ def allreduce_across_machines_time(
 ) -> float:
     """One ring over every replica of every machine, as NCCL and TensorFlow run it.
 
-    TensorFlow builds one NCCL communicator over all N = M x G devices
-    (tensorflow/core/nccl/nccl_manager.cc): every link, each NIC included, carries 2 (N-1)/N x
-    bytes (nccl-tests' "bus bandwidth"), at the slowest link's pace. Of the 2 (N-1) steps, 2 M
-    cross the network (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
+    One communicator spans all N = M x G devices (tensorflow/core/nccl/nccl_manager.cc): each link
+    carries 2 (N-1)/N x bytes at the slowest's pace; 2 M of the 2 (N-1) steps cross the network
+    (NVIDIA/nccl src/graph/tuning.cc, `nInterSteps`).
     """
     if machines <= 1:
         return ring_allreduce_time(nbytes, gpus_per_machine, intra_bytes_per_s, intra_latency_s)
     replicas = machines * gpus_per_machine
-    slowest = min(intra_bytes_per_s, network_bytes_per_s)
-    # with one replica per machine every one of the 2 (N-1) steps crosses the network
+    # with one replica per machine every step crosses the network
     network_steps = min(2 * machines, 2 * (replicas - 1))
-    intra_steps = 2 * (replicas - 1) - network_steps
-    latency = intra_steps * intra_latency_s + network_steps * network_latency_s
+    latency = (2 * (replicas - 1) - network_steps) * intra_latency_s
+    latency += network_steps * network_latency_s
+    slowest = min(intra_bytes_per_s, network_bytes_per_s)
     return 2.0 * (replicas - 1) / replicas * nbytes / slowest + latency
 
 
@@ -159,13 +135,9 @@ def parameter_server_time(
     network_bytes_per_s: float,
     server_bytes_per_s: float | None = None,
 ) -> float:
-    """Pull parameters and push gradients, one after the other, between workers and `ps` servers.
-
-    Each worker moves `nbytes` each way; each server moves its share for every worker, at
-    `server_bytes_per_s` (default: a worker's rate). A large variable is split into shards of at
-    least `PS_MIN_SHARD_BYTES`, at most one per server (`MinSizePartitioner`, as
-    components/core/strategies.py builds it), so a server's share is at least one shard.
-    """
+    """Pulls then pushes: each worker moves `nbytes` each way, each server (default: at a worker's
+    rate) its share for every worker, at least one of `MinSizePartitioner`'s shards of the largest
+    variable (of `PS_MIN_SHARD_BYTES` or more, at most one per server: core/strategies.py)."""
     largest = min(largest_variable_bytes, nbytes)
     largest /= min(max(ps, 1), max(1, int(largest // PS_MIN_SHARD_BYTES)))
     shard = max(nbytes / max(ps, 1), largest)
@@ -174,15 +146,13 @@ def parameter_server_time(
 
 
 def all_reduce_overlaps(topology: Topology, model: ModelProfile, machines: int) -> bool:
-    """Whether a step's all-reduce on `machines` machines overlaps back-propagation: only when
-    split into more than one pack; one pack starts once the last gradient exists."""
+    """Whether the all-reduce overlaps back-propagation: only in more than one pack."""
     return step_all_reduce_packs(topology, model, machines) > 1
 
 
 def step_all_reduce_packs(topology: Topology, model: ModelProfile, machines: int) -> int:
-    """The all-reduces a step of `machines` machines runs: one pack, or as many packs of
-    `--all-reduce-pack-mb` as the gradients fill across machines, at most one per tensor
-    (TensorFlow's `group_by_size` never splits a tensor, cross_device_utils.py)."""
+    """All-reduces a step runs: one pack, or the `--all-reduce-pack-mb` packs the gradients fill,
+    at most one per tensor (`group_by_size` never splits a tensor, cross_device_utils.py)."""
     if machines <= 1 or topology.all_reduce_pack_mb <= 0:
         return 1
     nbytes = gradient_bytes(model, topology.precision)
@@ -197,14 +167,12 @@ def overlap_share(overlap: float, topology: Topology, constants: FittedConstants
 
 def exposed_communication(comm_s: float, compute_s: float, overlap: float) -> float:
     """Communication left after `overlap` of it hides behind back-propagation (2/3 of compute)."""
-    hidden = min(overlap * comm_s, 2.0 / 3.0 * compute_s)
-    return max(0.0, comm_s - hidden)
+    return max(0.0, comm_s - min(overlap * comm_s, 2.0 / 3.0 * compute_s))
 
 
 @dataclass(frozen=True)
 class Rates:
-    """A topology's sustained rates: one device's TFLOP/s; bytes/s within a machine, of a
-    collective and of a parameter-server transfer between machines; seconds per hop within."""
+    """Sustained rates: TFLOP/s; bytes/s within, collective and parameter-server; hop latency."""
 
     tflops: float
     intra_bps: float
@@ -214,17 +182,12 @@ class Rates:
 
 
 def rates(topology: Topology, c: FittedConstants, machines: int = 1) -> Rates:
-    """The fitted rates of `topology`, its GPU links the slowest of its first `machines`
-    machines' (`ring_link`)."""
+    """The fitted rates of `topology`, its GPU links the slowest of its first `machines`'."""
     intra_bps, intra_lat, _ = ring_link(topology, machines, c)
-    machine_gbps = topology.machine_network_gbps * network_path_share(topology, c)
-    return Rates(
-        tflops=achievable_tflops(topology.gpu, topology.precision, c),
-        intra_bps=intra_bps,
-        net_bps=machine_gbps / 8 * 1e9 * c.network_efficiency,
-        ps_bps=machine_gbps / 8 * 1e9 * c.ps_network_efficiency,
-        intra_lat=intra_lat,
-    )
+    machine_bps = topology.machine_network_gbps * network_path_share(topology, c) / 8 * 1e9
+    tflops = achievable_tflops(topology.gpu, topology.precision, c)
+    net_bps, ps_bps = machine_bps * c.network_efficiency, machine_bps * c.ps_network_efficiency
+    return Rates(tflops, intra_bps, net_bps, ps_bps, intra_lat)
 
 
 def gradient_bytes(model: ModelProfile, precision: str) -> float:
@@ -240,38 +203,30 @@ def allreduce_step_parts(
     gpus: int,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float]:
-    """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, before any
-    of the communication hides behind back-propagation."""
+    """(compute_s, comm_s) of a synchronous all-reduce step on machines x gpus, nothing hidden."""
     c = constants or FITTED
     hw = rates(topology, c, machines)  # one ring through every machine: its slowest link
     step = step_compute_time(model, batch, hw.tflops)
-    share = step_compute_share(step)
     compute = step * devices_sharing_compute(topology, gpus)
     replicas = machines * gpus
-    nbytes = gradient_bytes(model, topology.precision)
     ring = (machines, gpus, hw.intra_bps, hw.net_bps, hw.intra_lat, network_hop_latency(topology))
-    comm = allreduce_across_machines_time(nbytes, *ring)
+    comm = allreduce_across_machines_time(gradient_bytes(model, topology.precision), *ring)
     packs = step_all_reduce_packs(topology, model, machines)
-    if packs > 1:  # every pack past the first is one more ring: its hops' latency again
-        comm += (packs - 1) * allreduce_across_machines_time(0.0, *ring)
-    if replicas > 1:
-        comm += model.tensors * c.tensor_latency_s
-    if model.sparse_embedding_params and replicas > 1:
-        # Sparse gradients are all-gathered: every replica receives every other's rows.
+    comm += (packs - 1) * allreduce_across_machines_time(0.0, *ring)  # a ring's hops per pack
+    if replicas <= 1:
+        return compute, comm
+    comm += model.tensors * c.tensor_latency_s
+    if model.sparse_embedding_params:  # all-gathered: every replica receives every other's rows
         rows = model.embedding_rows_touched(batch) * model.embedding_dim * 4
-        slowest = hw.net_bps if machines > 1 else hw.intra_bps
-        comm += (replicas - 1) * rows / slowest
-    if replicas > 1:
-        compute *= 1 + c.sync_overhead * math.log2(replicas)
-        # every step waits for the slowest: its compute, the same launch
-        compute *= slowest_machine(topology, machines, share)
-    return compute, comm
+        comm += (replicas - 1) * rows / (hw.net_bps if machines > 1 else hw.intra_bps)
+    compute *= 1 + c.sync_overhead * math.log2(replicas)
+    # every step waits for the slowest machine: its compute, the same launch
+    return compute * slowest_machine(topology, machines, step_compute_share(step)), comm
 
 
 def sync_wait_s(replicas: int, constants: FittedConstants | None = None) -> float:
     """Seconds a step of `replicas` synchronised replicas waits, never hidden."""
-    c = constants or FITTED
-    return c.sync_latency_s * math.log2(replicas) if replicas > 1 else 0.0
+    return (constants or FITTED).sync_latency_s * math.log2(replicas) if replicas > 1 else 0.0
 
 
 def predict_allreduce(
@@ -282,38 +237,21 @@ def predict_allreduce(
     gpus: int,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus.
-
-    One pack (`CommunicationOptions(bytes_per_pack=0)`) hides nothing; packs of
-    `--all-reduce-pack-mb` start as their gradients appear, all but the last.
-    """
+    """(compute_s, exposed_comm_s, raw_comm_s) of synchronous all-reduce on machines x gpus: one
+    pack (`bytes_per_pack=0`) hides nothing; more start as their gradients appear, but the last."""
     c = constants or FITTED
     compute, comm = allreduce_step_parts(topology, model, batch, machines, gpus, c)
     packs = step_all_reduce_packs(topology, model, machines)
-    overlap = 0.0
-    if packs > 1:
-        overlap = min(overlap_share(c.allreduce_overlap, topology, c), (packs - 1) / packs)
+    share = overlap_share(c.allreduce_overlap, topology, c)
+    overlap = min(share, (packs - 1) / packs) if packs > 1 else 0.0
     exposed = exposed_communication(comm, compute, overlap) + sync_wait_s(machines * gpus, c)
     scalars = step_scalar_seconds(topology, model, machines, gpus)
     return compute, exposed + scalars, comm + scalars
 
 
-# NCCL's latency model of a small all-reduce (tree algorithm, LL protocol), in seconds:
-# a base, and per hop within a machine (x 1.8 when the tree spans machines) and across
-# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, `baseLat` and `hwLat`).
-NCCL_TREE_LL_BASE_S = 4.4e-6
-NCCL_TREE_LL_HOP_S = {"nvlink": 0.52e-6 * 1.8, "pcie": 1.0e-6 * 1.8, "network": 5.0e-6}
-
-
 def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, gpus: int) -> float:
-    """Seconds a step spends on Keras's scalar all-reduces across `machines` machines, each
-    paying its latency in full and never hidden (collectives run in order).
-
-    Between CPU workers each is a ring of gRPC hops (`CPU_RING_HOP_S`); between GPU machines,
-    NCCL's tree latency, base + 2 ((G-1) hops within + floor(log2 M) across). One machine sums
-    them locally.
-    """
-    scalars = keras_step_scalar_all_reduces(model.compiled_metrics)
+    """Seconds of Keras's scalar all-reduces across machines, each a full latency in turn: a ring
+    of gRPC hops between CPU workers, else NCCL's tree, base + 2 ((G-1) + floor(log2 M)) hops."""
     if machines <= 1:
         return 0.0
     if topology.gpu == "cpu":
@@ -321,22 +259,9 @@ def step_scalar_seconds(topology: Topology, model: ModelProfile, machines: int, 
         one = allreduce_across_machines_time(0.0, machines, gpus, 1.0, 1.0, hop, hop)
     else:
         hop = max(NCCL_TREE_LL_HOP_S[name] for name in ring_link(topology, machines)[2])
-        within = (gpus - 1) * hop
         across = int(math.log2(machines)) * NCCL_TREE_LL_HOP_S["network"]
-        one = NCCL_TREE_LL_BASE_S + 2 * (within + across)
-    return scalars * one
-
-
-def server_bytes_per_s(
-    topology: Topology, model: ModelProfile, ps: int, constants: FittedConstants | None = None
-) -> float | None:
-    """Bytes/s one of `ps` parameter servers moves on the machine it runs on
-    (`memory.server_network_gbps`), None where they share the worker's one machine."""
-    c = constants or FITTED
-    gbps = server_network_gbps(topology, server_state_bytes(model) / max(ps, 1))
-    if gbps is None:
-        return None
-    return gbps * network_path_share(topology, c) / 8 * 1e9 * c.ps_network_efficiency
+        one = NCCL_TREE_LL_BASE_S + 2 * ((gpus - 1) * hop + across)
+    return keras_step_scalar_all_reduces(model.compiled_metrics) * one
 
 
 def predict_parameter_server(
@@ -348,17 +273,15 @@ def predict_parameter_server(
     gpus: int,
     constants: FittedConstants | None = None,
 ) -> tuple[float, float, float]:
-    """(compute_s, exposed_comm_s, raw_comm_s) of an average worker's parameter-server step.
-
-    The servers share the host on one CPU machine (over PCIe), else run on `--ps-machine-type`
-    machines whose egress bounds them. Each worker first reduces its GPUs' gradients; workers of
-    different speeds each run at their own pace.
-    """
+    """(compute_s, exposed_comm_s, raw_comm_s) of an average worker's parameter-server step: each
+    worker reduces its GPUs' gradients first, then talks to the servers at their egress rate."""
     c = constants or FITTED
     hw = rates(topology, c)
     shares_host = servers_share_the_host(topology)
-    server_bps = server_bytes_per_s(topology, model, ps, c)
-    if shares_host:
+    gbps = server_network_gbps(topology, server_state_bytes(model) / max(ps, 1))
+    share = network_path_share(topology, c)
+    server_bps = None if gbps is None else gbps * share / 8 * 1e9 * c.ps_network_efficiency
+    if shares_host:  # one CPU machine: over PCIe
         host = PCIE_GBPS.get(topology.gpu, PCIE3_GBPS) * 1e9 * c.pcie_efficiency
         hw = dataclasses.replace(hw, net_bps=host, ps_bps=host)
     elif topology.machines == 1 and server_bps is not None:
@@ -372,15 +295,12 @@ def predict_parameter_server(
         nbytes, model.largest_variable_bytes, workers, ps, hw.ps_bps, server_bps
     )
     comm += model.tensors * c.tensor_latency_s
-    if not shares_host:
-        # the pull and the push: a round trip each (gRPC; the fitted 50 us on GPU machines)
+    if not shares_host:  # the pull and the push: a round trip each
         comm += 2 * network_hop_latency(topology)
     if model.sparse_embedding_params:
         rows = model.embedding_rows_touched(batch * gpus) * model.embedding_dim * 4
         comm += 2 * max(rows / hw.ps_bps, workers * rows / max(ps, 1) / (server_bps or hw.ps_bps))
     # each variable's update is pushed as soon as its gradient exists: the fitted overlap
-    overlap = overlap_share(c.ps_overlap, topology, c)
-    exposed = exposed_communication(comm, compute, overlap)
+    exposed = exposed_communication(comm, compute, overlap_share(c.ps_overlap, topology, c))
     # a worker's pull and push are round trips too: the same wait per doubling of workers
-    exposed += sync_wait_s(workers, c)
-    return compute, exposed, comm
+    return compute, exposed + sync_wait_s(workers, c), comm
