@@ -222,7 +222,11 @@ class TaskProgress(logging.Filter):
             with self.lock:
                 task = self.current
                 now = time.perf_counter()
-                if task is None or now - self._last_line < HEARTBEAT_SECONDS:
+                if now - self._last_line < HEARTBEAT_SECONDS:
+                    continue
+                if task is None:  # kfp.local starts a task's process: seconds on a loaded machine
+                    quiet = now - self._last_line
+                    self._line(f"      kfp.local ... {quiet:.0f} s, starting a task")
                     continue
                 doing = (
                     f"after {task.last_epoch}"

@@ -82,7 +82,7 @@ def test_parameter_server_sentences_fit_their_layout():
     )
     assert "share the worker's machine" not in said
     assert "updates after the weights" not in said and "update after the weights" not in said
-    assert "a replica with it needs 80.8 GB for weights, gradients, Adam state" in said
+    assert "(80.8 GB with gradients, Adam state and activations)" in said
     # servers sharing one CPU machine's host, whose count host memory set, say what it
     # must hold: 50e9 parameters x 12 bytes x 1.25 = 750 GB
     big = from_params(100_000, 1e6, 1e4).with_sparse_embedding(50_000_000_000)

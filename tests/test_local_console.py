@@ -175,6 +175,7 @@ def test_off_a_terminal_a_quiet_task_gets_a_heartbeat(monkeypatch):
         progress.on_output("    " + EPOCHS[1])
         time.sleep(0.5)
         progress.filter(_record("Task 'train' finished with status SUCCESS"))
+        time.sleep(0.6)  # no task runs
     finally:
         progress.stop_heartbeat()
     lines = console.getvalue().splitlines()
@@ -184,6 +185,8 @@ def test_off_a_terminal_a_quiet_task_gets_a_heartbeat(monkeypatch):
         and "s, starting the cluster" in lines[1]
     )
     assert any(line.endswith("s, after epoch 1/2") for line in lines)
+    # Between tasks, while kfp.local starts the next one, the console is not quiet either.
+    assert re.fullmatch(r"      kfp\.local \.\.\. \d+ s, starting a task", lines[-1]), lines
     # A terminal rewrites its line instead: no heartbeat lines.
     terminal = TaskProgress(Terminal(), total=1, rewrite=True)
     terminal.start_heartbeat()

@@ -10,7 +10,7 @@ import pytest
 from components.core.checkpoint_interval import CheckpointInterval
 from components.core.model_profile import PUBLISHED_PROFILES
 from components.core.selection import Topology, recommend
-from components.core.selection.prediction import preemption_loss_seconds
+from components.core.selection.prediction import preemption_share
 from components.core.selection.topology import ASSUMED_EPOCH_S, RESTART_S
 from pipelines.cli import main
 
@@ -62,7 +62,7 @@ def test_the_loss_per_preemption_is_the_restart_and_half_the_interval(interval):
         machines = 1 if ps else c.layout.workers
         assert c.overhead_fraction == pytest.approx(machines * expected / 3600)
         assert c.preemption_loss_s == pytest.approx(
-            preemption_loss_seconds(c, topology, CheckpointInterval.parse(interval))
+            preemption_share(c, topology, CheckpointInterval.parse(interval))[0]
         )
 
 

@@ -53,11 +53,9 @@ def test_preemption_grants_no_slack_the_prediction_already_took_off(capsys):
     assert out.startswith("recommended: multi_worker_mirrored")
     assert "within the 25%" not in out and "is preferred because" not in out
     assert (
-        "Parameter_server was considered because machines are preemptible: a lost worker "
-        "stops every synchronous replica, while parameter-server training retries its steps "
-        "on the other workers, but it is predicted 4% slower than multi_worker_mirrored with "
-        "that already counted: the predictions take a restart off a synchronous run for each "
-        "of its machines preempted, off parameter_server for one."
+        "Parameter_server was considered because the machines are preemptible and a lost "
+        "worker stops every synchronous replica, but it is predicted 4% slower than "
+        "multi_worker_mirrored with that already counted."
     ) in out
 
 
@@ -73,10 +71,7 @@ def test_machines_of_different_speeds_grant_no_slack_the_prediction_already_hold
     assert rec.strategy == "multi_worker_mirrored"
     assert 0.05 < 1 - ps.rank_examples_per_second / rec.chosen.rank_examples_per_second <= 0.25
     said = next(r for r in rec.reasons if r.startswith("Parameter_server was considered"))
-    assert (
-        "with that already counted: the predictions run each parameter-server worker at "
-        "its own speed and a synchronous step at the slowest machine's." in said
-    )
+    assert "8% slower than multi_worker_mirrored with that already counted." in said
 
 
 def test_async_ok_favours_parameter_server_only_when_it_is_close():
@@ -119,7 +114,7 @@ def test_a_dense_model_stays_synchronous_however_fast_parameter_servers_are_pred
     assert rec.strategy == "multi_worker_mirrored" and rec.layout.workers == 16
     why = next(r for r in rec.reasons if r.startswith("Parameter_server is predicted"))
     assert "asynchronous examples are worth less to a dense model" in why
-    assert "with 16 workers a gradient lands about 15 updates after" in why
+    assert "gradients about 15 updates after the weights" in why
     assert "https://arxiv.org/abs/1604.00981" in why and "--async-ok" in why
     assert "multi_worker_mirrored keeps training synchronous" in why
     # the CLI prints the same reason (ResNet-50 on 4 x 8 V100 at 25 Gbit/s, whose servers

@@ -1,193 +1,110 @@
-"""What each candidate costs at list prices, per hour and per million examples, in the table's
-currency (the names say usd for the readers of `--json`), and `--objective cost`: the cheaper
-layouts it weighs and the cheapest of them.
-
-A GPU machine is priced as the machine type that takes its GPUs plus the GPUs (unless the type
-bundles them), at Spot prices for preemptible machines when the table has them. Parameter servers
-and the coordinator are billed on demand as the CPU machines they run on
-(`memory.server_machine`). Fewer machines, a mix's slower GPU type alone and fewer GPUs per
-machine can cost less per example.
-"""
+"""What candidates cost at list prices, per hour and per million examples; `--objective cost`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.core.config import ConfigError
-from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.prices import PriceTable
+from components.core.selection import machine_subsets as subsets
 from components.core.selection.explanation import explain
 from components.core.selection.history import apply_history
 from components.core.selection.input_bound import fewest_gpus_the_input_keeps_busy
 from components.core.selection.machine_speeds import machine_gpus
-from components.core.selection.machine_subsets import (
-    machine_counts,
-    machines_running,
-    of_one_type,
-    on_first_machines,
-    predicted_on_fewer_machines,
-)
-from components.core.selection.memory import (
-    max_batch_that_fits,
-    server_machine,
-    servers_share_the_host,
-)
-from components.core.selection.prediction import Prediction, candidates_that_fit, six_digits
-from components.core.selection.rules import rules_for_the_cheapest
-from components.core.selection.topology import Topology, a_device, device
+from components.core.selection.machine_subsets import History
+from components.core.selection.memory import server_machine, servers_share_the_host
+from components.core.selection.prediction import Prediction, six_digits
+from components.core.selection.rules import apply_rules
+from components.core.selection.topology import Topology, device
 from components.core.strategy_spec import spec_for
 
-SPOT_PRICES_MISSING = (
-    "--preemptible: the price table has no Spot prices (spot_usd_per_hour), so the "
-    "candidates are priced at on-demand list prices, above what Spot machines cost; Spot "
-    "prices change up to daily (cloud.google.com/spot-vms/pricing): add them to a copy of "
-    "the table and pass it with --prices FILE."
-)
 CPU_UNPRICED = "CPU machines (--gpu cpu) are not priced"
 
 
-def on_spot(topology: Topology, prices: PriceTable) -> bool:
-    """Whether `topology`'s GPU machines are priced at Spot prices."""
-    return topology.preemptible and prices.has_spot_prices
-
-
 def price_basis(topology: Topology, prices: PriceTable) -> str:
-    """What the candidates are priced at, for a sentence (with the table's date)."""
-    if on_spot(topology, prices):
+    """What the candidates are priced at, with the table's date, for a sentence."""
+    if topology.preemptible and prices.has_spot_prices:
         return f"Spot prices for the GPU machines ({prices.as_of})"
     return f"on-demand list prices ({prices.as_of})"
 
 
 def prices_used(topology: Topology, prices: PriceTable) -> dict[str, str]:
     """What `select --json` records about the prices: which, of when, in what currency."""
-    return {
-        "gpu_machines": "spot" if on_spot(topology, prices) else "on-demand",
-        "parameter_servers": "on-demand",
-        "as_of": prices.as_of,
-        "currency": prices.currency,
-    }
+    gpu_machines = "spot" if topology.preemptible and prices.has_spot_prices else "on-demand"
+    return {"gpu_machines": gpu_machines, "parameter_servers": "on-demand",
+            "as_of": prices.as_of, "currency": prices.currency}  # fmt: skip
 
 
 def price_basis_reasons(topology: Topology, prices: PriceTable) -> list[str]:
     """A sentence when preemptible machines are priced on demand for want of Spot prices."""
-    if topology.preemptible and not prices.has_spot_prices:
-        return [SPOT_PRICES_MISSING]
-    return []
+    if not topology.preemptible or prices.has_spot_prices:
+        return []
+    no_spot = "--preemptible: the price table has no Spot prices (spot_usd_per_hour), so GPU"
+    return [f"{no_spot} machines are priced at on-demand list prices, above Spot (--prices FILE)."]
+
+
+def _hourly(candidate: Prediction, topology: Topology,
+            prices: PriceTable) -> tuple[float | None, list[str]]:  # fmt: skip
+    """Hourly list price of `candidate`'s machines, each for its GPU; or None and what's missing."""
+    spot = topology.preemptible and prices.has_spot_prices
+    field = "spot_usd_per_hour" if spot else "usd_per_hour"
+    gpus = candidate.layout.gpus_per_machine
+    machines = machine_gpus(topology, candidate.layout.workers)
+    rates, missing = {}, []
+    for name in dict.fromkeys(machines):
+        gpu = device(name)
+        machine_type = gpu.machine_types.get(gpus) if gpu.name != "cpu" else None
+        # the type's price includes its GPUs: the table says so, or the GPU is sold no other way
+        bundled = machine_type in prices.bundled_gpus or gpu.sold_in_its_machines
+        machine = prices.machine_price(machine_type, spot) if machine_type else None
+        accelerator = 0.0 if bundled else prices.accelerator_price(gpu.name, spot)
+        sold = f' (with its {gpu.name}: "bundled_gpus": {gpus})' if gpu.sold_in_its_machines else ""
+        lacks = {  # each entry the price needs: whether the table lacks it
+            CPU_UNPRICED: gpu.name == "cpu",
+            f"no machine type takes {gpus} {gpu.name}": gpu.name != "cpu" and not machine_type,
+            f"machine type {machine_type} has no {field}{sold}": machine_type and machine is None,
+            f"accelerator {gpu.name} has no {field}": machine_type and accelerator is None,
+        }
+        missing += [entry for entry, lacking in lacks.items() if lacking]
+        if machine is not None and accelerator is not None:
+            rates[name] = machine if bundled else machine + gpus * accelerator
+    # the servers and the coordinator, on demand on CPU machines of their own
+    servers = spec_for(candidate.strategy).uses_ps and not servers_share_the_host(topology)
+    types = (server_machine_type(candidate, topology), topology.ps_machine_type) if servers else ()
+    missing += [f"machine type {t} has no usd_per_hour"
+                for t in dict.fromkeys(types) if prices.machine_price(t) is None]  # fmt: skip
+    if missing:
+        return None, missing
+    server, coordinator = map(prices.machine_price, types) if servers else (0.0, 0.0)
+    return sum(rates[name] for name in machines) + candidate.layout.ps * server + coordinator, []
 
 
 def usd_per_hour(candidate: Prediction, topology: Topology, prices: PriceTable) -> float | None:
-    """Hourly list price of the machines `candidate` uses, each for its own GPU (None when a
-    price is missing)."""
-    if missing_prices(candidate, topology, prices):
-        return None
-    spot = on_spot(topology, prices)
-    gpus = candidate.layout.gpus_per_machine
-    rates = [_machine_rate(name, gpus, prices, spot) for name in _machines(candidate, topology)]
-    if not _server_machines(candidate, topology):
-        return sum(rates)
-    server_rate = prices.machine_price(server_machine_type(candidate, topology))
-    coordinator_rate = prices.machine_price(coordinator_machine_type(topology))
-    return sum(rates) + candidate.layout.ps * server_rate + coordinator_rate
+    """Hourly list price of the machines `candidate` uses (None when a price is missing)."""
+    return _hourly(candidate, topology, prices)[0]
 
 
-def missing_prices(candidate: Prediction, topology: Topology, prices: PriceTable) -> list[str]:
-    """What `candidate`'s price needs and the table lacks, for a sentence (none: priced)."""
-    spot = on_spot(topology, prices)
-    field = "spot_usd_per_hour" if spot else "usd_per_hour"
-    gpus = candidate.layout.gpus_per_machine
-    missing = []
-    for name in dict.fromkeys(_machines(candidate, topology)):
-        gpu = device(name)
-        if gpu.name == "cpu":
-            missing.append(CPU_UNPRICED)
-            continue
-        try:
-            machine_type = gpu.machine_type(gpus)
-        except ConfigError:
-            missing.append(f"no machine type takes {gpus} {gpu.name}")
-            continue
-        if prices.machine_price(machine_type, spot) is None:
-            missing.append(f"machine type {machine_type} has no {field}")
-            if gpu.sold_in_its_machines:
-                missing[-1] += (
-                    f' (with its {gpus} {gpu.name} in the price, "bundled_gpus": {gpus}: '
-                    f"{gpu.name} is sold only in its machine types)"
-                )
-        if not _includes_gpus(machine_type, gpu, prices) and (
-            prices.accelerator_price(gpu.name, spot) is None
-        ):
-            missing.append(f"accelerator {gpu.name} has no {field}")
-    if _server_machines(candidate, topology):
-        for cpu_type in dict.fromkeys(
-            [server_machine_type(candidate, topology), coordinator_machine_type(topology)]
-        ):
-            if prices.machine_price(cpu_type) is None:
-                missing.append(f"machine type {cpu_type} has no usd_per_hour")
-    return missing
+def _missing(candidate: Prediction, topology: Topology, prices: PriceTable) -> list[str]:
+    """What the price of `candidate`, on the machines it runs on, needs and the table lacks."""
+    return _hourly(candidate, subsets.machines_running(candidate, topology), prices)[1]
 
 
 def server_machine_type(candidate: Prediction, topology: Topology) -> str:
-    """The machine type each of `candidate`'s parameter servers is billed as: the one
-    the step-time model runs it on (`memory.server_machine`)."""
+    """The machine type a parameter server is billed as: the one the step-time model gives it."""
     machine = server_machine(topology, candidate.server_share_bytes)
-    return machine.name if machine else coordinator_machine_type(topology)
-
-
-def coordinator_machine_type(topology: Topology) -> str:
-    """The machine type the parameter-server coordinator (chief) is billed as: the
-    servers' type as `train` gives it."""
-    return topology.ps_machine_type
-
-
-def _machines(candidate: Prediction, topology: Topology) -> list[str]:
-    """The GPU of each machine `candidate` uses."""
-    return machine_gpus(topology, candidate.layout.workers)
-
-
-def _server_machines(candidate: Prediction, topology: Topology) -> int:
-    """CPU machines a candidate adds: its parameter servers and coordinator, on machines
-    of their own (none where they share the worker's one machine)."""
-    if not spec_for(candidate.strategy).uses_ps or servers_share_the_host(topology):
-        return 0
-    return candidate.layout.ps + 1
-
-
-def _machine_rate(gpu_name: str, gpus: int, prices: PriceTable, spot: bool) -> float:
-    """Hourly price of one machine with `gpus` GPUs of `gpu_name`, which
-    `missing_prices` found priced."""
-    gpu = device(gpu_name)
-    machine_type = gpu.machine_type(gpus)
-    rate = prices.machine_price(machine_type, spot)
-    if not _includes_gpus(machine_type, gpu, prices):
-        rate += gpus * prices.accelerator_price(gpu.name, spot)
-    return rate
-
-
-def _includes_gpus(machine_type: str, gpu: Gpu, prices: PriceTable) -> bool:
-    """Whether `machine_type`'s price includes its GPUs: the table says so
-    (`bundled_gpus`), or the GPU is sold no other way (`Gpu.sold_in_its_machines`)."""
-    return machine_type in prices.bundled_gpus or gpu.sold_in_its_machines
+    return machine.name if machine else topology.ps_machine_type
 
 
 def price_shown(value: float) -> str:
-    """A price with three significant digits at least (cents from 1 up), so that prices
-    below a cent differ: 0.00630, 0.0101, 0.360, 2.29, 1,234.50."""
+    """A price with three significant digits at least: 0.00630, 0.0101, 0.360, 2.29, 1,234.50."""
     decimals = 2 if value >= 1 or value <= 0 else 2 - math.floor(math.log10(value))
     return f"{value:,.{decimals}f}"
 
 
-def per_million_examples(value: float, prices: PriceTable) -> str:
-    """`2.29 USD per million examples`, in the table's currency, for a sentence."""
-    return f"{price_shown(value)} {prices.currency} per million examples"
-
-
-def usd_per_million_examples(
-    candidate: Prediction, topology: Topology, prices: PriceTable
-) -> float | None:
+def _usd_per_million(candidate: Prediction, topology: Topology, prices: Any) -> float | None:
     """List price of training on a million examples with `candidate` (None when unpriced)."""
     hourly = usd_per_hour(candidate, topology, prices)
     if hourly is None or candidate.rank_examples_per_second <= 0:
@@ -198,80 +115,47 @@ def usd_per_million_examples(
 def price_candidates(preds: list[Prediction], topology: Topology, prices: Any) -> None:
     """Sets each candidate's list price per million examples (none for one that cannot run)."""
     for p in preds:
-        priced = usd_per_million_examples(p, topology, prices) if p.feasible else None
-        p.usd_per_million_examples = priced
+        p.usd_per_million_examples = _usd_per_million(p, topology, prices) if p.feasible else None
 
 
-def on_fewer_machines(
-    preds: list[Prediction],
-    topology: Topology,
-    model: ModelProfile,
-    batch: int,
-    history: Sequence[Mapping[str, Any]],
-    prices: Any,
-) -> list[Prediction]:
-    """The feasible candidates on 1, 2, 4, ... of the machines that `preds` lacks, each priced
-    on its own machines."""
-    known = {(p.strategy, p.layout) for p in preds}
-    out = []
-    for k, on, predicted in predicted_on_fewer_machines(preds, topology, model, batch, history):
-        extra = [
-            p
-            for p in predicted
-            if p.feasible and p.layout.workers == k and (p.strategy, p.layout) not in known
-        ]
-        price_candidates(extra, on, prices)
-        out += extra
-    return out
+def on_fewer_machines(preds: list[Prediction], topology: Topology, model: ModelProfile,
+                      batch: int, history: History, prices: Any) -> list[Prediction]:  # fmt: skip
+    """The feasible candidates on fewer machines that `preds` lacks, priced on their machines."""
+    counts = range(1, topology.machines)
+    lacking = subsets.on_faster_machines(preds, topology, model, batch, history, counts)
+    for p in lacking:
+        price_candidates([p], subsets.on_first_machines(topology, p.layout.workers), prices)
+    return lacking
 
 
-def on_one_gpu_type(
-    topology: Topology,
-    model: ModelProfile,
-    batch: int,
-    history: Sequence[Mapping[str, Any]],
-    prices: Any,
-) -> tuple[list[Prediction], list[str]]:
-    """The feasible candidates on 1, 2, 4, ... machines of each slower GPU type of a mix alone,
-    priced on them, and a sentence for each that `history` measured there."""
-    out: list[Prediction] = []
-    measured: list[str] = []
+def on_one_gpu_type(topology: Topology, model: ModelProfile, batch: int, history: History,
+                    prices: Any) -> tuple[list[Prediction], list[str]]:  # fmt: skip
+    """The feasible candidates on a mix's slower GPU types alone, priced, and `history`'s word."""
+    out, measured = [], []
     first = machine_gpus(topology, 1)[0]
-    for name, count in topology.gpu_mix:
-        if name == first:
-            continue
-        gpu = device(name)
-        fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
-        for k in machine_counts(count):
-            on = of_one_type(topology, name, k)
-            predicted, _, _ = candidates_that_fit(on, model, batch, gpu, fit_replicated)
-            predicted = [p for p in predicted if p.feasible and p.layout.workers == k]
+    for name, count in (gc for gc in topology.gpu_mix if gc[0] != first):
+        for k in subsets.machine_counts(count):
+            on = subsets.of_one_type(topology, name, k)
+            alone = [p for p in subsets.predicted_on(on, model, batch)
+                     if p.feasible and p.layout.workers == k]  # fmt: skip
             if history:
-                said = apply_history(predicted, history, on, model, batch)
-                measured += [f"On the {name} machines: {r}" for r in said.measured]
-            for p in predicted:
+                said = apply_history(alone, history, on, model, batch).measured
+                measured += [f"On the {name} machines: {r}" for r in said]
+            for p in alone:
                 p.machines_gpu = name
-            price_candidates(predicted, on, prices)
-            out += predicted
+            price_candidates(alone, on, prices)
+            out += alone
     return out, measured
 
 
-def on_fewer_gpus(
-    preds: list[Prediction],
-    topology: Topology,
-    model: ModelProfile,
-    batch: int,
-    history: Sequence[Mapping[str, Any]],
-    prices: Any,
-) -> list[tuple[Prediction, Prediction]]:
-    """(input-bound candidate, the same throughput on fewer GPUs per machine) pairs, the latter
-    priced on its machines; none that `preds` already has."""
+def on_fewer_gpus(preds: list[Prediction], topology: Topology, model: ModelProfile, batch: int,
+                  history: History,
+                  prices: Any) -> list[tuple[Prediction, Prediction]]:  # fmt: skip
+    """(input-bound candidate, the same on fewer GPUs per machine, priced) pairs not in `preds`."""
     known = {(p.strategy, p.layout) for p in preds}
     out: list[tuple[Prediction, Prediction]] = []
-    for p in preds:
-        if not (p.feasible and p.input_bound):
-            continue
-        on = on_first_machines(topology, p.layout.workers)
+    for p in [p for p in preds if p.feasible and p.input_bound]:
+        on = subsets.on_first_machines(topology, p.layout.workers)
         fed, on, _ = fewest_gpus_the_input_keeps_busy(p, on, model, batch, True, history)
         if (fed.strategy, fed.layout) not in known:
             known.add((fed.strategy, fed.layout))
@@ -280,177 +164,106 @@ def on_fewer_gpus(
     return out
 
 
-def cost_sentences(
-    chosen: Prediction,
-    preds: list[Prediction],
-    topology: Topology,
-    model: ModelProfile,
-    async_ok: bool,
-    prices: Any,
-) -> list[str]:
-    """What the choice costs, the candidate `--objective cost` picks when it is another
-    (`cheapest`), and the candidates no price weighs (`unpriced_sentences`)."""
+def cost_sentences(chosen: Prediction, preds: list[Prediction], topology: Topology,
+                   model: ModelProfile, async_ok: bool, prices: Any) -> list[str]:  # fmt: skip
+    """What the choice costs, what `--objective cost` picks instead, and what is not priced."""
     basis = price_basis(topology, prices)
     if chosen.usd_per_million_examples is None:
-        missing = "; ".join(missing_prices(chosen, machines_running(chosen, topology), prices))
+        missing = "; ".join(_missing(chosen, topology, prices))
         return [f"No price for this hardware among the table's {basis}: {missing}."]
-    out = [
-        f"At {basis}, {chosen.strategy} costs "
-        f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
-        f"{priced_on(chosen, topology, prices)}."
-    ]
-    cheapest, _ = _cost_choice(_cheapest_first(preds), topology, model, async_ok, prices)
+    out = [f"At {basis}, {chosen.strategy} costs {_price_said(chosen, topology, prices)}."]
+    _, cheapest, _ = _cost_choice(preds, topology, model, async_ok, prices)
     if cheapest is not chosen:
         ratio = chosen.rank_examples_per_second / cheapest.rank_examples_per_second
         speed = f"{ratio:,.1f}x slower" if ratio >= 1 else f"{1 / ratio:,.2f}x faster"
-        layout = cheapest.layout
-        out.append(
-            f"The cheapest is {cheapest.label} ({layout.workers}/{layout.ps}/"
-            f"{layout.gpus_per_machine} workers/ps/gpus) at "
-            f"{per_million_examples(cheapest.usd_per_million_examples, prices)}, {speed} "
-            f"(--objective cost picks it){priced_on(cheapest, topology, prices)}."
-        )
-    return out + unpriced_sentences(chosen, preds, topology, prices)
+        out.append(f"--objective cost picks {_named(cheapest)}, {speed}, at "
+                   f"{_price_said(cheapest, topology, prices)}.")  # fmt: skip
+    return out + _unpriced_sentences(chosen, preds, topology, prices)
 
 
-def unpriced_sentences(
-    chosen: Prediction, preds: list[Prediction], topology: Topology, prices: Any
-) -> list[str]:
-    """Which feasible candidates the table cannot price and what it lacks; and, when one is
-    faster than `chosen`, the hourly price under which it would cost less per example."""
+def _unpriced_sentences(chosen: Prediction, preds: list[Prediction], topology: Topology,
+                        prices: Any) -> list[str]:  # fmt: skip
+    """What the table lacks to price candidates; the break-even price of one faster than chosen."""
     lacking: dict[tuple[str, ...], list[Prediction]] = {}
-    for p in preds:
-        if p.feasible and p.usd_per_million_examples is None:
-            missing = tuple(missing_prices(p, machines_running(p, topology), prices))
-            if missing:  # none: priced machines that train nothing (preemption restarts)
-                lacking.setdefault(missing, []).append(p)
-    if not lacking:
-        return []
-    out = [
-        f"Not priced, so not weighed: {', '.join(_named(p) for p in unpriced)}: "
-        f"{'; '.join(missing)}."
-        for missing, unpriced in lacking.items()
-    ]
-    fastest = max((p for ps in lacking.values() for p in ps),
-                  key=lambda p: p.rank_examples_per_second)  # fmt: skip
-    if fastest.rank_examples_per_second > chosen.rank_examples_per_second:
-        ratio = fastest.rank_examples_per_second / chosen.rank_examples_per_second
-        # its machines' hourly price at which a million examples cost what the choice's do
-        even = chosen.usd_per_million_examples * fastest.rank_examples_per_second * 3600 / 1e6
-        out.append(
-            f"The unpriced {_named(fastest)} is predicted faster than {chosen.label}: "
-            f"{fastest.rank_examples_per_second:,.0f} examples/s, {ratio:,.1f}x its "
-            f"{chosen.rank_examples_per_second:,.0f}; it is the cheaper per example if its "
-            f"machines cost less than {price_shown(even)} {prices.currency} an hour in all: add "
-            "their price to a copy of the table (--prices FILE) to weigh it."
-        )
+    for p in [p for p in preds if p.feasible]:  # lacking nothing, it trains nothing: no price
+        if p.usd_per_million_examples is None and (lacks := _missing(p, topology, prices)):
+            lacking.setdefault(tuple(lacks), []).append(p)
+    out = [f"Not priced, so not weighed: {', '.join(map(_named, ps))}: {'; '.join(m)}."
+           for m, ps in lacking.items()]  # fmt: skip
+    unpriced = [p for ps in lacking.values() for p in ps]
+    fastest = max(unpriced, key=lambda p: p.rank_examples_per_second, default=chosen)
+    speed, chosen_speed = fastest.rank_examples_per_second, chosen.rank_examples_per_second
+    if speed > chosen_speed:
+        even = price_shown(chosen.usd_per_million_examples * speed * 3600 / 1e6)
+        out.append(f"The unpriced {_named(fastest)} is predicted {speed / chosen_speed:,.1f}x as "
+                   f"fast as {chosen.label} ({speed:,.0f} examples/s): the cheaper per example if "
+                   f"its machines cost under {even} {prices.currency} an hour.")  # fmt: skip
     return out
 
 
-def priced_on(candidate: Prediction, topology: Topology, prices: Any) -> str:
-    """`, priced as an n1-standard-8 with 1 v100, where the machines given are ...` when
-    `candidate` uses fewer GPUs per machine than given; empty when it uses them all."""
-    g, given = candidate.layout.gpus_per_machine, topology.gpus_per_machine
-    on = machines_running(candidate, topology)
-    if g == given or on.gpu == "cpu" or candidate.usd_per_million_examples is None:
-        return ""
-    k = candidate.layout.workers
-    gpus = [device(name) for name in dict.fromkeys(machine_gpus(on, k))]
+def _per_million(value: float, prices: PriceTable) -> str:
+    """`2.29 USD per million examples`, in the table's currency."""
+    return f"{price_shown(value)} {prices.currency} per million examples"
 
-    def shape(n: int) -> str:
-        return " and ".join(f"{gpu.machine_type(n)} with {n} {gpu.name}" for gpu in gpus)
 
-    layout = dataclasses.replace(candidate.layout, gpus_per_machine=given)
-    on_given = usd_per_million_examples(dataclasses.replace(candidate, layout=layout), on, prices)
-    there = (
-        f" ({per_million_examples(on_given, prices)} on {'one' if k == 1 else 'those'})"
-        if on_given is not None
-        else ""
-    )
-    return (
-        f", priced as {a_device(shape(g)) if k == 1 else f'{k} x {shape(g)}'}, where the "
-        f"machines given are {shape(given)}{there}"
-    )
+def _price_said(candidate: Prediction, topology: Topology, prices: Any) -> str:
+    """`candidate`'s price per million examples, and on the machines given if it uses fewer GPUs."""
+    said = _per_million(candidate.usd_per_million_examples, prices)
+    layout, given = candidate.layout, topology.gpus_per_machine
+    if layout.gpus_per_machine == given:
+        return said
+    on = subsets.machines_running(candidate, topology)
+    gpus = dict.fromkeys(machine_gpus(on, layout.workers))
+    types = " and ".join(device(gpu).machine_type(layout.gpus_per_machine) for gpu in gpus)
+    full = dataclasses.replace(layout, gpus_per_machine=given)
+    on_given = _usd_per_million(dataclasses.replace(candidate, layout=full), on, prices)
+    there = "" if on_given is None else f"; {_per_million(on_given, prices)} on the {given} given"
+    return f"{said} on {layout.gpus_per_machine} GPU per machine ({types}{there})"
 
 
 def _named(p: Prediction) -> str:
-    """A candidate with its layout, for a sentence: `one_device (1/0/1)`."""
+    """A candidate with its workers/ps/gpus, for a sentence: `one_device (1/0/1)`."""
     return f"{p.label} ({p.layout.workers}/{p.layout.ps}/{p.layout.gpus_per_machine})"
 
 
-def _cost_choice(
-    by_price: list[Prediction], topology: Topology, model: ModelProfile, async_ok: bool, prices: Any
-) -> tuple[Prediction, list[str]]:
-    """The cheapest of `by_price` under the rules on asynchrony
-    (`rules.rules_for_the_cheapest`), and the sentences on its asynchrony."""
+def _cost_choice(preds: list[Prediction], topology: Topology, model: ModelProfile, async_ok: bool,
+                 prices: Any) -> tuple[list[Prediction], Prediction | None, list[str]]:  # fmt: skip
+    """The priced, cheapest first (six-digit ties: the faster), and the cheapest the rules allow."""
+    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
+    by_price = sorted(priced, key=lambda p: (six_digits(p.usd_per_million_examples),
+                                             -p.rank_examples_per_second))  # fmt: skip
+    if not by_price:
+        return by_price, None, []
     cheapest = by_price[0]
     sync = next((p for p in by_price if not spec_for(p.strategy).uses_ps), None)
-    claim = (
-        "Parameter_server is predicted the cheapest per example, "
-        f"{per_million_examples(cheapest.usd_per_million_examples, prices)} against "
-        f"{sync.label}'s {price_shown(sync.usd_per_million_examples)}"
-        if sync is not None
-        else ""
-    )
-    on = machines_running(cheapest, topology)
-    return rules_for_the_cheapest(cheapest, by_price, on, model, async_ok, claim)
+    price = _per_million(cheapest.usd_per_million_examples, prices)
+    claim = "" if sync is None else (f"Parameter_server is predicted the cheapest per example, "
+                                     f"{price} against {sync.label}'s "
+                                     f"{price_shown(sync.usd_per_million_examples)}")  # fmt: skip
+    on = subsets.machines_running(cheapest, topology)
+    return by_price, *apply_rules(cheapest, by_price, on, model, async_ok, claim)
 
 
-def _cheapest_first(preds: list[Prediction]) -> list[Prediction]:
-    """The feasible priced candidates, cheapest per example first; prices equal but for
-    float rounding (the same machines, more of them) tie, and the faster goes first."""
-    priced = [p for p in preds if p.feasible and p.usd_per_million_examples is not None]
-    return sorted(
-        priced, key=lambda p: (six_digits(p.usd_per_million_examples), -p.rank_examples_per_second)
-    )
-
-
-def cheapest(
-    preds: list[Prediction],
-    topology: Topology,
-    model: ModelProfile,
-    batch: int,
-    reasons: list[str],
-    prices: Any,
-    async_ok: bool = False,
-) -> tuple[Prediction, str, list[str], list[Prediction]]:
-    """The feasible candidate with the lowest price per example (ties: the faster), under the
-    rules on asynchrony.
-
-    Returns:
-        That candidate, the sentence of the price that decided, why, and the other candidates,
-        cheapest first.
-    """
-    feasible = _cheapest_first(preds)
-    if not feasible:
-        missing = dict.fromkeys(
-            entry
-            for p in preds
-            if p.feasible
-            for entry in missing_prices(p, machines_running(p, topology), prices)
-        )
-        fix = "use --objective time"
-        if set(missing) != {CPU_UNPRICED}:
-            fix = f"add them to a copy of the table (--prices FILE), or {fix}"
-        raise ConfigError(
-            f"--objective cost: the price table's {price_basis(topology, prices)} have no "
-            f"price for {topology.describe()}: {'; '.join(missing)}; {fix}"
-        )
-    chosen, rule_reasons = _cost_choice(feasible, topology, model, async_ok, prices)
-    unpriced = unpriced_sentences(chosen, preds, topology, prices)
-    among = " synchronous" if chosen is not feasible[0] else ""
-    if unpriced or among:
-        among = f" of the{among} candidates{' priced' if unpriced else ''}"
-    lead = (
-        f"Objective cost: {chosen.label} is the cheapest per example{among} at "
-        f"{price_basis(topology, prices)}: "
-        f"{per_million_examples(chosen.usd_per_million_examples, prices)}"
-        f"{priced_on(chosen, topology, prices)}."
-    )
+def cheapest(preds: list[Prediction], topology: Topology, model: ModelProfile, batch: int,
+             reasons: list[str], prices: Any, async_ok: bool = False,
+             ) -> tuple[Prediction, str, list[str], list[Prediction]]:  # fmt: skip
+    """The cheapest candidate under the rules on asynchrony, its price, why, and the others."""
+    feasible, chosen, rule_reasons = _cost_choice(preds, topology, model, async_ok, prices)
+    basis = price_basis(topology, prices)
+    if chosen is None:
+        missing = [m for p in preds if p.feasible for m in _missing(p, topology, prices)]
+        add = "" if set(missing) == {CPU_UNPRICED} else "add them to it (--prices FILE), or "
+        lacks = "; ".join(dict.fromkeys(missing))
+        raise ConfigError(f"--objective cost: the price table's {basis} have no price for "
+                          f"{topology.describe()}: {lacks}; {add}use --objective time")  # fmt: skip
+    unpriced = _unpriced_sentences(chosen, preds, topology, prices)
+    sync = " synchronous" if chosen is not feasible[0] else ""
+    among = f" of the{sync} candidates{' priced' if unpriced else ''}" if unpriced or sync else ""
+    lead = f"Objective cost: {chosen.label} is the cheapest per example{among} at {basis}: "
+    lead += f"{_price_said(chosen, topology, prices)}."
     # "communication costs more than the GPUs give" argues time, not money
     argued_by_time = spec_for(chosen.strategy).single_device and topology.total_gpus > 1
-    on = machines_running(chosen, topology)
-    explained = explain(chosen, feasible, on, model, batch, strategy_sentence=not argued_by_time)
-    reasons = unpriced + explained + rule_reasons + reasons
-    others = [p for p in feasible if p is not chosen]
-    return chosen, lead, reasons, others + [p for p in preds if p not in feasible]
+    on = subsets.machines_running(chosen, topology)
+    why = explain(chosen, feasible, on, model, batch, strategy_sentence=not argued_by_time)
+    others = [p for p in feasible if p is not chosen] + [p for p in preds if p not in feasible]
+    return chosen, lead, unpriced + why + rule_reasons + reasons, others

@@ -83,14 +83,12 @@ def communication_sentences(candidate: Prediction, topology: Topology, model: Mo
         efficiency = _efficiency(candidate, topology, one_device_measured)
         sentences.append(say(candidate, topology, model, efficiency))
     if topology.machines > 1 and topology.network_path == "overlay":
-        share, n = step_time.network_path_share(topology), topology.nics
-        gbps = topology.machine_network_gbps
-        nics = f"all {n} NICs at their full rate (a pod uses 1 of the {n} NICs)"
+        share, gbps = step_time.network_path_share(topology), topology.machine_network_gbps
+        host = f"all {topology.nics} NICs (a pod uses 1)" if topology.nics > 1 else "all of it"
         sentences.append(f"A container overlay network (--network-path overlay) delivers "
-                         f"{pct(share)} of the {gbps:g} Gbps its NIC is rated for, about "
-                         f"{share * gbps:.3g} Gbps (fitted on kubenet runs, "
-                         "https://github.com/horovod/horovod/issues/396); hostNetwork: true gives "
-                         f"{nics if n > 1 else 'all of it'}.")  # fmt: skip
+                         f"{pct(share)} of the {gbps:g} Gbps NIC rate, {share * gbps:.3g} Gbps "
+                         "(fitted on kubenet runs, https://github.com/horovod/horovod/issues/396); "
+                         f"hostNetwork gives {host}.")  # fmt: skip
     return sentences
 
 
@@ -103,10 +101,9 @@ def measured_one_device(preds: list[Prediction]) -> float | None:
 
 def _efficiency(p: Prediction, topology: Topology, one_measured: float | None) -> str:
     """The scaling efficiency predicted, or measured over one device's measured throughput."""
-    measured = p.measured_examples_per_second
+    measured, one, known = p.measured_examples_per_second, one_measured, "one_device's measured"
     if measured is None:
         return f"{pct(p.scaling_efficiency)} scaling efficiency"
-    one, known = one_measured, "one_device's measured"
     if one is None:
         one, known = p.per_replica_batch / p.single_gpu_step_s, f"one {topology.gpu}'s predicted"
     each = " (each at its GPU's speed)" if p.replica_speed != 1 else ""
@@ -153,33 +150,29 @@ def _all_reduce_sentence(p: Prediction, topology: Topology, model: ModelProfile,
     """The all-reduce within one machine or across machines, and the efficiency it leaves."""
     ms, devices = f"{p.raw_communication_s * 1e3:,.1f} ms", DEVICES.get(topology.gpu, "GPUs")
     shown = f"{p.communication_s * 1e3:,.1f} ms of it not hidden behind back-propagation"
-    if not step_time.all_reduce_overlaps(topology, model, p.layout.workers):
-        packs = "; --all-reduce-pack-mb splits multi_worker_mirrored's into packs that overlap it"
-        shown = "all of it exposed: TensorFlow all-reduces every gradient after back-propagation "
-        shown += f"(one pack){packs if topology.machines > 1 else ''}"
+    workers, gpus = p.layout.workers, p.layout.gpus_per_machine
+    if not step_time.all_reduce_overlaps(topology, model, workers):
+        shown = "all of it exposed (one pack after back-propagation"
+        shown += "; --all-reduce-pack-mb splits it)" if topology.machines > 1 else ")"
     if not spec_for(p.strategy).multi_machine:
         link = "in host memory"
         if topology.gpu != "cpu":
             link = f"over {topology.link} ({step_time.link_bandwidth_gbps(topology):g} GB/s)"
         return (f"One machine with {topology.gpus_per_machine} {devices}: mirrored all-reduces "
                 f"the gradients {link} in {ms}, {shown}: {eff}.")  # fmt: skip
-    workers, gpus = p.layout.workers, p.layout.gpus_per_machine
     ring = "ring all-reduce across machines"
     if gpus > 1:
         links = step_time.ring_link(topology, workers)[2]
-        over = f"{links[0]} within a machine"
-        if len(links) > 1:
-            over = f"each machine's {' or '.join(links)}, at the pace of the slowest"
+        over = f"each machine's {' or '.join(links)}, at the pace of the slowest"
+        over = f"{links[0]} within a machine" if len(links) == 1 else over
         ring = f"one all-reduce ring over all {p.replicas} GPUs (over {over}, the network "
         ring += "between them)"
-    ms += " per step"
-    if scalar_s := step_time.step_scalar_seconds(topology, model, workers, gpus):
+    if scalar_ms := 1e3 * step_time.step_scalar_seconds(topology, model, workers, gpus):
         scalars = step_time.keras_step_scalar_all_reduces(model.compiled_metrics)
-        ms += f", {scalar_s * 1e3:,.1f} ms of it in the {scalars} scalar all-reduces Keras runs "
-        ms += "every step"
+        ms += f" ({scalar_ms:,.1f} ms in the {scalars} scalar all-reduces Keras runs every step)"
     kind = "heterogeneous" if topology.heterogeneous else "homogeneous"
     return (f"{topology.machines} {kind} machines on a {topology.network_phrase}: {ring} takes "
-            f"{ms}, {shown}: {eff} on {p.replicas} {devices}.")  # fmt: skip
+            f"{ms} a step, {shown}: {eff} on {p.replicas} {devices}.")  # fmt: skip
 
 
 def _ps_sentence(p: Prediction, topology: Topology, model: ModelProfile, eff: str) -> str:

@@ -1,116 +1,88 @@
-"""An input-bound answer on the fewest GPUs per machine that take all the input, and an
-answer whose faster machines alone the input holds back."""
+"""Input-bound answers: on the fewest GPUs per machine that take all the input, or held back."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from components.core.model_profile import ModelProfile
 from components.core.selection.device_compute import step_compute_share
+from components.core.selection.explanation import plural
 from components.core.selection.history import apply_history
-from components.core.selection.machine_speeds import (
-    machine_gpus,
-    machine_slowdowns,
-    slowest_machine,
-)
+from components.core.selection.machine_speeds import gpu_types, slowest_machine
+from components.core.selection.machine_subsets import History
 from components.core.selection.memory import max_batch_that_fits
 from components.core.selection.prediction import Prediction, candidates_that_fit
-from components.core.selection.rules import asynchronous_allowed
+from components.core.selection.rules import asynchronous_allowed, measured
 from components.core.selection.topology import Topology, a_device, device
 
 
 def fewest_gpus_the_input_keeps_busy(
-    chosen: Prediction,
+    full: Prediction,
     on: Topology,
     model: ModelProfile,
     batch: int,
     async_ok: bool,
-    history: Sequence[Mapping[str, Any]] = (),
+    history: History,
 ) -> tuple[Prediction, Topology, list[str]]:
-    """The input-bound `chosen` on the fewest GPUs per machine (of the GPU's machine types) that
-    still take all the input (within `SIMPLER_MARGIN`), the machines that run it, and the
-    sentence that says so; the same strategy where it can, and a measured `chosen` stays."""
-    if chosen.measured_examples_per_second is not None or chosen.layout.gpus_per_machine < 2:
-        return chosen, on, []
+    """The input-bound `full` on the fewest GPUs per machine that take all the input, where, why."""
+    gpus, least = full.layout.gpus_per_machine, full.examples_per_second
+    if measured(full) or gpus < 2:
+        return full, on, []
     gpu = device(on.gpu)
-    counts = sorted(gpu.machine_types) or range(1, chosen.layout.gpus_per_machine)
     fit_replicated = max_batch_that_fits(model, gpu.memory_gb, True, on.precision)
     # the slowest machine's GPUs too must take all its input (a mix, --heterogeneous)
-    share = step_compute_share(chosen.single_gpu_step_s)
-    slowest_gpu = (
-        chosen.per_replica_batch
-        / chosen.single_gpu_step_s
-        / slowest_machine(on, chosen.layout.workers, share)
-    )
-    feed = on.input_examples_per_second
-    for g in (c for c in counts if c < chosen.layout.gpus_per_machine and c * slowest_gpu > feed):
+    per_gpu = _slowest_gpu(full, on)[1]
+    counts = sorted(gpu.machine_types) or range(1, gpus)
+    for g in (c for c in counts if c < gpus and c * per_gpu > on.input_examples_per_second):
         fewer = dataclasses.replace(on, gpus_per_machine=g)
         predicted, _, _ = candidates_that_fit(fewer, model, batch, gpu, fit_replicated)
-        if history:
-            apply_history(predicted, history, fewer, model, batch)
-        pool = [
-            p
-            for p in predicted
-            if p.feasible
-            and p.layout.workers == chosen.layout.workers
-            and asynchronous_allowed(p, fewer, model, async_ok)
-            and (p.input_bound or p.rank_examples_per_second >= chosen.examples_per_second)
-        ]
-        pool = [p for p in pool if p.strategy == chosen.strategy] or pool
+        apply_history(predicted, history, fewer, model, batch)
+        pool = [p for p in predicted if p.feasible and p.layout.workers == full.layout.workers]
+        pool = [p for p in pool if p.input_bound or p.rank_examples_per_second >= least]
+        pool = [p for p in pool if asynchronous_allowed(p, fewer, model, async_ok)]
+        pool = [p for p in pool if p.strategy == full.strategy] or pool
         if pool:
             fed = max(pool, key=lambda p: p.rank_examples_per_second)
-            return fed, fewer, [fewer_gpus_sentence(chosen, fed, on)]
-    return chosen, on, []
+            return fed, fewer, [fewer_gpus_sentence(full, fed, on)]
+    return full, on, []
 
 
 def fewer_gpus_sentence(full: Prediction, fed: Prediction, topology: Topology) -> str:
     """Why `fed` leaves GPUs of each machine free: the input cannot keep them busy."""
-    slowdowns = machine_slowdowns(
-        topology, full.layout.workers, step_compute_share(full.single_gpu_step_s)
-    )
-    slowest = machine_gpus(topology, full.layout.workers)[slowdowns.index(max(slowdowns))]
-    per_gpu = full.per_replica_batch / full.single_gpu_step_s / max(slowdowns)
+    slowest, per_gpu = _slowest_gpu(full, topology)
+    one = f"one {gpu_types(topology, full.layout.workers)[-1]}"
+    one += " (the slowest)" if slowest > 1 else ""
     g, all_g = fed.layout.gpus_per_machine, full.layout.gpus_per_machine
-    gpus = f"{g} GPU{'s' if g > 1 else ''}"
-    which = f"one {slowest}" + (" (the slowest)" if max(slowdowns) > 1 else "")
     return (
-        f"More GPUs per machine buy nothing here: each machine's input pipeline feeds "
-        f"{topology.input_examples_per_second:,.0f} examples/s and {which} alone "
-        f"computes {per_gpu:,.0f}, so {gpus} of each machine's {all_g} "
-        f"{'takes' if g == 1 else 'take'} all of it: {fed.strategy} on "
-        f"{fed.layout.workers}/{fed.layout.ps}/{g} workers/ps/gpus trains "
-        f"{fed.rank_examples_per_second:,.0f} examples/s, against "
-        f"{full.examples_per_second:,.0f} for {full.strategy} on all {all_g}. Use {gpus} per "
-        f"machine and leave {all_g - g} free."
+        "More GPUs per machine buy nothing here: each machine's input pipeline feeds "
+        f"{topology.input_examples_per_second:,.0f} examples/s and {one} alone computes "
+        f"{per_gpu:,.0f}, so {fed.strategy} on {plural(g, 'GPU')} per machine trains "
+        f"{fed.rank_examples_per_second:,.0f} examples/s, against {full.examples_per_second:,.0f} "
+        f"for {full.strategy} on all {all_g}. Use {plural(g, 'GPU')} per machine and leave "
+        f"{all_g - g} free."
     )
 
 
 def partly_fed_sentence(chosen: Prediction, topology: Topology) -> str:
-    """Why parameter-server `chosen` trains fewer examples than its GPUs compute: its faster
-    machines' input pipelines feed less than those compute."""
-    feed = chosen.machine_feed
-    computed = chosen.computed_examples_per_second
-    kinds = _machine_kinds(topology, chosen.layout.workers)
-    held: list[str] = []
-    kept: list[str] = []
+    """Why parameter-server `chosen` trains less than its GPUs compute: its faster ones starve."""
+    feed, computed = chosen.machine_feed, chosen.computed_examples_per_second
+    # one word per group of machines of a speed, fastest first
+    kinds = gpu_types(topology, chosen.layout.workers) if topology.gpu_mix else ["faster", "slower"]
+    held, kept = [], []
     for (share, n), kind in zip(chosen.machine_shares, kinds, strict=True):
         one = a_device(kind) if topology.gpu_mix else f"a {kind}"
         said = f"{one} machine" if n == 1 else f"{n} {kind} machines"
         (held if computed * share > feed else kept).append(f"{said} ({computed * share:,.0f})")
     return (
-        f"Each machine's input pipeline feeds only its own GPUs, {feed:,.0f} examples/s: "
-        f"less than the GPUs of {' and '.join(held)} compute, more than those of "
-        f"{' and '.join(kept)}, so {chosen.strategy} trains "
-        f"{chosen.examples_per_second:,.0f} examples/s where its GPUs compute "
-        f"{computed:,.0f}: faster input on the {kinds[0]} machines pays first."
+        f"Each machine's input pipeline feeds only its own GPUs, {feed:,.0f} examples/s: less than "
+        f"the GPUs of {' and '.join(held)} compute, more than those of {' and '.join(kept)}, so "
+        f"{chosen.strategy} trains {chosen.examples_per_second:,.0f} examples/s where its GPUs "
+        f"compute {computed:,.0f}: faster input on the {kinds[0]} machines pays first."
     )
 
 
-def _machine_kinds(topology: Topology, workers: int) -> list[str]:
-    """One word per `machine_slowdowns` group of the first `workers` machines: each GPU
-    type of a mix (fastest first), or `faster` and `slower` (`--heterogeneous`)."""
-    if topology.gpu_mix:
-        return list(dict.fromkeys(machine_gpus(topology, workers)))
-    return ["faster", "slower"]
+def _slowest_gpu(candidate: Prediction, topology: Topology) -> tuple[float, float]:
+    """How much slower `candidate`'s slowest machine computes, and one of its GPUs' examples/s."""
+    share = step_compute_share(candidate.single_gpu_step_s)
+    slowest = slowest_machine(topology, candidate.layout.workers, share)
+    return slowest, candidate.per_replica_batch / candidate.single_gpu_step_s / slowest

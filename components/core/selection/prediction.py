@@ -164,8 +164,13 @@ class Prediction:
         return out
 
 
-_PREDICTED = ("step_time_s", "compute_s", "communication_s", "examples_per_second")
-_PREDICTED += ("scaling_efficiency",)
+_PREDICTED = (
+    "step_time_s",
+    "compute_s",
+    "communication_s",
+    "examples_per_second",
+    "scaling_efficiency",
+)
 
 
 def six_digits(value: float) -> float:
@@ -199,20 +204,18 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     tflops = device_compute.achievable_tflops(topology.gpu, topology.precision)
     single = device_compute.step_compute_time(model, batch, tflops)
     m, g = topology.machines, topology.gpus_per_machine
-    # TensorFlow gives each worker of a multi-worker strategy one CPU device, so on CPU
-    # machines those run a device per worker (`StrategySpec.cpu_rehearsal`)
+    # TensorFlow gives a multi-worker strategy's worker one CPU device (`cpu_rehearsal`)
     gw = 1 if topology.gpu == "cpu" else g
     shapes = [("one_device", Layout(1, 0, 1), (single, 0.0, 0.0))]
     if g > 1:
-        parts = predict_allreduce(topology, model, batch, 1, g)
-        shapes.append(("mirrored", Layout(1, 0, g), parts))
+        shapes += [("mirrored", Layout(1, 0, g), predict_allreduce(topology, model, batch, 1, g))]
     if m > 1:
         parts = predict_allreduce(topology, model, batch, m, gw)
-        shapes.append(("multi_worker_mirrored", Layout(m, 0, gw), parts))
+        shapes += [("multi_worker_mirrored", Layout(m, 0, gw), parts)]
     if m > 1 or model.sparse_embedding_params:
         ps = _ps_count(topology, model, batch, m, gw)
         parts = predict_parameter_server(topology, model, batch, m, ps, gw)
-        shapes.append(("parameter_server", Layout(m, ps, gw), parts))
+        shapes += [("parameter_server", Layout(m, ps, gw), parts)]
     share = device_compute.step_compute_share(single)
     mixed_or_xla = topology.precision == "mixed" or topology.jit_compile
     feed = topology.input_examples_per_second  # every machine's CPUs feed only its own GPUs
@@ -243,16 +246,6 @@ def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Pred
     return out
 
 
-def preemption_loss_seconds(
-    c: Prediction, topology: Topology, interval: checkpoint_interval.CheckpointInterval
-) -> float:
-    """Expected seconds one preemption loses `c`: the restart, half an `interval` retrained."""
-    step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
-    examples = topology.examples_per_epoch
-    epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
-    return checkpoint_interval.preemption_loss_seconds(interval, epoch_s, step_s)
-
-
 def _preempted_machines(c: Prediction) -> int:
     """Machines whose preemption stops `c`: all when synchronous, one for parameter_server."""
     return 1 if spec_for(c.strategy).uses_ps else c.layout.workers
@@ -261,8 +254,12 @@ def _preempted_machines(c: Prediction) -> int:
 def preemption_share(
     c: Prediction, topology: Topology, interval: checkpoint_interval.CheckpointInterval
 ) -> tuple[float, float]:
-    """Seconds one preemption loses `c`, and the share of each hour preemptions take (<= 1)."""
-    loss_s = preemption_loss_seconds(c, topology, interval)
+    """Seconds one preemption loses `c` (the restart, half an `interval` retrained), and the
+    share of each hour preemptions take (<= 1)."""
+    step_s = c.step_time_s / (c.layout.workers if spec_for(c.strategy).uses_ps else 1)
+    examples = topology.examples_per_epoch
+    epoch_s = ASSUMED_EPOCH_S if examples is None else examples / c.computed_examples_per_second
+    loss_s = checkpoint_interval.preemption_loss_seconds(interval, epoch_s, step_s)
     rate = machine_speeds.preemption_rate(topology)
     return loss_s, checkpoint_interval.preemption_share(loss_s, _preempted_machines(c), rate)
 
@@ -270,9 +267,8 @@ def preemption_share(
 def candidates_that_fit(
     topology: Topology, model: ModelProfile, batch: int, gpu: Gpu, fit_replicated: int
 ) -> tuple[list[Prediction], int, list[str]]:
-    """The candidates at a per-replica batch that fits one GPU, that batch, and reasons: only
-    parameter_server when the embedding table fits no GPU; the largest batch that fits when
-    the batch is too large."""
+    """The candidates at the largest per-replica batch up to `batch` that fits one GPU (only
+    parameter_server when the embedding table fits none), that batch, and the reasons."""
     need_gb = memory.memory_needed_bytes(model, batch, True, topology.precision) / 1e9
     reasons = []
     if 0 < fit_replicated < batch:
@@ -290,11 +286,18 @@ def candidates_that_fit(
                 p.feasible, p.note = False, "sparse embedding table does not fit one GPU"
         reasons = [
             f"The {model.sparse_embedding_params:,}-parameter embedding table does not fit one "
-            f"{gpu.name}: a replica with it needs {need_gb:,.1f} GB for weights, gradients, Adam "
-            "state and activations; parameter servers hold it in host memory and send only the "
-            "rows a step touches.",
-            *_sharded_embedding_reasons(topology, model, gpu),
+            f"{gpu.name} ({need_gb:,.1f} GB with gradients, Adam state and activations): "
+            "parameter servers hold it in host memory and send only the rows a step touches."
         ]
+        table_gb = model.sparse_embedding_params * 4 * (2 + memory.OPTIMIZER_STATE_FACTOR) / 1e9
+        usable_gb = topology.total_gpus * gpu.memory_gb * memory.USABLE_MEMORY_FRACTION
+        if table_gb <= usable_gb * 0.8:  # a fifth left for the dense model and activations
+            reasons.append(
+                f"The table ({table_gb:,.0f} GB with gradients and Adam state) fits the "
+                f"{topology.total_gpus} GPUs' {usable_gb:,.0f} GB together: sharding it across "
+                "GPUs (TensorFlow Recommenders, DTensor) avoids parameter-server round trips, "
+                "but Strategist does not run that."
+            )
     mixed = [p for p in preds if p.feasible] if topology.gpu_mix else []
     for p in mixed:  # a replica must fit the smallest GPU of the machines it runs on
         gpus = machine_speeds.machine_gpus(topology, p.layout.workers)
@@ -305,17 +308,3 @@ def candidates_that_fit(
             p.feasible, p.misfit = False, True
             p.note = f"a replica does not fit {a_device(smallest.name)}"
     return preds, batch, reasons
-
-
-def _sharded_embedding_reasons(topology: Topology, model: ModelProfile, gpu: Gpu) -> list[str]:
-    """The GPU-sharded embedding alternative, when the table fits all the GPUs' memory."""
-    table_gb = model.sparse_embedding_params * 4 * (2 + memory.OPTIMIZER_STATE_FACTOR) / 1e9
-    usable_gb = topology.total_gpus * gpu.memory_gb * memory.USABLE_MEMORY_FRACTION
-    if table_gb > usable_gb * 0.8:  # leave a fifth for the dense model and activations
-        return []
-    return [
-        f"Beyond these three strategies: the table ({table_gb:,.0f} GB with gradients and Adam "
-        f"state) fits the {topology.total_gpus} GPUs' {usable_gb:,.0f} GB together, so sharding "
-        "it across GPU memory (TensorFlow Recommenders, DTensor) avoids parameter-server round "
-        "trips; Strategist does not run that model parallelism."
-    ]

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import ConfigError
-from components.core.hardware import Gpu
 from components.core.model_profile import ModelProfile
 from components.core.selection import cost, explanation, input_bound, machine_floor, memory
 from components.core.selection.history import apply_history
@@ -42,16 +41,14 @@ class Recommendation:
     topology: Topology  # the hardware asked about
     model: ModelProfile  # the model asked about
     batch_size: int = 64  # the per-replica batch the predictions use
-    # (machines, strategy, speed-up over one device, machine scaling efficiency) of each
-    # machine count, when the cluster scales below the floor
+    # (machines, strategy, speed-up, machine efficiency) per machine count, below the floor
     machine_options: list[tuple[int, str, float, float]] = dataclasses.field(default_factory=list)
     prices: dict[str, Any] | None = None  # what the candidates were priced at (`prices_used`)
     deciding_inputs: list[str] = dataclasses.field(default_factory=list)  # assumed, deciding
 
     def to_dict(self) -> dict[str, Any]:
         """The `strategist select --json` document."""
-        # the chosen candidate's, as its `to_dict` says them: a GPU mix's slower type it runs on
-        # alone (None: the first machines), its price in the currency `prices` names
+        # the chosen candidate's: a mix's slower type it runs on alone, its price in `prices`
         chosen = self.chosen.to_dict() if self.chosen else {}
         keys = ("machines_gpu", "predicted", "measured", "usd_per_million_examples")
         return {
@@ -86,7 +83,8 @@ def recommend(
     objective: str = "time",
     unstated: Sequence[str] = (),
 ) -> Recommendation:
-    """Chooses a strategy and layout for `model` on `topology`.
+    """Chooses a strategy and layout for `model` on `topology`: `model_parallelism`, unsupported,
+    when the model's weights and Adam state fit no GPU.
 
     Args:
         topology: the hardware.
@@ -97,9 +95,6 @@ def recommend(
         prices: a `prices.PriceTable` to price each candidate per million examples.
         objective: `time` (fastest above the machine floor) or `cost` (needs `prices`).
         unstated: hardware inputs the user did not give (`network`), answered at both ends.
-
-    Returns:
-        The answer; `model_parallelism`, unsupported, when the model fits no GPU.
 
     Raises:
         ConfigError: invalid hardware or batch size, or no candidate can run.
@@ -113,7 +108,16 @@ def recommend(
     fit_replicated = memory.max_batch_that_fits(model, gpu.memory_gb, True, topology.precision)
     fit_ps = memory.max_batch_that_fits(model, gpu.memory_gb, False, topology.precision)
     if fit_ps == 0 or (fit_replicated == 0 and not model.sparse_embedding_params):
-        return _unsupported(topology, model, batch_size, gpu)
+        static_gb = memory.memory_needed_bytes(model, 0, False) / 1e9
+        why = [
+            f"{model.name} needs {static_gb:,.1f} GB for weights, gradients and Adam state, more "
+            f"than the {gpu.memory_gb * memory.USABLE_MEMORY_FRACTION:.0f} GB usable on one "
+            f"{gpu.name}: split it across GPUs (tensor or pipeline parallelism, which Strategist "
+            "does not do) or use larger GPUs."
+        ]
+        return Recommendation(
+            MODEL_PARALLELISM, False, None, None, [], why, topology, model, batch_size
+        )
     preds, batch, reasons = candidates_that_fit(topology, model, batch_size, gpu, fit_replicated)
     if not any(p.feasible for p in preds):
         # one machine whose GPU holds no replica with the table, nor its host the servers
@@ -133,41 +137,36 @@ def recommend(
         cheaper += [p for _, p in fed]
     if objective == "cost":
         if any(p.measured_examples_per_second is not None for p in cheaper):
-            # one tally over every candidate weighed (a mix's slower type alone is matched on
-            # its own machines, so it stays out of this one)
+            # one tally over every candidate weighed, but a mix's slower type (its own machines)
             alike = [p for p in preds + cheaper if not p.machines_gpu]
             findings = apply_history(alike, history, topology, model, batch)
             history_reasons = findings.sentences
         if measured_alone:
-            # records of a slower type matched on its own machines: the tally over the mix's
-            # first machines would call them unmatched or ignored
+            # a slower type's records match its own machines, not the first machines' tally
             history_reasons = (findings.about_the_measured if findings else []) + measured_alone
-        chosen, lead, why, alternatives = cost.cheapest(
+        chosen, lead, why, others = cost.cheapest(
             preds + cheaper, topology, model, batch, reasons + history_reasons, prices, async_ok
         )
         fewer = [input_bound.fewer_gpus_sentence(f, p, topology) for f, p in fed if p is chosen]
-        why = [lead, *basis, *fewer, *why]  # the table's basis right after the price that decided
-        rec = Recommendation(
-            chosen.strategy, True, chosen.layout, chosen, alternatives, why, topology, model, batch
-        )
+        why, options = [lead, *basis, *fewer, *why], []  # the basis right after the price
     else:
-        rec = _choose(
+        chosen, others, why, options = _choose(
             preds, topology, model, batch, async_ok, reasons, history, history_reasons, prices
         )
         if prices is not None:
             # what --objective cost weighs: the table, the floor's count and the cheaper layouts
-            weighed = [rec.chosen, *rec.alternatives, *cheaper]
-            priced = cost.cost_sentences(rec.chosen, weighed, topology, model, async_ok, prices)
-            rec.reasons += priced + basis
-    if prices is not None:
-        rec.prices = cost.prices_used(topology, prices)
+            weighed = [chosen, *others, *cheaper]
+            why += cost.cost_sentences(chosen, weighed, topology, model, async_ok, prices) + basis
     # the answer, all else as asked, on other hardware or for another model
     answer = functools.partial(recommend, batch_size=batch_size, async_ok=async_ok,
                                history=history, prices=prices, objective=objective)  # fmt: skip
     unknown = unknown_input_reasons(topology, model, batch_size, unstated, answer)
-    rec.reasons += unknown.reasons
+    why += [*unknown.reasons, *_unmeasured_choice_reasons(chosen, preds)]
+    rec = Recommendation(
+        chosen.strategy, True, chosen.layout, chosen, others, why, topology, model, batch, options
+    )
+    rec.prices = None if prices is None else cost.prices_used(topology, prices)
     rec.deciding_inputs = list(unknown.deciding)
-    rec.reasons += _unmeasured_choice_reasons(rec.chosen, preds)
     return rec
 
 
@@ -186,15 +185,13 @@ def _choose(
     history: Sequence[Mapping[str, Any]],
     history_reasons: list[str],
     prices: Any,
-) -> Recommendation:
-    """Ranks the feasible candidates (a mix's faster machines alone among them), applies the
-    rules, the machine floor and the input pipelines' feed, and explains the choice on the
-    machines it runs on."""
+) -> tuple[Prediction, list[Prediction], list[str], list]:
+    """Ranks the feasible candidates (a mix's faster machines alone too), applies the rules, the
+    machine floor and the input's feed, and explains the choice on the machines it runs on."""
     measured_fewer = machine_floor.measured_on_fewer_machines(
-        preds, topology, model, batch, async_ok, history
+        preds, topology, model, batch, history
     )
-    # a mix's faster machines alone: a slower or memory-short machine must not hold back
-    # the rest (priced like the full table: a candidate prices its own first machines)
+    # a mix's faster machines alone: a slower or memory-short machine must not hold back the rest
     alone = on_faster_machines([*preds, *measured_fewer], topology, model, batch, history)
     if prices is not None:
         for p in measured_fewer:  # each on the machines it ran on, as the table's others
@@ -203,8 +200,7 @@ def _choose(
     preds = [*preds, *measured_fewer, *alone]  # a measured part of the cluster weighs as it ran
     feasible = _ranked(preds)
     best = prefer_simpler(feasible)
-    # the rules weigh the machines the best runs on: machines of one speed give parameter
-    # servers no case against it
+    # the rules weigh the machines the best runs on (one speed: no case for parameter servers)
     rules_on = on_first_machines(topology, best.layout.workers) if best in alone else topology
     chosen, rule_reasons = apply_rules(best, feasible, rules_on, model, async_ok)
     workers = chosen.layout.workers
@@ -234,8 +230,7 @@ def _choose(
             chosen, on, model, batch, async_ok, history
         )
         if spec_for(chosen.strategy).uses_ps and not spec_for(full.strategy).uses_ps:
-            # the rule kept all GPUs synchronous (capped alike, asynchrony gains nothing); on
-            # fewer GPUs per machine only parameter_server takes all the input
+            # all GPUs stayed synchronous (capped alike); on fewer only parameter_server is fed
             rule_reasons = input_fed_on_fewer_gpus(chosen, full, on, model, async_ok)
     elif chosen.input_capped:  # its faster machines only: each runs at its own speed
         fed = [input_bound.partly_fed_sentence(chosen, on)]
@@ -251,15 +246,12 @@ def _choose(
     explained = explanation.explain(chosen, feasible, on, model, batch)
     why = [*faster, *fewer, *fed, *explained, *rule_reasons, *reasons, *history_reasons]
     others = _ranked(p for p in preds if p is not chosen) + [p for p in preds if not p.feasible]
-    return Recommendation(
-        chosen.strategy, True, chosen.layout, chosen, others, why, topology, model, batch, options
-    )
+    return chosen, others, why, options
 
 
 def _unmeasured_choice_reasons(chosen: Prediction, preds: list[Prediction]) -> list[str]:
     """A warning when the choice is unmeasured while the measured fell short of predictions."""
-    # a candidate that trains nothing (preemption restarts fill its hours) has no ratio; both
-    # are less the same expected preemption losses (a benchmark ran too briefly for them)
+    # one that trains nothing has no ratio; both sides are less the same preemption losses
     measured = [p for p in preds if p.measured_examples_per_second is not None and p.feasible]
     ratios = [p.rank_examples_per_second / p.examples_per_second for p in measured]
     if chosen.measured_examples_per_second is not None or min(ratios, default=1) >= 0.9:
@@ -270,15 +262,3 @@ def _unmeasured_choice_reasons(chosen: Prediction, preds: list[Prediction]) -> l
         f"here ran at {low if low == high else f'{low}-{high}'} of their predictions: measure "
         f"it (strategist compare --strategies {chosen.strategy},...) before relying on it."
     ]
-
-
-def _unsupported(topology: Topology, model: ModelProfile, batch: int, gpu: Gpu) -> Recommendation:
-    """The answer for a model whose weights and state do not fit one GPU: model parallelism."""
-    static_gb = memory.memory_needed_bytes(model, 0, False) / 1e9
-    usable_gb = gpu.memory_gb * memory.USABLE_MEMORY_FRACTION
-    reasons = [
-        f"{model.name} needs {static_gb:,.1f} GB for weights, gradients and Adam state, more "
-        f"than the {usable_gb:.0f} GB usable on one {gpu.name}: split the model across GPUs "
-        "(tensor or pipeline parallelism, which Strategist does not do) or use larger GPUs."
-    ]
-    return Recommendation(MODEL_PARALLELISM, False, None, None, [], reasons, topology, model, batch)
