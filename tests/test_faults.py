@@ -457,7 +457,10 @@ SECRET = "ya29.fake-token-do-not-print-7f3a9c"
     ("sig", "strategy", "code", "resume"),
     [
         (signal.SIGINT, "multi_worker_mirrored", 130, False),
-        (signal.SIGTERM, "mirrored", 143, True),
+        # `make test-heavy`. In `make test`: SIGTERM to `strategist train` (143) and the same
+        # command resuming, test_an_interruption_after_the_last_epoch_keeps_every_epoch;
+        # a mid-run resume from the backup, test_a_full_disk_mid_run_ends_in_one_line_and_...
+        pytest.param(signal.SIGTERM, "mirrored", 143, True, marks=pytest.mark.heavy),
     ],
 )
 def test_strategist_train_interrupted_stops_everything_and_resumes(

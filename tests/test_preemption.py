@@ -227,6 +227,8 @@ def _after_step(out: Path, step: int, timeout: float = 240) -> int:
 
 
 @pytest.mark.cluster
+@pytest.mark.heavy  # `make test-heavy`: the Vertex AI Spot rehearsal below SIGTERMs the same
+# multi-worker worker in epoch 2 and checks the same save and resume at that step
 def test_sigterm_to_a_multi_worker_mirrored_worker_saves_and_resumes_at_that_step(
     digits_shards, tmp_path
 ):

@@ -360,8 +360,17 @@ EXPECTED = {
 }
 
 
+# `make test-heavy`; each is covered in `make test`: a rehearsed Vertex AI parameter-server
+# job learns in test_adapt_once_cloud (its vertex case); multi-worker mirrored is rehearsed as
+# vertex-mwms-2-evaluator-module, which stages the module; a TFJob's replicas take a staged
+# gs:// module in test_adapt_once_cloud's storage-server test.
+HEAVY = {"vertex-ps-2+1", "kubeflow-mwms-2-module"}
+
+
 @pytest.mark.cluster
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.heavy) if c in HEAVY else c for c in CASES]
+)
 def test_the_dry_run_request_rehearsed_learns(case, gcs_root, monkeypatch, capsys):
     target, flags = CASES[case]
     module = case.endswith("-module")

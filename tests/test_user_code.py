@@ -64,7 +64,15 @@ def train(module: Path, out: Path, env: dict | None = None) -> subprocess.Comple
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize(
+    "name",
+    # `make test-heavy`: a BaseException that is neither SystemExit nor KeyboardInterrupt
+    # is base_exception's case in `make test`.
+    [
+        pytest.param(n, marks=pytest.mark.heavy) if n == "generator_exit" else n
+        for n in sorted(CASES)
+    ],
+)
 def test_a_module_that_ends_its_process_is_refused_in_one_line(tmp_path, name):
     text, says, line = CASES[name]
     module = tmp_path / f"{name}.py"
