@@ -505,7 +505,7 @@ def test_objective_cost_warns_of_a_measured_asynchronous_choice(tmp_path, capsys
     doc = json.loads(capsys.readouterr().out)
     assert doc["strategy"] == "parameter_server" and doc["layout"]["workers"] == 4
     assert any(
-        r.startswith("Parameter_server is chosen on its measured 1,100 examples/s against "
+        r.startswith("parameter_server is chosen on its measured 1,100 examples/s against "
                      "one_device's 180 (predicted), but examples/s is not time to train here")
         for r in doc["reasons"]
     )  # fmt: skip
@@ -532,7 +532,7 @@ def test_objective_cost_keeps_a_dense_model_synchronous_without_a_reason(tmp_pat
         "candidates at on-demand list prices (2026-11-22): 5.07 USD per million examples."
     )
     assert any(
-        r.startswith("Parameter_server is predicted the cheapest per example, 2.86 USD per "
+        r.startswith("parameter_server is predicted the cheapest per example, 2.86 USD per "
                      "million examples against multi_worker_mirrored's 5.07, but asynchronous "
                      "examples are worth less to a dense model")
         for r in doc["reasons"]
@@ -549,5 +549,5 @@ def test_objective_cost_keeps_a_dense_model_synchronous_without_a_reason(tmp_pat
     assert main([*argv, "--objective", "cost", "--async-ok", "--json", "--explain"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["strategy"], doc["layout"]["workers"]) == ("parameter_server", 4)
-    assert "Parameter_server is both the cheapest and favoured: asynchronous updates are " \
+    assert "parameter_server is both the cheapest and favoured: asynchronous updates are " \
         "acceptable." in doc["reasons"]  # fmt: skip

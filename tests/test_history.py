@@ -87,7 +87,7 @@ def test_a_measured_asynchronous_choice_still_says_it_trains_asynchronously(tmp_
     out = capsys.readouterr().out
     assert out.startswith("recommended: parameter_server")
     assert (
-        "Parameter_server is chosen on its measured 2,600 examples/s against mirrored's 1,500 "
+        "parameter_server is chosen on its measured 2,600 examples/s against mirrored's 1,500 "
         "(measured), but examples/s is not time to train here. It trains asynchronously: TF2's "
         "ParameterServerStrategy applies each worker's gradients about 1 update after the "
         "weights they were computed on were read"

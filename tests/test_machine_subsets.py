@@ -73,7 +73,7 @@ def test_a_gpu_mix_is_worth_its_machines_by_their_own_speeds():
     # the table's efficiency, too, is against what its GPUs give alone
     assert rec.chosen.scaling_efficiency == pytest.approx(share)
     # favoured for the mix, but asynchronous, and the reasons say what that costs
-    favoured = next(r for r in rec.reasons if r.startswith("Parameter_server is both"))
+    favoured = next(r for r in rec.reasons if r.startswith("parameter_server is both"))
     assert "It trains asynchronously" in favoured and "about 7 updates after" in favoured
 
 
@@ -260,7 +260,7 @@ def test_a_mix_of_one_speed_is_not_heterogeneous(capsys):
                      "--ps-machine-type", "n1-standard-16", "--json"]) == 0  # fmt: skip
         doc = json.loads(capsys.readouterr().out)
         assert doc["strategy"] == "multi_worker_mirrored"
-        why = next(r for r in doc["reasons"] if r.startswith("Parameter_server is predicted"))
+        why = next(r for r in doc["reasons"] if r.startswith("parameter_server is predicted"))
         assert "ms less exposed communication (the servers receive each gradient" in why
 
 

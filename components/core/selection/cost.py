@@ -237,7 +237,7 @@ def _cost_choice(preds: list[Prediction], topology: Topology, model: ModelProfil
     cheapest = by_price[0]
     sync = next((p for p in by_price if not spec_for(p.strategy).uses_ps), None)
     price = _per_million(cheapest.usd_per_million_examples, prices)
-    claim = "" if sync is None else (f"Parameter_server is predicted the cheapest per example, "
+    claim = "" if sync is None else (f"parameter_server is predicted the cheapest per example, "
                                      f"{price} against {sync.label}'s "
                                      f"{price_shown(sync.usd_per_million_examples)}")  # fmt: skip
     on = subsets.machines_running(cheapest, topology)

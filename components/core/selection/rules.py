@@ -45,9 +45,9 @@ def apply_rules(
     warning = _asynchrony_warning(ps, async_ok)
     if best is ps:
         first = "fastest prediction" if claim is None else "cheapest"
-        return ps, [f"Parameter_server is both the {first} and favoured: {why}.{warning}"]
+        return ps, [f"parameter_server is both the {first} and favoured: {why}.{warning}"]
     gap = 1 - ps.rank_examples_per_second / best.rank_examples_per_second
-    considered = f"Parameter_server was considered because {why}, but"
+    considered = f"parameter_server was considered because {why}, but"
     if gap >= 0 and ps.input_bound and best.input_bound:
         caps = f"{ps.rank_examples_per_second:,.0f} examples/s, {best.strategy} at "
         caps += f"{best.rank_examples_per_second:,.0f}"
@@ -55,7 +55,7 @@ def apply_rules(
     slower = f"it is predicted {pct_shown(gap)} slower than {best.strategy}"
     if gap <= slack:
         within = f"; {slower}, within the {pct(slack)} such reasons justify" if gap >= 0 else ""
-        return ps, [f"Parameter_server is preferred because {why}{within}.{warning}"]
+        return ps, [f"parameter_server is preferred because {why}{within}.{warning}"]
     beyond = " with that already counted"  # the speeds and preemptions that grant no slack
     if slack:
         beyond = f", more than the {pct(slack)} such reasons justify"
@@ -77,7 +77,7 @@ def input_fed_on_fewer_gpus(
     """Why parameter_server `fed` on fewer GPUs replaces `full`: only its workers take all input."""
     why, gpus = _why_parameter_server(topology, model, async_ok)[0], fed.layout.gpus_per_machine
     return [
-        f"Parameter_server is favoured because {why}: on {plural(gpus, 'GPU')} per machine only "
+        f"parameter_server is favoured because {why}: on {plural(gpus, 'GPU')} per machine only "
         f"its workers, each at its own speed, take all the input, not {full.strategy}'s."
         + _asynchrony_warning(fed, async_ok)
     ]
@@ -137,14 +137,14 @@ def _dense_model_verdict(
             known = "measured" if measured(sync) else "predicted"
             against = f" against {sync.strategy}'s {sync.rank_examples_per_second:,.0f} ({known})"
         return best, [
-            f"Parameter_server is chosen on its measured {best.rank_examples_per_second:,.0f} "
+            f"parameter_server is chosen on its measured {best.rank_examples_per_second:,.0f} "
             f"examples/s{against}, but examples/s is not time to train here.{warning}"
         ]
     if sync is None:
         return best, []
     if not claim:
         gain = best.rank_examples_per_second / sync.rank_examples_per_second - 1
-        claim = f"Parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
+        claim = f"parameter_server is predicted {pct(gain)} more examples/s than {sync.strategy}"
     return sync, [
         f"{claim}{_shorter_step(best, sync)}, but asynchronous examples are worth less to a dense "
         f"model.{warning} Without a reason for parameter servers (--async-ok, an embedding table, "
