@@ -196,7 +196,8 @@ def _ps_count(topology: Topology, model: ModelProfile, batch: int, workers: int,
         ps: sum(predict_parameter_server(topology, model, batch, workers, ps, gpus)[:2])
         for ps in range(need, max(need, 2 * workers, 8) + 1)
     }
-    return next(ps for ps, step in steps.items() if step <= min(steps.values()) * 1.03)
+    best = min(steps.values())
+    return next(ps for ps, step in steps.items() if step <= best * 1.03)
 
 
 def candidates(topology: Topology, model: ModelProfile, batch: int) -> list[Prediction]:
